@@ -1,0 +1,311 @@
+// CPU 2-D convolution, NCHW, contiguous operands, f32 and f64.
+// General path: per sample, im2col into a scratch matrix [C*R*S, P*Q] and one GEMM per group
+// (oneDNN sgemm for f32, Eigen for f64); backward runs the transposed GEMMs, then col2im for dx,
+// and accumulates dw over the batch with beta = 1. A 1x1, stride-1, unpadded conv skips im2col:
+// the input plane already is the column matrix.
+// Depthwise (groups == C > 1) has a direct kernel: im2col would turn it into C tiny GEMMs.
+// Every output element is written by one thread in a fixed summation order, so results do not
+// depend on the thread count (no atomics anywhere).
+//   cpu::conv2d_forward(geom, x, w, bias, out);   cpu::conv2d_backward(geom, x, w, dout, dx, dw);
+#include <algorithm>
+
+#include "core/cpu/kernels.h"
+#include "core/cpu/loops.h"
+#include "core/parallel.h"
+
+namespace octet::cpu {
+
+namespace {
+
+// Work per parallel chunk: enough elements that forking threads pays off.
+constexpr int64_t kGrainElems = 16384;
+int64_t grain_for(int64_t work_per_item) { return std::max<int64_t>(1, kGrainElems / std::max<int64_t>(1, work_per_item)); }
+
+// A 1-D view of `len` elements starting `off` elements into contiguous `t`: gemm reads
+// .data<T>(), which points at a view's first element. Detached, so nothing is recorded.
+Tensor flat(const Tensor& t, int64_t off, int64_t len) { return t.detach().view({t.numel()}).narrow(0, off, len); }
+
+// Output positions o in [lo, hi) whose input index o*stride + base falls inside [0, limit).
+void valid_range(int64_t base, int64_t stride, int64_t limit, int64_t out_len, int64_t& lo, int64_t& hi) {
+  // o*stride + base >= 0  <=>  o >= ceil(-base / stride)
+  lo = base >= 0 ? 0 : (-base + stride - 1) / stride;
+  // o*stride + base <= limit - 1  <=>  o <= floor((limit - 1 - base) / stride)
+  int64_t last = limit - 1 - base;
+  hi = last < 0 ? 0 : std::min(out_len, last / stride + 1);
+  lo = std::min(lo, hi);
+}
+
+bool is_pointwise(const Conv2dGeometry& g) {
+  return g.r == 1 && g.s == 1 && g.stride_h == 1 && g.stride_w == 1 && g.pad_h == 0 && g.pad_w == 0;
+}
+
+bool is_depthwise(const Conv2dGeometry& g) { return g.groups == g.c && g.groups > 1 && g.k % g.c == 0; }
+
+// col[(c*R + r)*S + s][p*Q + q] = x[c][p*sh - ph + r*dh][q*sw - pw + s*dw] (0 in the padding).
+template <typename T>
+void im2col(const Conv2dGeometry& g, const T* x, T* col) {
+  const int64_t pq = g.p * g.q;
+  parallel_for(0, g.c * g.r * g.s, grain_for(pq), [&](int64_t begin, int64_t end) {
+    for (int64_t row = begin; row < end; ++row) {
+      const int64_t s = row % g.s, r = (row / g.s) % g.r, c = row / (g.r * g.s);
+      const T* xc = x + c * g.h * g.w;
+      T* dst = col + row * pq;
+      int64_t q_lo, q_hi;
+      const int64_t iw0 = s * g.dil_w - g.pad_w;
+      valid_range(iw0, g.stride_w, g.w, g.q, q_lo, q_hi);
+      for (int64_t p = 0; p < g.p; ++p) {
+        const int64_t ih = p * g.stride_h - g.pad_h + r * g.dil_h;
+        T* d = dst + p * g.q;
+        if (ih < 0 || ih >= g.h) {
+          std::fill(d, d + g.q, T(0));
+          continue;
+        }
+        const T* xr = xc + ih * g.w;
+        std::fill(d, d + q_lo, T(0));
+        for (int64_t q = q_lo; q < q_hi; ++q) d[q] = xr[iw0 + q * g.stride_w];
+        std::fill(d + q_hi, d + g.q, T(0));
+      }
+    }
+  });
+}
+
+// dx[c] = sum over (r, s) of col rows (c, r, s) scattered back; one thread per channel plane, so
+// the plane is overwritten (not accumulated into) in a fixed order.
+template <typename T>
+void col2im(const Conv2dGeometry& g, const T* col, T* dx) {
+  const int64_t pq = g.p * g.q;
+  parallel_for(0, g.c, grain_for(g.r * g.s * pq), [&](int64_t begin, int64_t end) {
+    for (int64_t c = begin; c < end; ++c) {
+      T* dxc = dx + c * g.h * g.w;
+      std::fill(dxc, dxc + g.h * g.w, T(0));
+      for (int64_t r = 0; r < g.r; ++r) {
+        for (int64_t s = 0; s < g.s; ++s) {
+          const T* src = col + ((c * g.r + r) * g.s + s) * pq;
+          int64_t q_lo, q_hi;
+          const int64_t iw0 = s * g.dil_w - g.pad_w;
+          valid_range(iw0, g.stride_w, g.w, g.q, q_lo, q_hi);
+          for (int64_t p = 0; p < g.p; ++p) {
+            const int64_t ih = p * g.stride_h - g.pad_h + r * g.dil_h;
+            if (ih < 0 || ih >= g.h) continue;
+            T* dr = dxc + ih * g.w;
+            const T* sr = src + p * g.q;
+            for (int64_t q = q_lo; q < q_hi; ++q) dr[iw0 + q * g.stride_w] += sr[q];
+          }
+        }
+      }
+    }
+  });
+}
+
+// ---------------------------------------------------------------- general path (im2col + GEMM)
+
+template <typename T>
+void gemm_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& bias,
+                  const Tensor& out) {
+  const int64_t pq = g.p * g.q, hw = g.h * g.w;
+  const int64_t cg = g.c / g.groups, kg = g.k / g.groups, crs = cg * g.r * g.s;
+  const bool pointwise = is_pointwise(g);
+  Tensor col = pointwise ? Tensor() : empty({g.c * g.r * g.s * pq}, x.dtype());
+  T* o = out.data<T>();
+  for (int64_t n = 0; n < g.n; ++n) {
+    if (!pointwise) im2col<T>(g, x.data<T>() + n * g.c * hw, col.data<T>());
+    const Tensor& src = pointwise ? x : col;
+    const int64_t src_base = pointwise ? n * g.c * hw : 0;
+    double beta = 0.0;
+    if (bias.defined()) {
+      // Seed the output with the bias and let the GEMM add onto it.
+      const T* b = bias.data<T>();
+      T* on = o + n * g.k * pq;
+      parallel_for(0, g.k, grain_for(pq), [&](int64_t begin, int64_t end) {
+        for (int64_t k = begin; k < end; ++k) std::fill(on + k * pq, on + (k + 1) * pq, b[k]);
+      });
+      beta = 1.0;
+    }
+    for (int64_t grp = 0; grp < g.groups; ++grp) {
+      gemm(false, false, kg, pq, crs, 1.0, flat(w, grp * kg * crs, kg * crs), crs,
+           flat(src, src_base + grp * crs * pq, crs * pq), pq, beta, flat(out, (n * g.k + grp * kg) * pq, kg * pq),
+           pq);
+    }
+  }
+}
+
+template <typename T>
+void gemm_backward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& dout,
+                   const Tensor& dx, const Tensor& dw) {
+  const int64_t pq = g.p * g.q, hw = g.h * g.w;
+  const int64_t cg = g.c / g.groups, kg = g.k / g.groups, crs = cg * g.r * g.s;
+  const bool pointwise = is_pointwise(g);
+  const int64_t col_len = g.c * g.r * g.s * pq;
+  Tensor xcol = dw.defined() && !pointwise ? empty({col_len}, x.dtype()) : Tensor();
+  Tensor dcol = dx.defined() && !pointwise ? empty({col_len}, x.dtype()) : Tensor();
+  if (dw.defined() && g.n == 0) cpu::fill(dw, 0.0);
+  for (int64_t n = 0; n < g.n; ++n) {
+    const int64_t dout_base = n * g.k * pq;
+    if (dx.defined()) {
+      // dcol_g [crs, PQ] = W_g^T [crs, kg] . dout_g [kg, PQ]
+      const Tensor& dst = pointwise ? dx : dcol;
+      const int64_t dst_base = pointwise ? n * g.c * hw : 0;
+      for (int64_t grp = 0; grp < g.groups; ++grp) {
+        gemm(true, false, crs, pq, kg, 1.0, flat(w, grp * kg * crs, kg * crs), crs,
+             flat(dout, dout_base + grp * kg * pq, kg * pq), pq, 0.0, flat(dst, dst_base + grp * crs * pq, crs * pq),
+             pq);
+      }
+      if (!pointwise) col2im<T>(g, dcol.data<T>(), dx.data<T>() + n * g.c * hw);
+    }
+    if (dw.defined()) {
+      // dw_g [kg, crs] (+)= dout_g [kg, PQ] . col_g^T [PQ, crs]
+      if (!pointwise) im2col<T>(g, x.data<T>() + n * g.c * hw, xcol.data<T>());
+      const Tensor& src = pointwise ? x : xcol;
+      const int64_t src_base = pointwise ? n * g.c * hw : 0;
+      for (int64_t grp = 0; grp < g.groups; ++grp) {
+        gemm(false, true, kg, crs, pq, 1.0, flat(dout, dout_base + grp * kg * pq, kg * pq), pq,
+             flat(src, src_base + grp * crs * pq, crs * pq), pq, n == 0 ? 0.0 : 1.0,
+             flat(dw, grp * kg * crs, kg * crs), crs);
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------- depthwise (direct)
+// Output channel k reads input channel k / m, where m = K / C is the channel multiplier.
+
+template <typename T>
+void depthwise_forward(const Conv2dGeometry& g, const T* x, const T* w, const T* bias, T* out) {
+  const int64_t m = g.k / g.c, pq = g.p * g.q, hw = g.h * g.w, rs = g.r * g.s;
+  parallel_for(0, g.n * g.k, grain_for(pq * rs), [&](int64_t begin, int64_t end) {
+    for (int64_t nk = begin; nk < end; ++nk) {
+      const int64_t n = nk / g.k, k = nk % g.k;
+      const T* xc = x + (n * g.c + k / m) * hw;
+      const T* wk = w + k * rs;
+      T* o = out + nk * pq;
+      std::fill(o, o + pq, bias ? bias[k] : T(0));
+      for (int64_t r = 0; r < g.r; ++r) {
+        for (int64_t s = 0; s < g.s; ++s) {
+          const T wv = wk[r * g.s + s];
+          int64_t q_lo, q_hi;
+          const int64_t iw0 = s * g.dil_w - g.pad_w;
+          valid_range(iw0, g.stride_w, g.w, g.q, q_lo, q_hi);
+          for (int64_t p = 0; p < g.p; ++p) {
+            const int64_t ih = p * g.stride_h - g.pad_h + r * g.dil_h;
+            if (ih < 0 || ih >= g.h) continue;
+            const T* xr = xc + ih * g.w;
+            T* orow = o + p * g.q;
+            for (int64_t q = q_lo; q < q_hi; ++q) orow[q] += wv * xr[iw0 + q * g.stride_w];
+          }
+        }
+      }
+    }
+  });
+}
+
+// dx plane (n, c) gathers from its m output channels; one thread per plane.
+template <typename T>
+void depthwise_backward_input(const Conv2dGeometry& g, const T* w, const T* dout, T* dx) {
+  const int64_t m = g.k / g.c, pq = g.p * g.q, hw = g.h * g.w, rs = g.r * g.s;
+  parallel_for(0, g.n * g.c, grain_for(m * pq * rs), [&](int64_t begin, int64_t end) {
+    for (int64_t nc = begin; nc < end; ++nc) {
+      const int64_t n = nc / g.c, c = nc % g.c;
+      T* d = dx + nc * hw;
+      std::fill(d, d + hw, T(0));
+      for (int64_t k = c * m; k < (c + 1) * m; ++k) {
+        const T* go = dout + (n * g.k + k) * pq;
+        const T* wk = w + k * rs;
+        for (int64_t r = 0; r < g.r; ++r) {
+          for (int64_t s = 0; s < g.s; ++s) {
+            const T wv = wk[r * g.s + s];
+            int64_t q_lo, q_hi;
+            const int64_t iw0 = s * g.dil_w - g.pad_w;
+            valid_range(iw0, g.stride_w, g.w, g.q, q_lo, q_hi);
+            for (int64_t p = 0; p < g.p; ++p) {
+              const int64_t ih = p * g.stride_h - g.pad_h + r * g.dil_h;
+              if (ih < 0 || ih >= g.h) continue;
+              T* dr = d + ih * g.w;
+              const T* gr = go + p * g.q;
+              for (int64_t q = q_lo; q < q_hi; ++q) dr[iw0 + q * g.stride_w] += wv * gr[q];
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
+// dw[k] sums over the batch in order n = 0..N-1; one thread per output channel.
+template <typename T>
+void depthwise_backward_weight(const Conv2dGeometry& g, const T* x, const T* dout, T* dw) {
+  const int64_t m = g.k / g.c, pq = g.p * g.q, hw = g.h * g.w, rs = g.r * g.s;
+  parallel_for(0, g.k, grain_for(g.n * pq * rs), [&](int64_t begin, int64_t end) {
+    for (int64_t k = begin; k < end; ++k) {
+      for (int64_t r = 0; r < g.r; ++r) {
+        for (int64_t s = 0; s < g.s; ++s) {
+          int64_t q_lo, q_hi;
+          const int64_t iw0 = s * g.dil_w - g.pad_w;
+          valid_range(iw0, g.stride_w, g.w, g.q, q_lo, q_hi);
+          T acc = 0;
+          for (int64_t n = 0; n < g.n; ++n) {
+            const T* xc = x + (n * g.c + k / m) * hw;
+            const T* go = dout + (n * g.k + k) * pq;
+            for (int64_t p = 0; p < g.p; ++p) {
+              const int64_t ih = p * g.stride_h - g.pad_h + r * g.dil_h;
+              if (ih < 0 || ih >= g.h) continue;
+              const T* xr = xc + ih * g.w;
+              const T* gr = go + p * g.q;
+              for (int64_t q = q_lo; q < q_hi; ++q) acc += gr[q] * xr[iw0 + q * g.stride_w];
+            }
+          }
+          dw[k * rs + r * g.s + s] = acc;
+        }
+      }
+    }
+  });
+}
+
+void check_operands(const char* op, const Conv2dGeometry& g, const Tensor& x, const Tensor& w) {
+  OCTET_CHECK(x.is_contiguous() && w.is_contiguous(), op, ": expected contiguous input and weight");
+  OCTET_CHECK(x.dtype() == w.dtype(), op, ": dtypes differ: input ", x.dtype(), ", weight ", w.dtype());
+  OCTET_CHECK(x.numel() == g.n * g.c * g.h * g.w && w.numel() == g.k * (g.c / g.groups) * g.r * g.s, op,
+              ": operand sizes do not match the geometry: input ", x.shape(), ", weight ", w.shape());
+}
+
+}  // namespace
+
+void conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& bias,
+                    const Tensor& out) {
+  check_cpu("conv2d_forward", {x, w, bias, out});
+  check_operands("conv2d_forward", g, x, w);
+  OCTET_CHECK(out.is_contiguous() && out.dtype() == x.dtype() && out.numel() == g.n * g.k * g.p * g.q,
+              "conv2d_forward: expected a contiguous ", x.dtype(), " output of ", g.n * g.k * g.p * g.q,
+              " elements, got ", out.dtype(), " ", out.shape());
+  OCTET_CHECK(!bias.defined() || (bias.is_contiguous() && bias.dtype() == x.dtype() && bias.numel() == g.k),
+              "conv2d_forward: expected a contiguous ", x.dtype(), " bias of ", g.k, " elements");
+  dispatch_float(x.dtype(), "conv2d", [&]<typename T>() {
+    if (is_depthwise(g))
+      depthwise_forward<T>(g, x.data<T>(), w.data<T>(), bias.defined() ? bias.data<T>() : nullptr, out.data<T>());
+    else
+      gemm_forward<T>(g, x, w, bias, out);
+  });
+}
+
+void conv2d_backward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& dout,
+                     const Tensor& dx, const Tensor& dw) {
+  check_cpu("conv2d_backward", {x, w, dout, dx, dw});
+  check_operands("conv2d_backward", g, x, w);
+  OCTET_CHECK(dout.is_contiguous() && dout.dtype() == x.dtype() && dout.numel() == g.n * g.k * g.p * g.q,
+              "conv2d_backward: expected a contiguous ", x.dtype(), " dout of ", g.n * g.k * g.p * g.q,
+              " elements, got ", dout.dtype(), " ", dout.shape());
+  OCTET_CHECK(!dx.defined() || (dx.is_contiguous() && dx.dtype() == x.dtype() && dx.numel() == x.numel()),
+              "conv2d_backward: dx must be contiguous and match the input ", x.shape());
+  OCTET_CHECK(!dw.defined() || (dw.is_contiguous() && dw.dtype() == x.dtype() && dw.numel() == w.numel()),
+              "conv2d_backward: dw must be contiguous and match the weight ", w.shape());
+  if (!dx.defined() && !dw.defined()) return;
+  dispatch_float(x.dtype(), "conv2d", [&]<typename T>() {
+    if (is_depthwise(g)) {
+      if (dx.defined()) depthwise_backward_input<T>(g, w.data<T>(), dout.data<T>(), dx.data<T>());
+      if (dw.defined()) depthwise_backward_weight<T>(g, x.data<T>(), dout.data<T>(), dw.data<T>());
+    } else {
+      gemm_backward<T>(g, x, w, dout, dx, dw);
+    }
+  });
+}
+
+}  // namespace octet::cpu

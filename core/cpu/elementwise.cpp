@@ -1,0 +1,260 @@
+// CPU elementwise kernels: copy/cast, fill, random fills, unary, binary, compare, where.
+#include <atomic>
+#include <cmath>
+#include <limits>
+#include <type_traits>
+
+#include "core/cpu/kernels.h"
+#include "core/cpu/loops.h"
+#include "core/generator.h"
+
+namespace octet::cpu {
+
+namespace {
+
+template <typename To, typename From>
+inline To convert(From v) {
+  if constexpr (std::is_same_v<To, BFloat16>) {
+    return BFloat16(static_cast<float>(v));
+  } else if constexpr (std::is_same_v<From, BFloat16>) {
+    return static_cast<To>(static_cast<float>(v));
+  } else if constexpr (std::is_integral_v<To> && std::is_floating_point_v<From>) {
+    // Out-of-range and NaN float -> int is undefined in C++; saturate instead.
+    if (std::isnan(v)) return 0;
+    if (v <= static_cast<From>(std::numeric_limits<To>::lowest())) return std::numeric_limits<To>::lowest();
+    if (v >= static_cast<From>(std::numeric_limits<To>::max())) return std::numeric_limits<To>::max();
+    return static_cast<To>(v);
+  } else {
+    return static_cast<To>(v);
+  }
+}
+
+// Runs f over out (contiguous or not) and one input broadcast to it.
+template <typename TO, typename TI, typename F>
+void map1(const Tensor& out, const Tensor& in, F f) {
+  TO* o = static_cast<TO*>(out.raw_data());
+  const TI* a = static_cast<const TI*>(in.raw_data());
+  strided_loop<2>(out.shape(), {out.strides(), bstrides(in, out.shape())},
+                  [&](int64_t n, const std::array<int64_t, 2>& off, const std::array<int64_t, 2>& st) {
+                    TO* po = o + off[0];
+                    const TI* pa = a + off[1];
+                    if (st[0] == 1 && st[1] == 1) {
+                      for (int64_t j = 0; j < n; ++j) po[j] = f(pa[j]);
+                    } else {
+                      for (int64_t j = 0; j < n; ++j) po[j * st[0]] = f(pa[j * st[1]]);
+                    }
+                  });
+}
+
+template <typename TO, typename TA, typename TB, typename F>
+void map2(const Tensor& out, const Tensor& a, const Tensor& b, F f) {
+  TO* o = static_cast<TO*>(out.raw_data());
+  const TA* pa0 = static_cast<const TA*>(a.raw_data());
+  const TB* pb0 = static_cast<const TB*>(b.raw_data());
+  strided_loop<3>(out.shape(), {out.strides(), bstrides(a, out.shape()), bstrides(b, out.shape())},
+                  [&](int64_t n, const std::array<int64_t, 3>& off, const std::array<int64_t, 3>& st) {
+                    TO* po = o + off[0];
+                    const TA* pa = pa0 + off[1];
+                    const TB* pb = pb0 + off[2];
+                    if (st[0] == 1 && st[1] == 1 && st[2] == 1) {
+                      for (int64_t j = 0; j < n; ++j) po[j] = f(pa[j], pb[j]);
+                    } else if (st[0] == 1 && st[1] == 1 && st[2] == 0) {
+                      const TB s = *pb;
+                      for (int64_t j = 0; j < n; ++j) po[j] = f(pa[j], s);
+                    } else {
+                      for (int64_t j = 0; j < n; ++j) po[j * st[0]] = f(pa[j * st[1]], pb[j * st[2]]);
+                    }
+                  });
+}
+
+template <typename T>
+T gelu_erf(T x) { return T(0.5) * x * (T(1) + std::erf(x * T(M_SQRT1_2))); }
+template <typename T>
+T gelu_erf_grad(T x) {
+  T cdf = T(0.5) * (T(1) + std::erf(x * T(M_SQRT1_2)));
+  T pdf = std::exp(T(-0.5) * x * x) * T(0.5 * M_2_SQRTPI * M_SQRT1_2);
+  return cdf + x * pdf;
+}
+template <typename T>
+constexpr T kGeluC = T(0.7978845608028654);  // sqrt(2/pi)
+template <typename T>
+T gelu_tanh(T x) { return T(0.5) * x * (T(1) + std::tanh(kGeluC<T> * (x + T(0.044715) * x * x * x))); }
+template <typename T>
+T gelu_tanh_grad(T x) {
+  T u = kGeluC<T> * (x + T(0.044715) * x * x * x);
+  T t = std::tanh(u);
+  T du = kGeluC<T> * (T(1) + T(3 * 0.044715) * x * x);
+  return T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * du;
+}
+
+template <typename T>
+T sigmoid(T x) {
+  // Split by sign so exp never overflows.
+  if (x >= 0) return T(1) / (T(1) + std::exp(-x));
+  T e = std::exp(x);
+  return e / (T(1) + e);
+}
+
+}  // namespace
+
+void copy(const Tensor& dst, const Tensor& src) {
+  check_cpu("copy_", {dst, src});
+  dispatch_all(dst.dtype(), [&]<typename TO>() {
+    dispatch_all(src.dtype(), [&]<typename TI>() { map1<TO, TI>(dst, src, [](TI v) { return convert<TO>(v); }); });
+  });
+}
+
+void fill(const Tensor& dst, double value) {
+  check_cpu("fill_", {dst});
+  dispatch_all(dst.dtype(), [&]<typename T>() {
+    T v = convert<T>(value);
+    T* o = static_cast<T*>(dst.raw_data());
+    strided_loop<1>(dst.shape(), {dst.strides()},
+                    [&](int64_t n, const std::array<int64_t, 1>& off, const std::array<int64_t, 1>& st) {
+                      for (int64_t j = 0; j < n; ++j) o[off[0] + j * st[0]] = v;
+                    });
+  });
+}
+
+// Element i's value depends only on (seed, offset + i): any thread split gives the same tensor.
+template <typename F>
+static void random_fill(const Tensor& dst, const char* op, F f) {
+  check_cpu(op, {dst});
+  OCTET_CHECK(dst.is_contiguous(), op, ": kernel requires a contiguous tensor");
+  dispatch_float(dst.dtype(), op, [&]<typename T>() {
+    T* o = dst.data<T>();
+    parallel_for(0, dst.numel(), 16384, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) o[i] = static_cast<T>(f(i, std::is_same_v<T, double>));
+    });
+  });
+}
+
+void uniform(const Tensor& dst, double low, double high, uint64_t seed, uint64_t offset) {
+  random_fill(dst, "uniform_", [=](int64_t i, bool dbl) {
+    auto w = philox_at(seed, offset, static_cast<uint64_t>(i));
+    double u = dbl ? uniform_double(w[0], w[1]) : static_cast<double>(uniform_float(w[0]));
+    double v = low + (high - low) * u;
+    return v < high ? v : low;  // keep [low, high) after rounding
+  });
+}
+
+void normal(const Tensor& dst, double mean, double std, uint64_t seed, uint64_t offset) {
+  random_fill(dst, "normal_", [=](int64_t i, bool) {
+    auto w = philox_at(seed, offset, static_cast<uint64_t>(i));
+    // Box-Muller on (0, 1] x [0, 1).
+    double u1 = 1.0 - uniform_double(w[0], w[1]);
+    double u2 = uniform_double(w[2], w[3]);
+    return mean + std * std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
+  });
+}
+
+void unary(UnaryOp op, const Tensor& x, const Tensor& out, double a, double b) {
+  check_cpu("unary", {x, out});
+  if (op == UnaryOp::neg || op == UnaryOp::abs || op == UnaryOp::mul_scalar || op == UnaryOp::add_scalar) {
+    dispatch_numeric(x.dtype(), "unary", [&]<typename T>() {
+      switch (op) {
+        case UnaryOp::neg: return map1<T, T>(out, x, [](T v) { return static_cast<T>(-v); });
+        case UnaryOp::abs: return map1<T, T>(out, x, [](T v) { return static_cast<T>(v < 0 ? -v : v); });
+        case UnaryOp::mul_scalar: return map1<T, T>(out, x, [s = static_cast<T>(a)](T v) { return static_cast<T>(v * s); });
+        default: return map1<T, T>(out, x, [s = static_cast<T>(a)](T v) { return static_cast<T>(v + s); });
+      }
+    });
+    return;
+  }
+  dispatch_float(x.dtype(), "unary", [&]<typename T>() {
+    const T ta = static_cast<T>(a), tb = static_cast<T>(b);
+    switch (op) {
+      case UnaryOp::exp: return map1<T, T>(out, x, [](T v) { return std::exp(v); });
+      case UnaryOp::log: return map1<T, T>(out, x, [](T v) { return std::log(v); });
+      case UnaryOp::sqrt: return map1<T, T>(out, x, [](T v) { return std::sqrt(v); });
+      case UnaryOp::rsqrt: return map1<T, T>(out, x, [](T v) { return T(1) / std::sqrt(v); });
+      case UnaryOp::sign: return map1<T, T>(out, x, [](T v) { return static_cast<T>((v > 0) - (v < 0)); });
+      case UnaryOp::relu: return map1<T, T>(out, x, [](T v) { return v > 0 ? v : T(0); });
+      case UnaryOp::relu6: return map1<T, T>(out, x, [](T v) { return v > 0 ? (v < 6 ? v : T(6)) : T(0); });
+      case UnaryOp::sigmoid: return map1<T, T>(out, x, [](T v) { return sigmoid(v); });
+      case UnaryOp::tanh: return map1<T, T>(out, x, [](T v) { return std::tanh(v); });
+      case UnaryOp::gelu: return map1<T, T>(out, x, [](T v) { return gelu_erf(v); });
+      case UnaryOp::gelu_tanh: return map1<T, T>(out, x, [](T v) { return gelu_tanh(v); });
+      case UnaryOp::gelu_grad: return map1<T, T>(out, x, [](T v) { return gelu_erf_grad(v); });
+      case UnaryOp::gelu_tanh_grad: return map1<T, T>(out, x, [](T v) { return gelu_tanh_grad(v); });
+      case UnaryOp::reciprocal: return map1<T, T>(out, x, [](T v) { return T(1) / v; });
+      case UnaryOp::square: return map1<T, T>(out, x, [](T v) { return v * v; });
+      case UnaryOp::clamp:
+        return map1<T, T>(out, x, [=](T v) {
+          if (std::isnan(v)) return v;
+          if (!std::isnan(ta) && v < ta) v = ta;
+          if (!std::isnan(tb) && v > tb) v = tb;
+          return v;
+        });
+      case UnaryOp::pow_scalar:
+        if (a == 2.0) return map1<T, T>(out, x, [](T v) { return v * v; });
+        return map1<T, T>(out, x, [ta](T v) { return std::pow(v, ta); });
+      default: OCTET_FAIL("unary: unhandled op ", static_cast<int>(op));
+    }
+  });
+}
+
+void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
+  check_cpu("binary", {a, b, out});
+  dispatch_numeric(a.dtype(), "binary", [&]<typename T>() {
+    switch (op) {
+      case BinaryOp::add: return map2<T, T, T>(out, a, b, [](T x, T y) { return static_cast<T>(x + y); });
+      case BinaryOp::sub: return map2<T, T, T>(out, a, b, [](T x, T y) { return static_cast<T>(x - y); });
+      case BinaryOp::mul: return map2<T, T, T>(out, a, b, [](T x, T y) { return static_cast<T>(x * y); });
+      case BinaryOp::div:
+        if constexpr (std::is_integral_v<T>) {
+          // Kernel bodies run on worker threads and must not throw: look for a zero first.
+          std::atomic<bool> has_zero{false};
+          const T* pb = static_cast<const T*>(b.raw_data());
+          strided_loop<1>(b.shape(), {b.strides()},
+                          [&](int64_t n, const std::array<int64_t, 1>& off, const std::array<int64_t, 1>& st) {
+                            for (int64_t j = 0; j < n; ++j)
+                              if (pb[off[0] + j * st[0]] == 0) has_zero = true;
+                          });
+          OCTET_CHECK(!has_zero, "div: integer division by zero");
+          return map2<T, T, T>(out, a, b, [](T x, T y) { return static_cast<T>(x / y); });
+        } else {
+          return map2<T, T, T>(out, a, b, [](T x, T y) { return x / y; });
+        }
+      case BinaryOp::pow:
+        return map2<T, T, T>(out, a, b, [](T x, T y) { return static_cast<T>(std::pow(x, y)); });
+      case BinaryOp::maximum:
+        return map2<T, T, T>(out, a, b, [](T x, T y) { return (x != x || x > y) ? x : y; });
+      case BinaryOp::minimum:
+        return map2<T, T, T>(out, a, b, [](T x, T y) { return (x != x || x < y) ? x : y; });
+    }
+  });
+}
+
+void compare(CompareOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
+  check_cpu("compare", {a, b, out});
+  dispatch_numeric(a.dtype(), "compare", [&]<typename T>() {
+    auto run = [&](auto f) { map2<uint8_t, T, T>(out, a, b, [f](T x, T y) { return static_cast<uint8_t>(f(x, y)); }); };
+    switch (op) {
+      case CompareOp::eq: return run([](T x, T y) { return x == y; });
+      case CompareOp::ne: return run([](T x, T y) { return x != y; });
+      case CompareOp::lt: return run([](T x, T y) { return x < y; });
+      case CompareOp::le: return run([](T x, T y) { return x <= y; });
+      case CompareOp::gt: return run([](T x, T y) { return x > y; });
+      case CompareOp::ge: return run([](T x, T y) { return x >= y; });
+    }
+  });
+}
+
+void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) {
+  check_cpu("where", {cond, a, b, out});
+  dispatch_all(a.dtype(), [&]<typename T>() {
+    T* o = static_cast<T*>(out.raw_data());
+    const uint8_t* pc = static_cast<const uint8_t*>(cond.raw_data());
+    const T* pa = static_cast<const T*>(a.raw_data());
+    const T* pb = static_cast<const T*>(b.raw_data());
+    const Shape& s = out.shape();
+    strided_loop<4>(s, {out.strides(), bstrides(cond, s), bstrides(a, s), bstrides(b, s)},
+                    [&](int64_t n, const std::array<int64_t, 4>& off, const std::array<int64_t, 4>& st) {
+                      for (int64_t j = 0; j < n; ++j)
+                        o[off[0] + j * st[0]] = pc[off[1] + j * st[1]] ? pa[off[2] + j * st[2]] : pb[off[3] + j * st[3]];
+                    });
+  });
+}
+
+}  // namespace octet::cpu

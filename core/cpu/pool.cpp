@@ -1,0 +1,262 @@
+// CPU 2-D pooling, NCHW, contiguous, f32 and f64: max (with argmax indices), average
+// (PyTorch's count_include_pad semantics, floor output size) and adaptive average (PyTorch's
+// windows [floor(i*H/P), ceil((i+1)*H/P))). Work is split over the N*C planes; a backward
+// writes only its own dx plane in a fixed order, so results never depend on the thread count.
+//   cpu::max_pool2d_forward(geom, x, out, indices);   cpu::max_pool2d_backward(geom, dout, indices, dx);
+#include <algorithm>
+#include <cmath>
+
+#include "core/cpu/kernels.h"
+#include "core/cpu/loops.h"
+#include "core/parallel.h"
+
+namespace octet::cpu {
+
+namespace {
+
+constexpr int64_t kGrainElems = 16384;
+int64_t grain_for(int64_t work_per_plane) {
+  return std::max<int64_t>(1, kGrainElems / std::max<int64_t>(1, work_per_plane));
+}
+
+void check_plane_tensor(const char* op, const char* what, const Tensor& t, int64_t numel) {
+  OCTET_CHECK(t.is_contiguous() && t.numel() == numel, op, ": expected a contiguous ", what, " of ", numel,
+              " elements, got shape ", t.shape());
+}
+
+// Clipped average-pooling window along one axis and the size PyTorch divides by with padding.
+struct AvgWindow {
+  int64_t start, end, padded_len;
+};
+AvgWindow avg_window(int64_t o, int64_t stride, int64_t pad, int64_t kernel, int64_t in) {
+  int64_t start = o * stride - pad;
+  int64_t end = std::min(start + kernel, in + pad);
+  int64_t padded = end - start;
+  return {std::max<int64_t>(start, 0), std::min(end, in), padded};
+}
+
+int64_t avg_divisor(const Pool2dGeometry& g, const AvgWindow& wh, const AvgWindow& ww) {
+  return g.count_include_pad ? wh.padded_len * ww.padded_len : (wh.end - wh.start) * (ww.end - ww.start);
+}
+
+// ---------------------------------------------------------------- max
+
+template <typename T>
+void max_forward(const Pool2dGeometry& g, const T* x, T* out, int64_t* indices) {
+  const int64_t hw = g.h * g.w, pq = g.p * g.q;
+  parallel_for(0, g.n * g.c, grain_for(pq * g.kh * g.kw), [&](int64_t begin, int64_t end) {
+    for (int64_t plane = begin; plane < end; ++plane) {
+      const T* xp = x + plane * hw;
+      T* op = out + plane * pq;
+      int64_t* ip = indices + plane * pq;
+      for (int64_t p = 0; p < g.p; ++p) {
+        for (int64_t q = 0; q < g.q; ++q) {
+          // Padding acts as -inf: only positions inside the plane are candidates. The first
+          // maximum wins; a NaN wins over numbers (as PyTorch propagates it).
+          T best = -INFINITY;
+          int64_t best_idx = -1;
+          for (int64_t r = 0; r < g.kh; ++r) {
+            const int64_t ih = p * g.stride_h - g.pad_h + r * g.dil_h;
+            if (ih < 0 || ih >= g.h) continue;
+            for (int64_t s = 0; s < g.kw; ++s) {
+              const int64_t iw = q * g.stride_w - g.pad_w + s * g.dil_w;
+              if (iw < 0 || iw >= g.w) continue;
+              const T v = xp[ih * g.w + iw];
+              if (best_idx < 0 || v > best || (std::isnan(v) && !std::isnan(best))) {
+                best = v;
+                best_idx = ih * g.w + iw;
+              }
+            }
+          }
+          op[p * g.q + q] = best;
+          ip[p * g.q + q] = best_idx;
+        }
+      }
+    }
+  });
+}
+
+template <typename T>
+void max_backward(const Pool2dGeometry& g, const T* dout, const int64_t* indices, T* dx) {
+  const int64_t hw = g.h * g.w, pq = g.p * g.q;
+  parallel_for(0, g.n * g.c, grain_for(hw + pq), [&](int64_t begin, int64_t end) {
+    for (int64_t plane = begin; plane < end; ++plane) {
+      T* d = dx + plane * hw;
+      const T* go = dout + plane * pq;
+      const int64_t* ip = indices + plane * pq;
+      std::fill(d, d + hw, T(0));
+      for (int64_t i = 0; i < pq; ++i)
+        if (ip[i] >= 0 && ip[i] < hw) d[ip[i]] += go[i];  // -1: a window with no input
+    }
+  });
+}
+
+// ---------------------------------------------------------------- average
+
+template <typename T>
+void avg_forward(const Pool2dGeometry& g, const T* x, T* out) {
+  const int64_t hw = g.h * g.w, pq = g.p * g.q;
+  parallel_for(0, g.n * g.c, grain_for(pq * g.kh * g.kw), [&](int64_t begin, int64_t end) {
+    for (int64_t plane = begin; plane < end; ++plane) {
+      const T* xp = x + plane * hw;
+      T* op = out + plane * pq;
+      for (int64_t p = 0; p < g.p; ++p) {
+        const AvgWindow wh = avg_window(p, g.stride_h, g.pad_h, g.kh, g.h);
+        for (int64_t q = 0; q < g.q; ++q) {
+          const AvgWindow ww = avg_window(q, g.stride_w, g.pad_w, g.kw, g.w);
+          T acc = 0;
+          for (int64_t ih = wh.start; ih < wh.end; ++ih)
+            for (int64_t iw = ww.start; iw < ww.end; ++iw) acc += xp[ih * g.w + iw];
+          const int64_t div = avg_divisor(g, wh, ww);
+          op[p * g.q + q] = div > 0 ? acc / static_cast<T>(div) : T(0);
+        }
+      }
+    }
+  });
+}
+
+template <typename T>
+void avg_backward(const Pool2dGeometry& g, const T* dout, T* dx) {
+  const int64_t hw = g.h * g.w, pq = g.p * g.q;
+  parallel_for(0, g.n * g.c, grain_for(pq * g.kh * g.kw), [&](int64_t begin, int64_t end) {
+    for (int64_t plane = begin; plane < end; ++plane) {
+      T* d = dx + plane * hw;
+      const T* go = dout + plane * pq;
+      std::fill(d, d + hw, T(0));
+      for (int64_t p = 0; p < g.p; ++p) {
+        const AvgWindow wh = avg_window(p, g.stride_h, g.pad_h, g.kh, g.h);
+        for (int64_t q = 0; q < g.q; ++q) {
+          const AvgWindow ww = avg_window(q, g.stride_w, g.pad_w, g.kw, g.w);
+          const int64_t div = avg_divisor(g, wh, ww);
+          if (div <= 0) continue;
+          const T v = go[p * g.q + q] / static_cast<T>(div);
+          for (int64_t ih = wh.start; ih < wh.end; ++ih)
+            for (int64_t iw = ww.start; iw < ww.end; ++iw) d[ih * g.w + iw] += v;
+        }
+      }
+    }
+  });
+}
+
+// ---------------------------------------------------------------- adaptive average
+
+int64_t adaptive_start(int64_t i, int64_t in, int64_t out) { return (i * in) / out; }
+int64_t adaptive_end(int64_t i, int64_t in, int64_t out) { return ((i + 1) * in + out - 1) / out; }
+
+template <typename T>
+void adaptive_forward(int64_t planes, int64_t h, int64_t w, int64_t ph, int64_t pw, const T* x, T* out) {
+  const int64_t hw = h * w, pq = ph * pw;
+  parallel_for(0, planes, grain_for(hw + pq), [&](int64_t begin, int64_t end) {
+    for (int64_t plane = begin; plane < end; ++plane) {
+      const T* xp = x + plane * hw;
+      T* op = out + plane * pq;
+      for (int64_t p = 0; p < ph; ++p) {
+        const int64_t h0 = adaptive_start(p, h, ph), h1 = adaptive_end(p, h, ph);
+        for (int64_t q = 0; q < pw; ++q) {
+          const int64_t w0 = adaptive_start(q, w, pw), w1 = adaptive_end(q, w, pw);
+          T acc = 0;
+          for (int64_t ih = h0; ih < h1; ++ih)
+            for (int64_t iw = w0; iw < w1; ++iw) acc += xp[ih * w + iw];
+          op[p * pw + q] = acc / static_cast<T>((h1 - h0) * (w1 - w0));
+        }
+      }
+    }
+  });
+}
+
+template <typename T>
+void adaptive_backward(int64_t planes, int64_t h, int64_t w, int64_t ph, int64_t pw, const T* dout, T* dx) {
+  const int64_t hw = h * w, pq = ph * pw;
+  parallel_for(0, planes, grain_for(hw + pq), [&](int64_t begin, int64_t end) {
+    for (int64_t plane = begin; plane < end; ++plane) {
+      T* d = dx + plane * hw;
+      const T* go = dout + plane * pq;
+      std::fill(d, d + hw, T(0));
+      for (int64_t p = 0; p < ph; ++p) {
+        const int64_t h0 = adaptive_start(p, h, ph), h1 = adaptive_end(p, h, ph);
+        for (int64_t q = 0; q < pw; ++q) {
+          const int64_t w0 = adaptive_start(q, w, pw), w1 = adaptive_end(q, w, pw);
+          const T v = go[p * pw + q] / static_cast<T>((h1 - h0) * (w1 - w0));
+          for (int64_t ih = h0; ih < h1; ++ih)
+            for (int64_t iw = w0; iw < w1; ++iw) d[ih * w + iw] += v;
+        }
+      }
+    }
+  });
+}
+
+// Planes and spatial sizes of an adaptive-pooling pair [..., H, W] -> [..., P, Q].
+struct AdaptiveShape {
+  int64_t planes, h, w, p, q;
+};
+AdaptiveShape adaptive_shape(const char* op, const Tensor& in, const Tensor& out) {
+  OCTET_CHECK(in.dim() >= 2 && out.dim() == in.dim(), op, ": expected input and output of equal rank >= 2, got ",
+              in.shape(), " and ", out.shape());
+  OCTET_CHECK(in.is_contiguous() && out.is_contiguous(), op, ": expected contiguous tensors");
+  OCTET_CHECK(in.dtype() == out.dtype(), op, ": dtypes differ: ", in.dtype(), " and ", out.dtype());
+  AdaptiveShape a{1, in.size(-2), in.size(-1), out.size(-2), out.size(-1)};
+  for (int64_t d = 0; d + 2 < in.dim(); ++d) {
+    OCTET_CHECK(in.size(d) == out.size(d), op, ": leading dims differ: ", in.shape(), " and ", out.shape());
+    a.planes *= in.size(d);
+  }
+  OCTET_CHECK(a.p > 0 && a.q > 0, op, ": expected a positive output size, got ", out.shape());
+  return a;
+}
+
+}  // namespace
+
+void max_pool2d_forward(const Pool2dGeometry& g, const Tensor& x, const Tensor& out, const Tensor& indices) {
+  check_cpu("max_pool2d_forward", {x, out, indices});
+  check_plane_tensor("max_pool2d_forward", "input", x, g.n * g.c * g.h * g.w);
+  check_plane_tensor("max_pool2d_forward", "output", out, g.n * g.c * g.p * g.q);
+  check_plane_tensor("max_pool2d_forward", "indices", indices, g.n * g.c * g.p * g.q);
+  OCTET_CHECK(out.dtype() == x.dtype(), "max_pool2d_forward: dtypes differ: ", x.dtype(), " and ", out.dtype());
+  dispatch_float(x.dtype(), "max_pool2d", [&]<typename T>() {
+    max_forward<T>(g, x.data<T>(), out.data<T>(), indices.data<int64_t>());
+  });
+}
+
+void max_pool2d_backward(const Pool2dGeometry& g, const Tensor& dout, const Tensor& indices, const Tensor& dx) {
+  check_cpu("max_pool2d_backward", {dout, indices, dx});
+  check_plane_tensor("max_pool2d_backward", "dout", dout, g.n * g.c * g.p * g.q);
+  check_plane_tensor("max_pool2d_backward", "indices", indices, g.n * g.c * g.p * g.q);
+  check_plane_tensor("max_pool2d_backward", "dx", dx, g.n * g.c * g.h * g.w);
+  OCTET_CHECK(dout.dtype() == dx.dtype(), "max_pool2d_backward: dtypes differ: ", dout.dtype(), " and ", dx.dtype());
+  dispatch_float(dx.dtype(), "max_pool2d", [&]<typename T>() {
+    max_backward<T>(g, dout.data<T>(), indices.data<int64_t>(), dx.data<T>());
+  });
+}
+
+void avg_pool2d_forward(const Pool2dGeometry& g, const Tensor& x, const Tensor& out) {
+  check_cpu("avg_pool2d_forward", {x, out});
+  check_plane_tensor("avg_pool2d_forward", "input", x, g.n * g.c * g.h * g.w);
+  check_plane_tensor("avg_pool2d_forward", "output", out, g.n * g.c * g.p * g.q);
+  OCTET_CHECK(out.dtype() == x.dtype(), "avg_pool2d_forward: dtypes differ: ", x.dtype(), " and ", out.dtype());
+  dispatch_float(x.dtype(), "avg_pool2d", [&]<typename T>() { avg_forward<T>(g, x.data<T>(), out.data<T>()); });
+}
+
+void avg_pool2d_backward(const Pool2dGeometry& g, const Tensor& dout, const Tensor& dx) {
+  check_cpu("avg_pool2d_backward", {dout, dx});
+  check_plane_tensor("avg_pool2d_backward", "dout", dout, g.n * g.c * g.p * g.q);
+  check_plane_tensor("avg_pool2d_backward", "dx", dx, g.n * g.c * g.h * g.w);
+  OCTET_CHECK(dout.dtype() == dx.dtype(), "avg_pool2d_backward: dtypes differ: ", dout.dtype(), " and ", dx.dtype());
+  dispatch_float(dx.dtype(), "avg_pool2d", [&]<typename T>() { avg_backward<T>(g, dout.data<T>(), dx.data<T>()); });
+}
+
+void adaptive_avg_pool2d_forward(const Tensor& x, const Tensor& out) {
+  check_cpu("adaptive_avg_pool2d_forward", {x, out});
+  AdaptiveShape a = adaptive_shape("adaptive_avg_pool2d_forward", x, out);
+  dispatch_float(x.dtype(), "adaptive_avg_pool2d", [&]<typename T>() {
+    adaptive_forward<T>(a.planes, a.h, a.w, a.p, a.q, x.data<T>(), out.data<T>());
+  });
+}
+
+void adaptive_avg_pool2d_backward(const Tensor& dout, const Tensor& dx) {
+  check_cpu("adaptive_avg_pool2d_backward", {dout, dx});
+  AdaptiveShape a = adaptive_shape("adaptive_avg_pool2d_backward", dx, dout);
+  dispatch_float(dx.dtype(), "adaptive_avg_pool2d", [&]<typename T>() {
+    adaptive_backward<T>(a.planes, a.h, a.w, a.p, a.q, dout.data<T>(), dx.data<T>());
+  });
+}
+
+}  // namespace octet::cpu

@@ -1,0 +1,44 @@
+// octet::Error and OCTET_CHECK: every failure caused by user input (a bad shape, dtype, device,
+// file or argument) throws octet::Error with a message naming the op and what was expected.
+//   OCTET_CHECK(x.dim() == 4, "conv2d: expected 4-D input [N,C,H,W], got ", x.shape());
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace octet {
+
+// Shapes print as [2, 3, 4] in error messages.
+inline std::ostream& operator<<(std::ostream& os, const std::vector<int64_t>& v) {
+  os << '[';
+  for (size_t i = 0; i < v.size(); ++i) os << (i ? ", " : "") << v[i];
+  return os << ']';
+}
+
+class Error : public std::runtime_error {
+ public:
+  explicit Error(const std::string& what) : std::runtime_error(what) {}
+};
+
+namespace detail {
+template <typename... Args>
+std::string str_cat(Args&&... args) {
+  std::ostringstream os;
+  (os << ... << std::forward<Args>(args));
+  return os.str();
+}
+}  // namespace detail
+
+}  // namespace octet
+
+#define OCTET_CHECK(cond, ...)                                        \
+  do {                                                                \
+    if (!(cond)) throw ::octet::Error(::octet::detail::str_cat(__VA_ARGS__)); \
+  } while (0)
+
+#define OCTET_FAIL(...) throw ::octet::Error(::octet::detail::str_cat(__VA_ARGS__))

@@ -1,0 +1,94 @@
+// Device kernels behind the ops. Ops (core/ops/) check shapes, allocate outputs and wire
+// autograd; these functions only compute, on whatever device the tensors live on. Each is
+// implemented for the CPU in core/cpu/ and dispatched by device in core/kernels.cpp.
+// Outputs are preallocated; "contiguous" in a comment means the kernel requires it.
+#pragma once
+
+#include <cstdint>
+
+#include "core/tensor.h"
+
+namespace octet {
+
+enum class UnaryOp : uint8_t {
+  neg, exp, log, sqrt, rsqrt, abs, sign, relu, relu6, sigmoid, tanh, gelu, gelu_tanh,
+  gelu_grad, gelu_tanh_grad, reciprocal, square,
+  clamp,       // a = min, b = max
+  pow_scalar,  // x^a
+  mul_scalar,  // x*a
+  add_scalar,  // x+a
+};
+enum class BinaryOp : uint8_t { add, sub, mul, div, pow, maximum, minimum };
+enum class CompareOp : uint8_t { eq, ne, lt, le, gt, ge };
+enum class ReduceOp : uint8_t { sum, max, min, sum_sq, logsumexp };
+
+namespace kernels {
+
+// dst = src broadcast to dst's shape, converting dtype. Any strides.
+void copy(const Tensor& dst, const Tensor& src);
+void fill(const Tensor& dst, double value);
+// Counter-based random fills; element i uses counter offset + i. dst contiguous, float dtype.
+void uniform(const Tensor& dst, double low, double high, uint64_t seed, uint64_t offset);
+void normal(const Tensor& dst, double mean, double std, uint64_t seed, uint64_t offset);
+
+// out = op(x) elementwise; x broadcasts to out (same dtype).
+void unary(UnaryOp op, const Tensor& x, const Tensor& out, double a = 0, double b = 0);
+// out = op(a, b) with broadcasting (same dtype).
+void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out);
+// out (u8) = a op b with broadcasting.
+void compare(CompareOp op, const Tensor& a, const Tensor& b, const Tensor& out);
+// out = cond ? a : b; cond u8, all broadcast to out.
+void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out);
+
+// Row reductions: x contiguous [M, R] -> out [M].
+void reduce_rows(ReduceOp op, const Tensor& x, const Tensor& out);
+// Index (i64) of the first max (or min) of each row of contiguous [M, R].
+void arg_reduce_rows(bool is_max, const Tensor& x, const Tensor& out);
+// Softmax or log-softmax of each row of contiguous [M, R].
+void softmax_rows(bool log, const Tensor& x, const Tensor& out);
+
+// C[M,N] = alpha * op(A) op(B) + beta * C, row-major with leading dimensions (f32, f64).
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
+          const Tensor& a, int64_t lda, const Tensor& b, int64_t ldb, double beta,
+          const Tensor& c, int64_t ldc);
+
+// Convolution geometry shared by the conv kernels.
+struct Conv2dGeometry {
+  int64_t n, c, h, w;        // input
+  int64_t k, r, s;           // weight [k, c/groups, r, s]
+  int64_t p, q;              // output spatial size
+  int64_t stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, groups;
+};
+// x [N,C,H,W], w [K,C/g,R,S], bias [K] or undefined -> out [N,K,P,Q]; all contiguous.
+void conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& bias,
+                    const Tensor& out);
+// dx [N,C,H,W] (or undefined), dw [K,C/g,R,S] (or undefined) from dout [N,K,P,Q]; contiguous.
+void conv2d_backward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w,
+                     const Tensor& dout, const Tensor& dx, const Tensor& dw);
+
+struct Pool2dGeometry {
+  int64_t n, c, h, w, p, q;
+  int64_t kh, kw, stride_h, stride_w, pad_h, pad_w, dil_h, dil_w;
+  bool count_include_pad = true;  // avg pooling
+};
+// Max pooling; indices (i64) are flat positions h*W+w inside each input plane. Contiguous.
+void max_pool2d_forward(const Pool2dGeometry& g, const Tensor& x, const Tensor& out, const Tensor& indices);
+void max_pool2d_backward(const Pool2dGeometry& g, const Tensor& dout, const Tensor& indices, const Tensor& dx);
+void avg_pool2d_forward(const Pool2dGeometry& g, const Tensor& x, const Tensor& out);
+void avg_pool2d_backward(const Pool2dGeometry& g, const Tensor& dout, const Tensor& dx);
+// Adaptive average pooling to [P,Q] (PyTorch's floor/ceil windows). Contiguous.
+void adaptive_avg_pool2d_forward(const Tensor& x, const Tensor& out);
+void adaptive_avg_pool2d_backward(const Tensor& dout, const Tensor& dx);
+
+// Gathers along the last dim: x [M, C], index i64 [M, J] -> out [M, J]. Contiguous.
+// Indices are checked to lie in [0, C).
+void gather_rows(const Tensor& x, const Tensor& index, const Tensor& out);
+// dx [M, C] += scatter of src [M, J] at index [M, J].
+void scatter_add_rows(const Tensor& dx, const Tensor& index, const Tensor& src);
+// out [n, D] = x[index[i], :] for x [V, D]; indices checked to lie in [0, V).
+void index_select_rows(const Tensor& x, const Tensor& index, const Tensor& out);
+// dx [V, D] += src [n, D] at rows index[i] (serial per row, so deterministic).
+void index_add_rows(const Tensor& dx, const Tensor& index, const Tensor& src);
+
+}  // namespace kernels
+}  // namespace octet

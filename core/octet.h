@@ -1,0 +1,19 @@
+// octet's public umbrella header: `#include <octet/octet.h>` brings in the whole C++ API.
+//   octet::Tensor x = octet::randn({4, 8}, octet::TensorOptions().requires_grad(true));
+//   octet::sum(octet::relu(x)).backward();
+#pragma once
+
+#include "core/autograd.h"
+#include "core/device.h"
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/generator.h"
+#include "core/ops/conv.h"
+#include "core/ops/elementwise.h"
+#include "core/ops/linalg.h"
+#include "core/ops/loss.h"
+#include "core/ops/nn.h"
+#include "core/ops/pool.h"
+#include "core/ops/reduce.h"
+#include "core/parallel.h"
+#include "core/tensor.h"

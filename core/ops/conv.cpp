@@ -1,0 +1,74 @@
+#include "core/ops/conv.h"
+
+#include "core/autograd.h"
+#include "core/kernels.h"
+#include "core/ops/reduce.h"
+
+namespace octet {
+
+using autograd::Grads;
+using autograd::saved;
+
+// x [N,C,H,W], w [K,C/g,R,S], bias [K] -> [N,K,P,Q]
+Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2dOptions& o) {
+  OCTET_CHECK(x.defined() && w.defined(), "conv2d: undefined ", x.defined() ? "weight" : "input");
+  OCTET_CHECK(x.dim() == 4, "conv2d: expected 4-D input [N,C,H,W], got ", x.shape());
+  OCTET_CHECK(w.dim() == 4, "conv2d: expected 4-D weight [K,C/groups,R,S], got ", w.shape());
+  OCTET_CHECK(x.dtype() == DType::f32 || x.dtype() == DType::f64, "conv2d: expected dtype f32 or f64, got ",
+              x.dtype());
+  OCTET_CHECK(w.dtype() == x.dtype(), "conv2d: dtypes differ: input ", x.dtype(), ", weight ", w.dtype());
+  OCTET_CHECK(w.device() == x.device(), "conv2d: input is on ", x.device(), " but weight is on ", w.device());
+  OCTET_CHECK(o.stride_h > 0 && o.stride_w > 0, "conv2d: expected positive stride, got (", o.stride_h, ", ",
+              o.stride_w, ")");
+  OCTET_CHECK(o.dil_h > 0 && o.dil_w > 0, "conv2d: expected positive dilation, got (", o.dil_h, ", ", o.dil_w, ")");
+  OCTET_CHECK(o.pad_h >= 0 && o.pad_w >= 0, "conv2d: expected nonnegative padding, got (", o.pad_h, ", ", o.pad_w,
+              ")");
+  OCTET_CHECK(o.groups > 0, "conv2d: expected groups >= 1, got ", o.groups);
+
+  const int64_t n = x.size(0), c = x.size(1), h = x.size(2), wd = x.size(3);
+  const int64_t k = w.size(0), r = w.size(2), s = w.size(3);
+  OCTET_CHECK(c > 0 && h > 0 && wd > 0, "conv2d: expected nonempty channels and planes, got input ", x.shape());
+  OCTET_CHECK(k > 0 && r > 0 && s > 0, "conv2d: expected a nonempty weight, got ", w.shape());
+  OCTET_CHECK(c % o.groups == 0, "conv2d: input channels ", c, " are not divisible by groups ", o.groups);
+  OCTET_CHECK(k % o.groups == 0, "conv2d: output channels ", k, " are not divisible by groups ", o.groups);
+  OCTET_CHECK(w.size(1) == c / o.groups, "conv2d: expected weight of shape [", k, ", ", c / o.groups, ", R, S] for ",
+              c, " input channels and groups ", o.groups, ", got ", w.shape());
+  if (bias.defined()) {
+    OCTET_CHECK(bias.dim() == 1 && bias.size(0) == k, "conv2d: expected bias of shape [", k, "], got ", bias.shape());
+    OCTET_CHECK(bias.dtype() == x.dtype(), "conv2d: dtypes differ: input ", x.dtype(), ", bias ", bias.dtype());
+    OCTET_CHECK(bias.device() == x.device(), "conv2d: input is on ", x.device(), " but bias is on ", bias.device());
+  }
+  const int64_t span_h = o.dil_h * (r - 1) + 1, span_w = o.dil_w * (s - 1) + 1;
+  OCTET_CHECK(span_h <= h + 2 * o.pad_h && span_w <= wd + 2 * o.pad_w, "conv2d: dilated kernel (", span_h, ", ",
+              span_w, ") is larger than the padded input (", h + 2 * o.pad_h, ", ", wd + 2 * o.pad_w, ")");
+
+  kernels::Conv2dGeometry g{};
+  g.n = n, g.c = c, g.h = h, g.w = wd, g.k = k, g.r = r, g.s = s;
+  g.p = (h + 2 * o.pad_h - span_h) / o.stride_h + 1;
+  g.q = (wd + 2 * o.pad_w - span_w) / o.stride_w + 1;
+  g.stride_h = o.stride_h, g.stride_w = o.stride_w, g.pad_h = o.pad_h, g.pad_w = o.pad_w;
+  g.dil_h = o.dil_h, g.dil_w = o.dil_w, g.groups = o.groups;
+
+  Tensor xc, wc, bc;
+  {
+    NoGradGuard no_grad;  // the copies feed the kernel only; the node below links x, w, bias
+    xc = x.contiguous(), wc = w.contiguous(), bc = bias.defined() ? bias.contiguous() : Tensor();
+  }
+  Tensor out = empty({n, k, g.p, g.q}, TensorOptions(x.dtype()).device(x.device()));
+  kernels::conv2d_forward(g, xc, wc, bc, out);
+
+  if (autograd::needs_grad({x, w, bias})) {
+    bool rx = x.requires_grad(), rw = w.requires_grad(), rb = bias.defined() && bias.requires_grad();
+    autograd::record("conv2d", {x, w, bias}, {out}, [=, sx = saved(xc), sw = saved(wc)](const Grads& gr) {
+      Tensor dout = gr[0].contiguous();
+      TensorOptions like = TensorOptions(sx.dtype()).device(sx.device());
+      Tensor dx = rx ? empty(sx.shape(), like) : Tensor();
+      Tensor dw = rw ? empty(sw.shape(), like) : Tensor();
+      kernels::conv2d_backward(g, sx, sw, dout, dx, dw);
+      return Grads{dx, dw, rb ? sum(dout, {0, 2, 3}) : Tensor()};
+    });
+  }
+  return out;
+}
+
+}  // namespace octet

@@ -1,0 +1,135 @@
+#include "core/ops/linalg.h"
+
+#include <algorithm>
+
+#include "core/autograd.h"
+#include "core/kernels.h"
+#include "core/ops/elementwise.h"
+
+namespace octet {
+
+using autograd::Grads;
+using autograd::saved;
+
+namespace {
+
+// A 2-D view as the GEMM sees it: row-major (or transposed) with a leading dimension.
+struct Operand {
+  Tensor t;
+  bool trans;
+  int64_t ld;
+};
+
+Operand operand(const Tensor& m) {
+  int64_t r = m.size(0), c = m.size(1);
+  if ((m.stride(1) == 1 || c == 1)) {
+    int64_t ld = r > 1 ? m.stride(0) : c;
+    if (ld >= std::max<int64_t>(c, 1)) return {m, false, ld};
+  }
+  if ((m.stride(0) == 1 || r == 1)) {
+    int64_t ld = c > 1 ? m.stride(1) : r;
+    if (ld >= std::max<int64_t>(r, 1)) return {m, true, ld};
+  }
+  Tensor cm = m.contiguous();
+  return {cm, false, std::max<int64_t>(c, 1)};
+}
+
+void check_mm(const char* op, const Tensor& a, const Tensor& b, int64_t dims) {
+  OCTET_CHECK(a.defined() && b.defined(), op, ": undefined tensor argument");
+  OCTET_CHECK(a.dim() == dims && b.dim() == dims, op, ": expected ", dims, "-D tensors, got shapes ", a.shape(),
+              " and ", b.shape());
+  OCTET_CHECK(a.dtype() == b.dtype(), op, ": dtypes differ: ", a.dtype(), " and ", b.dtype());
+  OCTET_CHECK(a.dtype() == DType::f32 || a.dtype() == DType::f64, op, ": expected dtype f32 or f64, got ", a.dtype());
+  OCTET_CHECK(a.device() == b.device(), op, ": tensors are on different devices: ", a.device(), " and ", b.device());
+  OCTET_CHECK(a.size(-1) == b.size(-2), op, ": inner dimensions differ: ", a.shape(), " x ", b.shape());
+}
+
+// out [M, N] = a [M, K] x b [K, N]; out contiguous.
+void gemm_into(const Tensor& a, const Tensor& b, const Tensor& out) {
+  Operand oa = operand(a), ob = operand(b);
+  int64_t m = a.size(0), k = a.size(1), n = b.size(1);
+  if (k == 0) {
+    kernels::fill(out, 0.0);
+    return;
+  }
+  kernels::gemm(oa.trans, ob.trans, m, n, k, 1.0, oa.t, oa.ld, ob.t, ob.ld, 0.0, out, std::max<int64_t>(n, 1));
+}
+
+}  // namespace
+
+Tensor mm(const Tensor& a, const Tensor& b) {
+  check_mm("mm", a, b, 2);
+  Tensor out = empty({a.size(0), b.size(1)}, TensorOptions(a.dtype()).device(a.device()));
+  {
+    NoGradGuard ng;
+    gemm_into(a, b, out);
+  }
+  if (autograd::needs_grad({a, b})) {
+    Tensor sa = saved(a), sb = saved(b);
+    bool ra = a.requires_grad(), rb = b.requires_grad();
+    autograd::record("mm", {a, b}, {out}, [sa, sb, ra, rb](const Grads& g) {
+      return Grads{ra ? mm(g[0], sb.t()) : Tensor(), rb ? mm(sa.t(), g[0]) : Tensor()};
+    });
+  }
+  return out;
+}
+
+Tensor bmm(const Tensor& a, const Tensor& b) {
+  check_mm("bmm", a, b, 3);
+  OCTET_CHECK(a.size(0) == b.size(0), "bmm: batch sizes differ: ", a.shape(), " x ", b.shape());
+  Tensor out = empty({a.size(0), a.size(1), b.size(2)}, TensorOptions(a.dtype()).device(a.device()));
+  {
+    NoGradGuard ng;
+    for (int64_t i = 0; i < a.size(0); ++i) gemm_into(a.select(0, i), b.select(0, i), out.select(0, i));
+  }
+  if (autograd::needs_grad({a, b})) {
+    Tensor sa = saved(a), sb = saved(b);
+    bool ra = a.requires_grad(), rb = b.requires_grad();
+    autograd::record("bmm", {a, b}, {out}, [sa, sb, ra, rb](const Grads& g) {
+      return Grads{ra ? bmm(g[0], sb.transpose(1, 2)) : Tensor(), rb ? bmm(sa.transpose(1, 2), g[0]) : Tensor()};
+    });
+  }
+  return out;
+}
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  OCTET_CHECK(a.defined() && b.defined(), "matmul: undefined tensor argument");
+  OCTET_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul: operands must be at least 1-D, got shapes ", a.shape(), " and ",
+              b.shape());
+  if (a.dim() == 1 && b.dim() == 1) return mm(a.unsqueeze(0), b.unsqueeze(1)).reshape({});
+  if (a.dim() == 1) return matmul(a.unsqueeze(0), b).squeeze(-2);
+  if (b.dim() == 1) return matmul(a, b.unsqueeze(1)).squeeze(-1);
+  if (a.dim() == 2 && b.dim() == 2) return mm(a, b);
+  OCTET_CHECK(a.size(-1) == b.size(-2), "matmul: inner dimensions differ: ", a.shape(), " x ", b.shape());
+  int64_t m = a.size(-2), k = a.size(-1), n = b.size(-1);
+  if (b.dim() == 2) {
+    // [..., M, K] x [K, N]: one GEMM over all rows.
+    Shape out_shape(a.shape().begin(), a.shape().end() - 1);
+    out_shape.push_back(n);
+    return mm(a.reshape({-1, k}), b).reshape(out_shape);
+  }
+  Shape ba(a.shape().begin(), a.shape().end() - 2), bb(b.shape().begin(), b.shape().end() - 2);
+  Shape batch = broadcast_shapes(ba, bb, "matmul");
+  Shape ea = batch, eb = batch, out_shape = batch;
+  ea.insert(ea.end(), {m, k});
+  eb.insert(eb.end(), {k, n});
+  out_shape.insert(out_shape.end(), {m, n});
+  int64_t nb = shape_numel(batch);
+  return bmm(a.expand(ea).reshape({nb, m, k}), b.expand(eb).reshape({nb, k, n})).reshape(out_shape);
+}
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  OCTET_CHECK(weight.defined() && weight.dim() == 2, "linear: weight must be 2-D [out, in], got ",
+              weight.defined() ? weight.shape() : Shape{});
+  OCTET_CHECK(x.defined() && x.dim() >= 1 && x.size(-1) == weight.size(1), "linear: input's last dim must be ",
+              weight.size(1), ", got shape ", x.defined() ? x.shape() : Shape{});
+  Tensor y = matmul(x, weight.t());
+  if (bias.defined()) {
+    OCTET_CHECK(bias.dim() == 1 && bias.size(0) == weight.size(0), "linear: bias must have shape [",
+                weight.size(0), "], got ", bias.shape());
+    y = y + bias;
+  }
+  return y;
+}
+
+}  // namespace octet

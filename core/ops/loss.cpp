@@ -1,0 +1,93 @@
+#include "core/ops/loss.h"
+
+#include "core/autograd.h"
+#include "core/kernels.h"
+#include "core/ops/elementwise.h"
+#include "core/ops/nn.h"
+#include "core/ops/reduce.h"
+
+namespace octet {
+
+using autograd::Grads;
+using autograd::saved;
+
+// softmax over `dim` as rows: move dim last, run the row kernel, move it back.
+static Tensor softmax_impl(const Tensor& x, int64_t dim, bool log) {
+  const char* op = log ? "log_softmax" : "softmax";
+  OCTET_CHECK(x.defined() && x.dim() >= 1, op, ": expected a tensor with at least 1 dim");
+  int64_t d = wrap_dim(dim, x.dim(), op);
+  Tensor out;
+  {
+    NoGradGuard ng;
+    Tensor moved = x.transpose(d, -1).contiguous();
+    Tensor rows = empty(moved.shape(), TensorOptions(x.dtype()).device(x.device()));
+    kernels::softmax_rows(log, moved.reshape({-1, moved.size(-1)}), rows.reshape({-1, moved.size(-1)}));
+    out = rows.transpose(d, -1).contiguous();
+  }
+  if (autograd::needs_grad({x})) {
+    Tensor y = saved(out);
+    autograd::record(op, {x}, {out}, [y, d, log](const Grads& g) {
+      if (log) return Grads{g[0] - exp(y) * sum(g[0], {d}, true)};
+      return Grads{y * (g[0] - sum(g[0] * y, {d}, true))};
+    });
+  }
+  return out;
+}
+
+Tensor softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, false); }
+Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, true); }
+
+static Tensor reduce_loss(const Tensor& per_item, const Tensor& weight_sum, Reduction r) {
+  switch (r) {
+    case Reduction::none: return per_item;
+    case Reduction::sum: return sum(per_item);
+    case Reduction::mean: return weight_sum.defined() ? sum(per_item) / weight_sum : mean(per_item);
+  }
+  return per_item;
+}
+
+static void check_classification(const char* op, const Tensor& x, const Tensor& target) {
+  OCTET_CHECK(x.defined() && x.dim() == 2, op, ": expected input [N, C], got ", x.defined() ? x.shape() : Shape{});
+  OCTET_CHECK(target.defined() && target.dtype() == DType::i64, op, ": target must be an i64 tensor of class indices");
+  OCTET_CHECK(target.dim() == 1 && target.size(0) == x.size(0), op, ": target must have shape [", x.size(0),
+              "], got ", target.shape());
+}
+
+// -logp[i, target[i]] with ignored targets giving 0, and the count of kept targets.
+static std::pair<Tensor, Tensor> picked_nll(const Tensor& logp, const Tensor& target, int64_t ignore_index) {
+  Tensor keep = ne(target, scalar_tensor(static_cast<double>(ignore_index), TensorOptions(DType::i64)));
+  Tensor safe = where(keep, target, zeros_like(target));
+  Tensor keep_f = keep.to(logp.dtype());
+  Tensor picked = gather(logp, 1, safe.unsqueeze(1)).squeeze(1);
+  return {-picked * keep_f, sum(keep_f)};
+}
+
+Tensor nll_loss(const Tensor& logp, const Tensor& target, int64_t ignore_index, Reduction reduction) {
+  check_classification("nll_loss", logp, target);
+  auto [loss, count] = picked_nll(logp, target, ignore_index);
+  return reduce_loss(loss, count, reduction);
+}
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntropyOptions& opts) {
+  check_classification("cross_entropy", logits, target);
+  double eps = opts.label_smoothing_;
+  OCTET_CHECK(eps >= 0.0 && eps <= 1.0, "cross_entropy: label_smoothing must be in [0, 1], got ", eps);
+  Tensor logp = log_softmax(logits, 1);
+  auto [loss, count] = picked_nll(logp, target, opts.ignore_index_);
+  if (eps > 0.0) {
+    Tensor keep_f = ne(target, scalar_tensor(static_cast<double>(opts.ignore_index_), TensorOptions(DType::i64)))
+                        .to(logits.dtype());
+    Tensor smooth = -mean(logp, {1}) * keep_f;
+    loss = loss * (1.0 - eps) + smooth * eps;
+  }
+  return reduce_loss(loss, count, opts.reduction_);
+}
+
+Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  OCTET_CHECK(input.defined() && target.defined() && input.shape() == target.shape(), "mse_loss: shapes differ: ",
+              input.defined() ? input.shape() : Shape{}, " and ", target.defined() ? target.shape() : Shape{});
+  Tensor d = input - target;
+  return reduce_loss(d * d, Tensor(), reduction);
+}
+
+}  // namespace octet

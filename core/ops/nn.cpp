@@ -1,0 +1,216 @@
+#include "core/ops/nn.h"
+
+#include "core/autograd.h"
+#include "core/generator.h"
+#include "core/kernels.h"
+#include "core/ops/elementwise.h"
+#include "core/ops/linalg.h"
+#include "core/ops/reduce.h"
+
+namespace octet {
+
+using autograd::Grads;
+using autograd::saved;
+
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
+  OCTET_CHECK(x.defined() && index.defined(), "gather: undefined tensor argument");
+  OCTET_CHECK(index.dtype() == DType::i64, "gather: index must be i64, got ", index.dtype());
+  OCTET_CHECK(index.dim() == x.dim(), "gather: index rank ", index.dim(), " differs from input rank ", x.dim());
+  int64_t d = wrap_dim(dim, x.dim(), "gather");
+  for (int64_t i = 0; i < x.dim(); ++i)
+    OCTET_CHECK(i == d || index.size(i) == x.size(i), "gather: index shape ", index.shape(),
+                " must match input shape ", x.shape(), " except in dim ", d);
+  Tensor out;
+  Shape moved_shape;
+  {
+    NoGradGuard ng;
+    Tensor xr = x.transpose(d, -1).contiguous();
+    Tensor ir = index.transpose(d, -1).contiguous();
+    moved_shape = xr.shape();
+    Tensor rows = empty(ir.shape(), TensorOptions(x.dtype()).device(x.device()));
+    kernels::gather_rows(xr.reshape({-1, xr.size(-1)}), ir.reshape({-1, ir.size(-1)}), rows.reshape({-1, ir.size(-1)}));
+    out = rows.transpose(d, -1).contiguous();
+  }
+  if (autograd::needs_grad({x})) {
+    Tensor si = saved(index);
+    autograd::record("gather", {x}, {out}, [si, d, moved_shape](const Grads& g) {
+      Tensor dx = zeros(moved_shape, TensorOptions(g[0].dtype()).device(g[0].device()));
+      Tensor ir = si.transpose(d, -1).contiguous();
+      Tensor gr = g[0].transpose(d, -1).contiguous();
+      kernels::scatter_add_rows(dx.reshape({-1, dx.size(-1)}), ir.reshape({-1, ir.size(-1)}),
+                                gr.reshape({-1, gr.size(-1)}));
+      return Grads{dx.transpose(d, -1)};
+    });
+  }
+  return out;
+}
+
+Tensor embedding(const Tensor& weight, const Tensor& ids, int64_t padding_idx) {
+  OCTET_CHECK(weight.defined() && weight.dim() == 2, "embedding: weight must be 2-D [V, D]");
+  OCTET_CHECK(ids.defined() && ids.dtype() == DType::i64, "embedding: ids must be an i64 tensor");
+  OCTET_CHECK(padding_idx < weight.size(0), "embedding: padding_idx ", padding_idx, " is out of range for ",
+              weight.size(0), " rows");
+  Shape out_shape = ids.shape();
+  out_shape.push_back(weight.size(1));
+  Tensor out;
+  Tensor flat_ids;
+  {
+    NoGradGuard ng;
+    flat_ids = ids.reshape({-1}).contiguous();
+    out = empty({flat_ids.numel(), weight.size(1)}, TensorOptions(weight.dtype()).device(weight.device()));
+    kernels::index_select_rows(weight.contiguous(), flat_ids, out);
+    out = out.reshape(out_shape);
+  }
+  if (autograd::needs_grad({weight})) {
+    Tensor si = saved(flat_ids);
+    autograd::record("embedding", {weight}, {out}, [si, padding_idx, ws = weight.shape()](const Grads& g) {
+      Tensor src = g[0].reshape({-1, ws[1]}).contiguous();
+      if (padding_idx >= 0) {
+        Tensor keep = ne(si, scalar_tensor(static_cast<double>(padding_idx), DType::i64)).to(src.dtype());
+        src = (src * keep.unsqueeze(1)).contiguous();
+      }
+      Tensor dw = zeros(ws, TensorOptions(g[0].dtype()).device(g[0].device()));
+      kernels::index_add_rows(dw, si, src);
+      return Grads{dw};
+    });
+  }
+  return out;
+}
+
+Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
+  OCTET_CHECK(p >= 0.0 && p <= 1.0, "dropout: p must be in [0, 1], got ", p);
+  if (!training || p == 0.0) return x;
+  if (p == 1.0) return x * zeros_like(x);
+  Tensor keep = lt(rand(x.shape(), TensorOptions(x.dtype()).device(x.device()), gen), 1.0 - p).to(x.dtype());
+  return x * (keep * (1.0 / (1.0 - p)));
+}
+
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
+  OCTET_CHECK(!tensors.empty(), "cat: expected at least one tensor");
+  const Tensor& first = tensors[0];
+  int64_t d = wrap_dim(dim, first.dim(), "cat");
+  Shape shape = first.shape();
+  shape[d] = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor& t = tensors[i];
+    OCTET_CHECK(t.defined() && t.dim() == first.dim() && t.dtype() == first.dtype() && t.device() == first.device(),
+                "cat: tensor ", i, " does not match tensor 0 in rank, dtype or device");
+    for (int64_t k = 0; k < t.dim(); ++k)
+      OCTET_CHECK(k == d || t.size(k) == first.size(k), "cat: tensor ", i, " has shape ", t.shape(), ", expected ",
+                  first.shape(), " outside dim ", d);
+    shape[d] += t.size(d);
+  }
+  Tensor out = empty(shape, TensorOptions(first.dtype()).device(first.device()));
+  std::vector<int64_t> starts;
+  {
+    NoGradGuard ng;
+    int64_t at = 0;
+    for (const Tensor& t : tensors) {
+      starts.push_back(at);
+      out.narrow(d, at, t.size(d)).copy_(t);
+      at += t.size(d);
+    }
+  }
+  std::vector<int64_t> lengths;
+  for (const Tensor& t : tensors) lengths.push_back(t.size(d));
+  autograd::record("cat", tensors, {out}, [d, starts, lengths](const Grads& g) {
+    Grads dx;
+    for (size_t i = 0; i < starts.size(); ++i) dx.push_back(g[0].narrow(d, starts[i], lengths[i]));
+    return dx;
+  });
+  return out;
+}
+
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
+  OCTET_CHECK(!tensors.empty(), "stack: expected at least one tensor");
+  int64_t d = wrap_dim(dim, tensors[0].dim() + 1, "stack");
+  std::vector<Tensor> parts;
+  for (const Tensor& t : tensors) {
+    OCTET_CHECK(t.defined() && t.shape() == tensors[0].shape(), "stack: shapes differ: ", t.shape(), " and ",
+                tensors[0].shape());
+    parts.push_back(t.unsqueeze(d));
+  }
+  return cat(parts, d);
+}
+
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
+                  double eps) {
+  int64_t k = static_cast<int64_t>(normalized_shape.size());
+  OCTET_CHECK(x.defined() && k >= 1 && x.dim() >= k &&
+                  Shape(x.shape().end() - k, x.shape().end()) == normalized_shape,
+              "layer_norm: input shape ", x.defined() ? x.shape() : Shape{}, " does not end with normalized_shape ",
+              normalized_shape);
+  OCTET_CHECK(!weight.defined() || weight.shape() == normalized_shape, "layer_norm: weight shape ",
+              weight.defined() ? weight.shape() : Shape{}, " differs from ", normalized_shape);
+  OCTET_CHECK(!bias.defined() || bias.shape() == normalized_shape, "layer_norm: bias shape ",
+              bias.defined() ? bias.shape() : Shape{}, " differs from ", normalized_shape);
+  std::vector<int64_t> dims;
+  for (int64_t i = x.dim() - k; i < x.dim(); ++i) dims.push_back(i);
+  Tensor mu = mean(x, dims, true);
+  Tensor centered = x - mu;
+  Tensor y = centered * rsqrt(mean(centered * centered, dims, true) + eps);
+  if (weight.defined()) y = y * weight;
+  if (bias.defined()) y = y + bias;
+  return y;
+}
+
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+                  const Tensor& bias, bool training, double momentum, double eps) {
+  OCTET_CHECK(x.defined() && x.dim() >= 2, "batch_norm: expected input [N, C, ...], got ",
+              x.defined() ? x.shape() : Shape{});
+  int64_t c = x.size(1);
+  for (const Tensor* t : {&running_mean, &running_var, &weight, &bias})
+    OCTET_CHECK(!t->defined() || t->shape() == Shape{c}, "batch_norm: per-channel tensors must have shape [", c,
+                "], got ", t->shape());
+  // Per-channel tensors broadcast as [1, C, 1, ...].
+  Shape bshape(x.dim(), 1);
+  bshape[1] = c;
+  auto per_channel = [&](const Tensor& t) { return t.reshape(bshape); };
+  std::vector<int64_t> dims;
+  for (int64_t i = 0; i < x.dim(); ++i)
+    if (i != 1) dims.push_back(i);
+  Tensor y;
+  if (training) {
+    int64_t n = x.numel() / std::max<int64_t>(c, 1);
+    OCTET_CHECK(n > 1, "batch_norm: training needs more than one value per channel, got input shape ", x.shape());
+    Tensor mu = mean(x, dims, true);
+    Tensor centered = x - mu;
+    Tensor biased_var = mean(centered * centered, dims, true);
+    y = centered * rsqrt(biased_var + eps);
+    if (running_mean.defined() && running_var.defined()) {
+      NoGradGuard ng;
+      Tensor unbiased = biased_var.reshape({c}) * (static_cast<double>(n) / static_cast<double>(n - 1));
+      running_mean.detach().copy_(running_mean * (1.0 - momentum) + mu.reshape({c}) * momentum);
+      running_var.detach().copy_(running_var * (1.0 - momentum) + unbiased * momentum);
+    }
+  } else {
+    OCTET_CHECK(running_mean.defined() && running_var.defined(),
+                "batch_norm: evaluation mode needs running_mean and running_var");
+    y = (x - per_channel(running_mean)) * rsqrt(per_channel(running_var) + eps);
+  }
+  if (weight.defined()) y = y * per_channel(weight);
+  if (bias.defined()) y = y + per_channel(bias);
+  return y;
+}
+
+LstmState lstm_cell(const Tensor& x, const Tensor& h, const Tensor& c, const Tensor& w_ih, const Tensor& w_hh,
+                    const Tensor& b_ih, const Tensor& b_hh) {
+  OCTET_CHECK(x.defined() && h.defined() && c.defined() && x.dim() == 2 && h.dim() == 2 && c.dim() == 2,
+              "lstm_cell: expected 2-D x [B, I], h [B, H], c [B, H]");
+  int64_t hs = h.size(1);
+  OCTET_CHECK(c.shape() == h.shape() && x.size(0) == h.size(0), "lstm_cell: shapes differ: x ", x.shape(), ", h ",
+              h.shape(), ", c ", c.shape());
+  OCTET_CHECK(w_ih.defined() && w_ih.shape() == (Shape{4 * hs, x.size(1)}), "lstm_cell: w_ih must be [", 4 * hs,
+              ", ", x.size(1), "], got ", w_ih.defined() ? w_ih.shape() : Shape{});
+  OCTET_CHECK(w_hh.defined() && w_hh.shape() == (Shape{4 * hs, hs}), "lstm_cell: w_hh must be [", 4 * hs, ", ", hs,
+              "], got ", w_hh.defined() ? w_hh.shape() : Shape{});
+  Tensor gates = linear(x, w_ih, b_ih) + linear(h, w_hh, b_hh);
+  Tensor i = sigmoid(gates.narrow(1, 0, hs));
+  Tensor f = sigmoid(gates.narrow(1, hs, hs));
+  Tensor g = tanh(gates.narrow(1, 2 * hs, hs));
+  Tensor o = sigmoid(gates.narrow(1, 3 * hs, hs));
+  Tensor c1 = f * c + i * g;
+  return {o * tanh(c1), c1};
+}
+
+}  // namespace octet

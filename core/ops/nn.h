@@ -1,0 +1,44 @@
+// Neural-network building blocks, forward and backward: indexing, embedding, dropout,
+// normalization, concatenation and the LSTM cell.
+//   Tensor e = embedding(weight, ids);        Tensor y = layer_norm(x, {512}, w, b);
+//   auto [h1, c1] = lstm_cell(x, h0, c0, w_ih, w_hh, b_ih, b_hh);
+#pragma once
+
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace octet {
+
+class Generator;
+
+// out[i][j] = x[i][index[i][j]] along `dim` (index i64, same rank; other dims equal to x's).
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
+// Rows of weight [V, D] picked by ids (i64, any shape) -> [..., D]. Rows equal to padding_idx
+// (if >= 0) get no gradient.
+Tensor embedding(const Tensor& weight, const Tensor& ids, int64_t padding_idx = -1);
+// Zeroes elements with probability p and scales the rest by 1/(1-p) while training.
+Tensor dropout(const Tensor& x, double p, bool training, Generator* gen = nullptr);
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim);
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim);
+
+// Normalizes over the trailing `normalized_shape` dims; weight/bias (optional) have that shape.
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
+                  const Tensor& bias = Tensor(), double eps = 1e-5);
+
+// x [N, C, ...]. In training, normalizes with the batch statistics and updates running_mean /
+// running_var in place (if defined): r = (1 - momentum) r + momentum * stat, with the unbiased
+// variance, as PyTorch. In evaluation, normalizes with the running statistics.
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+                  const Tensor& bias, bool training, double momentum = 0.1, double eps = 1e-5);
+
+struct LstmState {
+  Tensor h;
+  Tensor c;
+};
+// One LSTM step (PyTorch's gate order i, f, g, o): x [B, I], h, c [B, H], w_ih [4H, I],
+// w_hh [4H, H], biases [4H] (optional).
+LstmState lstm_cell(const Tensor& x, const Tensor& h, const Tensor& c, const Tensor& w_ih, const Tensor& w_hh,
+                    const Tensor& b_ih = Tensor(), const Tensor& b_hh = Tensor());
+
+}  // namespace octet
