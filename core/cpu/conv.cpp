@@ -19,7 +19,9 @@ namespace {
 
 // Work per parallel chunk: enough elements that forking threads pays off.
 constexpr int64_t kGrainElems = 16384;
-int64_t grain_for(int64_t work_per_item) { return std::max<int64_t>(1, kGrainElems / std::max<int64_t>(1, work_per_item)); }
+int64_t grain_for(int64_t work_per_item) {
+  return std::max<int64_t>(1, kGrainElems / std::max<int64_t>(1, work_per_item));
+}
 
 // A 1-D view of `len` elements starting `off` elements into contiguous `t`: gemm reads
 // .data<T>(), which points at a view's first element. Detached, so nothing is recorded.

@@ -81,7 +81,8 @@ std::vector<ConvCase> conv_cases() {
       {"groups3_strided", 1, 6, 9, 8, 3, 2, 3, Conv2dOptions().stride(2, 1).padding(1, 0).grouped(3)},
       {"depthwise", 2, 5, 9, 9, 5, 3, 3, Conv2dOptions().stride(2).padding(1).grouped(5)},
       {"depthwise_x2", 2, 3, 8, 7, 6, 3, 3, Conv2dOptions().padding(1).grouped(3)},
-      {"depthwise_nonsquare", 1, 4, 7, 10, 8, 3, 2, Conv2dOptions().stride(1, 2).padding(1, 1).dilation(2, 1).grouped(4), false},
+      {"depthwise_nonsquare", 1, 4, 7, 10, 8, 3, 2,
+       Conv2dOptions().stride(1, 2).padding(1, 1).dilation(2, 1).grouped(4), false},
       {"pointwise", 2, 5, 6, 7, 4, 1, 1, Conv2dOptions()},
       {"pointwise_groups", 2, 4, 5, 3, 6, 1, 1, Conv2dOptions().grouped(2)},
       {"pointwise_stride2", 1, 3, 7, 5, 2, 1, 1, Conv2dOptions().stride(2)},
@@ -149,7 +150,7 @@ TEST(Conv2d, F32MatchesF64) {
   // to the magnitude; 1e-4 relative to (1 + |value|) leaves a wide margin.
   constexpr double kTol = 1e-4;
   for (int64_t groups : {int64_t{1}, int64_t{16}}) {
-    const int64_t n = 2, c = 16, h = 15, k = 24, cg = c / groups;
+    const int64_t n = 2, c = 16, h = 15, k = groups == 1 ? 24 : 32, cg = c / groups;  // depthwise: x2
     Conv2dOptions opts = Conv2dOptions().padding(1).grouped(groups);
     Tensor x64 = random({n, c, h, h}, DType::f64, 41).requires_grad_();
     Tensor w64 = (random({k, cg, 3, 3}, DType::f64, 42) * (1.0 / std::sqrt(9.0 * cg))).detach().requires_grad_();
@@ -230,7 +231,9 @@ std::vector<PoolCase> pool_cases() {
   };
 }
 
-int64_t pool_out(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d) { return (in + 2 * p - d * (k - 1) - 1) / s + 1; }
+int64_t pool_out(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d) {
+  return (in + 2 * p - d * (k - 1) - 1) / s + 1;
+}
 int64_t at(const Shape& v, size_t i) { return v.size() == 1 ? v[0] : v[i]; }
 
 std::vector<double> max_pool_reference(const PoolCase& pc, const std::vector<double>& x, int64_t& p_out,
@@ -309,8 +312,9 @@ TEST_P(PoolValues, AvgPoolMatchesReference) {
 TEST_P(PoolValues, MaxPoolGradcheck) {
   const PoolCase& pc = GetParam();
   Tensor x = testing::rand_input({pc.n, pc.c, pc.h, pc.w}, 73);
-  gradcheck([pc](const std::vector<Tensor>& v) { return max_pool2d(v[0], pc.kernel, pc.stride, pc.padding, pc.dilation); },
-            {x});
+  gradcheck([pc](const std::vector<Tensor>& v) {
+    return max_pool2d(v[0], pc.kernel, pc.stride, pc.padding, pc.dilation);
+  }, {x});
 }
 
 TEST_P(PoolValues, AvgPoolGradcheck) {
@@ -374,7 +378,7 @@ TEST(Pool2d, DeterministicAcrossThreads) {
     int prev = get_num_threads();
     set_num_threads(threads);
     Tensor x = random({4, 8, 13, 11}, DType::f32, 83).requires_grad_();
-    Tensor y = max_pool2d(x, {3}, {1}, {1}) + avg_pool2d(x, {3}, {1}, {1}) + adaptive_avg_pool2d(x, {6, 4}).mean();
+    Tensor y = max_pool2d(x, {3}, {1}, {1}) + avg_pool2d(x, {3}, {1}, {1}) + mean(adaptive_avg_pool2d(x, {6, 4}));
     y.backward(random(y.shape(), DType::f32, 84));
     set_num_threads(prev);
     std::vector<float> all = y.to_vector<float>();
