@@ -41,6 +41,13 @@ int64_t avg_divisor(const Pool2dGeometry& g, const AvgWindow& wh, const AvgWindo
 
 // ---------------------------------------------------------------- max
 
+// Taps t in [lo, hi) of a window whose input index base + t*dil lies in [0, limit).
+void tap_range(int64_t base, int64_t dil, int64_t limit, int64_t taps, int64_t& lo, int64_t& hi) {
+  lo = base >= 0 ? 0 : (-base + dil - 1) / dil;
+  hi = base > limit - 1 ? 0 : std::min(taps, (limit - 1 - base) / dil + 1);
+  lo = std::min(lo, hi);
+}
+
 template <typename T>
 void max_forward(const Pool2dGeometry& g, const T* x, T* out, int64_t* indices) {
   const int64_t hw = g.h * g.w, pq = g.p * g.q;
@@ -50,22 +57,31 @@ void max_forward(const Pool2dGeometry& g, const T* x, T* out, int64_t* indices) 
       T* op = out + plane * pq;
       int64_t* ip = indices + plane * pq;
       for (int64_t p = 0; p < g.p; ++p) {
+        const int64_t h0 = p * g.stride_h - g.pad_h;
+        int64_t r_lo, r_hi;
+        tap_range(h0, g.dil_h, g.h, g.kh, r_lo, r_hi);
         for (int64_t q = 0; q < g.q; ++q) {
-          // Padding acts as -inf: only positions inside the plane are candidates. The first
-          // maximum wins; a NaN wins over numbers (as PyTorch propagates it).
-          T best = -INFINITY;
-          int64_t best_idx = -1;
-          for (int64_t r = 0; r < g.kh; ++r) {
-            const int64_t ih = p * g.stride_h - g.pad_h + r * g.dil_h;
-            if (ih < 0 || ih >= g.h) continue;
-            for (int64_t s = 0; s < g.kw; ++s) {
-              const int64_t iw = q * g.stride_w - g.pad_w + s * g.dil_w;
-              if (iw < 0 || iw >= g.w) continue;
-              const T v = xp[ih * g.w + iw];
-              if (best_idx < 0 || v > best || (std::isnan(v) && !std::isnan(best))) {
-                best = v;
-                best_idx = ih * g.w + iw;
-              }
+          const int64_t w0 = q * g.stride_w - g.pad_w;
+          int64_t s_lo, s_hi;
+          tap_range(w0, g.dil_w, g.w, g.kw, s_lo, s_hi);
+          if (r_lo == r_hi || s_lo == s_hi) {  // a window entirely in the padding
+            op[p * g.q + q] = -INFINITY;
+            ip[p * g.q + q] = -1;
+            continue;
+          }
+          // Padding acts as -inf, so only taps inside the plane compete. The first maximum wins
+          // and a NaN beats numbers (PyTorch propagates it). Selects, not branches: on random
+          // data the comparison is unpredictable.
+          int64_t best_idx = (h0 + r_lo * g.dil_h) * g.w + w0 + s_lo * g.dil_w;
+          T best = xp[best_idx];
+          for (int64_t r = r_lo; r < r_hi; ++r) {
+            const int64_t row = (h0 + r * g.dil_h) * g.w + w0;
+            for (int64_t s = s_lo; s < s_hi; ++s) {
+              const int64_t i = row + s * g.dil_w;
+              const T v = xp[i];
+              const bool take = v > best || (v != v && best == best);
+              best = take ? v : best;
+              best_idx = take ? i : best_idx;
             }
           }
           op[p * g.q + q] = best;

@@ -18,36 +18,36 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2d
               x.dtype());
   OCTET_CHECK(w.dtype() == x.dtype(), "conv2d: dtypes differ: input ", x.dtype(), ", weight ", w.dtype());
   OCTET_CHECK(w.device() == x.device(), "conv2d: input is on ", x.device(), " but weight is on ", w.device());
-  OCTET_CHECK(o.stride_h > 0 && o.stride_w > 0, "conv2d: expected positive stride, got (", o.stride_h, ", ",
-              o.stride_w, ")");
-  OCTET_CHECK(o.dil_h > 0 && o.dil_w > 0, "conv2d: expected positive dilation, got (", o.dil_h, ", ", o.dil_w, ")");
-  OCTET_CHECK(o.pad_h >= 0 && o.pad_w >= 0, "conv2d: expected nonnegative padding, got (", o.pad_h, ", ", o.pad_w,
+  OCTET_CHECK(o.stride_h_ > 0 && o.stride_w_ > 0, "conv2d: expected positive stride, got (", o.stride_h_, ", ",
+              o.stride_w_, ")");
+  OCTET_CHECK(o.dil_h_ > 0 && o.dil_w_ > 0, "conv2d: expected positive dilation, got (", o.dil_h_, ", ", o.dil_w_, ")");
+  OCTET_CHECK(o.pad_h_ >= 0 && o.pad_w_ >= 0, "conv2d: expected nonnegative padding, got (", o.pad_h_, ", ", o.pad_w_,
               ")");
-  OCTET_CHECK(o.groups > 0, "conv2d: expected groups >= 1, got ", o.groups);
+  OCTET_CHECK(o.groups_ > 0, "conv2d: expected groups >= 1, got ", o.groups_);
 
   const int64_t n = x.size(0), c = x.size(1), h = x.size(2), wd = x.size(3);
   const int64_t k = w.size(0), r = w.size(2), s = w.size(3);
   OCTET_CHECK(c > 0 && h > 0 && wd > 0, "conv2d: expected nonempty channels and planes, got input ", x.shape());
   OCTET_CHECK(k > 0 && r > 0 && s > 0, "conv2d: expected a nonempty weight, got ", w.shape());
-  OCTET_CHECK(c % o.groups == 0, "conv2d: input channels ", c, " are not divisible by groups ", o.groups);
-  OCTET_CHECK(k % o.groups == 0, "conv2d: output channels ", k, " are not divisible by groups ", o.groups);
-  OCTET_CHECK(w.size(1) == c / o.groups, "conv2d: expected weight of shape [", k, ", ", c / o.groups, ", R, S] for ",
-              c, " input channels and groups ", o.groups, ", got ", w.shape());
+  OCTET_CHECK(c % o.groups_ == 0, "conv2d: input channels ", c, " are not divisible by groups ", o.groups_);
+  OCTET_CHECK(k % o.groups_ == 0, "conv2d: output channels ", k, " are not divisible by groups ", o.groups_);
+  OCTET_CHECK(w.size(1) == c / o.groups_, "conv2d: expected weight of shape [", k, ", ", c / o.groups_, ", R, S] for ",
+              c, " input channels and groups ", o.groups_, ", got ", w.shape());
   if (bias.defined()) {
     OCTET_CHECK(bias.dim() == 1 && bias.size(0) == k, "conv2d: expected bias of shape [", k, "], got ", bias.shape());
     OCTET_CHECK(bias.dtype() == x.dtype(), "conv2d: dtypes differ: input ", x.dtype(), ", bias ", bias.dtype());
     OCTET_CHECK(bias.device() == x.device(), "conv2d: input is on ", x.device(), " but bias is on ", bias.device());
   }
-  const int64_t span_h = o.dil_h * (r - 1) + 1, span_w = o.dil_w * (s - 1) + 1;
-  OCTET_CHECK(span_h <= h + 2 * o.pad_h && span_w <= wd + 2 * o.pad_w, "conv2d: dilated kernel (", span_h, ", ",
-              span_w, ") is larger than the padded input (", h + 2 * o.pad_h, ", ", wd + 2 * o.pad_w, ")");
+  const int64_t span_h = o.dil_h_ * (r - 1) + 1, span_w = o.dil_w_ * (s - 1) + 1;
+  OCTET_CHECK(span_h <= h + 2 * o.pad_h_ && span_w <= wd + 2 * o.pad_w_, "conv2d: dilated kernel (", span_h, ", ",
+              span_w, ") is larger than the padded input (", h + 2 * o.pad_h_, ", ", wd + 2 * o.pad_w_, ")");
 
   kernels::Conv2dGeometry g{};
   g.n = n, g.c = c, g.h = h, g.w = wd, g.k = k, g.r = r, g.s = s;
-  g.p = (h + 2 * o.pad_h - span_h) / o.stride_h + 1;
-  g.q = (wd + 2 * o.pad_w - span_w) / o.stride_w + 1;
-  g.stride_h = o.stride_h, g.stride_w = o.stride_w, g.pad_h = o.pad_h, g.pad_w = o.pad_w;
-  g.dil_h = o.dil_h, g.dil_w = o.dil_w, g.groups = o.groups;
+  g.p = (h + 2 * o.pad_h_ - span_h) / o.stride_h_ + 1;
+  g.q = (wd + 2 * o.pad_w_ - span_w) / o.stride_w_ + 1;
+  g.stride_h = o.stride_h_, g.stride_w = o.stride_w_, g.pad_h = o.pad_h_, g.pad_w = o.pad_w_;
+  g.dil_h = o.dil_h_, g.dil_w = o.dil_w_, g.groups = o.groups_;
 
   Tensor xc, wc, bc;
   {

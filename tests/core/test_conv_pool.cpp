@@ -47,9 +47,9 @@ struct ConvCase {
 std::vector<double> conv_reference(const ConvCase& cc, const std::vector<double>& x, const std::vector<double>& w,
                                    const std::vector<double>& b, int64_t& p_out, int64_t& q_out) {
   const Conv2dOptions& o = cc.opts;
-  int64_t p = (cc.h + 2 * o.pad_h - o.dil_h * (cc.r - 1) - 1) / o.stride_h + 1;
-  int64_t q = (cc.w + 2 * o.pad_w - o.dil_w * (cc.s - 1) - 1) / o.stride_w + 1;
-  int64_t cg = cc.c / o.groups, kg = cc.k / o.groups;
+  int64_t p = (cc.h + 2 * o.pad_h_ - o.dil_h_ * (cc.r - 1) - 1) / o.stride_h_ + 1;
+  int64_t q = (cc.w + 2 * o.pad_w_ - o.dil_w_ * (cc.s - 1) - 1) / o.stride_w_ + 1;
+  int64_t cg = cc.c / o.groups_, kg = cc.k / o.groups_;
   std::vector<double> out(cc.n * cc.k * p * q, 0.0);
   for (int64_t n = 0; n < cc.n; ++n)
     for (int64_t k = 0; k < cc.k; ++k)
@@ -59,8 +59,8 @@ std::vector<double> conv_reference(const ConvCase& cc, const std::vector<double>
           for (int64_t ci = 0; ci < cg; ++ci)
             for (int64_t r = 0; r < cc.r; ++r)
               for (int64_t s = 0; s < cc.s; ++s) {
-                int64_t ih = i * o.stride_h - o.pad_h + r * o.dil_h;
-                int64_t iw = j * o.stride_w - o.pad_w + s * o.dil_w;
+                int64_t ih = i * o.stride_h_ - o.pad_h_ + r * o.dil_h_;
+                int64_t iw = j * o.stride_w_ - o.pad_w_ + s * o.dil_w_;
                 if (ih < 0 || ih >= cc.h || iw < 0 || iw >= cc.w) continue;
                 int64_t c = (k / kg) * cg + ci;
                 acc += x[((n * cc.c + c) * cc.h + ih) * cc.w + iw] * w[((k * cg + ci) * cc.r + r) * cc.s + s];
@@ -77,14 +77,14 @@ std::vector<ConvCase> conv_cases() {
       {"stride2", 2, 3, 9, 7, 4, 3, 3, Conv2dOptions().stride(2)},
       {"padding1", 2, 3, 7, 8, 5, 3, 3, Conv2dOptions().padding(1), false},
       {"dilation2", 1, 2, 11, 9, 3, 3, 3, Conv2dOptions().dilation(2).padding(2)},
-      {"groups2", 2, 4, 7, 7, 6, 3, 3, Conv2dOptions().padding(1).grouped(2)},
-      {"groups3_strided", 1, 6, 9, 8, 3, 2, 3, Conv2dOptions().stride(2, 1).padding(1, 0).grouped(3)},
-      {"depthwise", 2, 5, 9, 9, 5, 3, 3, Conv2dOptions().stride(2).padding(1).grouped(5)},
-      {"depthwise_x2", 2, 3, 8, 7, 6, 3, 3, Conv2dOptions().padding(1).grouped(3)},
+      {"groups2", 2, 4, 7, 7, 6, 3, 3, Conv2dOptions().padding(1).groups(2)},
+      {"groups3_strided", 1, 6, 9, 8, 3, 2, 3, Conv2dOptions().stride(2, 1).padding(1, 0).groups(3)},
+      {"depthwise", 2, 5, 9, 9, 5, 3, 3, Conv2dOptions().stride(2).padding(1).groups(5)},
+      {"depthwise_x2", 2, 3, 8, 7, 6, 3, 3, Conv2dOptions().padding(1).groups(3)},
       {"depthwise_nonsquare", 1, 4, 7, 10, 8, 3, 2,
-       Conv2dOptions().stride(1, 2).padding(1, 1).dilation(2, 1).grouped(4), false},
+       Conv2dOptions().stride(1, 2).padding(1, 1).dilation(2, 1).groups(4), false},
       {"pointwise", 2, 5, 6, 7, 4, 1, 1, Conv2dOptions()},
-      {"pointwise_groups", 2, 4, 5, 3, 6, 1, 1, Conv2dOptions().grouped(2)},
+      {"pointwise_groups", 2, 4, 5, 3, 6, 1, 1, Conv2dOptions().groups(2)},
       {"pointwise_stride2", 1, 3, 7, 5, 2, 1, 1, Conv2dOptions().stride(2)},
       {"nonsquare", 1, 3, 10, 6, 4, 3, 2, Conv2dOptions().stride(2, 1).padding(1, 0).dilation(1, 2)},
       {"kernel_equals_input", 2, 2, 4, 3, 3, 4, 3, Conv2dOptions()},
@@ -98,7 +98,7 @@ TEST_P(ConvValues, MatchesNaiveReference) {
   const ConvCase& cc = GetParam();
   for (DType dt : {DType::f64, DType::f32}) {
     Tensor x = random({cc.n, cc.c, cc.h, cc.w}, dt, 1);
-    Tensor w = random({cc.k, cc.c / cc.opts.groups, cc.r, cc.s}, dt, 2);
+    Tensor w = random({cc.k, cc.c / cc.opts.groups_, cc.r, cc.s}, dt, 2);
     Tensor b = cc.bias ? random({cc.k}, dt, 3) : Tensor();
     int64_t p = 0, q = 0;
     std::vector<double> want = conv_reference(cc, x.to_vector<double>(), w.to_vector<double>(),
@@ -114,7 +114,7 @@ TEST_P(ConvValues, MatchesNaiveReference) {
 TEST_P(ConvValues, GradcheckF64) {
   const ConvCase& cc = GetParam();
   Tensor x = testing::rand_input({cc.n, cc.c, cc.h, cc.w}, 11);
-  Tensor w = testing::rand_input({cc.k, cc.c / cc.opts.groups, cc.r, cc.s}, 12);
+  Tensor w = testing::rand_input({cc.k, cc.c / cc.opts.groups_, cc.r, cc.s}, 12);
   Tensor b = cc.bias ? testing::rand_input({cc.k}, 13) : Tensor();
   Conv2dOptions opts = cc.opts;
   gradcheck([opts](const std::vector<Tensor>& v) { return conv2d(v[0], v[1], v[2], opts); }, {x, w, b});
@@ -151,7 +151,7 @@ TEST(Conv2d, F32MatchesF64) {
   constexpr double kTol = 1e-4;
   for (int64_t groups : {int64_t{1}, int64_t{16}}) {
     const int64_t n = 2, c = 16, h = 15, k = groups == 1 ? 24 : 32, cg = c / groups;  // depthwise: x2
-    Conv2dOptions opts = Conv2dOptions().padding(1).grouped(groups);
+    Conv2dOptions opts = Conv2dOptions().padding(1).groups(groups);
     Tensor x64 = random({n, c, h, h}, DType::f64, 41).requires_grad_();
     Tensor w64 = (random({k, cg, 3, 3}, DType::f64, 42) * (1.0 / std::sqrt(9.0 * cg))).detach().requires_grad_();
     Tensor b64 = random({k}, DType::f64, 43).requires_grad_();
@@ -178,7 +178,7 @@ TEST(Conv2d, DepthwiseDeterministicAcrossThreads) {
     set_num_threads(threads);
     Tensor x = random({3, 8, 12, 12}, DType::f32, 51).requires_grad_();
     Tensor w = random({16, 1, 3, 3}, DType::f32, 52).requires_grad_();
-    Tensor y = conv2d(x, w, {}, Conv2dOptions().padding(1).grouped(8));
+    Tensor y = conv2d(x, w, {}, Conv2dOptions().padding(1).groups(8));
     y.backward(random(y.shape(), DType::f32, 53));
     set_num_threads(prev);
     std::vector<float> all = y.to_vector<float>();
@@ -198,10 +198,10 @@ TEST(Conv2d, RejectsBadInputs) {
   EXPECT_THROW(conv2d(x, w.to(DType::f64)), Error);                               // dtype mismatch
   EXPECT_THROW(conv2d(x, w, random({5}, DType::f32, 1)), Error);                  // bias size
   EXPECT_THROW(conv2d(x, w, random({6, 1}, DType::f32, 1)), Error);               // bias rank
-  EXPECT_THROW(conv2d(x, random({6, 4, 3, 3}, DType::f32, 1), {}, Conv2dOptions().grouped(3)), Error);  // C % g
-  EXPECT_THROW(conv2d(x, random({5, 2, 3, 3}, DType::f32, 1), {}, Conv2dOptions().grouped(2)), Error);  // K % g
-  EXPECT_THROW(conv2d(x, random({6, 4, 3, 3}, DType::f32, 1), {}, Conv2dOptions().grouped(2)), Error);  // w.size(1)
-  EXPECT_THROW(conv2d(x, w, {}, Conv2dOptions().grouped(0)), Error);
+  EXPECT_THROW(conv2d(x, random({6, 4, 3, 3}, DType::f32, 1), {}, Conv2dOptions().groups(3)), Error);  // C % g
+  EXPECT_THROW(conv2d(x, random({5, 2, 3, 3}, DType::f32, 1), {}, Conv2dOptions().groups(2)), Error);  // K % g
+  EXPECT_THROW(conv2d(x, random({6, 4, 3, 3}, DType::f32, 1), {}, Conv2dOptions().groups(2)), Error);  // w.size(1)
+  EXPECT_THROW(conv2d(x, w, {}, Conv2dOptions().groups(0)), Error);
   EXPECT_THROW(conv2d(x, w, {}, Conv2dOptions().stride(0)), Error);
   EXPECT_THROW(conv2d(x, w, {}, Conv2dOptions().stride(1, -1)), Error);
   EXPECT_THROW(conv2d(x, w, {}, Conv2dOptions().dilation(0)), Error);
@@ -348,6 +348,14 @@ TEST(MaxPool2d, PaddingIsMinusInfinity) {
   Tensor x = full({1, 1, 2, 2}, -5.0, DType::f32);
   Tensor y = max_pool2d(x, {3}, {1}, {1});
   for (float v : y.to_vector<float>()) EXPECT_EQ(v, -5.0f);
+}
+
+TEST(MaxPool2d, NanPropagatesAndGetsTheGradient) {
+  Tensor x = from_vector<double>({1, NAN, 3, 2}, {1, 1, 2, 2}, true);
+  Tensor y = max_pool2d(x, {2});
+  EXPECT_TRUE(std::isnan(y.item<double>()));
+  y.backward(ones({1, 1, 1, 1}, DType::f64));
+  EXPECT_EQ(x.grad().to_vector<double>()[1], 1.0);
 }
 
 TEST(AvgPool2d, CountIncludePad) {

@@ -123,7 +123,7 @@ int main(int argc, char** argv) {
     Tensor w = randn({cc.k, cc.c / cc.groups, 3, 3}, DType::f32, &g);
     x.requires_grad_(true);
     w.requires_grad_(true);
-    Conv2dOptions opts = Conv2dOptions().padding(1).grouped(cc.groups);
+    Conv2dOptions opts = Conv2dOptions().padding(1).groups(cc.groups);
     double fwd_flop = 2.0 * cc.n * cc.k * cc.h * cc.h * (cc.c / cc.groups) * 9 / 1e9;
     Tensor y;
     double tf = best_time(reps, [&] {
