@@ -40,8 +40,8 @@ Grads Node::apply(Grads dout) {
               "); pass retain_graph=true to the first backward");
   run_hooks(dout);
   Grads dx = fn_(dout);
-  OCTET_CHECK(dx.size() == next_.size(), "backward of ", name_, " returned ", dx.size(),
-              " gradients for ", next_.size(), " inputs");
+  OCTET_CHECK(dx.size() == next_.size(), "backward of ", name_, " returned ", dx.size(), " gradients for ",
+              next_.size(), " inputs");
   return dx;
 }
 
@@ -86,8 +86,7 @@ bool needs_grad(std::initializer_list<Tensor> inputs) {
   return false;
 }
 
-void record(const char* name, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
-            BackwardFn fn) {
+void record(const char* name, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs, BackwardFn fn) {
   if (!needs_grad(inputs)) return;
   std::vector<Edge> next;
   next.reserve(inputs.size());

@@ -45,7 +45,10 @@ class Node {
   // Runs hooks on `dout`, then the backward. Throws if the graph was released.
   virtual Grads apply(Grads dout);
   // Frees saved tensors after a backward without retain_graph.
-  virtual void release() { fn_ = nullptr; released_ = true; }
+  virtual void release() {
+    fn_ = nullptr;
+    released_ = true;
+  }
 
  protected:
   void run_hooks(Grads& dout);
@@ -88,8 +91,7 @@ bool needs_grad(const std::vector<Tensor>& inputs);
 
 // Records a node named `name` linking `outputs` to `inputs` when grad mode is on and some input
 // requires grad; otherwise does nothing. Outputs become non-leaf tensors that require grad.
-void record(const char* name, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
-            BackwardFn fn);
+void record(const char* name, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs, BackwardFn fn);
 
 // Runs backward from `roots` with `grads` (one per root; undefined = ones for scalars).
 void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph);

@@ -40,26 +40,40 @@ static_assert(sizeof(BFloat16) == 2);
 
 constexpr size_t dtype_size(DType t) {
   switch (t) {
-    case DType::f32: return 4;
-    case DType::f64: return 8;
-    case DType::bf16: return 2;
-    case DType::i8: return 1;
-    case DType::u8: return 1;
-    case DType::i32: return 4;
-    case DType::i64: return 8;
+    case DType::f32:
+      return 4;
+    case DType::f64:
+      return 8;
+    case DType::bf16:
+      return 2;
+    case DType::i8:
+      return 1;
+    case DType::u8:
+      return 1;
+    case DType::i32:
+      return 4;
+    case DType::i64:
+      return 8;
   }
   return 0;
 }
 
 constexpr std::string_view dtype_name(DType t) {
   switch (t) {
-    case DType::f32: return "f32";
-    case DType::f64: return "f64";
-    case DType::bf16: return "bf16";
-    case DType::i8: return "i8";
-    case DType::u8: return "u8";
-    case DType::i32: return "i32";
-    case DType::i64: return "i64";
+    case DType::f32:
+      return "f32";
+    case DType::f64:
+      return "f64";
+    case DType::bf16:
+      return "bf16";
+    case DType::i8:
+      return "i8";
+    case DType::u8:
+      return "u8";
+    case DType::i32:
+      return "i32";
+    case DType::i64:
+      return "i64";
   }
   return "?";
 }
@@ -68,37 +82,70 @@ constexpr bool is_floating(DType t) { return t == DType::f32 || t == DType::f64 
 
 inline std::ostream& operator<<(std::ostream& os, DType t) { return os << dtype_name(t); }
 
-template <typename T> struct DTypeOf;
-template <> struct DTypeOf<float> { static constexpr DType value = DType::f32; };
-template <> struct DTypeOf<double> { static constexpr DType value = DType::f64; };
-template <> struct DTypeOf<BFloat16> { static constexpr DType value = DType::bf16; };
-template <> struct DTypeOf<int8_t> { static constexpr DType value = DType::i8; };
-template <> struct DTypeOf<uint8_t> { static constexpr DType value = DType::u8; };
-template <> struct DTypeOf<int32_t> { static constexpr DType value = DType::i32; };
-template <> struct DTypeOf<int64_t> { static constexpr DType value = DType::i64; };
-template <typename T> inline constexpr DType dtype_of = DTypeOf<T>::value;
+template <typename T>
+struct DTypeOf;
+template <>
+struct DTypeOf<float> {
+  static constexpr DType value = DType::f32;
+};
+template <>
+struct DTypeOf<double> {
+  static constexpr DType value = DType::f64;
+};
+template <>
+struct DTypeOf<BFloat16> {
+  static constexpr DType value = DType::bf16;
+};
+template <>
+struct DTypeOf<int8_t> {
+  static constexpr DType value = DType::i8;
+};
+template <>
+struct DTypeOf<uint8_t> {
+  static constexpr DType value = DType::u8;
+};
+template <>
+struct DTypeOf<int32_t> {
+  static constexpr DType value = DType::i32;
+};
+template <>
+struct DTypeOf<int64_t> {
+  static constexpr DType value = DType::i64;
+};
+template <typename T>
+inline constexpr DType dtype_of = DTypeOf<T>::value;
 
 // Calls fn.template operator()<T>() with T the C++ type of `t`. The FLOAT variant covers the
 // types the math kernels compute in (f32, f64); other dtypes are an octet::Error naming `op`.
 template <typename Fn>
 decltype(auto) dispatch_float(DType t, std::string_view op, Fn&& fn) {
   switch (t) {
-    case DType::f32: return fn.template operator()<float>();
-    case DType::f64: return fn.template operator()<double>();
-    default: OCTET_FAIL(op, ": expected dtype f32 or f64, got ", t);
+    case DType::f32:
+      return fn.template operator()<float>();
+    case DType::f64:
+      return fn.template operator()<double>();
+    default:
+      OCTET_FAIL(op, ": expected dtype f32 or f64, got ", t);
   }
 }
 
 template <typename Fn>
 decltype(auto) dispatch_all(DType t, Fn&& fn) {
   switch (t) {
-    case DType::f32: return fn.template operator()<float>();
-    case DType::f64: return fn.template operator()<double>();
-    case DType::bf16: return fn.template operator()<BFloat16>();
-    case DType::i8: return fn.template operator()<int8_t>();
-    case DType::u8: return fn.template operator()<uint8_t>();
-    case DType::i32: return fn.template operator()<int32_t>();
-    case DType::i64: return fn.template operator()<int64_t>();
+    case DType::f32:
+      return fn.template operator()<float>();
+    case DType::f64:
+      return fn.template operator()<double>();
+    case DType::bf16:
+      return fn.template operator()<BFloat16>();
+    case DType::i8:
+      return fn.template operator()<int8_t>();
+    case DType::u8:
+      return fn.template operator()<uint8_t>();
+    case DType::i32:
+      return fn.template operator()<int32_t>();
+    case DType::i64:
+      return fn.template operator()<int64_t>();
   }
   OCTET_FAIL("unknown dtype ", static_cast<int>(t));
 }
@@ -107,13 +154,20 @@ decltype(auto) dispatch_all(DType t, Fn&& fn) {
 template <typename Fn>
 decltype(auto) dispatch_numeric(DType t, std::string_view op, Fn&& fn) {
   switch (t) {
-    case DType::f32: return fn.template operator()<float>();
-    case DType::f64: return fn.template operator()<double>();
-    case DType::i8: return fn.template operator()<int8_t>();
-    case DType::u8: return fn.template operator()<uint8_t>();
-    case DType::i32: return fn.template operator()<int32_t>();
-    case DType::i64: return fn.template operator()<int64_t>();
-    default: OCTET_FAIL(op, ": dtype ", t, " is not supported (cast to f32 first)");
+    case DType::f32:
+      return fn.template operator()<float>();
+    case DType::f64:
+      return fn.template operator()<double>();
+    case DType::i8:
+      return fn.template operator()<int8_t>();
+    case DType::u8:
+      return fn.template operator()<uint8_t>();
+    case DType::i32:
+      return fn.template operator()<int32_t>();
+    case DType::i64:
+      return fn.template operator()<int64_t>();
+    default:
+      OCTET_FAIL(op, ": dtype ", t, " is not supported (cast to f32 first)");
   }
 }
 

@@ -36,8 +36,8 @@ std::string str_cat(Args&&... args) {
 
 }  // namespace octet
 
-#define OCTET_CHECK(cond, ...)                                        \
-  do {                                                                \
+#define OCTET_CHECK(cond, ...)                                                \
+  do {                                                                        \
     if (!(cond)) throw ::octet::Error(::octet::detail::str_cat(__VA_ARGS__)); \
   } while (0)
 

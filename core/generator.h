@@ -39,12 +39,22 @@ inline double uniform_double(uint32_t hi, uint32_t lo) {
 class Generator {
  public:
   explicit Generator(uint64_t seed = 0) : seed_(seed) {}
-  void manual_seed(uint64_t seed) { seed_ = seed; offset_ = 0; }
+  void manual_seed(uint64_t seed) {
+    seed_ = seed;
+    offset_ = 0;
+  }
   uint64_t seed() const { return seed_; }
   uint64_t offset() const { return offset_; }
-  void set_state(uint64_t seed, uint64_t offset) { seed_ = seed; offset_ = offset; }
+  void set_state(uint64_t seed, uint64_t offset) {
+    seed_ = seed;
+    offset_ = offset;
+  }
   // Reserves `n` counters; returns the offset of the first.
-  uint64_t advance(uint64_t n) { uint64_t o = offset_; offset_ += n; return o; }
+  uint64_t advance(uint64_t n) {
+    uint64_t o = offset_;
+    offset_ += n;
+    return o;
+  }
 
  private:
   uint64_t seed_;

@@ -75,23 +75,21 @@ void softmax_rows(bool log, const Tensor& x, const Tensor& out) {
   no_device("softmax_rows", d);
 }
 
-void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
-          const Tensor& a, int64_t lda, const Tensor& b, int64_t ldb, double beta,
-          const Tensor& c, int64_t ldc) {
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const Tensor& a, int64_t lda,
+          const Tensor& b, int64_t ldb, double beta, const Tensor& c, int64_t ldc) {
   Device d = a.device();
   if (d.is_cpu()) return cpu::gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   no_device("gemm", d);
 }
 
-void conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& bias,
-                    const Tensor& out) {
+void conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& out) {
   Device d = x.device();
   if (d.is_cpu()) return cpu::conv2d_forward(g, x, w, bias, out);
   no_device("conv2d_forward", d);
 }
 
-void conv2d_backward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w,
-                     const Tensor& dout, const Tensor& dx, const Tensor& dw) {
+void conv2d_backward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& dout, const Tensor& dx,
+                     const Tensor& dw) {
   Device d = x.device();
   if (d.is_cpu()) return cpu::conv2d_backward(g, x, w, dout, dx, dw);
   no_device("conv2d_backward", d);

@@ -11,8 +11,23 @@
 namespace octet {
 
 enum class UnaryOp : uint8_t {
-  neg, exp, log, sqrt, rsqrt, abs, sign, relu, relu6, sigmoid, tanh, gelu, gelu_tanh,
-  gelu_grad, gelu_tanh_grad, reciprocal, square,
+  neg,
+  exp,
+  log,
+  sqrt,
+  rsqrt,
+  abs,
+  sign,
+  relu,
+  relu6,
+  sigmoid,
+  tanh,
+  gelu,
+  gelu_tanh,
+  gelu_grad,
+  gelu_tanh_grad,
+  reciprocal,
+  square,
   clamp,       // a = min, b = max
   pow_scalar,  // x^a
   mul_scalar,  // x*a
@@ -48,23 +63,21 @@ void arg_reduce_rows(bool is_max, const Tensor& x, const Tensor& out);
 void softmax_rows(bool log, const Tensor& x, const Tensor& out);
 
 // C[M,N] = alpha * op(A) op(B) + beta * C, row-major with leading dimensions (f32, f64).
-void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
-          const Tensor& a, int64_t lda, const Tensor& b, int64_t ldb, double beta,
-          const Tensor& c, int64_t ldc);
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const Tensor& a, int64_t lda,
+          const Tensor& b, int64_t ldb, double beta, const Tensor& c, int64_t ldc);
 
 // Convolution geometry shared by the conv kernels.
 struct Conv2dGeometry {
-  int64_t n, c, h, w;        // input
-  int64_t k, r, s;           // weight [k, c/groups, r, s]
-  int64_t p, q;              // output spatial size
+  int64_t n, c, h, w;  // input
+  int64_t k, r, s;     // weight [k, c/groups, r, s]
+  int64_t p, q;        // output spatial size
   int64_t stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, groups;
 };
 // x [N,C,H,W], w [K,C/g,R,S], bias [K] or undefined -> out [N,K,P,Q]; all contiguous.
-void conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& bias,
-                    const Tensor& out);
+void conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& out);
 // dx [N,C,H,W] (or undefined), dw [K,C/g,R,S] (or undefined) from dout [N,K,P,Q]; contiguous.
-void conv2d_backward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w,
-                     const Tensor& dout, const Tensor& dx, const Tensor& dw);
+void conv2d_backward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& dout, const Tensor& dx,
+                     const Tensor& dw);
 
 struct Pool2dGeometry {
   int64_t n, c, h, w, p, q;

@@ -15,8 +15,7 @@ void set_num_threads(int n) {
 
 int get_num_threads() { return omp_get_max_threads(); }
 
-void parallel_for(int64_t begin, int64_t end, int64_t grain,
-                  const std::function<void(int64_t, int64_t)>& fn) {
+void parallel_for(int64_t begin, int64_t end, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
   int64_t n = end - begin;
   if (n <= 0) return;
   grain = std::max<int64_t>(grain, 1);

@@ -13,7 +13,6 @@ int get_num_threads();
 
 // Splits [begin, end) into contiguous chunks of at least `grain` elements, one chunk per thread;
 // runs serially when the range is small or already inside a parallel region. `fn` must not throw.
-void parallel_for(int64_t begin, int64_t end, int64_t grain,
-                  const std::function<void(int64_t, int64_t)>& fn);
+void parallel_for(int64_t begin, int64_t end, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
 }  // namespace octet

@@ -17,8 +17,7 @@ std::shared_ptr<Storage> Storage::allocate(size_t nbytes, Device device) {
   return std::shared_ptr<Storage>(new Storage(p, nbytes, device, [](void* q) { std::free(q); }));
 }
 
-std::shared_ptr<Storage> Storage::wrap(void* data, size_t nbytes, Device device,
-                                       std::function<void(void*)> deleter) {
+std::shared_ptr<Storage> Storage::wrap(void* data, size_t nbytes, Device device, std::function<void(void*)> deleter) {
   return std::shared_ptr<Storage>(new Storage(data, nbytes, device, std::move(deleter)));
 }
 

@@ -18,8 +18,7 @@ class Storage {
   // Allocates `nbytes` on `device`. Zero bytes is allowed (data() is then a valid, unusable pointer).
   static std::shared_ptr<Storage> allocate(size_t nbytes, Device device);
   // Wraps memory owned elsewhere; `deleter` (may be empty) runs when the last view goes away.
-  static std::shared_ptr<Storage> wrap(void* data, size_t nbytes, Device device,
-                                       std::function<void(void*)> deleter);
+  static std::shared_ptr<Storage> wrap(void* data, size_t nbytes, Device device, std::function<void(void*)> deleter);
 
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;

@@ -33,8 +33,8 @@ Shape contiguous_strides(const Shape& shape) {
 
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
   int64_t lo = -std::max<int64_t>(ndim, 1), hi = std::max<int64_t>(ndim, 1) - 1;
-  OCTET_CHECK(dim >= lo && dim <= hi, op, ": dim ", dim, " is out of range for a ", ndim,
-              "-D tensor (expected ", lo, "..", hi, ")");
+  OCTET_CHECK(dim >= lo && dim <= hi, op, ": dim ", dim, " is out of range for a ", ndim, "-D tensor (expected ", lo,
+              "..", hi, ")");
   return dim < 0 ? dim + std::max<int64_t>(ndim, 1) : dim;
 }
 
@@ -44,8 +44,7 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
   for (size_t i = 0; i < n; ++i) {
     int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
     int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
-    OCTET_CHECK(da == db || da == 1 || db == 1, op, ": shapes ", a, " and ", b,
-                " cannot be broadcast together");
+    OCTET_CHECK(da == db || da == 1 || db == 1, op, ": shapes ", a, " and ", b, " cannot be broadcast together");
     out[i] = da == 1 ? db : da;
   }
   return out;
@@ -61,15 +60,33 @@ void Tensor::check_defined(const char* what) const {
   OCTET_CHECK(impl_ != nullptr, what, ": called on an undefined tensor");
 }
 
-const Shape& Tensor::shape() const { check_defined("shape"); return impl_->shape; }
-const Shape& Tensor::strides() const { check_defined("strides"); return impl_->strides; }
+const Shape& Tensor::shape() const {
+  check_defined("shape");
+  return impl_->shape;
+}
+const Shape& Tensor::strides() const {
+  check_defined("strides");
+  return impl_->strides;
+}
 int64_t Tensor::size(int64_t d) const { return shape()[wrap_dim(d, dim(), "size")]; }
 int64_t Tensor::stride(int64_t d) const { return strides()[wrap_dim(d, dim(), "stride")]; }
-int64_t Tensor::offset() const { check_defined("offset"); return impl_->offset; }
+int64_t Tensor::offset() const {
+  check_defined("offset");
+  return impl_->offset;
+}
 int64_t Tensor::numel() const { return shape_numel(shape()); }
-DType Tensor::dtype() const { check_defined("dtype"); return impl_->dtype; }
-Device Tensor::device() const { check_defined("device"); return impl_->storage->device(); }
-const std::shared_ptr<Storage>& Tensor::storage() const { check_defined("storage"); return impl_->storage; }
+DType Tensor::dtype() const {
+  check_defined("dtype");
+  return impl_->dtype;
+}
+Device Tensor::device() const {
+  check_defined("device");
+  return impl_->storage->device();
+}
+const std::shared_ptr<Storage>& Tensor::storage() const {
+  check_defined("storage");
+  return impl_->storage;
+}
 
 bool Tensor::is_contiguous() const {
   const Shape& sh = shape();
@@ -106,8 +123,8 @@ std::vector<T> Tensor::to_vector() const {
   return std::vector<T>(p, p + dst.numel());
 }
 
-#define OCTET_INSTANTIATE(T)                          \
-  template T Tensor::item<T>() const;                 \
+#define OCTET_INSTANTIATE(T)          \
+  template T Tensor::item<T>() const; \
   template std::vector<T> Tensor::to_vector<T>() const;
 OCTET_INSTANTIATE(float)
 OCTET_INSTANTIATE(double)
@@ -142,8 +159,7 @@ static Shape infer_shape(Shape shape, int64_t numel, const char* op) {
     }
   }
   if (infer >= 0) {
-    OCTET_CHECK(known != 0 && numel % known == 0, op, ": shape ", shape, " is invalid for ", numel,
-                " elements");
+    OCTET_CHECK(known != 0 && numel % known == 0, op, ": shape ", shape, " is invalid for ", numel, " elements");
     shape[infer] = numel / known;
   }
   OCTET_CHECK(shape_numel(shape) == numel, op, ": shape ", shape, " is invalid for ", numel, " elements");
@@ -220,16 +236,15 @@ Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const 
 
 Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
   d = wrap_dim(d, dim(), "narrow");
-  OCTET_CHECK(start >= 0 && length >= 0 && start + length <= shape()[d], "narrow: range [", start,
-              ", ", start + length, ") is out of bounds for dim ", d, " of size ", shape()[d]);
+  OCTET_CHECK(start >= 0 && length >= 0 && start + length <= shape()[d], "narrow: range [", start, ", ", start + length,
+              ") is out of bounds for dim ", d, " of size ", shape()[d]);
   return slice(d, start, start + length);
 }
 
 Tensor Tensor::select(int64_t d, int64_t index) const {
   d = wrap_dim(d, dim(), "select");
   int64_t n = shape()[d];
-  OCTET_CHECK(index >= -n && index < n, "select: index ", index, " is out of range for dim ", d,
-              " of size ", n);
+  OCTET_CHECK(index >= -n && index < n, "select: index ", index, " is out of range for dim ", d, " of size ", n);
   if (index < 0) index += n;
   return narrow(d, index, 1).squeeze(d);
 }
@@ -327,8 +342,8 @@ static void check_inplace(const Tensor& t, const char* op) {
 Tensor& Tensor::copy_(const Tensor& src) {
   check_inplace(*this, "copy_");
   OCTET_CHECK(src.defined(), "copy_: source tensor is undefined");
-  OCTET_CHECK(broadcast_shapes(src.shape(), shape(), "copy_") == shape(), "copy_: source shape ",
-              src.shape(), " does not broadcast to destination shape ", shape());
+  OCTET_CHECK(broadcast_shapes(src.shape(), shape(), "copy_") == shape(), "copy_: source shape ", src.shape(),
+              " does not broadcast to destination shape ", shape());
   kernels::copy(*this, src);
   return *this;
 }
@@ -343,10 +358,14 @@ static void random_fill(Tensor& t, bool normal, double a, double b, Generator* g
   check_inplace(t, op);
   OCTET_CHECK(is_floating(t.dtype()), op, ": expected a floating-point tensor, got ", t.dtype());
   Generator& g = gen ? *gen : default_generator();
-  Tensor dst = t.is_contiguous() && t.dtype() != DType::bf16 ? t : empty(t.shape(), t.dtype() == DType::f64 ? DType::f64 : DType::f32);
+  Tensor dst = t.is_contiguous() && t.dtype() != DType::bf16
+                   ? t
+                   : empty(t.shape(), t.dtype() == DType::f64 ? DType::f64 : DType::f32);
   uint64_t off = g.advance(static_cast<uint64_t>(t.numel()));
-  if (normal) kernels::normal(dst, a, b, g.seed(), off);
-  else kernels::uniform(dst, a, b, g.seed(), off);
+  if (normal)
+    kernels::normal(dst, a, b, g.seed(), off);
+  else
+    kernels::uniform(dst, a, b, g.seed(), off);
   if (!dst.same(t)) kernels::copy(t, dst);
 }
 
@@ -364,18 +383,28 @@ Tensor& Tensor::normal_(double mean, double std, Generator* gen) {
 
 // ---------------------------------------------------------------- autograd state
 
-bool Tensor::requires_grad() const { check_defined("requires_grad"); return impl_->requires_grad; }
+bool Tensor::requires_grad() const {
+  check_defined("requires_grad");
+  return impl_->requires_grad;
+}
 
 Tensor& Tensor::requires_grad_(bool on) {
   check_defined("requires_grad_");
   OCTET_CHECK(is_leaf(), "requires_grad_: only leaf tensors can change requires_grad (use detach())");
-  OCTET_CHECK(!on || is_floating(dtype()), "requires_grad_: only floating-point tensors can require grad, got ", dtype());
+  OCTET_CHECK(!on || is_floating(dtype()), "requires_grad_: only floating-point tensors can require grad, got ",
+              dtype());
   impl_->requires_grad = on;
   return *this;
 }
 
-bool Tensor::is_leaf() const { check_defined("is_leaf"); return impl_->grad_fn == nullptr; }
-Tensor Tensor::grad() const { check_defined("grad"); return impl_->grad; }
+bool Tensor::is_leaf() const {
+  check_defined("is_leaf");
+  return impl_->grad_fn == nullptr;
+}
+Tensor Tensor::grad() const {
+  check_defined("grad");
+  return impl_->grad;
+}
 
 void Tensor::set_grad(const Tensor& g) const {
   check_defined("set_grad");
@@ -384,8 +413,14 @@ void Tensor::set_grad(const Tensor& g) const {
   impl_->grad = g;
 }
 
-const std::shared_ptr<autograd::Node>& Tensor::grad_fn() const { check_defined("grad_fn"); return impl_->grad_fn; }
-uint32_t Tensor::output_nr() const { check_defined("output_nr"); return impl_->output_nr; }
+const std::shared_ptr<autograd::Node>& Tensor::grad_fn() const {
+  check_defined("grad_fn");
+  return impl_->grad_fn;
+}
+uint32_t Tensor::output_nr() const {
+  check_defined("output_nr");
+  return impl_->output_nr;
+}
 
 void Tensor::backward(const Tensor& grad, bool retain_graph) const {
   autograd::run_backward({*this}, {grad}, retain_graph);
@@ -399,8 +434,10 @@ Tensor Tensor::detach() const {
 void Tensor::register_hook(GradHook hook) const {
   check_defined("register_hook");
   OCTET_CHECK(requires_grad(), "register_hook: tensor does not require grad");
-  if (impl_->grad_fn) impl_->grad_fn->add_hook(impl_->output_nr, std::move(hook));
-  else autograd::grad_accumulator(*this)->add_hook(0, std::move(hook));
+  if (impl_->grad_fn)
+    impl_->grad_fn->add_hook(impl_->output_nr, std::move(hook));
+  else
+    autograd::grad_accumulator(*this)->add_hook(0, std::move(hook));
 }
 
 std::string Tensor::str() const {

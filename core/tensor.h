@@ -33,11 +33,23 @@ struct TensorOptions {
   bool requires_grad_ = false;
 
   TensorOptions() = default;
-  TensorOptions(DType t) : dtype_(t) {}       // NOLINT(google-explicit-constructor)
-  TensorOptions(Device d) : device_(d) {}     // NOLINT(google-explicit-constructor)
-  TensorOptions dtype(DType t) const { auto o = *this; o.dtype_ = t; return o; }
-  TensorOptions device(Device d) const { auto o = *this; o.device_ = d; return o; }
-  TensorOptions requires_grad(bool r = true) const { auto o = *this; o.requires_grad_ = r; return o; }
+  TensorOptions(DType t) : dtype_(t) {}    // NOLINT(google-explicit-constructor)
+  TensorOptions(Device d) : device_(d) {}  // NOLINT(google-explicit-constructor)
+  TensorOptions dtype(DType t) const {
+    auto o = *this;
+    o.dtype_ = t;
+    return o;
+  }
+  TensorOptions device(Device d) const {
+    auto o = *this;
+    o.device_ = d;
+    return o;
+  }
+  TensorOptions requires_grad(bool r = true) const {
+    auto o = *this;
+    o.requires_grad_ = r;
+    return o;
+  }
 };
 
 // A gradient hook sees the gradient flowing into a tensor and may return a replacement
@@ -82,8 +94,8 @@ class Tensor {
   std::vector<T> to_vector() const;
 
   // ---- views (share storage; differentiable)
-  Tensor view(const Shape& shape) const;      // needs a contiguous tensor; one dim may be -1
-  Tensor reshape(const Shape& shape) const;   // a view when possible, else a copy
+  Tensor view(const Shape& shape) const;     // needs a contiguous tensor; one dim may be -1
+  Tensor reshape(const Shape& shape) const;  // a view when possible, else a copy
   Tensor permute(const Shape& dims) const;
   Tensor transpose(int64_t d0, int64_t d1) const;
   Tensor t() const;  // transpose of a 2-D tensor

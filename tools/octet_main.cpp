@@ -1,7 +1,7 @@
 // The `octet` command line. Subcommands arrive with their issues (train, eval, bench, inspect);
 // `selftest` checks that the build works on this machine.
-#include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
+#include <CLI/CLI.hpp>
 
 #include <exception>
 

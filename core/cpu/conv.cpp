@@ -102,8 +102,7 @@ void col2im(const Conv2dGeometry& g, const T* col, T* dx) {
 // ---------------------------------------------------------------- general path (im2col + GEMM)
 
 template <typename T>
-void gemm_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& bias,
-                  const Tensor& out) {
+void gemm_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& out) {
   const int64_t pq = g.p * g.q, hw = g.h * g.w;
   const int64_t cg = g.c / g.groups, kg = g.k / g.groups, crs = cg * g.r * g.s;
   const bool pointwise = is_pointwise(g);
@@ -125,15 +124,14 @@ void gemm_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, con
     }
     for (int64_t grp = 0; grp < g.groups; ++grp) {
       gemm(false, false, kg, pq, crs, 1.0, flat(w, grp * kg * crs, kg * crs), crs,
-           flat(src, src_base + grp * crs * pq, crs * pq), pq, beta, flat(out, (n * g.k + grp * kg) * pq, kg * pq),
-           pq);
+           flat(src, src_base + grp * crs * pq, crs * pq), pq, beta, flat(out, (n * g.k + grp * kg) * pq, kg * pq), pq);
     }
   }
 }
 
 template <typename T>
-void gemm_backward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& dout,
-                   const Tensor& dx, const Tensor& dw) {
+void gemm_backward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& dout, const Tensor& dx,
+                   const Tensor& dw) {
   const int64_t pq = g.p * g.q, hw = g.h * g.w;
   const int64_t cg = g.c / g.groups, kg = g.k / g.groups, crs = cg * g.r * g.s;
   const bool pointwise = is_pointwise(g);
@@ -161,8 +159,8 @@ void gemm_backward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, co
       const int64_t src_base = pointwise ? n * g.c * hw : 0;
       for (int64_t grp = 0; grp < g.groups; ++grp) {
         gemm(false, true, kg, crs, pq, 1.0, flat(dout, dout_base + grp * kg * pq, kg * pq), pq,
-             flat(src, src_base + grp * crs * pq, crs * pq), pq, n == 0 ? 0.0 : 1.0,
-             flat(dw, grp * kg * crs, kg * crs), crs);
+             flat(src, src_base + grp * crs * pq, crs * pq), pq, n == 0 ? 0.0 : 1.0, flat(dw, grp * kg * crs, kg * crs),
+             crs);
       }
     }
   }
@@ -271,8 +269,7 @@ void check_operands(const char* op, const Conv2dGeometry& g, const Tensor& x, co
 
 }  // namespace
 
-void conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& bias,
-                    const Tensor& out) {
+void conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& out) {
   check_cpu("conv2d_forward", {x, w, bias, out});
   check_operands("conv2d_forward", g, x, w);
   OCTET_CHECK(out.is_contiguous() && out.dtype() == x.dtype() && out.numel() == g.n * g.k * g.p * g.q,
@@ -288,8 +285,8 @@ void conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, c
   });
 }
 
-void conv2d_backward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& dout,
-                     const Tensor& dx, const Tensor& dw) {
+void conv2d_backward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& dout, const Tensor& dx,
+                     const Tensor& dw) {
   check_cpu("conv2d_backward", {x, w, dout, dx, dw});
   check_operands("conv2d_backward", g, x, w);
   OCTET_CHECK(dout.is_contiguous() && dout.dtype() == x.dtype() && dout.numel() == g.n * g.k * g.p * g.q,

@@ -68,7 +68,9 @@ void map2(const Tensor& out, const Tensor& a, const Tensor& b, F f) {
 }
 
 template <typename T>
-T gelu_erf(T x) { return T(0.5) * x * (T(1) + std::erf(x * T(M_SQRT1_2))); }
+T gelu_erf(T x) {
+  return T(0.5) * x * (T(1) + std::erf(x * T(M_SQRT1_2)));
+}
 template <typename T>
 T gelu_erf_grad(T x) {
   T cdf = T(0.5) * (T(1) + std::erf(x * T(M_SQRT1_2)));
@@ -78,7 +80,9 @@ T gelu_erf_grad(T x) {
 template <typename T>
 constexpr T kGeluC = T(0.7978845608028654);  // sqrt(2/pi)
 template <typename T>
-T gelu_tanh(T x) { return T(0.5) * x * (T(1) + std::tanh(kGeluC<T> * (x + T(0.044715) * x * x * x))); }
+T gelu_tanh(T x) {
+  return T(0.5) * x * (T(1) + std::tanh(kGeluC<T> * (x + T(0.044715) * x * x * x)));
+}
 template <typename T>
 T gelu_tanh_grad(T x) {
   T u = kGeluC<T> * (x + T(0.044715) * x * x * x);
@@ -153,10 +157,14 @@ void unary(UnaryOp op, const Tensor& x, const Tensor& out, double a, double b) {
   if (op == UnaryOp::neg || op == UnaryOp::abs || op == UnaryOp::mul_scalar || op == UnaryOp::add_scalar) {
     dispatch_numeric(x.dtype(), "unary", [&]<typename T>() {
       switch (op) {
-        case UnaryOp::neg: return map1<T, T>(out, x, [](T v) { return static_cast<T>(-v); });
-        case UnaryOp::abs: return map1<T, T>(out, x, [](T v) { return static_cast<T>(v < 0 ? -v : v); });
-        case UnaryOp::mul_scalar: return map1<T, T>(out, x, [s = static_cast<T>(a)](T v) { return static_cast<T>(v * s); });
-        default: return map1<T, T>(out, x, [s = static_cast<T>(a)](T v) { return static_cast<T>(v + s); });
+        case UnaryOp::neg:
+          return map1<T, T>(out, x, [](T v) { return static_cast<T>(-v); });
+        case UnaryOp::abs:
+          return map1<T, T>(out, x, [](T v) { return static_cast<T>(v < 0 ? -v : v); });
+        case UnaryOp::mul_scalar:
+          return map1<T, T>(out, x, [s = static_cast<T>(a)](T v) { return static_cast<T>(v * s); });
+        default:
+          return map1<T, T>(out, x, [s = static_cast<T>(a)](T v) { return static_cast<T>(v + s); });
       }
     });
     return;
@@ -164,21 +172,36 @@ void unary(UnaryOp op, const Tensor& x, const Tensor& out, double a, double b) {
   dispatch_float(x.dtype(), "unary", [&]<typename T>() {
     const T ta = static_cast<T>(a), tb = static_cast<T>(b);
     switch (op) {
-      case UnaryOp::exp: return map1<T, T>(out, x, [](T v) { return std::exp(v); });
-      case UnaryOp::log: return map1<T, T>(out, x, [](T v) { return std::log(v); });
-      case UnaryOp::sqrt: return map1<T, T>(out, x, [](T v) { return std::sqrt(v); });
-      case UnaryOp::rsqrt: return map1<T, T>(out, x, [](T v) { return T(1) / std::sqrt(v); });
-      case UnaryOp::sign: return map1<T, T>(out, x, [](T v) { return static_cast<T>((v > 0) - (v < 0)); });
-      case UnaryOp::relu: return map1<T, T>(out, x, [](T v) { return v > 0 ? v : T(0); });
-      case UnaryOp::relu6: return map1<T, T>(out, x, [](T v) { return v > 0 ? (v < 6 ? v : T(6)) : T(0); });
-      case UnaryOp::sigmoid: return map1<T, T>(out, x, [](T v) { return sigmoid(v); });
-      case UnaryOp::tanh: return map1<T, T>(out, x, [](T v) { return std::tanh(v); });
-      case UnaryOp::gelu: return map1<T, T>(out, x, [](T v) { return gelu_erf(v); });
-      case UnaryOp::gelu_tanh: return map1<T, T>(out, x, [](T v) { return gelu_tanh(v); });
-      case UnaryOp::gelu_grad: return map1<T, T>(out, x, [](T v) { return gelu_erf_grad(v); });
-      case UnaryOp::gelu_tanh_grad: return map1<T, T>(out, x, [](T v) { return gelu_tanh_grad(v); });
-      case UnaryOp::reciprocal: return map1<T, T>(out, x, [](T v) { return T(1) / v; });
-      case UnaryOp::square: return map1<T, T>(out, x, [](T v) { return v * v; });
+      case UnaryOp::exp:
+        return map1<T, T>(out, x, [](T v) { return std::exp(v); });
+      case UnaryOp::log:
+        return map1<T, T>(out, x, [](T v) { return std::log(v); });
+      case UnaryOp::sqrt:
+        return map1<T, T>(out, x, [](T v) { return std::sqrt(v); });
+      case UnaryOp::rsqrt:
+        return map1<T, T>(out, x, [](T v) { return T(1) / std::sqrt(v); });
+      case UnaryOp::sign:
+        return map1<T, T>(out, x, [](T v) { return static_cast<T>((v > 0) - (v < 0)); });
+      case UnaryOp::relu:
+        return map1<T, T>(out, x, [](T v) { return v > 0 ? v : T(0); });
+      case UnaryOp::relu6:
+        return map1<T, T>(out, x, [](T v) { return v > 0 ? (v < 6 ? v : T(6)) : T(0); });
+      case UnaryOp::sigmoid:
+        return map1<T, T>(out, x, [](T v) { return sigmoid(v); });
+      case UnaryOp::tanh:
+        return map1<T, T>(out, x, [](T v) { return std::tanh(v); });
+      case UnaryOp::gelu:
+        return map1<T, T>(out, x, [](T v) { return gelu_erf(v); });
+      case UnaryOp::gelu_tanh:
+        return map1<T, T>(out, x, [](T v) { return gelu_tanh(v); });
+      case UnaryOp::gelu_grad:
+        return map1<T, T>(out, x, [](T v) { return gelu_erf_grad(v); });
+      case UnaryOp::gelu_tanh_grad:
+        return map1<T, T>(out, x, [](T v) { return gelu_tanh_grad(v); });
+      case UnaryOp::reciprocal:
+        return map1<T, T>(out, x, [](T v) { return T(1) / v; });
+      case UnaryOp::square:
+        return map1<T, T>(out, x, [](T v) { return v * v; });
       case UnaryOp::clamp:
         return map1<T, T>(out, x, [=](T v) {
           if (std::isnan(v)) return v;
@@ -189,7 +212,8 @@ void unary(UnaryOp op, const Tensor& x, const Tensor& out, double a, double b) {
       case UnaryOp::pow_scalar:
         if (a == 2.0) return map1<T, T>(out, x, [](T v) { return v * v; });
         return map1<T, T>(out, x, [ta](T v) { return std::pow(v, ta); });
-      default: OCTET_FAIL("unary: unhandled op ", static_cast<int>(op));
+      default:
+        OCTET_FAIL("unary: unhandled op ", static_cast<int>(op));
     }
   });
 }
@@ -198,9 +222,12 @@ void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
   check_cpu("binary", {a, b, out});
   dispatch_numeric(a.dtype(), "binary", [&]<typename T>() {
     switch (op) {
-      case BinaryOp::add: return map2<T, T, T>(out, a, b, [](T x, T y) { return static_cast<T>(x + y); });
-      case BinaryOp::sub: return map2<T, T, T>(out, a, b, [](T x, T y) { return static_cast<T>(x - y); });
-      case BinaryOp::mul: return map2<T, T, T>(out, a, b, [](T x, T y) { return static_cast<T>(x * y); });
+      case BinaryOp::add:
+        return map2<T, T, T>(out, a, b, [](T x, T y) { return static_cast<T>(x + y); });
+      case BinaryOp::sub:
+        return map2<T, T, T>(out, a, b, [](T x, T y) { return static_cast<T>(x - y); });
+      case BinaryOp::mul:
+        return map2<T, T, T>(out, a, b, [](T x, T y) { return static_cast<T>(x * y); });
       case BinaryOp::div:
         if constexpr (std::is_integral_v<T>) {
           // Kernel bodies run on worker threads and must not throw: look for a zero first.
@@ -231,12 +258,18 @@ void compare(CompareOp op, const Tensor& a, const Tensor& b, const Tensor& out) 
   dispatch_numeric(a.dtype(), "compare", [&]<typename T>() {
     auto run = [&](auto f) { map2<uint8_t, T, T>(out, a, b, [f](T x, T y) { return static_cast<uint8_t>(f(x, y)); }); };
     switch (op) {
-      case CompareOp::eq: return run([](T x, T y) { return x == y; });
-      case CompareOp::ne: return run([](T x, T y) { return x != y; });
-      case CompareOp::lt: return run([](T x, T y) { return x < y; });
-      case CompareOp::le: return run([](T x, T y) { return x <= y; });
-      case CompareOp::gt: return run([](T x, T y) { return x > y; });
-      case CompareOp::ge: return run([](T x, T y) { return x >= y; });
+      case CompareOp::eq:
+        return run([](T x, T y) { return x == y; });
+      case CompareOp::ne:
+        return run([](T x, T y) { return x != y; });
+      case CompareOp::lt:
+        return run([](T x, T y) { return x < y; });
+      case CompareOp::le:
+        return run([](T x, T y) { return x <= y; });
+      case CompareOp::gt:
+        return run([](T x, T y) { return x > y; });
+      case CompareOp::ge:
+        return run([](T x, T y) { return x >= y; });
     }
   });
 }
@@ -252,7 +285,8 @@ void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& o
     strided_loop<4>(s, {out.strides(), bstrides(cond, s), bstrides(a, s), bstrides(b, s)},
                     [&](int64_t n, const std::array<int64_t, 4>& off, const std::array<int64_t, 4>& st) {
                       for (int64_t j = 0; j < n; ++j)
-                        o[off[0] + j * st[0]] = pc[off[1] + j * st[1]] ? pa[off[2] + j * st[2]] : pb[off[3] + j * st[3]];
+                        o[off[0] + j * st[0]] =
+                            pc[off[1] + j * st[1]] ? pa[off[2] + j * st[2]] : pb[off[3] + j * st[3]];
                     });
   });
 }

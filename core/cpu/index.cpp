@@ -12,8 +12,8 @@ static void check_indices(const Tensor& index, int64_t limit, const char* op) {
   OCTET_CHECK(index.dtype() == DType::i64, op, ": indices must be i64, got ", index.dtype());
   const int64_t* p = index.data<int64_t>();
   for (int64_t i = 0; i < index.numel(); ++i)
-    OCTET_CHECK(p[i] >= 0 && p[i] < limit, op, ": index ", p[i], " at position ", i, " is out of range [0, ",
-                limit, ")");
+    OCTET_CHECK(p[i] >= 0 && p[i] < limit, op, ": index ", p[i], " at position ", i, " is out of range [0, ", limit,
+                ")");
 }
 
 static void check_rows(std::initializer_list<Tensor> ts, const char* op) {

@@ -20,13 +20,11 @@ void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& o
 void reduce_rows(ReduceOp op, const Tensor& x, const Tensor& out);
 void arg_reduce_rows(bool is_max, const Tensor& x, const Tensor& out);
 void softmax_rows(bool log, const Tensor& x, const Tensor& out);
-void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
-          const Tensor& a, int64_t lda, const Tensor& b, int64_t ldb, double beta,
-          const Tensor& c, int64_t ldc);
-void conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& bias,
-                    const Tensor& out);
-void conv2d_backward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w,
-                     const Tensor& dout, const Tensor& dx, const Tensor& dw);
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const Tensor& a, int64_t lda,
+          const Tensor& b, int64_t ldb, double beta, const Tensor& c, int64_t ldc);
+void conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& out);
+void conv2d_backward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& dout, const Tensor& dx,
+                     const Tensor& dw);
 void max_pool2d_forward(const Pool2dGeometry& g, const Tensor& x, const Tensor& out, const Tensor& indices);
 void max_pool2d_backward(const Pool2dGeometry& g, const Tensor& dout, const Tensor& indices, const Tensor& dx);
 void avg_pool2d_forward(const Pool2dGeometry& g, const Tensor& x, const Tensor& out);

@@ -17,16 +17,14 @@ namespace octet::cpu {
 inline Shape bstrides(const Tensor& t, const Shape& shape) {
   Shape st(shape.size(), 0);
   int64_t lead = static_cast<int64_t>(shape.size()) - t.dim();
-  for (int64_t i = 0; i < t.dim(); ++i)
-    st[lead + i] = t.shape()[i] == 1 && shape[lead + i] != 1 ? 0 : t.strides()[i];
+  for (int64_t i = 0; i < t.dim(); ++i) st[lead + i] = t.shape()[i] == 1 && shape[lead + i] != 1 ? 0 : t.strides()[i];
   return st;
 }
 
 // body(count, offsets, inner_strides): a row of `count` elements; operand k's element j sits at
 // base_k + offsets[k] + j * inner_strides[k].
 template <size_t N, typename Body>
-void strided_loop(const Shape& shape_in, const std::array<Shape, N>& strides_in, Body&& body,
-                  int64_t grain = 32768) {
+void strided_loop(const Shape& shape_in, const std::array<Shape, N>& strides_in, Body&& body, int64_t grain = 32768) {
   // Drop size-1 dims, then merge neighbours that are contiguous for every operand.
   Shape shape;
   std::array<Shape, N> st;

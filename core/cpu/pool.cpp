@@ -227,9 +227,8 @@ void max_pool2d_forward(const Pool2dGeometry& g, const Tensor& x, const Tensor& 
   check_plane_tensor("max_pool2d_forward", "output", out, g.n * g.c * g.p * g.q);
   check_plane_tensor("max_pool2d_forward", "indices", indices, g.n * g.c * g.p * g.q);
   OCTET_CHECK(out.dtype() == x.dtype(), "max_pool2d_forward: dtypes differ: ", x.dtype(), " and ", out.dtype());
-  dispatch_float(x.dtype(), "max_pool2d", [&]<typename T>() {
-    max_forward<T>(g, x.data<T>(), out.data<T>(), indices.data<int64_t>());
-  });
+  dispatch_float(x.dtype(), "max_pool2d",
+                 [&]<typename T>() { max_forward<T>(g, x.data<T>(), out.data<T>(), indices.data<int64_t>()); });
 }
 
 void max_pool2d_backward(const Pool2dGeometry& g, const Tensor& dout, const Tensor& indices, const Tensor& dx) {
@@ -238,9 +237,8 @@ void max_pool2d_backward(const Pool2dGeometry& g, const Tensor& dout, const Tens
   check_plane_tensor("max_pool2d_backward", "indices", indices, g.n * g.c * g.p * g.q);
   check_plane_tensor("max_pool2d_backward", "dx", dx, g.n * g.c * g.h * g.w);
   OCTET_CHECK(dout.dtype() == dx.dtype(), "max_pool2d_backward: dtypes differ: ", dout.dtype(), " and ", dx.dtype());
-  dispatch_float(dx.dtype(), "max_pool2d", [&]<typename T>() {
-    max_backward<T>(g, dout.data<T>(), indices.data<int64_t>(), dx.data<T>());
-  });
+  dispatch_float(dx.dtype(), "max_pool2d",
+                 [&]<typename T>() { max_backward<T>(g, dout.data<T>(), indices.data<int64_t>(), dx.data<T>()); });
 }
 
 void avg_pool2d_forward(const Pool2dGeometry& g, const Tensor& x, const Tensor& out) {
@@ -262,9 +260,8 @@ void avg_pool2d_backward(const Pool2dGeometry& g, const Tensor& dout, const Tens
 void adaptive_avg_pool2d_forward(const Tensor& x, const Tensor& out) {
   check_cpu("adaptive_avg_pool2d_forward", {x, out});
   AdaptiveShape a = adaptive_shape("adaptive_avg_pool2d_forward", x, out);
-  dispatch_float(x.dtype(), "adaptive_avg_pool2d", [&]<typename T>() {
-    adaptive_forward<T>(a.planes, a.h, a.w, a.p, a.q, x.data<T>(), out.data<T>());
-  });
+  dispatch_float(x.dtype(), "adaptive_avg_pool2d",
+                 [&]<typename T>() { adaptive_forward<T>(a.planes, a.h, a.w, a.p, a.q, x.data<T>(), out.data<T>()); });
 }
 
 void adaptive_avg_pool2d_backward(const Tensor& dout, const Tensor& dx) {

@@ -10,7 +10,6 @@ namespace octet::cpu {
 
 namespace {
 
-
 template <typename T>
 double row_logsumexp(const T* p, int64_t r) {
   double m = -std::numeric_limits<double>::infinity();
@@ -50,8 +49,10 @@ void reduce_rows(ReduceOp op, const Tensor& x, const Tensor& out) {
       if (op == ReduceOp::sum || op == ReduceOp::sum_sq) {
         using A = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
         A s = 0;
-        if (op == ReduceOp::sum) for (int64_t j = 0; j < r; ++j) s += static_cast<A>(p[j]);
-        else for (int64_t j = 0; j < r; ++j) s += static_cast<A>(p[j]) * static_cast<A>(p[j]);
+        if (op == ReduceOp::sum)
+          for (int64_t j = 0; j < r; ++j) s += static_cast<A>(p[j]);
+        else
+          for (int64_t j = 0; j < r; ++j) s += static_cast<A>(p[j]) * static_cast<A>(p[j]);
         po[i] = static_cast<T>(s);
         return;
       }
@@ -59,7 +60,10 @@ void reduce_rows(ReduceOp op, const Tensor& x, const Tensor& out) {
       bool is_max = op == ReduceOp::max;
       for (int64_t j = 1; j < r; ++j) {
         T v = p[j];
-        if (v != v) { m = v; break; }  // NaN propagates
+        if (v != v) {
+          m = v;
+          break;
+        }  // NaN propagates
         if (is_max ? v > m : v < m) m = v;
       }
       po[i] = m;
@@ -93,8 +97,10 @@ void softmax_rows(bool log, const Tensor& x, const Tensor& out) {
       const T* p = px + i * r;
       T* o = po + i * r;
       double lse = row_logsumexp(p, r);
-      if (log) for (int64_t j = 0; j < r; ++j) o[j] = static_cast<T>(static_cast<double>(p[j]) - lse);
-      else for (int64_t j = 0; j < r; ++j) o[j] = static_cast<T>(std::exp(static_cast<double>(p[j]) - lse));
+      if (log)
+        for (int64_t j = 0; j < r; ++j) o[j] = static_cast<T>(static_cast<double>(p[j]) - lse);
+      else
+        for (int64_t j = 0; j < r; ++j) o[j] = static_cast<T>(std::exp(static_cast<double>(p[j]) - lse));
     });
   });
 }

@@ -14,8 +14,7 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2d
   OCTET_CHECK(x.defined() && w.defined(), "conv2d: undefined ", x.defined() ? "weight" : "input");
   OCTET_CHECK(x.dim() == 4, "conv2d: expected 4-D input [N,C,H,W], got ", x.shape());
   OCTET_CHECK(w.dim() == 4, "conv2d: expected 4-D weight [K,C/groups,R,S], got ", w.shape());
-  OCTET_CHECK(x.dtype() == DType::f32 || x.dtype() == DType::f64, "conv2d: expected dtype f32 or f64, got ",
-              x.dtype());
+  OCTET_CHECK(x.dtype() == DType::f32 || x.dtype() == DType::f64, "conv2d: expected dtype f32 or f64, got ", x.dtype());
   OCTET_CHECK(w.dtype() == x.dtype(), "conv2d: dtypes differ: input ", x.dtype(), ", weight ", w.dtype());
   OCTET_CHECK(w.device() == x.device(), "conv2d: input is on ", x.device(), " but weight is on ", w.device());
   OCTET_CHECK(o.stride_h_ > 0 && o.stride_w_ > 0, "conv2d: expected positive stride, got (", o.stride_h_, ", ",

@@ -17,12 +17,27 @@ struct Conv2dOptions {
   int64_t groups_ = 1;
 
   Conv2dOptions& stride(int64_t s) { return stride(s, s); }
-  Conv2dOptions& stride(int64_t h, int64_t w) { stride_h_ = h; stride_w_ = w; return *this; }
+  Conv2dOptions& stride(int64_t h, int64_t w) {
+    stride_h_ = h;
+    stride_w_ = w;
+    return *this;
+  }
   Conv2dOptions& padding(int64_t p) { return padding(p, p); }
-  Conv2dOptions& padding(int64_t h, int64_t w) { pad_h_ = h; pad_w_ = w; return *this; }
+  Conv2dOptions& padding(int64_t h, int64_t w) {
+    pad_h_ = h;
+    pad_w_ = w;
+    return *this;
+  }
   Conv2dOptions& dilation(int64_t d) { return dilation(d, d); }
-  Conv2dOptions& dilation(int64_t h, int64_t w) { dil_h_ = h; dil_w_ = w; return *this; }
-  Conv2dOptions& groups(int64_t g) { groups_ = g; return *this; }
+  Conv2dOptions& dilation(int64_t h, int64_t w) {
+    dil_h_ = h;
+    dil_w_ = w;
+    return *this;
+  }
+  Conv2dOptions& groups(int64_t g) {
+    groups_ = g;
+    return *this;
+  }
 };
 
 // x [N,C,H,W], w [K,C/g,R,S], bias [K] or undefined -> [N,K,P,Q] with

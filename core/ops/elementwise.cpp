@@ -18,8 +18,7 @@ static void check_pair(const char* op, const Tensor& a, const Tensor& b) {
   OCTET_CHECK(a.defined() && b.defined(), op, ": undefined tensor argument");
   OCTET_CHECK(a.dtype() == b.dtype(), op, ": dtypes differ: ", a.dtype(), " and ", b.dtype(),
               " (convert one with .to())");
-  OCTET_CHECK(a.device() == b.device(), op, ": tensors are on different devices: ", a.device(), " and ",
-              b.device());
+  OCTET_CHECK(a.device() == b.device(), op, ": tensors are on different devices: ", a.device(), " and ", b.device());
 }
 
 // ---------------------------------------------------------------- binary
@@ -43,13 +42,15 @@ static void record_binary(const char* name, const Tensor& a, const Tensor& b, co
 
 Tensor add(const Tensor& a, const Tensor& b) {
   Tensor out = binary_forward(BinaryOp::add, "add", a, b);
-  record_binary("add", a, b, out, [](const Tensor& g) { return g; }, [](const Tensor& g) { return g; });
+  record_binary(
+      "add", a, b, out, [](const Tensor& g) { return g; }, [](const Tensor& g) { return g; });
   return out;
 }
 
 Tensor sub(const Tensor& a, const Tensor& b) {
   Tensor out = binary_forward(BinaryOp::sub, "sub", a, b);
-  record_binary("sub", a, b, out, [](const Tensor& g) { return g; }, [](const Tensor& g) { return neg(g); });
+  record_binary(
+      "sub", a, b, out, [](const Tensor& g) { return g; }, [](const Tensor& g) { return neg(g); });
   return out;
 }
 
@@ -57,8 +58,8 @@ Tensor mul(const Tensor& a, const Tensor& b) {
   Tensor out = binary_forward(BinaryOp::mul, "mul", a, b);
   if (autograd::needs_grad({a, b})) {
     Tensor sa = saved(a), sb = saved(b);
-    record_binary("mul", a, b, out, [sb](const Tensor& g) { return mul(g, sb); },
-                  [sa](const Tensor& g) { return mul(g, sa); });
+    record_binary(
+        "mul", a, b, out, [sb](const Tensor& g) { return mul(g, sb); }, [sa](const Tensor& g) { return mul(g, sa); });
   }
   return out;
 }
@@ -67,8 +68,9 @@ Tensor div(const Tensor& a, const Tensor& b) {
   Tensor out = binary_forward(BinaryOp::div, "div", a, b);
   if (autograd::needs_grad({a, b})) {
     Tensor sb = saved(b), so = saved(out);
-    record_binary("div", a, b, out, [sb](const Tensor& g) { return div(g, sb); },
-                  [sb, so](const Tensor& g) { return neg(mul(g, div(so, sb))); });
+    record_binary(
+        "div", a, b, out, [sb](const Tensor& g) { return div(g, sb); },
+        [sb, so](const Tensor& g) { return neg(mul(g, div(so, sb))); });
   }
   return out;
 }
@@ -77,8 +79,9 @@ Tensor pow(const Tensor& a, const Tensor& b) {
   Tensor out = binary_forward(BinaryOp::pow, "pow", a, b);
   if (autograd::needs_grad({a, b})) {
     Tensor sa = saved(a), sb = saved(b), so = saved(out);
-    record_binary("pow", a, b, out, [sa, sb](const Tensor& g) { return g * sb * pow(sa, sb - 1.0); },
-                  [sa, so](const Tensor& g) { return g * so * log(sa); });
+    record_binary(
+        "pow", a, b, out, [sa, sb](const Tensor& g) { return g * sb * pow(sa, sb - 1.0); },
+        [sa, so](const Tensor& g) { return g * so * log(sa); });
   }
   return out;
 }
@@ -94,8 +97,9 @@ static Tensor extremum(BinaryOp op, const char* name, const Tensor& a, const Ten
       Tensor w = wins.to(g.dtype()) + eq(sa, sb).to(g.dtype()) * 0.5;
       return g * w;
     };
-    record_binary(name, a, b, out, [share](const Tensor& g) { return share(g, true); },
-                  [share](const Tensor& g) { return share(g, false); });
+    record_binary(
+        name, a, b, out, [share](const Tensor& g) { return share(g, true); },
+        [share](const Tensor& g) { return share(g, false); });
   }
   return out;
 }
@@ -156,27 +160,29 @@ Tensor reciprocal(const Tensor& x) {
   return unary_op(UnaryOp::reciprocal, "reciprocal", x, [](const Tensor&, const Tensor& y) { return neg(y * y); });
 }
 Tensor pow(const Tensor& x, double e) {
-  return unary_op(UnaryOp::pow_scalar, "pow", x,
-                  [e](const Tensor& v, const Tensor&) { return e * pow(v, e - 1.0); }, e);
+  return unary_op(
+      UnaryOp::pow_scalar, "pow", x, [e](const Tensor& v, const Tensor&) { return e * pow(v, e - 1.0); }, e);
 }
 
 Tensor clamp(const Tensor& x, double lo, double hi) {
   OCTET_CHECK(std::isnan(lo) || std::isnan(hi) || lo <= hi, "clamp: min ", lo, " > max ", hi);
-  return unary_op(UnaryOp::clamp, "clamp", x, [lo, hi](const Tensor& v, const Tensor&) {
-    Tensor m = ones_like(v);
-    if (!std::isnan(lo)) m = m * mask_of(ge(v, lo), v);
-    if (!std::isnan(hi)) m = m * mask_of(le(v, hi), v);
-    return m;
-  }, lo, hi);
+  return unary_op(
+      UnaryOp::clamp, "clamp", x,
+      [lo, hi](const Tensor& v, const Tensor&) {
+        Tensor m = ones_like(v);
+        if (!std::isnan(lo)) m = m * mask_of(ge(v, lo), v);
+        if (!std::isnan(hi)) m = m * mask_of(le(v, hi), v);
+        return m;
+      },
+      lo, hi);
 }
 
 Tensor relu(const Tensor& x) {
   return unary_op(UnaryOp::relu, "relu", x, [](const Tensor&, const Tensor& y) { return mask_of(gt(y, 0.0), y); });
 }
 Tensor relu6(const Tensor& x) {
-  return unary_op(UnaryOp::relu6, "relu6", x, [](const Tensor& v, const Tensor&) {
-    return mask_of(gt(v, 0.0), v) * mask_of(lt(v, 6.0), v);
-  });
+  return unary_op(UnaryOp::relu6, "relu6", x,
+                  [](const Tensor& v, const Tensor&) { return mask_of(gt(v, 0.0), v) * mask_of(lt(v, 6.0), v); });
 }
 Tensor sigmoid(const Tensor& x) {
   return unary_op(UnaryOp::sigmoid, "sigmoid", x, [](const Tensor&, const Tensor& y) { return y * (1.0 - y); });
@@ -201,8 +207,9 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   kernels::where(cond, a, b, out);
   if (autograd::needs_grad({a, b})) {
     Tensor c = saved(cond);
-    record_binary("where", a, b, out, [c](const Tensor& g) { return where(c, g, zeros_like(g)); },
-                  [c](const Tensor& g) { return where(c, zeros_like(g), g); });
+    record_binary(
+        "where", a, b, out, [c](const Tensor& g) { return where(c, g, zeros_like(g)); },
+        [c](const Tensor& g) { return where(c, zeros_like(g), g); });
   }
   return out;
 }

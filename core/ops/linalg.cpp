@@ -125,8 +125,8 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
               weight.size(1), ", got shape ", x.defined() ? x.shape() : Shape{});
   Tensor y = matmul(x, weight.t());
   if (bias.defined()) {
-    OCTET_CHECK(bias.dim() == 1 && bias.size(0) == weight.size(0), "linear: bias must have shape [",
-                weight.size(0), "], got ", bias.shape());
+    OCTET_CHECK(bias.dim() == 1 && bias.size(0) == weight.size(0), "linear: bias must have shape [", weight.size(0),
+                "], got ", bias.shape());
     y = y + bias;
   }
   return y;

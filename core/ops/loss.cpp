@@ -39,9 +39,12 @@ Tensor log_softmax(const Tensor& x, int64_t dim) { return softmax_impl(x, dim, t
 
 static Tensor reduce_loss(const Tensor& per_item, const Tensor& weight_sum, Reduction r) {
   switch (r) {
-    case Reduction::none: return per_item;
-    case Reduction::sum: return sum(per_item);
-    case Reduction::mean: return weight_sum.defined() ? sum(per_item) / weight_sum : mean(per_item);
+    case Reduction::none:
+      return per_item;
+    case Reduction::sum:
+      return sum(per_item);
+    case Reduction::mean:
+      return weight_sum.defined() ? sum(per_item) / weight_sum : mean(per_item);
   }
   return per_item;
 }
@@ -49,8 +52,8 @@ static Tensor reduce_loss(const Tensor& per_item, const Tensor& weight_sum, Redu
 static void check_classification(const char* op, const Tensor& x, const Tensor& target) {
   OCTET_CHECK(x.defined() && x.dim() == 2, op, ": expected input [N, C], got ", x.defined() ? x.shape() : Shape{});
   OCTET_CHECK(target.defined() && target.dtype() == DType::i64, op, ": target must be an i64 tensor of class indices");
-  OCTET_CHECK(target.dim() == 1 && target.size(0) == x.size(0), op, ": target must have shape [", x.size(0),
-              "], got ", target.shape());
+  OCTET_CHECK(target.dim() == 1 && target.size(0) == x.size(0), op, ": target must have shape [", x.size(0), "], got ",
+              target.shape());
 }
 
 // -logp[i, target[i]] with ignored targets giving 0, and the count of kept targets.
@@ -84,8 +87,9 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntr
 }
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
-  OCTET_CHECK(input.defined() && target.defined() && input.shape() == target.shape(), "mse_loss: shapes differ: ",
-              input.defined() ? input.shape() : Shape{}, " and ", target.defined() ? target.shape() : Shape{});
+  OCTET_CHECK(input.defined() && target.defined() && input.shape() == target.shape(),
+              "mse_loss: shapes differ: ", input.defined() ? input.shape() : Shape{}, " and ",
+              target.defined() ? target.shape() : Shape{});
   Tensor d = input - target;
   return reduce_loss(d * d, Tensor(), reduction);
 }

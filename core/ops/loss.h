@@ -16,9 +16,18 @@ struct CrossEntropyOptions {
   int64_t ignore_index_ = -100;
   double label_smoothing_ = 0.0;
   Reduction reduction_ = Reduction::mean;
-  CrossEntropyOptions& ignore_index(int64_t v) { ignore_index_ = v; return *this; }
-  CrossEntropyOptions& label_smoothing(double v) { label_smoothing_ = v; return *this; }
-  CrossEntropyOptions& reduction(Reduction r) { reduction_ = r; return *this; }
+  CrossEntropyOptions& ignore_index(int64_t v) {
+    ignore_index_ = v;
+    return *this;
+  }
+  CrossEntropyOptions& label_smoothing(double v) {
+    label_smoothing_ = v;
+    return *this;
+  }
+  CrossEntropyOptions& reduction(Reduction r) {
+    reduction_ = r;
+    return *this;
+  }
 };
 
 // logp [N, C] (log-probabilities), target i64 [N] with values in [0, C) or ignore_index.

@@ -18,8 +18,8 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   OCTET_CHECK(index.dim() == x.dim(), "gather: index rank ", index.dim(), " differs from input rank ", x.dim());
   int64_t d = wrap_dim(dim, x.dim(), "gather");
   for (int64_t i = 0; i < x.dim(); ++i)
-    OCTET_CHECK(i == d || index.size(i) == x.size(i), "gather: index shape ", index.shape(),
-                " must match input shape ", x.shape(), " except in dim ", d);
+    OCTET_CHECK(i == d || index.size(i) == x.size(i), "gather: index shape ", index.shape(), " must match input shape ",
+                x.shape(), " except in dim ", d);
   Tensor out;
   Shape moved_shape;
   {
@@ -136,8 +136,7 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
                   double eps) {
   int64_t k = static_cast<int64_t>(normalized_shape.size());
-  OCTET_CHECK(x.defined() && k >= 1 && x.dim() >= k &&
-                  Shape(x.shape().end() - k, x.shape().end()) == normalized_shape,
+  OCTET_CHECK(x.defined() && k >= 1 && x.dim() >= k && Shape(x.shape().end() - k, x.shape().end()) == normalized_shape,
               "layer_norm: input shape ", x.defined() ? x.shape() : Shape{}, " does not end with normalized_shape ",
               normalized_shape);
   OCTET_CHECK(!weight.defined() || weight.shape() == normalized_shape, "layer_norm: weight shape ",
@@ -200,8 +199,8 @@ LstmState lstm_cell(const Tensor& x, const Tensor& h, const Tensor& c, const Ten
   int64_t hs = h.size(1);
   OCTET_CHECK(c.shape() == h.shape() && x.size(0) == h.size(0), "lstm_cell: shapes differ: x ", x.shape(), ", h ",
               h.shape(), ", c ", c.shape());
-  OCTET_CHECK(w_ih.defined() && w_ih.shape() == (Shape{4 * hs, x.size(1)}), "lstm_cell: w_ih must be [", 4 * hs,
-              ", ", x.size(1), "], got ", w_ih.defined() ? w_ih.shape() : Shape{});
+  OCTET_CHECK(w_ih.defined() && w_ih.shape() == (Shape{4 * hs, x.size(1)}), "lstm_cell: w_ih must be [", 4 * hs, ", ",
+              x.size(1), "], got ", w_ih.defined() ? w_ih.shape() : Shape{});
   OCTET_CHECK(w_hh.defined() && w_hh.shape() == (Shape{4 * hs, hs}), "lstm_cell: w_hh must be [", 4 * hs, ", ", hs,
               "], got ", w_hh.defined() ? w_hh.shape() : Shape{});
   Tensor gates = linear(x, w_ih, b_ih) + linear(h, w_hh, b_hh);

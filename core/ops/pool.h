@@ -11,8 +11,7 @@
 namespace octet {
 
 // Padding acts as -inf; the gradient goes to the first maximum of each window.
-Tensor max_pool2d(const Tensor& x, Shape kernel, Shape stride = {}, Shape padding = {0, 0},
-                  Shape dilation = {1, 1});
+Tensor max_pool2d(const Tensor& x, Shape kernel, Shape stride = {}, Shape padding = {0, 0}, Shape dilation = {1, 1});
 // count_include_pad: divide by the window size including padding (true) or by the number of
 // input elements the window covers (false).
 Tensor avg_pool2d(const Tensor& x, Shape kernel, Shape stride = {}, Shape padding = {0, 0},

@@ -37,9 +37,8 @@ inline double* element_ptr(const Tensor& t, int64_t linear) {
 
 // Default tolerances: central differences with eps=1e-6 in f64 have truncation error
 // ~eps^2 * f''' and rounding error ~1e-16/eps ~ 1e-10, so 1e-5 absolute is a wide margin.
-inline void gradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& f,
-                      const std::vector<Tensor>& inputs, double eps = 1e-6, double atol = 1e-5,
-                      double rtol = 1e-4) {
+inline void gradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& f, const std::vector<Tensor>& inputs,
+                      double eps = 1e-6, double atol = 1e-5, double rtol = 1e-4) {
   for (const Tensor& x : inputs) ASSERT_TRUE(!x.defined() || x.dtype() == DType::f64) << "gradcheck needs f64 inputs";
   Tensor y = f(inputs);
   Generator g(1234);

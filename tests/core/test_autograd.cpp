@@ -22,9 +22,9 @@ TEST(Autograd, AccumulatesAcrossBackwardCalls) {
 
 TEST(Autograd, DiamondGraphSumsBothPaths) {
   Tensor x = from_vector<double>({2}, {1}, true);
-  Tensor a = x * x;       // x^2
-  Tensor b = a * x + a;   // x^3 + x^2
-  sum(b).backward();      // 3x^2 + 2x = 16
+  Tensor a = x * x;      // x^2
+  Tensor b = a * x + a;  // x^3 + x^2
+  sum(b).backward();     // 3x^2 + 2x = 16
   EXPECT_DOUBLE_EQ(x.grad().item(), 16.0);
   EXPECT_FALSE(a.is_leaf());
   EXPECT_TRUE(x.is_leaf());
@@ -73,7 +73,7 @@ TEST(Autograd, HooksSeeAndReplaceGradients) {
     return Tensor();  // keep as is
   });
   sum(y * y).backward();
-  EXPECT_EQ(seen, (std::vector<double>{6, 12}));             // dL/dy = 2y
+  EXPECT_EQ(seen, (std::vector<double>{6, 12}));                             // dL/dy = 2y
   EXPECT_EQ(x.grad().to_vector<double>(), (std::vector<double>{180, 360}));  // 10 * 2y * 3
   EXPECT_EQ(leaf_calls, 1);
 }
@@ -95,16 +95,16 @@ TEST(Autograd, MultiOutputAndUnusedOutput) {
 TEST(Autograd, Errors) {
   Tensor x = ones({2}, f64_grad());
   Tensor y = x * 2.0;
-  EXPECT_THROW(y.backward(), Error);                          // non-scalar without gradient
-  EXPECT_THROW(y.backward(ones({3}, DType::f64)), Error);     // wrong gradient shape
-  EXPECT_THROW(y.backward(ones({2}, DType::f32)), Error);     // wrong gradient dtype
-  y.backward(ones({2}, DType::f64));                          // fine with a gradient
-  EXPECT_THROW(ones({2}).backward(), Error);                  // no grad at all
-  EXPECT_THROW(x.copy_(zeros({2}, DType::f64)), Error);       // in-place on a leaf needing grad
-  EXPECT_THROW(y.requires_grad_(false), Error);               // only leaves
+  EXPECT_THROW(y.backward(), Error);                       // non-scalar without gradient
+  EXPECT_THROW(y.backward(ones({3}, DType::f64)), Error);  // wrong gradient shape
+  EXPECT_THROW(y.backward(ones({2}, DType::f32)), Error);  // wrong gradient dtype
+  y.backward(ones({2}, DType::f64));                       // fine with a gradient
+  EXPECT_THROW(ones({2}).backward(), Error);               // no grad at all
+  EXPECT_THROW(x.copy_(zeros({2}, DType::f64)), Error);    // in-place on a leaf needing grad
+  EXPECT_THROW(y.requires_grad_(false), Error);            // only leaves
   {
     NoGradGuard ng;
-    x.copy_(zeros({2}, DType::f64));                          // allowed without recording
+    x.copy_(zeros({2}, DType::f64));  // allowed without recording
   }
 }
 

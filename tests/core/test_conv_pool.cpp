@@ -81,8 +81,8 @@ std::vector<ConvCase> conv_cases() {
       {"groups3_strided", 1, 6, 9, 8, 3, 2, 3, Conv2dOptions().stride(2, 1).padding(1, 0).groups(3)},
       {"depthwise", 2, 5, 9, 9, 5, 3, 3, Conv2dOptions().stride(2).padding(1).groups(5)},
       {"depthwise_x2", 2, 3, 8, 7, 6, 3, 3, Conv2dOptions().padding(1).groups(3)},
-      {"depthwise_nonsquare", 1, 4, 7, 10, 8, 3, 2,
-       Conv2dOptions().stride(1, 2).padding(1, 1).dilation(2, 1).groups(4), false},
+      {"depthwise_nonsquare", 1, 4, 7, 10, 8, 3, 2, Conv2dOptions().stride(1, 2).padding(1, 1).dilation(2, 1).groups(4),
+       false},
       {"pointwise", 2, 5, 6, 7, 4, 1, 1, Conv2dOptions()},
       {"pointwise_groups", 2, 4, 5, 3, 6, 1, 1, Conv2dOptions().groups(2)},
       {"pointwise_stride2", 1, 3, 7, 5, 2, 1, 1, Conv2dOptions().stride(2)},
@@ -192,12 +192,12 @@ TEST(Conv2d, DepthwiseDeterministicAcrossThreads) {
 TEST(Conv2d, RejectsBadInputs) {
   Tensor x = random({1, 4, 5, 5}, DType::f32, 61);
   Tensor w = random({6, 4, 3, 3}, DType::f32, 62);
-  EXPECT_THROW(conv2d(random({4, 5, 5}, DType::f32, 1), w), Error);               // 3-D input
-  EXPECT_THROW(conv2d(x, random({6, 4, 3}, DType::f32, 1)), Error);               // 3-D weight
-  EXPECT_THROW(conv2d(x, random({6, 3, 3, 3}, DType::f32, 1)), Error);            // channel mismatch
-  EXPECT_THROW(conv2d(x, w.to(DType::f64)), Error);                               // dtype mismatch
-  EXPECT_THROW(conv2d(x, w, random({5}, DType::f32, 1)), Error);                  // bias size
-  EXPECT_THROW(conv2d(x, w, random({6, 1}, DType::f32, 1)), Error);               // bias rank
+  EXPECT_THROW(conv2d(random({4, 5, 5}, DType::f32, 1), w), Error);     // 3-D input
+  EXPECT_THROW(conv2d(x, random({6, 4, 3}, DType::f32, 1)), Error);     // 3-D weight
+  EXPECT_THROW(conv2d(x, random({6, 3, 3, 3}, DType::f32, 1)), Error);  // channel mismatch
+  EXPECT_THROW(conv2d(x, w.to(DType::f64)), Error);                     // dtype mismatch
+  EXPECT_THROW(conv2d(x, w, random({5}, DType::f32, 1)), Error);        // bias size
+  EXPECT_THROW(conv2d(x, w, random({6, 1}, DType::f32, 1)), Error);     // bias rank
   EXPECT_THROW(conv2d(x, random({6, 4, 3, 3}, DType::f32, 1), {}, Conv2dOptions().groups(3)), Error);  // C % g
   EXPECT_THROW(conv2d(x, random({5, 2, 3, 3}, DType::f32, 1), {}, Conv2dOptions().groups(2)), Error);  // K % g
   EXPECT_THROW(conv2d(x, random({6, 4, 3, 3}, DType::f32, 1), {}, Conv2dOptions().groups(2)), Error);  // w.size(1)
@@ -206,10 +206,10 @@ TEST(Conv2d, RejectsBadInputs) {
   EXPECT_THROW(conv2d(x, w, {}, Conv2dOptions().stride(1, -1)), Error);
   EXPECT_THROW(conv2d(x, w, {}, Conv2dOptions().dilation(0)), Error);
   EXPECT_THROW(conv2d(x, w, {}, Conv2dOptions().padding(-1)), Error);
-  EXPECT_THROW(conv2d(x, random({6, 4, 7, 3}, DType::f32, 1)), Error);            // kernel > input
-  EXPECT_THROW(conv2d(x, w, {}, Conv2dOptions().dilation(3)), Error);             // dilated kernel 7 > 5
+  EXPECT_THROW(conv2d(x, random({6, 4, 7, 3}, DType::f32, 1)), Error);  // kernel > input
+  EXPECT_THROW(conv2d(x, w, {}, Conv2dOptions().dilation(3)), Error);   // dilated kernel 7 > 5
   EXPECT_NO_THROW(conv2d(x, random({6, 4, 7, 3}, DType::f32, 1), {}, Conv2dOptions().padding(1)));
-  EXPECT_THROW(conv2d(x.to(DType::i64), w.to(DType::i64)), Error);                // integer dtype
+  EXPECT_THROW(conv2d(x.to(DType::i64), w.to(DType::i64)), Error);  // integer dtype
   EXPECT_THROW(conv2d(Tensor(), w), Error);
 }
 
@@ -312,23 +312,24 @@ TEST_P(PoolValues, AvgPoolMatchesReference) {
 TEST_P(PoolValues, MaxPoolGradcheck) {
   const PoolCase& pc = GetParam();
   Tensor x = testing::rand_input({pc.n, pc.c, pc.h, pc.w}, 73);
-  gradcheck([pc](const std::vector<Tensor>& v) {
-    return max_pool2d(v[0], pc.kernel, pc.stride, pc.padding, pc.dilation);
-  }, {x});
+  gradcheck(
+      [pc](const std::vector<Tensor>& v) { return max_pool2d(v[0], pc.kernel, pc.stride, pc.padding, pc.dilation); },
+      {x});
 }
 
 TEST_P(PoolValues, AvgPoolGradcheck) {
   const PoolCase& pc = GetParam();
   for (bool include_pad : {true, false}) {
     Tensor x = testing::rand_input({pc.n, pc.c, pc.h, pc.w}, 74);
-    gradcheck([pc, include_pad](const std::vector<Tensor>& v) {
-      return avg_pool2d(v[0], pc.kernel, pc.stride, pc.padding, include_pad);
-    }, {x});
+    gradcheck(
+        [pc, include_pad](const std::vector<Tensor>& v) {
+          return avg_pool2d(v[0], pc.kernel, pc.stride, pc.padding, include_pad);
+        },
+        {x});
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Pool2d, PoolValues,
-                         ::testing::ValuesIn(pool_cases()),
+INSTANTIATE_TEST_SUITE_P(Pool2d, PoolValues, ::testing::ValuesIn(pool_cases()),
                          [](const ::testing::TestParamInfo<PoolCase>& info) { return info.param.name; });
 
 TEST(MaxPool2d, KnownValuesAndFirstMaxGetsGradient) {
@@ -373,10 +374,10 @@ TEST(Pool2d, ThreeDimensionalInput) {
   Tensor x4 = x.unsqueeze(0);
   EXPECT_EQ(max_pool2d(x, {2}).shape(), (Shape{3, 3, 3}));
   expect_close(max_pool2d(x, {2}).to_vector<double>(), max_pool2d(x4, {2}).to_vector<double>(), 0.0, "max 3-D");
-  expect_close(avg_pool2d(x, {3}, {2}, {1}).to_vector<double>(), avg_pool2d(x4, {3}, {2}, {1}).to_vector<double>(),
-               0.0, "avg 3-D");
-  expect_close(adaptive_avg_pool2d(x, {2, 3}).to_vector<double>(),
-               adaptive_avg_pool2d(x4, {2, 3}).to_vector<double>(), 0.0, "adaptive 3-D");
+  expect_close(avg_pool2d(x, {3}, {2}, {1}).to_vector<double>(), avg_pool2d(x4, {3}, {2}, {1}).to_vector<double>(), 0.0,
+               "avg 3-D");
+  expect_close(adaptive_avg_pool2d(x, {2, 3}).to_vector<double>(), adaptive_avg_pool2d(x4, {2, 3}).to_vector<double>(),
+               0.0, "adaptive 3-D");
   Tensor g = testing::rand_input({2, 5, 4}, 82);
   gradcheck([](const std::vector<Tensor>& v) { return max_pool2d(v[0], {2}, {1}); }, {g});
 }
@@ -398,16 +399,16 @@ TEST(Pool2d, DeterministicAcrossThreads) {
 
 TEST(Pool2d, RejectsBadInputs) {
   Tensor x = random({1, 2, 5, 5}, DType::f32, 91);
-  EXPECT_THROW(max_pool2d(random({5, 5}, DType::f32, 1), {2}), Error);          // 2-D input
+  EXPECT_THROW(max_pool2d(random({5, 5}, DType::f32, 1), {2}), Error);           // 2-D input
   EXPECT_THROW(max_pool2d(random({1, 1, 2, 5, 5}, DType::f32, 1), {2}), Error);  // 5-D input
-  EXPECT_THROW(max_pool2d(x, {0}), Error);                                      // zero kernel
-  EXPECT_THROW(max_pool2d(x, {2}, {0}), Error);                                 // zero stride
-  EXPECT_THROW(max_pool2d(x, {2}, {1}, {2}), Error);                            // padding > kernel/2
+  EXPECT_THROW(max_pool2d(x, {0}), Error);                                       // zero kernel
+  EXPECT_THROW(max_pool2d(x, {2}, {0}), Error);                                  // zero stride
+  EXPECT_THROW(max_pool2d(x, {2}, {1}, {2}), Error);                             // padding > kernel/2
   EXPECT_THROW(max_pool2d(x, {2}, {1}, {-1}), Error);
-  EXPECT_THROW(max_pool2d(x, {2}, {1}, {0}, {0}), Error);                       // zero dilation
-  EXPECT_THROW(max_pool2d(x, {6}), Error);                                      // kernel > input
-  EXPECT_THROW(max_pool2d(x, {3}, {1}, {0}, {3}), Error);                       // dilated kernel 7 > 5
-  EXPECT_THROW(max_pool2d(x, {2, 2, 2}), Error);                                // three kernel values
+  EXPECT_THROW(max_pool2d(x, {2}, {1}, {0}, {0}), Error);  // zero dilation
+  EXPECT_THROW(max_pool2d(x, {6}), Error);                 // kernel > input
+  EXPECT_THROW(max_pool2d(x, {3}, {1}, {0}, {3}), Error);  // dilated kernel 7 > 5
+  EXPECT_THROW(max_pool2d(x, {2, 2, 2}), Error);           // three kernel values
   EXPECT_THROW(avg_pool2d(x, {6}), Error);
   EXPECT_THROW(avg_pool2d(x, {3}, {1}, {2}), Error);
   EXPECT_THROW(avg_pool2d(x, {2}, {0}), Error);

@@ -93,11 +93,14 @@ TEST(Loss, Gradients) {
   Tensor target = from_vector<int64_t>({1, 0, 3, 3, -100}, {5});
   Tensor x = rand_input({5, 4}, 51, -2, 2);
   gradcheck([&](const auto& v) { return cross_entropy(v[0], target); }, {x});
-  gradcheck([&](const auto& v) { return cross_entropy(v[0], target, CrossEntropyOptions().label_smoothing(0.2)); }, {x});
-  gradcheck([&](const auto& v) {
-    return cross_entropy(v[0], from_vector<int64_t>({1, 0, 3, 3, 2}, {5}),
-                         CrossEntropyOptions().ignore_index(3).reduction(Reduction::none));
-  }, {x});
+  gradcheck([&](const auto& v) { return cross_entropy(v[0], target, CrossEntropyOptions().label_smoothing(0.2)); },
+            {x});
+  gradcheck(
+      [&](const auto& v) {
+        return cross_entropy(v[0], from_vector<int64_t>({1, 0, 3, 3, 2}, {5}),
+                             CrossEntropyOptions().ignore_index(3).reduction(Reduction::none));
+      },
+      {x});
   gradcheck([&](const auto& v) { return nll_loss(log_softmax(v[0], 1), target, -100, Reduction::sum); }, {x});
   gradcheck([](const auto& v) { return mse_loss(v[0], v[1]); }, {rand_input({3, 2}, 52), rand_input({3, 2}, 53)});
 }
@@ -142,8 +145,10 @@ TEST(Nn, Dropout) {
   std::vector<float> v = y.to_vector<float>();
   int64_t zeros_n = 0;
   for (float q : v) {
-    if (q == 0) ++zeros_n;
-    else ASSERT_NEAR(q, 1.0 / 0.7, 1e-6);
+    if (q == 0)
+      ++zeros_n;
+    else
+      ASSERT_NEAR(q, 1.0 / 0.7, 1e-6);
   }
   EXPECT_NEAR(zeros_n / 100000.0, 0.3, 0.01);
   EXPECT_TRUE(dropout(x, 0.3, false).same(x));
@@ -214,10 +219,12 @@ TEST(Nn, LstmCell) {
   LstmState st = lstm_cell(x, h0, c0, wih, whh, bih, bhh);
   EXPECT_NEAR(st.c.to_vector<double>()[0], c, 1e-12);
   EXPECT_NEAR(st.h.to_vector<double>()[0], hv, 1e-12);
-  gradcheck([](const auto& v) {
-    LstmState r = lstm_cell(v[0], v[1], v[2], v[3], v[4], v[5], v[6]);
-    return cat({r.h, r.c}, 1);
-  }, {x, h0, c0, wih, whh, bih, bhh});
+  gradcheck(
+      [](const auto& v) {
+        LstmState r = lstm_cell(v[0], v[1], v[2], v[3], v[4], v[5], v[6]);
+        return cat({r.h, r.c}, 1);
+      },
+      {x, h0, c0, wih, whh, bih, bhh});
   EXPECT_THROW(lstm_cell(x, h0, c0, whh, whh), Error);
 }
 

@@ -32,8 +32,7 @@ TEST(Tensor, ViewsShareStorage) {
   Tensor t = x.t();
   EXPECT_EQ(t.shape(), (Shape{4, 3}));
   EXPECT_FALSE(t.is_contiguous());
-  EXPECT_EQ(t.contiguous().to_vector<double>(),
-            (std::vector<double>{0, 4, 8, 1, 5, 9, 2, 6, 10, 3, 7, 11}));
+  EXPECT_EQ(t.contiguous().to_vector<double>(), (std::vector<double>{0, 4, 8, 1, 5, 9, 2, 6, 10, 3, 7, 11}));
   Tensor n = x.narrow(1, 1, 2);
   EXPECT_EQ(n.to_vector<double>(), (std::vector<double>{1, 2, 5, 6, 9, 10}));
   Tensor s = x.slice(1, 0, 4, 2);

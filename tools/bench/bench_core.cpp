@@ -92,8 +92,10 @@ struct Row {
 int main(int argc, char** argv) {
   int threads = 2, reps = 5;
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--threads")) threads = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--reps")) reps = std::atoi(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--threads"))
+      threads = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--reps"))
+      reps = std::atoi(argv[i + 1]);
   }
   set_num_threads(threads);
   auto [peak, isa] = measure_peak(threads);
