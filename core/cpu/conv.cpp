@@ -1,4 +1,6 @@
-// CPU 2-D convolution, NCHW, contiguous operands, f32 and f64.
+// CPU 2-D convolution, NCHW, contiguous operands. f32 goes to oneDNN's convolution primitives
+// (conv_dnnl.cpp) unless set_conv2d_use_dnnl(false); the plain kernels below serve f64 (gradient
+// checks) and are the reference the oneDNN path is tested against.
 // General path: per sample, im2col into a scratch matrix [C*R*S, P*Q] and one GEMM per group
 // (oneDNN sgemm for f32, Eigen for f64); backward runs the transposed GEMMs, then col2im for dx,
 // and accumulates dw over the batch with beta = 1. A 1x1, stride-1, unpadded conv skips im2col:
@@ -8,7 +10,9 @@
 // depend on the thread count (no atomics anywhere).
 //   cpu::conv2d_forward(geom, x, w, bias, out);   cpu::conv2d_backward(geom, x, w, dout, dx, dw);
 #include <algorithm>
+#include <atomic>
 
+#include "core/cpu/conv_dnnl.h"
 #include "core/cpu/kernels.h"
 #include "core/cpu/loops.h"
 #include "core/parallel.h"
@@ -267,7 +271,11 @@ void check_operands(const char* op, const Conv2dGeometry& g, const Tensor& x, co
               ": operand sizes do not match the geometry: input ", x.shape(), ", weight ", w.shape());
 }
 
+std::atomic<bool> conv_use_dnnl{true};
+
 }  // namespace
+
+bool set_conv2d_use_dnnl(bool on) { return conv_use_dnnl.exchange(on); }
 
 void conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& out) {
   check_cpu("conv2d_forward", {x, w, bias, out});
@@ -277,6 +285,7 @@ void conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, c
               " elements, got ", out.dtype(), " ", out.shape());
   OCTET_CHECK(!bias.defined() || (bias.is_contiguous() && bias.dtype() == x.dtype() && bias.numel() == g.k),
               "conv2d_forward: expected a contiguous ", x.dtype(), " bias of ", g.k, " elements");
+  if (x.dtype() == DType::f32 && conv_use_dnnl) return dnnl_conv2d_forward(g, x, w, bias, out);
   dispatch_float(x.dtype(), "conv2d", [&]<typename T>() {
     if (is_depthwise(g))
       depthwise_forward<T>(g, x.data<T>(), w.data<T>(), bias.defined() ? bias.data<T>() : nullptr, out.data<T>());
@@ -297,6 +306,7 @@ void conv2d_backward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, 
   OCTET_CHECK(!dw.defined() || (dw.is_contiguous() && dw.dtype() == x.dtype() && dw.numel() == w.numel()),
               "conv2d_backward: dw must be contiguous and match the weight ", w.shape());
   if (!dx.defined() && !dw.defined()) return;
+  if (x.dtype() == DType::f32 && conv_use_dnnl) return dnnl_conv2d_backward(g, x, w, dout, dx, dw);
   dispatch_float(x.dtype(), "conv2d", [&]<typename T>() {
     if (is_depthwise(g)) {
       if (dx.defined()) depthwise_backward_input<T>(g, w.data<T>(), dout.data<T>(), dx.data<T>());

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/cpu/conv_dnnl.h"
 #include "core/octet.h"
 #include "tests/core/gradcheck.h"
 
@@ -118,6 +119,25 @@ TEST_P(ConvValues, GradcheckF64) {
   Tensor b = cc.bias ? testing::rand_input({cc.k}, 13) : Tensor();
   Conv2dOptions opts = cc.opts;
   gradcheck([opts](const std::vector<Tensor>& v) { return conv2d(v[0], v[1], v[2], opts); }, {x, w, b});
+}
+
+// The f32 oneDNN path against the plain f32 kernels, forward and both gradients.
+TEST_P(ConvValues, DnnlMatchesPlainKernels) {
+  const ConvCase& cc = GetParam();
+  auto run = [&](bool dnnl) {
+    bool prev = cpu::set_conv2d_use_dnnl(dnnl);
+    Tensor x = random({cc.n, cc.c, cc.h, cc.w}, DType::f32, 41).requires_grad_(true);
+    Tensor w = random({cc.k, cc.c / cc.opts.groups_, cc.r, cc.s}, DType::f32, 42).requires_grad_(true);
+    Tensor b = cc.bias ? random({cc.k}, DType::f32, 43).requires_grad_(true) : Tensor();
+    Tensor y = conv2d(x, w, b, cc.opts);
+    y.backward(random(y.shape(), DType::f32, 44));
+    cpu::set_conv2d_use_dnnl(prev);
+    return std::vector<std::vector<double>>{y.to_vector<double>(), x.grad().to_vector<double>(),
+                                            w.grad().to_vector<double>()};
+  };
+  auto plain = run(false), dnnl = run(true);
+  const char* what[] = {"output", "dx", "dw"};
+  for (int i = 0; i < 3; ++i) expect_close(dnnl[i], plain[i], kF32Tol, cc.name + " " + what[i]);
 }
 
 INSTANTIATE_TEST_SUITE_P(Conv2d, ConvValues, ::testing::ValuesIn(conv_cases()),

@@ -1,0 +1,148 @@
+#include "core/cpu/conv_dnnl.h"
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <tuple>
+#include <unordered_map>
+
+namespace octet::cpu {
+
+namespace {
+
+using dnnl::memory;
+using Tag = memory::format_tag;
+using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                       int64_t, int64_t, int64_t, int64_t, bool>;
+
+dnnl::engine& engine() {
+  static dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  return eng;
+}
+
+// Primitive descriptors and primitives for one geometry, created once (creation JIT-compiles).
+struct ConvPrimitives {
+  dnnl::convolution_forward::primitive_desc fwd_pd;
+  dnnl::convolution_forward fwd;
+  dnnl::convolution_backward_data::primitive_desc bwd_data_pd;
+  dnnl::convolution_backward_data bwd_data;
+  dnnl::convolution_backward_weights::primitive_desc bwd_weights_pd;
+  dnnl::convolution_backward_weights bwd_weights;
+};
+
+memory::dims src_dims(const Conv2dGeometry& g) { return {g.n, g.c, g.h, g.w}; }
+memory::dims dst_dims(const Conv2dGeometry& g) { return {g.n, g.k, g.p, g.q}; }
+memory::dims wei_dims(const Conv2dGeometry& g) {
+  if (g.groups == 1) return {g.k, g.c, g.r, g.s};
+  return {g.groups, g.k / g.groups, g.c / g.groups, g.r, g.s};
+}
+Tag wei_tag(const Conv2dGeometry& g) { return g.groups == 1 ? Tag::oihw : Tag::goihw; }
+
+std::unique_ptr<ConvPrimitives> create(const Conv2dGeometry& g, bool with_bias) {
+  using dnnl::algorithm;
+  using dnnl::prop_kind;
+  auto f32 = memory::data_type::f32;
+  memory::desc src(src_dims(g), f32, Tag::any), dst(dst_dims(g), f32, Tag::any), wei(wei_dims(g), f32, Tag::any);
+  memory::desc bias({g.k}, f32, Tag::x);
+  memory::dims strides{g.stride_h, g.stride_w}, dil{g.dil_h - 1, g.dil_w - 1}, pad{g.pad_h, g.pad_w};
+  // Right/bottom padding that makes oneDNN's exact size equation give PyTorch's floored output.
+  memory::dims pad_r{(g.p - 1) * g.stride_h + (g.r - 1) * g.dil_h + 1 - g.h - g.pad_h,
+                     (g.q - 1) * g.stride_w + (g.s - 1) * g.dil_w + 1 - g.w - g.pad_w};
+  auto& eng = engine();
+  auto fwd_d = with_bias ? dnnl::convolution_forward::desc(prop_kind::forward_training, algorithm::convolution_direct,
+                                                           src, wei, bias, dst, strides, dil, pad, pad_r)
+                         : dnnl::convolution_forward::desc(prop_kind::forward_training, algorithm::convolution_direct,
+                                                           src, wei, dst, strides, dil, pad, pad_r);
+  dnnl::convolution_forward::primitive_desc fwd_pd(fwd_d, eng);
+  dnnl::convolution_backward_data::desc bd_d(algorithm::convolution_direct, src, wei, dst, strides, dil, pad, pad_r);
+  dnnl::convolution_backward_data::primitive_desc bd_pd(bd_d, eng, fwd_pd);
+  dnnl::convolution_backward_weights::desc bw_d(algorithm::convolution_direct, src, wei, dst, strides, dil, pad, pad_r);
+  dnnl::convolution_backward_weights::primitive_desc bw_pd(bw_d, eng, fwd_pd);
+  return std::unique_ptr<ConvPrimitives>(new ConvPrimitives{fwd_pd, dnnl::convolution_forward(fwd_pd), bd_pd,
+                                                            dnnl::convolution_backward_data(bd_pd), bw_pd,
+                                                            dnnl::convolution_backward_weights(bw_pd)});
+}
+
+// The cache lock also serializes execution: the primitives are shared, and kernels run one op at a time.
+std::mutex cache_mutex;
+
+ConvPrimitives& lookup(const Conv2dGeometry& g, bool with_bias) {
+  static std::map<Key, std::unique_ptr<ConvPrimitives>> cache;
+  Key key{g.n, g.c, g.h, g.w, g.k, g.r, g.s, g.stride_h, g.stride_w, g.pad_h, g.pad_w, g.dil_h, g.dil_w, g.groups,
+          with_bias};
+  auto it = cache.find(key);
+  if (it == cache.end()) {
+    try {
+      it = cache.emplace(key, create(g, with_bias)).first;
+    } catch (const dnnl::error& e) {
+      OCTET_FAIL("conv2d: oneDNN could not create a convolution for input [", g.n, ", ", g.c, ", ", g.h, ", ", g.w,
+                 "], weight [", g.k, ", ", g.c / g.groups, ", ", g.r, ", ", g.s, "]: ", e.what());
+    }
+  }
+  return *it->second;
+}
+
+// A memory in the layout `want`: `user` itself when it already has it, else a reordered copy.
+memory to_layout(memory user, const memory::desc& want, dnnl::stream& s) {
+  if (user.get_desc() == want) return user;
+  memory m(want, engine());
+  dnnl::reorder(user, m).execute(s, user, m);
+  return m;
+}
+
+// Runs `exec` writing into a memory of layout `have`, then copies it to `user` if they differ.
+template <typename Exec>
+void into_layout(memory user, const memory::desc& have, dnnl::stream& s, Exec exec) {
+  memory m = user.get_desc() == have ? user : memory(have, engine());
+  exec(m);
+  if (m != user) dnnl::reorder(m, user).execute(s, m, user);
+}
+
+memory wrap(const memory::dims& dims, Tag tag, const Tensor& t) {
+  return memory(memory::desc(dims, memory::data_type::f32, tag), engine(), t.data<float>());
+}
+
+}  // namespace
+
+void dnnl_conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& bias,
+                         const Tensor& out) {
+  std::lock_guard<std::mutex> lock(cache_mutex);
+  ConvPrimitives& p = lookup(g, bias.defined());
+  dnnl::stream s(engine());
+  memory xs = to_layout(wrap(src_dims(g), Tag::nchw, x), p.fwd_pd.src_desc(), s);
+  memory ws = to_layout(wrap(wei_dims(g), wei_tag(g), w), p.fwd_pd.weights_desc(), s);
+  into_layout(wrap(dst_dims(g), Tag::nchw, out), p.fwd_pd.dst_desc(), s, [&](memory& ys) {
+    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, xs}, {DNNL_ARG_WEIGHTS, ws}, {DNNL_ARG_DST, ys}};
+    if (bias.defined()) args.emplace(DNNL_ARG_BIAS, wrap({g.k}, Tag::x, bias));
+    p.fwd.execute(s, args);
+  });
+  s.wait();
+}
+
+void dnnl_conv2d_backward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& dout,
+                          const Tensor& dx, const Tensor& dw) {
+  std::lock_guard<std::mutex> lock(cache_mutex);
+  // Bias does not change the backward primitives; reuse whichever entry exists for this geometry.
+  ConvPrimitives& p = lookup(g, false);
+  dnnl::stream s(engine());
+  memory dys = to_layout(wrap(dst_dims(g), Tag::nchw, dout), p.bwd_data_pd.diff_dst_desc(), s);
+  if (dx.defined()) {
+    memory ws = to_layout(wrap(wei_dims(g), wei_tag(g), w), p.bwd_data_pd.weights_desc(), s);
+    into_layout(wrap(src_dims(g), Tag::nchw, dx), p.bwd_data_pd.diff_src_desc(), s, [&](memory& dxs) {
+      p.bwd_data.execute(s, {{DNNL_ARG_DIFF_DST, dys}, {DNNL_ARG_WEIGHTS, ws}, {DNNL_ARG_DIFF_SRC, dxs}});
+    });
+  }
+  if (dw.defined()) {
+    memory dyw = p.bwd_weights_pd.diff_dst_desc() == dys.get_desc()
+                     ? dys
+                     : to_layout(wrap(dst_dims(g), Tag::nchw, dout), p.bwd_weights_pd.diff_dst_desc(), s);
+    memory xs = to_layout(wrap(src_dims(g), Tag::nchw, x), p.bwd_weights_pd.src_desc(), s);
+    into_layout(wrap(wei_dims(g), wei_tag(g), dw), p.bwd_weights_pd.diff_weights_desc(), s, [&](memory& dws) {
+      p.bwd_weights.execute(s, {{DNNL_ARG_DIFF_DST, dyw}, {DNNL_ARG_SRC, xs}, {DNNL_ARG_DIFF_WEIGHTS, dws}});
+    });
+  }
+  s.wait();
+}
+
+}  // namespace octet::cpu

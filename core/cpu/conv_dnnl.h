@@ -1,0 +1,21 @@
+// f32 convolution through oneDNN's convolution primitives (the library PyTorch's CPU path uses).
+// The primitives pick blocked layouts (nChw16c, ...) and JIT kernels for this CPU; octet keeps
+// NCHW tensors, so each call reorders in and out. Measured 1.4x (3x3) to 2.7x (depthwise) faster
+// than im2col+GEMM / the direct depthwise kernel here (tools/bench/RESULTS.md). The plain kernels
+// in conv.cpp remain the f64 path and the reference this one is tested against.
+#pragma once
+
+#include "core/cpu/kernels.h"
+
+namespace octet::cpu {
+
+// Whether f32 convolutions go through oneDNN (default) or the plain kernels; returns the previous
+// setting. For tests and benchmarks that compare the two.
+bool set_conv2d_use_dnnl(bool on);
+
+void dnnl_conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& bias,
+                         const Tensor& out);
+void dnnl_conv2d_backward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& dout,
+                          const Tensor& dx, const Tensor& dw);
+
+}  // namespace octet::cpu
