@@ -69,8 +69,8 @@ std::mutex cache_mutex;
 
 ConvPrimitives& lookup(const Conv2dGeometry& g, bool with_bias) {
   static std::map<Key, std::unique_ptr<ConvPrimitives>> cache;
-  Key key{g.n, g.c, g.h, g.w, g.k, g.r, g.s, g.stride_h, g.stride_w, g.pad_h, g.pad_w, g.dil_h, g.dil_w, g.groups,
-          with_bias};
+  Key key{g.n,        g.c,     g.h,     g.w,     g.k,     g.r,      g.s,      g.stride_h,
+          g.stride_w, g.pad_h, g.pad_w, g.dil_h, g.dil_w, g.groups, with_bias};
   auto it = cache.find(key);
   if (it == cache.end()) {
     try {

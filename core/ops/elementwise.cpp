@@ -23,8 +23,15 @@ static void check_pair(const char* op, const Tensor& a, const Tensor& b) {
 
 // ---------------------------------------------------------------- binary
 
+// Arithmetic runs on every dtype but bf16 (cast bf16 to f32 for math).
+static void check_numeric(const char* op, const Tensor& x) {
+  OCTET_CHECK(x.dtype() != DType::bf16, op,
+              ": dtype bf16 is not supported for arithmetic (convert with .to(DType::f32))");
+}
+
 static Tensor binary_forward(BinaryOp op, const char* name, const Tensor& a, const Tensor& b) {
   check_pair(name, a, b);
+  check_numeric(name, a);
   Tensor out = empty(broadcast_shapes(a.shape(), b.shape(), name), like(a));
   kernels::binary(op, a, b, out);
   return out;
@@ -111,6 +118,12 @@ Tensor minimum(const Tensor& a, const Tensor& b) { return extremum(BinaryOp::min
 
 static Tensor unary_forward(UnaryOp op, const char* name, const Tensor& x, double a = 0, double b = 0) {
   OCTET_CHECK(x.defined(), name, ": undefined tensor argument");
+  bool any_numeric = op == UnaryOp::neg || op == UnaryOp::abs || op == UnaryOp::mul_scalar || op == UnaryOp::add_scalar;
+  if (any_numeric)
+    check_numeric(name, x);
+  else
+    OCTET_CHECK(x.dtype() == DType::f32 || x.dtype() == DType::f64, name, ": expected dtype f32 or f64, got ",
+                x.dtype());
   Tensor out = empty(x.shape(), like(x));
   kernels::unary(op, x, out, a, b);
   return out;
@@ -216,6 +229,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
 
 static Tensor compare(CompareOp op, const char* name, const Tensor& a, const Tensor& b) {
   check_pair(name, a, b);
+  check_numeric(name, a);
   Tensor out = empty(broadcast_shapes(a.shape(), b.shape(), name), TensorOptions(DType::u8).device(a.device()));
   kernels::compare(op, a, b, out);
   return out;

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/cpu/conv_dnnl.h"
 #include "core/octet.h"
 
 using namespace octet;
@@ -120,26 +121,31 @@ int main(int argc, char** argv) {
     int64_t n, c, h, k, groups;
   };
   for (ConvCase cc : {ConvCase{"ResNet-50 conv2_x 3x3: N8 C64 56x56 K64", 8, 64, 56, 64, 1},
-                      ConvCase{"MobileNetV2 depthwise 3x3: N8 C144 56x56", 8, 144, 56, 144, 144}}) {
+                      ConvCase{"MobileNetV2 dw 3x3: N8 C144 56x56", 8, 144, 56, 144, 144}}) {
     Tensor x = randn({cc.n, cc.c, cc.h, cc.h}, DType::f32, &g);
     Tensor w = randn({cc.k, cc.c / cc.groups, 3, 3}, DType::f32, &g);
     x.requires_grad_(true);
     w.requires_grad_(true);
     Conv2dOptions opts = Conv2dOptions().padding(1).groups(cc.groups);
     double fwd_flop = 2.0 * cc.n * cc.k * cc.h * cc.h * (cc.c / cc.groups) * 9 / 1e9;
-    Tensor y;
-    double tf = best_time(reps, [&] {
-      NoGradGuard ng;
-      y = conv2d(x, w, Tensor(), opts);
-    });
-    Tensor dy = randn(y.shape(), DType::f32, &g);
-    double tfb = best_time(reps, [&] {
-      x.set_grad(Tensor());
-      w.set_grad(Tensor());
-      conv2d(x, w, Tensor(), opts).backward(dy);
-    });
-    rows.push_back({std::string(cc.name) + " fwd", tf, fwd_flop});
-    rows.push_back({std::string(cc.name) + " fwd+bwd", tfb, 3 * fwd_flop});
+    Tensor dy = randn({cc.n, cc.k, cc.h, cc.h}, DType::f32, &g);
+    // oneDNN primitives (the default) and the plain kernels they replaced.
+    for (bool dnnl : {true, false}) {
+      bool prev = cpu::set_conv2d_use_dnnl(dnnl);
+      std::string name = std::string(cc.name) + (dnnl ? " oneDNN" : " plain");
+      double tf = best_time(reps, [&] {
+        NoGradGuard ng;
+        conv2d(x, w, Tensor(), opts);
+      });
+      double tfb = best_time(reps, [&] {
+        x.set_grad(Tensor());
+        w.set_grad(Tensor());
+        conv2d(x, w, Tensor(), opts).backward(dy);
+      });
+      cpu::set_conv2d_use_dnnl(prev);
+      rows.push_back({name + " fwd", tf, fwd_flop});
+      rows.push_back({name + " fwd+bwd", tfb, 3 * fwd_flop});
+    }
   }
 
   std::printf("octet core benchmark: %d thread(s), best of %d\n", threads, reps);
