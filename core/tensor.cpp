@@ -470,12 +470,17 @@ Tensor empty(const Shape& shape, TensorOptions opts) {
   return t;
 }
 
-Tensor full(const Shape& shape, double value, TensorOptions opts) {
-  bool rg = opts.requires_grad_;
+// A new leaf filled by `fill` before requires_grad is set (in-place fills refuse tensors needing grad).
+template <typename Fill>
+static Tensor filled_leaf(const Shape& shape, TensorOptions opts, Fill fill) {
   Tensor t = empty(shape, opts.requires_grad(false));
-  kernels::fill(t, value);
-  if (rg) t.requires_grad_(true);
+  fill(t);
+  if (opts.requires_grad_) t.requires_grad_(true);
   return t;
+}
+
+Tensor full(const Shape& shape, double value, TensorOptions opts) {
+  return filled_leaf(shape, opts, [value](Tensor& t) { kernels::fill(t, value); });
 }
 
 Tensor zeros(const Shape& shape, TensorOptions opts) { return full(shape, 0.0, opts); }
@@ -499,19 +504,11 @@ Tensor arange(double start, double end, double step, TensorOptions opts) {
 Tensor arange(double end, TensorOptions opts) { return arange(0.0, end, 1.0, opts); }
 
 Tensor rand(const Shape& shape, TensorOptions opts, Generator* gen) {
-  bool rg = opts.requires_grad_;
-  Tensor t = empty(shape, opts.requires_grad(false));
-  t.uniform_(0.0, 1.0, gen);
-  if (rg) t.requires_grad_(true);
-  return t;
+  return filled_leaf(shape, opts, [gen](Tensor& t) { t.uniform_(0.0, 1.0, gen); });
 }
 
 Tensor randn(const Shape& shape, TensorOptions opts, Generator* gen) {
-  bool rg = opts.requires_grad_;
-  Tensor t = empty(shape, opts.requires_grad(false));
-  t.normal_(0.0, 1.0, gen);
-  if (rg) t.requires_grad_(true);
-  return t;
+  return filled_leaf(shape, opts, [gen](Tensor& t) { t.normal_(0.0, 1.0, gen); });
 }
 
 Tensor from_blob(const void* data, const Shape& shape, DType dtype) {

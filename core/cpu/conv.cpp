@@ -41,6 +41,19 @@ void valid_range(int64_t base, int64_t stride, int64_t limit, int64_t out_len, i
   lo = std::min(lo, hi);
 }
 
+// The output rows of one kernel tap (r, s): fn(p, ih, iw0, q_lo, q_hi) for each output row p whose
+// input row ih lies inside the image; output columns [q_lo, q_hi) read input column iw0 + q*stride_w.
+template <typename Fn>
+void for_tap_rows(const Conv2dGeometry& g, int64_t r, int64_t s, Fn fn) {
+  int64_t q_lo, q_hi;
+  const int64_t iw0 = s * g.dil_w - g.pad_w;
+  valid_range(iw0, g.stride_w, g.w, g.q, q_lo, q_hi);
+  for (int64_t p = 0; p < g.p; ++p) {
+    const int64_t ih = p * g.stride_h - g.pad_h + r * g.dil_h;
+    if (ih >= 0 && ih < g.h) fn(p, ih, iw0, q_lo, q_hi);
+  }
+}
+
 bool is_pointwise(const Conv2dGeometry& g) {
   return g.r == 1 && g.s == 1 && g.stride_h == 1 && g.stride_w == 1 && g.pad_h == 0 && g.pad_w == 0;
 }
@@ -87,16 +100,11 @@ void col2im(const Conv2dGeometry& g, const T* col, T* dx) {
       for (int64_t r = 0; r < g.r; ++r) {
         for (int64_t s = 0; s < g.s; ++s) {
           const T* src = col + ((c * g.r + r) * g.s + s) * pq;
-          int64_t q_lo, q_hi;
-          const int64_t iw0 = s * g.dil_w - g.pad_w;
-          valid_range(iw0, g.stride_w, g.w, g.q, q_lo, q_hi);
-          for (int64_t p = 0; p < g.p; ++p) {
-            const int64_t ih = p * g.stride_h - g.pad_h + r * g.dil_h;
-            if (ih < 0 || ih >= g.h) continue;
+          for_tap_rows(g, r, s, [&](int64_t p, int64_t ih, int64_t iw0, int64_t q_lo, int64_t q_hi) {
             T* dr = dxc + ih * g.w;
             const T* sr = src + p * g.q;
             for (int64_t q = q_lo; q < q_hi; ++q) dr[iw0 + q * g.stride_w] += sr[q];
-          }
+          });
         }
       }
     }
@@ -186,16 +194,11 @@ void depthwise_forward(const Conv2dGeometry& g, const T* x, const T* w, const T*
       for (int64_t r = 0; r < g.r; ++r) {
         for (int64_t s = 0; s < g.s; ++s) {
           const T wv = wk[r * g.s + s];
-          int64_t q_lo, q_hi;
-          const int64_t iw0 = s * g.dil_w - g.pad_w;
-          valid_range(iw0, g.stride_w, g.w, g.q, q_lo, q_hi);
-          for (int64_t p = 0; p < g.p; ++p) {
-            const int64_t ih = p * g.stride_h - g.pad_h + r * g.dil_h;
-            if (ih < 0 || ih >= g.h) continue;
+          for_tap_rows(g, r, s, [&](int64_t p, int64_t ih, int64_t iw0, int64_t q_lo, int64_t q_hi) {
             const T* xr = xc + ih * g.w;
             T* orow = o + p * g.q;
             for (int64_t q = q_lo; q < q_hi; ++q) orow[q] += wv * xr[iw0 + q * g.stride_w];
-          }
+          });
         }
       }
     }
@@ -217,16 +220,11 @@ void depthwise_backward_input(const Conv2dGeometry& g, const T* w, const T* dout
         for (int64_t r = 0; r < g.r; ++r) {
           for (int64_t s = 0; s < g.s; ++s) {
             const T wv = wk[r * g.s + s];
-            int64_t q_lo, q_hi;
-            const int64_t iw0 = s * g.dil_w - g.pad_w;
-            valid_range(iw0, g.stride_w, g.w, g.q, q_lo, q_hi);
-            for (int64_t p = 0; p < g.p; ++p) {
-              const int64_t ih = p * g.stride_h - g.pad_h + r * g.dil_h;
-              if (ih < 0 || ih >= g.h) continue;
+            for_tap_rows(g, r, s, [&](int64_t p, int64_t ih, int64_t iw0, int64_t q_lo, int64_t q_hi) {
               T* dr = d + ih * g.w;
               const T* gr = go + p * g.q;
               for (int64_t q = q_lo; q < q_hi; ++q) dr[iw0 + q * g.stride_w] += wv * gr[q];
-            }
+            });
           }
         }
       }
@@ -242,20 +240,15 @@ void depthwise_backward_weight(const Conv2dGeometry& g, const T* x, const T* dou
     for (int64_t k = begin; k < end; ++k) {
       for (int64_t r = 0; r < g.r; ++r) {
         for (int64_t s = 0; s < g.s; ++s) {
-          int64_t q_lo, q_hi;
-          const int64_t iw0 = s * g.dil_w - g.pad_w;
-          valid_range(iw0, g.stride_w, g.w, g.q, q_lo, q_hi);
           T acc = 0;
           for (int64_t n = 0; n < g.n; ++n) {
             const T* xc = x + (n * g.c + k / m) * hw;
             const T* go = dout + (n * g.k + k) * pq;
-            for (int64_t p = 0; p < g.p; ++p) {
-              const int64_t ih = p * g.stride_h - g.pad_h + r * g.dil_h;
-              if (ih < 0 || ih >= g.h) continue;
+            for_tap_rows(g, r, s, [&](int64_t p, int64_t ih, int64_t iw0, int64_t q_lo, int64_t q_hi) {
               const T* xr = xc + ih * g.w;
               const T* gr = go + p * g.q;
               for (int64_t q = q_lo; q < q_hi; ++q) acc += gr[q] * xr[iw0 + q * g.stride_w];
-            }
+            });
           }
           dw[k * rs + r * g.s + s] = acc;
         }
