@@ -81,9 +81,31 @@ std::shared_ptr<Node> grad_accumulator(const Tensor& leaf);
 // The edge a gradient for `t` flows along (null node if t needs no gradient).
 Edge edge_of(const Tensor& t);
 
-// A detached handle to keep inside a backward closure (never the tensor itself: an output
-// captured with its grad_fn would keep its own node alive in a cycle).
-inline Tensor saved(const Tensor& t) { return t.defined() ? t.detach() : t; }
+// A tensor kept inside a backward closure: a detached handle (an output captured with its grad_fn
+// would keep its own node alive in a cycle) and the version of its storage when it was saved.
+// Reading it after an in-place write (copy_, fill_, ... under NoGradGuard) would give silently
+// wrong gradients, so that is an octet::Error instead.
+class SavedTensor {
+ public:
+  SavedTensor() = default;
+  explicit SavedTensor(const Tensor& t)
+      : t_(t.defined() ? t.detach() : t), version_(t.defined() ? t.storage()->version() : 0) {}
+  const Tensor& get() const {
+    OCTET_CHECK(!t_.defined() || t_.storage()->version() == version_, "backward: a tensor of shape ", t_.shape(),
+                " saved for the backward pass was modified in place "
+                "after it was used (storage version ",
+                t_.storage()->version(), ", saved at ", version_, ")");
+    return t_;
+  }
+  operator const Tensor&() const { return get(); }  // NOLINT(google-explicit-constructor)
+  const Tensor* operator->() const { return &get(); }
+
+ private:
+  Tensor t_;
+  uint64_t version_ = 0;
+};
+
+inline SavedTensor saved(const Tensor& t) { return SavedTensor(t); }
 
 // True when an op over `inputs` must record a node.
 bool needs_grad(std::initializer_list<Tensor> inputs);

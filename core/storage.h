@@ -3,7 +3,9 @@
 //   auto s = Storage::allocate(1024, Device::cpu());  float* p = static_cast<float*>(s->data());
 #pragma once
 
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 
@@ -27,6 +29,10 @@ class Storage {
   void* data() const { return data_; }
   size_t nbytes() const { return nbytes_; }
   Device device() const { return device_; }
+  // Counts in-place writes through any view (copy_, fill_, ...), so autograd can tell that a
+  // tensor it saved for backward has changed since.
+  uint64_t version() const { return version_.load(std::memory_order_relaxed); }
+  void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
 
  private:
   Storage(void* data, size_t nbytes, Device device, std::function<void(void*)> deleter)
@@ -35,6 +41,7 @@ class Storage {
   size_t nbytes_;
   Device device_;
   std::function<void(void*)> deleter_;
+  std::atomic<uint64_t> version_{0};
 };
 
 }  // namespace octet

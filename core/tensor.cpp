@@ -345,12 +345,14 @@ Tensor& Tensor::copy_(const Tensor& src) {
   OCTET_CHECK(broadcast_shapes(src.shape(), shape(), "copy_") == shape(), "copy_: source shape ", src.shape(),
               " does not broadcast to destination shape ", shape());
   kernels::copy(*this, src);
+  storage()->bump_version();
   return *this;
 }
 
 Tensor& Tensor::fill_(double value) {
   check_inplace(*this, "fill_");
   kernels::fill(*this, value);
+  storage()->bump_version();
   return *this;
 }
 
@@ -367,6 +369,7 @@ static void random_fill(Tensor& t, bool normal, double a, double b, Generator* g
   else
     kernels::uniform(dst, a, b, g.seed(), off);
   if (!dst.same(t)) kernels::copy(t, dst);
+  t.storage()->bump_version();
 }
 
 Tensor& Tensor::uniform_(double low, double high, Generator* gen) {

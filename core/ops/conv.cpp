@@ -58,7 +58,9 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2d
 
   if (autograd::needs_grad({x, w, bias})) {
     bool rx = x.requires_grad(), rw = w.requires_grad(), rb = bias.defined() && bias.requires_grad();
-    autograd::record("conv2d", {x, w, bias}, {out}, [=, sx = saved(xc), sw = saved(wc)](const Grads& gr) {
+    autograd::record("conv2d", {x, w, bias}, {out}, [=, saved_x = saved(xc), saved_w = saved(wc)](const Grads& gr) {
+      const Tensor& sx = saved_x.get();
+      const Tensor& sw = saved_w.get();
       Tensor dout = gr[0].contiguous();
       TensorOptions like = TensorOptions(sx.dtype()).device(sx.device());
       Tensor dx = rx ? empty(sx.shape(), like) : Tensor();

@@ -64,7 +64,7 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 Tensor mul(const Tensor& a, const Tensor& b) {
   Tensor out = binary_forward(BinaryOp::mul, "mul", a, b);
   if (autograd::needs_grad({a, b})) {
-    Tensor sa = saved(a), sb = saved(b);
+    autograd::SavedTensor sa = saved(a), sb = saved(b);
     record_binary(
         "mul", a, b, out, [sb](const Tensor& g) { return mul(g, sb); }, [sa](const Tensor& g) { return mul(g, sa); });
   }
@@ -74,7 +74,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 Tensor div(const Tensor& a, const Tensor& b) {
   Tensor out = binary_forward(BinaryOp::div, "div", a, b);
   if (autograd::needs_grad({a, b})) {
-    Tensor sb = saved(b), so = saved(out);
+    autograd::SavedTensor sb = saved(b), so = saved(out);
     record_binary(
         "div", a, b, out, [sb](const Tensor& g) { return div(g, sb); },
         [sb, so](const Tensor& g) { return neg(mul(g, div(so, sb))); });
@@ -85,7 +85,7 @@ Tensor div(const Tensor& a, const Tensor& b) {
 Tensor pow(const Tensor& a, const Tensor& b) {
   Tensor out = binary_forward(BinaryOp::pow, "pow", a, b);
   if (autograd::needs_grad({a, b})) {
-    Tensor sa = saved(a), sb = saved(b), so = saved(out);
+    autograd::SavedTensor sa = saved(a), sb = saved(b), so = saved(out);
     record_binary(
         "pow", a, b, out, [sa, sb](const Tensor& g) { return g * sb * pow(sa, sb - 1.0); },
         [sa, so](const Tensor& g) { return g * so * log(sa); });
@@ -97,7 +97,7 @@ Tensor pow(const Tensor& a, const Tensor& b) {
 static Tensor extremum(BinaryOp op, const char* name, const Tensor& a, const Tensor& b) {
   Tensor out = binary_forward(op, name, a, b);
   if (autograd::needs_grad({a, b})) {
-    Tensor sa = saved(a), sb = saved(b);
+    autograd::SavedTensor sa = saved(a), sb = saved(b);
     bool is_max = op == BinaryOp::maximum;
     auto share = [=](const Tensor& g, bool first) {
       Tensor wins = first == is_max ? gt(sa, sb) : lt(sa, sb);
@@ -134,7 +134,7 @@ template <typename D>
 static Tensor unary_op(UnaryOp op, const char* name, const Tensor& x, D derivative, double a = 0, double b = 0) {
   Tensor out = unary_forward(op, name, x, a, b);
   if (autograd::needs_grad({x})) {
-    Tensor sx = saved(x), so = saved(out);
+    autograd::SavedTensor sx = saved(x), so = saved(out);
     autograd::record(name, {x}, {out}, [=](const Grads& g) { return Grads{mul(g[0], derivative(sx, so))}; });
   }
   return out;
@@ -219,7 +219,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   Tensor out = empty(s, like(a));
   kernels::where(cond, a, b, out);
   if (autograd::needs_grad({a, b})) {
-    Tensor c = saved(cond);
+    autograd::SavedTensor c = saved(cond);
     record_binary(
         "where", a, b, out, [c](const Tensor& g) { return where(c, g, zeros_like(g)); },
         [c](const Tensor& g) { return where(c, zeros_like(g), g); });

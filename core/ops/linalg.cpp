@@ -65,10 +65,10 @@ Tensor mm(const Tensor& a, const Tensor& b) {
     gemm_into(a, b, out);
   }
   if (autograd::needs_grad({a, b})) {
-    Tensor sa = saved(a), sb = saved(b);
+    autograd::SavedTensor sa = saved(a), sb = saved(b);
     bool ra = a.requires_grad(), rb = b.requires_grad();
     autograd::record("mm", {a, b}, {out}, [sa, sb, ra, rb](const Grads& g) {
-      return Grads{ra ? mm(g[0], sb.t()) : Tensor(), rb ? mm(sa.t(), g[0]) : Tensor()};
+      return Grads{ra ? mm(g[0], sb->t()) : Tensor(), rb ? mm(sa->t(), g[0]) : Tensor()};
     });
   }
   return out;
@@ -83,10 +83,10 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
     for (int64_t i = 0; i < a.size(0); ++i) gemm_into(a.select(0, i), b.select(0, i), out.select(0, i));
   }
   if (autograd::needs_grad({a, b})) {
-    Tensor sa = saved(a), sb = saved(b);
+    autograd::SavedTensor sa = saved(a), sb = saved(b);
     bool ra = a.requires_grad(), rb = b.requires_grad();
     autograd::record("bmm", {a, b}, {out}, [sa, sb, ra, rb](const Grads& g) {
-      return Grads{ra ? bmm(g[0], sb.transpose(1, 2)) : Tensor(), rb ? bmm(sa.transpose(1, 2), g[0]) : Tensor()};
+      return Grads{ra ? bmm(g[0], sb->transpose(1, 2)) : Tensor(), rb ? bmm(sa->transpose(1, 2), g[0]) : Tensor()};
     });
   }
   return out;

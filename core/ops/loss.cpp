@@ -25,7 +25,7 @@ static Tensor softmax_impl(const Tensor& x, int64_t dim, bool log) {
     out = rows.transpose(d, -1).contiguous();
   }
   if (autograd::needs_grad({x})) {
-    Tensor y = saved(out);
+    autograd::SavedTensor y = saved(out);
     autograd::record(op, {x}, {out}, [y, d, log](const Grads& g) {
       if (log) return Grads{g[0] - exp(y) * sum(g[0], {d}, true)};
       return Grads{y * (g[0] - sum(g[0] * y, {d}, true))};

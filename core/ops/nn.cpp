@@ -32,10 +32,10 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
     out = rows.transpose(d, -1).contiguous();
   }
   if (autograd::needs_grad({x})) {
-    Tensor si = saved(index);
+    autograd::SavedTensor si = saved(index);
     autograd::record("gather", {x}, {out}, [si, d, moved_shape](const Grads& g) {
       Tensor dx = zeros(moved_shape, TensorOptions(g[0].dtype()).device(g[0].device()));
-      Tensor ir = si.transpose(d, -1).contiguous();
+      Tensor ir = si->transpose(d, -1).contiguous();
       Tensor gr = g[0].transpose(d, -1).contiguous();
       kernels::scatter_add_rows(dx.reshape({-1, dx.size(-1)}), ir.reshape({-1, ir.size(-1)}),
                                 gr.reshape({-1, gr.size(-1)}));
@@ -62,7 +62,7 @@ Tensor embedding(const Tensor& weight, const Tensor& ids, int64_t padding_idx) {
     out = out.reshape(out_shape);
   }
   if (autograd::needs_grad({weight})) {
-    Tensor si = saved(flat_ids);
+    autograd::SavedTensor si = saved(flat_ids);
     autograd::record("embedding", {weight}, {out}, [si, padding_idx, ws = weight.shape()](const Grads& g) {
       Tensor src = g[0].reshape({-1, ws[1]}).contiguous();
       if (padding_idx >= 0) {

@@ -120,9 +120,9 @@ Tensor norm(const Tensor& x, double p, const std::vector<int64_t>& dims, bool ke
   Tensor out = reduce_forward(ReduceOp::sum_sq, v, x, keepdim);
   kernels::unary(UnaryOp::sqrt, out, out);
   if (autograd::needs_grad({x})) {
-    Tensor sx = saved(x), so = saved(out);
+    autograd::SavedTensor sx = saved(x), so = saved(out);
     autograd::record("norm", {x}, {out}, [sx, so, ks = v.keepdim_shape](const Grads& g) {
-      Tensor n = so.reshape(ks);
+      Tensor n = so->reshape(ks);
       Tensor safe = where(eq(n, 0.0), ones_like(n), n);
       return Grads{g[0].reshape(ks) * sx / safe};
     });
@@ -135,9 +135,9 @@ Tensor logsumexp(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim
   RowView v = as_rows(x, dims, "logsumexp");
   Tensor out = reduce_forward(ReduceOp::logsumexp, v, x, keepdim);
   if (autograd::needs_grad({x})) {
-    Tensor sx = saved(x), so = saved(out);
+    autograd::SavedTensor sx = saved(x), so = saved(out);
     autograd::record("logsumexp", {x}, {out}, [sx, so, ks = v.keepdim_shape](const Grads& g) {
-      return Grads{g[0].reshape(ks) * exp(sx - so.reshape(ks))};
+      return Grads{g[0].reshape(ks) * exp(sx - so->reshape(ks))};
     });
   }
   return out;
@@ -154,12 +154,12 @@ static ValuesIndices extreme(const Tensor& x, int64_t dim, bool keepdim, bool is
   Tensor values = reduce_forward(is_max ? ReduceOp::max : ReduceOp::min, v, x, keepdim);
   Shape os = out_shape(v, keepdim);
   if (autograd::needs_grad({x})) {
-    Tensor si = saved(idx);
+    autograd::SavedTensor si = saved(idx);
     Shape rows_shape = v.rows.shape();
     v.rows = Tensor();  // the backward needs only the layout
     autograd::record(op, {x}, {values}, [si, v, rows_shape](const Grads& g) {
       Tensor rows = zeros(rows_shape, TensorOptions(g[0].dtype()).device(g[0].device()));
-      kernels::scatter_add_rows(rows, si.reshape({-1, 1}), g[0].contiguous().reshape({-1, 1}));
+      kernels::scatter_add_rows(rows, si->reshape({-1, 1}), g[0].contiguous().reshape({-1, 1}));
       return Grads{from_rows(rows, v)};
     });
   }

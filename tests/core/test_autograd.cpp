@@ -108,6 +108,27 @@ TEST(Autograd, Errors) {
   }
 }
 
+TEST(Autograd, InPlaceChangeOfSavedTensorIsAnError) {
+  Tensor x = from_vector<double>({1, 2}, {2}, true);
+  Tensor w = from_vector<double>({3, 4}, {2});
+  Tensor y = sum(x * w);  // mul saves w for dx = dout * w
+  {
+    NoGradGuard ng;
+    w.narrow(0, 0, 1).fill_(0);  // through a view: the storage is shared
+  }
+  EXPECT_THROW(y.backward(), Error);
+  // Writing to a tensor the backward does not need is fine.
+  Tensor a = from_vector<double>({1, 2}, {2}, true);
+  Tensor b = from_vector<double>({5, 6}, {2});
+  Tensor z = sum(a + b);  // add saves nothing
+  {
+    NoGradGuard ng;
+    b.copy_(zeros({2}, DType::f64));
+  }
+  z.backward();
+  EXPECT_EQ(a.grad().to_vector<double>(), (std::vector<double>{1, 1}));
+}
+
 TEST(Autograd, ViewsAreDifferentiable) {
   Tensor x = testing::rand_input({3, 4}, 1);
   testing::gradcheck([](const auto& v) { return v[0].t().contiguous() * 2.0; }, {x});
