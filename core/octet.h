@@ -3,6 +3,7 @@
 //   octet::sum(octet::relu(x)).backward();
 #pragma once
 
+#include "core/allocator.h"
 #include "core/autograd.h"
 #include "core/device.h"
 #include "core/dtype.h"

@@ -6,6 +6,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #include <tuple>
 #include <unordered_map>
+#include <vector>
 
 namespace octet::cpu {
 
@@ -83,18 +84,26 @@ ConvPrimitives& lookup(const Conv2dGeometry& g, bool with_bias) {
   return *it->second;
 }
 
+// Blocked-layout buffers come from octet's allocator, which caches large blocks: fresh pages for
+// every call cost as much as the convolution itself. `keep` holds them until the call ends.
+using Scratch = std::vector<Tensor>;
+memory scratch_memory(const memory::desc& desc, Scratch& keep) {
+  keep.push_back(empty({static_cast<int64_t>(desc.get_size())}, DType::u8));
+  return memory(desc, engine(), keep.back().raw_data());
+}
+
 // A memory in the layout `want`: `user` itself when it already has it, else a reordered copy.
-memory to_layout(memory user, const memory::desc& want, dnnl::stream& s) {
+memory to_layout(memory user, const memory::desc& want, dnnl::stream& s, Scratch& keep) {
   if (user.get_desc() == want) return user;
-  memory m(want, engine());
+  memory m = scratch_memory(want, keep);
   dnnl::reorder(user, m).execute(s, user, m);
   return m;
 }
 
 // Runs `exec` writing into a memory of layout `have`, then copies it to `user` if they differ.
 template <typename Exec>
-void into_layout(memory user, const memory::desc& have, dnnl::stream& s, Exec exec) {
-  memory m = user.get_desc() == have ? user : memory(have, engine());
+void into_layout(memory user, const memory::desc& have, dnnl::stream& s, Scratch& keep, Exec exec) {
+  memory m = user.get_desc() == have ? user : scratch_memory(have, keep);
   exec(m);
   if (m != user) dnnl::reorder(m, user).execute(s, m, user);
 }
@@ -110,9 +119,10 @@ void dnnl_conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor&
   std::lock_guard<std::mutex> lock(cache_mutex);
   ConvPrimitives& p = lookup(g, bias.defined());
   dnnl::stream s(engine());
-  memory xs = to_layout(wrap(src_dims(g), Tag::nchw, x), p.fwd_pd.src_desc(), s);
-  memory ws = to_layout(wrap(wei_dims(g), wei_tag(g), w), p.fwd_pd.weights_desc(), s);
-  into_layout(wrap(dst_dims(g), Tag::nchw, out), p.fwd_pd.dst_desc(), s, [&](memory& ys) {
+  Scratch keep;
+  memory xs = to_layout(wrap(src_dims(g), Tag::nchw, x), p.fwd_pd.src_desc(), s, keep);
+  memory ws = to_layout(wrap(wei_dims(g), wei_tag(g), w), p.fwd_pd.weights_desc(), s, keep);
+  into_layout(wrap(dst_dims(g), Tag::nchw, out), p.fwd_pd.dst_desc(), s, keep, [&](memory& ys) {
     std::unordered_map<int, memory> args{{DNNL_ARG_SRC, xs}, {DNNL_ARG_WEIGHTS, ws}, {DNNL_ARG_DST, ys}};
     if (bias.defined()) args.emplace(DNNL_ARG_BIAS, wrap({g.k}, Tag::x, bias));
     p.fwd.execute(s, args);
@@ -126,19 +136,20 @@ void dnnl_conv2d_backward(const Conv2dGeometry& g, const Tensor& x, const Tensor
   // Bias does not change the backward primitives; reuse whichever entry exists for this geometry.
   ConvPrimitives& p = lookup(g, false);
   dnnl::stream s(engine());
-  memory dys = to_layout(wrap(dst_dims(g), Tag::nchw, dout), p.bwd_data_pd.diff_dst_desc(), s);
+  Scratch keep;
+  memory dys = to_layout(wrap(dst_dims(g), Tag::nchw, dout), p.bwd_data_pd.diff_dst_desc(), s, keep);
   if (dx.defined()) {
-    memory ws = to_layout(wrap(wei_dims(g), wei_tag(g), w), p.bwd_data_pd.weights_desc(), s);
-    into_layout(wrap(src_dims(g), Tag::nchw, dx), p.bwd_data_pd.diff_src_desc(), s, [&](memory& dxs) {
+    memory ws = to_layout(wrap(wei_dims(g), wei_tag(g), w), p.bwd_data_pd.weights_desc(), s, keep);
+    into_layout(wrap(src_dims(g), Tag::nchw, dx), p.bwd_data_pd.diff_src_desc(), s, keep, [&](memory& dxs) {
       p.bwd_data.execute(s, {{DNNL_ARG_DIFF_DST, dys}, {DNNL_ARG_WEIGHTS, ws}, {DNNL_ARG_DIFF_SRC, dxs}});
     });
   }
   if (dw.defined()) {
     memory dyw = p.bwd_weights_pd.diff_dst_desc() == dys.get_desc()
                      ? dys
-                     : to_layout(wrap(dst_dims(g), Tag::nchw, dout), p.bwd_weights_pd.diff_dst_desc(), s);
-    memory xs = to_layout(wrap(src_dims(g), Tag::nchw, x), p.bwd_weights_pd.src_desc(), s);
-    into_layout(wrap(wei_dims(g), wei_tag(g), dw), p.bwd_weights_pd.diff_weights_desc(), s, [&](memory& dws) {
+                     : to_layout(wrap(dst_dims(g), Tag::nchw, dout), p.bwd_weights_pd.diff_dst_desc(), s, keep);
+    memory xs = to_layout(wrap(src_dims(g), Tag::nchw, x), p.bwd_weights_pd.src_desc(), s, keep);
+    into_layout(wrap(wei_dims(g), wei_tag(g), dw), p.bwd_weights_pd.diff_weights_desc(), s, keep, [&](memory& dws) {
       p.bwd_weights.execute(s, {{DNNL_ARG_DIFF_DST, dyw}, {DNNL_ARG_SRC, xs}, {DNNL_ARG_DIFF_WEIGHTS, dws}});
     });
   }

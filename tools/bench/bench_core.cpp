@@ -99,8 +99,11 @@ int main(int argc, char** argv) {
       reps = std::atoi(argv[i + 1]);
   }
   set_num_threads(threads);
-  auto [peak, isa] = measure_peak(threads);
+  auto [peak_n, isa] = measure_peak(threads);
   double peak1 = measure_peak(1).first;
+  // On the shared VM the threads of one try sometimes share a core; the cores are independent,
+  // so `threads` times the one-thread rate is the peak too. Take the larger.
+  double peak = std::max(peak_n, peak1 * threads);
   std::vector<Row> rows;
   Generator g(0);
 
@@ -149,8 +152,8 @@ int main(int argc, char** argv) {
   }
 
   std::printf("octet core benchmark: %d thread(s), best of %d\n", threads, reps);
-  std::printf("measured FP32 peak: %.1f GFLOP/s (%s FMA loop, %d thread(s)); 1 thread: %.1f GFLOP/s\n\n", peak,
-              isa.c_str(), threads, peak1);
+  std::printf("FP32 peak: %.1f GFLOP/s = max(%d-thread FMA loop %.1f, %d x 1-thread FMA loop %.1f) (%s)\n\n", peak,
+              threads, peak_n, threads, peak1, isa.c_str());
   std::printf("| %-52s | %9s | %9s | %7s |\n", "case", "ms", "GFLOP/s", "% peak");
   std::printf("|%s|%s|%s|%s|\n", std::string(54, '-').c_str(), std::string(11, '-').c_str(),
               std::string(11, '-').c_str(), std::string(9, '-').c_str());
