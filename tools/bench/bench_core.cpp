@@ -154,12 +154,12 @@ int main(int argc, char** argv) {
   std::printf("octet core benchmark: %d thread(s), best of %d\n", threads, reps);
   std::printf("FP32 peak: %.1f GFLOP/s = max(%d-thread FMA loop %.1f, %d x 1-thread FMA loop %.1f) (%s)\n\n", peak,
               threads, peak_n, threads, peak1, isa.c_str());
-  std::printf("| %-52s | %9s | %9s | %7s |\n", "case", "ms", "GFLOP/s", "% peak");
-  std::printf("|%s|%s|%s|%s|\n", std::string(54, '-').c_str(), std::string(11, '-').c_str(),
+  std::printf("| %-56s | %9s | %9s | %7s |\n", "case", "ms", "GFLOP/s", "% peak");
+  std::printf("|%s|%s|%s|%s|\n", std::string(58, '-').c_str(), std::string(11, '-').c_str(),
               std::string(11, '-').c_str(), std::string(9, '-').c_str());
   for (const Row& r : rows) {
     double gf = r.gflop / r.seconds;
-    std::printf("| %-52s | %9.2f | %9.1f | %6.1f%% |\n", r.name.c_str(), r.seconds * 1e3, gf, 100.0 * gf / peak);
+    std::printf("| %-56s | %9.2f | %9.1f | %6.1f%% |\n", r.name.c_str(), r.seconds * 1e3, gf, 100.0 * gf / peak);
   }
   return 0;
 }
