@@ -10,6 +10,7 @@ packages=(
   libyaml-cpp-dev libspdlog-dev libfmt-dev libstb-dev zlib1g-dev
   nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  dataset-fashion-mnist  # the default recipe's data: /usr/share/datasets/fashion-mnist
 )
 
 missing=()
