@@ -9,6 +9,7 @@
 #include <initializer_list>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/device.h"
@@ -154,6 +155,10 @@ struct TensorImpl {
 };
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t);
+
+// Tensors by name, in a meaningful order (registration order for modules): parameters, buffers,
+// optimizer state and checkpoint contents all travel in this form.
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
 // ---- helpers on shapes
 int64_t shape_numel(const Shape& shape);
