@@ -17,4 +17,5 @@
 #include "core/ops/pool.h"
 #include "core/ops/reduce.h"
 #include "core/parallel.h"
+#include "core/serialization.h"
 #include "core/tensor.h"
