@@ -1,0 +1,76 @@
+// Recipe parsing: defaults, values, overrides, round trip of the resolved recipe, and errors that
+// name the file, the line and the key.
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "tools/recipe.h"
+
+namespace octet::tools {
+namespace {
+
+void expect_error(const std::string& yaml, const std::vector<std::string>& overrides, const std::string& fragment) {
+  try {
+    parse_recipe(yaml, "r.yaml", overrides);
+    FAIL() << "accepted; expected an error containing: " << fragment;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+  }
+}
+
+TEST(Recipe, ValuesDefaultsAndOverrides) {
+  Recipe r = parse_recipe(R"(
+model:
+  name: resnet20
+  num_classes: 10
+optimizer:
+  lr: 0.05
+  betas: [0.8, 0.99]
+schedule:
+  milestones: [30, 60]
+train:
+  epochs: 3
+)",
+                          "r.yaml", {"optimizer.lr=0.2", "train.seed=7", "data.augment=false"});
+  EXPECT_EQ(r.text("model.name"), "resnet20");
+  EXPECT_DOUBLE_EQ(r.real("optimizer.lr"), 0.2);  // the override wins
+  EXPECT_EQ(r.real_list("optimizer.betas"), (std::vector<double>{0.8, 0.99}));
+  EXPECT_EQ(r.real_list("schedule.milestones"), (std::vector<double>{30, 60}));
+  EXPECT_EQ(r.integer("train.epochs"), 3);
+  EXPECT_EQ(r.integer("train.seed"), 7);
+  EXPECT_FALSE(r.boolean("data.augment"));
+  EXPECT_EQ(r.integer("train.batch_size"), 128);  // default
+  EXPECT_TRUE(r.is_set("train.epochs"));
+  EXPECT_FALSE(r.is_set("train.batch_size"));
+  EXPECT_DOUBLE_EQ(r.real("model.width_mult"), 1.0);  // integers are accepted for reals
+  EXPECT_THROW(r.integer("optimizer.lr"), Error);     // asking with the wrong type
+  // The resolved recipe reads back to the same values.
+  Recipe again = parse_recipe(r.resolved_yaml(), "resolved.yaml");
+  EXPECT_EQ(again.resolved_yaml(), r.resolved_yaml());
+  EXPECT_DOUBLE_EQ(again.real("optimizer.lr"), 0.2);
+}
+
+TEST(Recipe, EmptyRecipeIsAllDefaults) {
+  Recipe r = parse_recipe("", "empty.yaml");
+  EXPECT_EQ(r.text("optimizer.name"), "sgd");
+  EXPECT_FALSE(schema_markdown().empty());
+}
+
+TEST(Recipe, ErrorsNameFileLineAndKey) {
+  expect_error("optimizer:\n  lr: 0.1\n  lrr: 0.2\n", {}, "r.yaml:3: unknown key 'optimizer.lrr'");
+  expect_error("optimizer:\n  lrr: 0.2\n", {}, "known keys in optimizer: name, lr");
+  expect_error("train:\n  epochs: ten\n", {}, "r.yaml:2: key 'train.epochs' must be an integer");
+  expect_error("train:\n  epochs: 1.5\n", {}, "must be an integer");
+  expect_error("data:\n  augment: maybe\n", {}, "must be true or false");
+  expect_error("optimizer:\n  betas: 0.9\n", {}, "must be a list of numbers");
+  expect_error("optimiser:\n  lr: 1\n", {}, "r.yaml:1: unknown section 'optimiser'");
+  expect_error("model: 3\n", {}, "section 'model' must be a mapping");
+  expect_error("- a\n- b\n", {}, "must be a mapping of sections");
+  expect_error("model:\n  name: [unclosed\n", {}, "invalid YAML");
+  expect_error("", {"optimizer.lrr=1"}, "override 'optimizer.lrr=1': unknown key");
+  expect_error("", {"optimizer.lr"}, "expected section.key=value");
+  expect_error("", {"train.epochs=abc"}, "override 'train.epochs=abc': key 'train.epochs' must be an integer");
+  EXPECT_THROW(load_recipe("/nonexistent/recipe.yaml"), Error);
+}
+
+}  // namespace
+}  // namespace octet::tools

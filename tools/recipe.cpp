@@ -1,0 +1,305 @@
+#include "tools/recipe.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace octet::tools {
+
+namespace {
+
+using K = KeyType;
+
+const std::vector<SchemaEntry> kSchema = {
+    // model: what models/registry.h builds
+    {"model.name", K::text, "small_cnn",
+     "small_cnn, mobilenetv2, mobilenetv2_cifar, resnet18, resnet34, resnet50, resnet20, resnet56"},
+    {"model.num_classes", K::integer, "10", "classifier outputs"},
+    {"model.in_channels", K::integer, "3", "input image channels"},
+    {"model.image_size", K::integer, "32", "input height and width (small_cnn)"},
+    {"model.width_mult", K::real, "1.0", "MobileNetV2 width multiplier"},
+    {"model.dropout", K::real, "0.2", "dropout before the classifier (MobileNetV2)"},
+    {"model.shortcut", K::text, "A", "CIFAR ResNet shortcut: A (zero-padding identity) or B (1x1 projection)"},
+    // data
+    {"data.dataset", K::text, "fashion_mnist", "fashion_mnist, mnist, cifar10 or image_folder (ImageNet layout)"},
+    {"data.root", K::text, "\"\"",
+     "data folder; empty: /usr/share/datasets/fashion-mnist, data/mnist, data/cifar10 or data/imagenet"},
+    {"data.augment", K::boolean, "true",
+     "training augmentation: CIFAR crop(32, pad 4)+flip; image_folder random-resized-crop+flip"},
+    {"data.image_size", K::integer, "224", "image_folder: training crop and evaluation center crop"},
+    {"data.resize", K::integer, "256", "image_folder: evaluation resize of the shorter side"},
+    {"data.mean", K::real_list, "[]", "per-channel normalization mean; empty: the dataset's usual values"},
+    {"data.std", K::real_list, "[]", "per-channel normalization std; empty: the dataset's usual values"},
+    {"data.workers", K::integer, "2", "decoding/augmentation threads (0: on the training thread)"},
+    {"data.limit_train", K::integer, "0", "use only the first N training examples (0: all)"},
+    {"data.limit_test", K::integer, "0", "use only the first N test examples (0: all)"},
+    // optimizer
+    {"optimizer.name", K::text, "sgd", "sgd, adam or adamw"},
+    {"optimizer.lr", K::real, "0.1", "learning rate (peak, before the schedule)"},
+    {"optimizer.momentum", K::real, "0.9", "SGD momentum"},
+    {"optimizer.dampening", K::real, "0.0", "SGD dampening"},
+    {"optimizer.nesterov", K::boolean, "false", "SGD Nesterov momentum"},
+    {"optimizer.weight_decay", K::real, "0.0", "L2 (sgd, adam) or decoupled (adamw) weight decay"},
+    {"optimizer.betas", K::real_list, "[0.9, 0.999]", "Adam/AdamW betas"},
+    {"optimizer.eps", K::real, "1e-8", "Adam/AdamW epsilon"},
+    {"optimizer.amsgrad", K::boolean, "false", "Adam/AdamW AMSGrad variant"},
+    // schedule
+    {"schedule.name", K::text, "constant", "constant, step, multistep or cosine (applied every step)"},
+    {"schedule.warmup_epochs", K::real, "0.0", "linear warm-up length in epochs"},
+    {"schedule.warmup_start", K::real, "0.1", "warm-up starts at this fraction of lr"},
+    {"schedule.step_size", K::real, "30.0", "step: epochs between decays"},
+    {"schedule.gamma", K::real, "0.1", "step, multistep: decay factor"},
+    {"schedule.milestones", K::real_list, "[]", "multistep: epochs at which lr decays"},
+    {"schedule.eta_min", K::real, "0.0", "cosine: final learning rate"},
+    // train
+    {"train.epochs", K::integer, "10", "epochs to train"},
+    {"train.batch_size", K::integer, "128", "training batch size"},
+    {"train.eval_batch_size", K::integer, "256", "evaluation batch size"},
+    {"train.seed", K::integer, "0", "seed of every random choice (init, shuffling, augmentation, dropout)"},
+    {"train.device", K::text, "cpu", "cpu (cuda arrives with the CUDA backend)"},
+    {"train.threads", K::integer, "2", "CPU threads for kernels"},
+    {"train.label_smoothing", K::real, "0.0", "cross-entropy label smoothing"},
+    {"train.clip_grad_norm", K::real, "0.0", "clip gradients to this global L2 norm (0: off)"},
+    {"train.max_steps", K::integer, "0", "stop after this many steps in total (0: no limit)"},
+    // checkpoint
+    {"checkpoint.dir", K::text, "runs", "parent folder of run folders"},
+    {"checkpoint.every_epochs", K::integer, "1", "write last.safetensors every N epochs"},
+    // log
+    {"log.run_name", K::text, "\"\"", "run folder name (empty: the recipe's file name)"},
+    {"log.every_steps", K::integer, "50", "steps between metric records"},
+    {"log.progress", K::boolean, "true", "progress bar on a terminal"},
+    {"log.tensorboard", K::boolean, "false", "also write TensorBoard event files"},
+};
+
+const SchemaEntry* find_entry(const std::string& key) {
+  for (const SchemaEntry& e : kSchema)
+    if (e.key == key) return &e;
+  return nullptr;
+}
+
+std::string known_keys(const std::string& section) {
+  std::string out;
+  for (const SchemaEntry& e : kSchema) {
+    if (e.key.compare(0, section.size() + 1, section + ".") != 0) continue;
+    out += (out.empty() ? "" : ", ") + e.key.substr(section.size() + 1);
+  }
+  return out;
+}
+
+std::string known_sections() {
+  std::vector<std::string> seen;
+  for (const SchemaEntry& e : kSchema) {
+    std::string s = e.key.substr(0, e.key.find('.'));
+    if (seen.empty() || seen.back() != s) seen.push_back(s);
+  }
+  std::string out;
+  for (const auto& s : seen) out += (out.empty() ? "" : ", ") + s;
+  return out;
+}
+
+const char* type_name(KeyType t) {
+  switch (t) {
+    case K::integer:
+      return "an integer";
+    case K::real:
+      return "a number";
+    case K::boolean:
+      return "true or false";
+    case K::text:
+      return "a string";
+    case K::real_list:
+      return "a list of numbers";
+    case K::int_list:
+      return "a list of integers";
+  }
+  return "?";
+}
+
+// Converts a YAML node to the entry's type; `where` names the place for errors.
+RecipeValue convert(const YAML::Node& n, const SchemaEntry& e, const std::string& where) {
+  auto bad = [&]() -> RecipeValue {
+    OCTET_FAIL(where, ": key '", e.key, "' must be ", type_name(e.type), ", got '", YAML::Dump(n), "'");
+  };
+  try {
+    switch (e.type) {
+      case K::integer:
+        if (!n.IsScalar()) return bad();
+        return n.as<int64_t>();
+      case K::real:
+        if (!n.IsScalar()) return bad();
+        return n.as<double>();
+      case K::boolean:
+        if (!n.IsScalar()) return bad();
+        return n.as<bool>();
+      case K::text:
+        if (!n.IsScalar()) return bad();
+        return n.as<std::string>();
+      case K::real_list: {
+        if (!n.IsSequence()) return bad();
+        std::vector<double> v;
+        for (const auto& x : n) v.push_back(x.as<double>());
+        return v;
+      }
+      case K::int_list: {
+        if (!n.IsSequence()) return bad();
+        std::vector<int64_t> v;
+        for (const auto& x : n) v.push_back(x.as<int64_t>());
+        return v;
+      }
+    }
+  } catch (const YAML::Exception&) {
+    return bad();
+  }
+  return bad();
+}
+
+std::string at_line(const std::string& source, const YAML::Node& n) {
+  return source + ":" + std::to_string(n.Mark().line + 1);
+}
+
+void emit_value(std::ostream& os, const RecipeValue& v) {
+  std::visit(
+      [&](const auto& x) {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<T, bool>) {
+          os << (x ? "true" : "false");
+        } else if constexpr (std::is_same_v<T, std::string>) {
+          YAML::Emitter em;
+          em << YAML::DoubleQuoted << x;
+          os << em.c_str();
+        } else if constexpr (std::is_same_v<T, double>) {
+          std::ostringstream s;
+          s.precision(17);
+          s << x;
+          std::string t = s.str();
+          if (t.find_first_of(".eEn") == std::string::npos) t += ".0";  // stays a real when read back
+          os << t;
+        } else if constexpr (std::is_same_v<T, int64_t>) {
+          os << x;
+        } else {
+          os << "[";
+          for (size_t i = 0; i < x.size(); ++i) {
+            std::ostringstream s;
+            s.precision(17);
+            s << x[i];
+            os << (i ? ", " : "") << s.str();
+          }
+          os << "]";
+        }
+      },
+      v);
+}
+
+}  // namespace
+
+const std::vector<SchemaEntry>& recipe_schema() { return kSchema; }
+
+std::string schema_markdown() {
+  std::ostringstream os;
+  std::string section;
+  for (const SchemaEntry& e : kSchema) {
+    std::string s = e.key.substr(0, e.key.find('.'));
+    if (s != section) {
+      section = s;
+      os << "\n### `" << section << "`\n\n| key | type | default | meaning |\n|---|---|---|---|\n";
+    }
+    os << "| `" << e.key.substr(s.size() + 1) << "` | " << type_name(e.type) << " | `" << e.default_yaml << "` | "
+       << e.doc << " |\n";
+  }
+  return os.str();
+}
+
+Recipe parse_recipe(const std::string& yaml, const std::string& source, const std::vector<std::string>& overrides) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml);
+  } catch (const YAML::ParserException& e) {
+    OCTET_FAIL(source, ":", e.mark.line + 1, ": invalid YAML: ", e.msg);
+  }
+  Recipe r;
+  r.source_ = source;
+  for (const SchemaEntry& e : kSchema) r.values_[e.key] = convert(YAML::Load(e.default_yaml), e, "schema default");
+  if (root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
+  OCTET_CHECK(root.IsMap(), source, ": a recipe must be a mapping of sections (", known_sections(), ")");
+  for (auto sec = root.begin(); sec != root.end(); ++sec) {
+    std::string name = sec->first.as<std::string>();
+    OCTET_CHECK(!known_keys(name).empty(), at_line(source, sec->first), ": unknown section '", name,
+                "' (known: ", known_sections(), ")");
+    const YAML::Node& body = sec->second;
+    if (body.IsNull()) continue;
+    OCTET_CHECK(body.IsMap(), at_line(source, sec->first), ": section '", name, "' must be a mapping of keys");
+    for (auto kv = body.begin(); kv != body.end(); ++kv) {
+      std::string key = name + "." + kv->first.as<std::string>();
+      const SchemaEntry* e = find_entry(key);
+      OCTET_CHECK(e != nullptr, at_line(source, kv->first), ": unknown key '", key, "' (known keys in ", name, ": ",
+                  known_keys(name), ")");
+      r.values_[key] = convert(kv->second, *e, at_line(source, kv->second));
+      r.set_[key] = true;
+    }
+  }
+  for (const std::string& o : overrides) {
+    size_t eq = o.find('=');
+    OCTET_CHECK(eq != std::string::npos && eq > 0, "override '", o, "': expected section.key=value");
+    std::string key = o.substr(0, eq);
+    const SchemaEntry* e = find_entry(key);
+    OCTET_CHECK(e != nullptr, "override '", o, "': unknown key '", key, "'");
+    YAML::Node v;
+    try {
+      v = YAML::Load(o.substr(eq + 1));
+    } catch (const YAML::Exception& ex) {
+      OCTET_FAIL("override '", o, "': invalid value (", ex.what(), ")");
+    }
+    r.values_[key] = convert(v, *e, "override '" + o + "'");
+    r.set_[key] = true;
+  }
+  return r;
+}
+
+Recipe load_recipe(const std::string& path, const std::vector<std::string>& overrides) {
+  std::ifstream in(path);
+  OCTET_CHECK(in.good(), "recipe: cannot open ", path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_recipe(ss.str(), path, overrides);
+}
+
+const RecipeValue& Recipe::value(const std::string& key, KeyType want) const {
+  const SchemaEntry* e = find_entry(key);
+  OCTET_CHECK(e != nullptr, "recipe: no key '", key, "' in the schema");
+  OCTET_CHECK(e->type == want, "recipe: key '", key, "' is ", type_name(e->type), ", not ", type_name(want));
+  return values_.at(key);
+}
+
+int64_t Recipe::integer(const std::string& key) const { return std::get<int64_t>(value(key, K::integer)); }
+double Recipe::real(const std::string& key) const { return std::get<double>(value(key, K::real)); }
+bool Recipe::boolean(const std::string& key) const { return std::get<bool>(value(key, K::boolean)); }
+const std::string& Recipe::text(const std::string& key) const { return std::get<std::string>(value(key, K::text)); }
+const std::vector<double>& Recipe::real_list(const std::string& key) const {
+  return std::get<std::vector<double>>(value(key, K::real_list));
+}
+const std::vector<int64_t>& Recipe::int_list(const std::string& key) const {
+  return std::get<std::vector<int64_t>>(value(key, K::int_list));
+}
+bool Recipe::is_set(const std::string& key) const { return set_.count(key) > 0; }
+
+std::string Recipe::resolved_yaml() const {
+  std::ostringstream os;
+  std::string section;
+  for (const SchemaEntry& e : kSchema) {
+    std::string s = e.key.substr(0, e.key.find('.'));
+    if (s != section) {
+      section = s;
+      os << section << ":\n";
+    }
+    os << "  " << e.key.substr(s.size() + 1) << ": ";
+    emit_value(os, values_.at(e.key));
+    os << "\n";
+  }
+  return os.str();
+}
+
+}  // namespace octet::tools

@@ -1,0 +1,60 @@
+// Recipes: YAML files that describe one experiment (model, data, optimizer, schedule, training,
+// checkpoints, logging). Every key has a type and a default in one schema table (recipe.cpp),
+// which recipes/README.md documents; an unknown key, a wrong type or a bad value is an
+// octet::Error naming the file, the line and the key. Any key can be overridden from the
+// command line as `section.key=value` (the value is parsed as YAML).
+//   Recipe r = load_recipe("recipes/fashion_mnist.yaml", {"optimizer.lr=0.05"});
+//   double lr = r.real("optimizer.lr");   std::string yaml = r.resolved_yaml();
+#pragma once
+
+#include <map>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace octet::tools {
+
+enum class KeyType { integer, real, boolean, text, real_list, int_list };
+
+struct SchemaEntry {
+  std::string key;  // "section.name"
+  KeyType type;
+  std::string default_yaml;  // the default, as YAML
+  std::string doc;
+};
+
+// The whole schema, in documentation order.
+const std::vector<SchemaEntry>& recipe_schema();
+// recipes/README.md's key table, generated from the schema.
+std::string schema_markdown();
+
+using RecipeValue = std::variant<int64_t, double, bool, std::string, std::vector<double>, std::vector<int64_t>>;
+
+class Recipe {
+ public:
+  int64_t integer(const std::string& key) const;
+  double real(const std::string& key) const;
+  bool boolean(const std::string& key) const;
+  const std::string& text(const std::string& key) const;
+  const std::vector<double>& real_list(const std::string& key) const;
+  const std::vector<int64_t>& int_list(const std::string& key) const;
+  // Whether the recipe (or an override) set the key, as opposed to the schema default.
+  bool is_set(const std::string& key) const;
+
+  // Every key with its value, as YAML: saved into run folders and checkpoints.
+  std::string resolved_yaml() const;
+  const std::string& source() const { return source_; }  // file path, or "<string>"
+
+ private:
+  friend Recipe parse_recipe(const std::string&, const std::string&, const std::vector<std::string>&);
+  const RecipeValue& value(const std::string& key, KeyType want) const;
+  std::map<std::string, RecipeValue> values_;
+  std::map<std::string, bool> set_;
+  std::string source_;
+};
+
+// Parses YAML text; `source` names it in errors. Overrides are "a.b=value" strings.
+Recipe parse_recipe(const std::string& yaml, const std::string& source, const std::vector<std::string>& overrides = {});
+Recipe load_recipe(const std::string& path, const std::vector<std::string>& overrides = {});
+
+}  // namespace octet::tools
