@@ -1,0 +1,40 @@
+// Training checkpoints: one safetensors file holding the model (tensors "model.<name>"), the
+// optimizer state ("optimizer.<name>"), and in __metadata__ the training position, the RNG state
+// and the resolved recipe, so a run resumes exactly and `octet eval` can rebuild the model.
+//   save_checkpoint("runs/x/last.safetensors", model->state_dict(), opt.state_dict(), state, yaml);
+//   Checkpoint c = load_checkpoint("runs/x/last.safetensors");
+#pragma once
+
+#include <string>
+
+#include "core/serialization.h"
+#include "core/tensor.h"
+
+namespace octet::tools {
+
+struct TrainState {
+  int64_t epoch = 0;  // epoch to continue in
+  int64_t batch = 0;  // next batch of that epoch
+  int64_t step = 0;   // optimizer steps taken
+  double best_top1 = -1.0;
+  uint64_t rng_seed = 0, rng_offset = 0;  // the default generator (dropout)
+};
+
+struct Checkpoint {
+  NamedTensors model;
+  NamedTensors optimizer;
+  TrainState state;
+  std::string recipe_yaml;
+  std::string path;
+};
+
+constexpr const char* kCheckpointFormat = "octet-checkpoint-1";
+
+// Written atomically (temporary file + rename): an existing checkpoint is replaced whole or not at all.
+void save_checkpoint(const std::string& path, const NamedTensors& model, const NamedTensors& optimizer,
+                     const TrainState& state, const std::string& recipe_yaml);
+// Rejects files that are not octet checkpoints, or whose metadata is missing or malformed, with an
+// octet::Error naming the file and the problem.
+Checkpoint load_checkpoint(const std::string& path);
+
+}  // namespace octet::tools

@@ -1,0 +1,129 @@
+#include "tools/metrics.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <iomanip>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "core/error.h"
+#include "core/serialization.h"
+
+namespace octet::tools {
+
+namespace {
+
+struct Series {
+  std::string name, color;
+  std::vector<std::pair<double, double>> points;  // (epoch, value)
+};
+
+// One SVG line chart: x = epoch, y = value, a polyline per series, with axis labels.
+std::string chart(const std::string& title, const std::vector<Series>& series) {
+  double x0 = std::numeric_limits<double>::infinity(), x1 = -x0, y0 = x0, y1 = -x0;
+  for (const auto& s : series)
+    for (auto [x, y] : s.points) {
+      if (!std::isfinite(y)) continue;
+      x0 = std::min(x0, x), x1 = std::max(x1, x), y0 = std::min(y0, y), y1 = std::max(y1, y);
+    }
+  std::ostringstream os;
+  os << "<figure><figcaption>" << title << "</figcaption>";
+  if (!std::isfinite(x0)) return os.str() + "<p>no data yet</p></figure>";
+  if (x1 == x0) x1 = x0 + 1;
+  if (y1 == y0) y1 = y0 + 1;
+  const double w = 560, h = 260, l = 60, b = 30, t = 10, r = 10;
+  auto px = [&](double x) { return l + (x - x0) / (x1 - x0) * (w - l - r); };
+  auto py = [&](double y) { return t + (1 - (y - y0) / (y1 - y0)) * (h - t - b); };
+  os << "<svg width='" << w << "' height='" << h << "' xmlns='http://www.w3.org/2000/svg' font-size='11'>";
+  os << "<rect x='" << l << "' y='" << t << "' width='" << w - l - r << "' height='" << h - t - b
+     << "' fill='none' stroke='#999'/>";
+  for (int i = 0; i <= 4; ++i) {
+    double yv = y0 + (y1 - y0) * i / 4, xv = x0 + (x1 - x0) * i / 4;
+    os << "<text x='" << l - 4 << "' y='" << py(yv) + 4 << "' text-anchor='end'>" << std::setprecision(4) << yv
+       << "</text>";
+    os << "<text x='" << px(xv) << "' y='" << h - 12 << "' text-anchor='middle'>" << std::setprecision(3) << xv
+       << "</text>";
+  }
+  os << "<text x='" << (l + w - r) / 2 << "' y='" << h - 1 << "' text-anchor='middle'>epoch</text>";
+  int row = 0;
+  for (const auto& s : series) {
+    if (s.points.empty()) continue;
+    os << "<polyline fill='none' stroke='" << s.color << "' stroke-width='1.5' points='";
+    for (auto [x, y] : s.points)
+      if (std::isfinite(y)) os << px(x) << "," << py(y) << " ";
+    os << "'/><text x='" << w - r - 4 << "' y='" << t + 14 + 14 * row++ << "' text-anchor='end' fill='" << s.color
+       << "'>" << s.name << "</text>";
+  }
+  return os.str() + "</svg></figure>";
+}
+
+Series series_of(const std::vector<MetricRecord>& records, const std::string& split, const std::string& key,
+                 const std::string& name, const std::string& color) {
+  Series s{name, color, {}};
+  for (const auto& r : records) {
+    if (r.split != split) continue;
+    auto e = r.values.find("epoch");
+    auto v = r.values.find(key);
+    if (e != r.values.end() && v != r.values.end()) s.points.emplace_back(e->second, v->second);
+  }
+  return s;
+}
+
+}  // namespace
+
+MetricsLog::MetricsLog(const std::string& dir, bool resume) : dir_(dir) {
+  std::filesystem::create_directories(dir);
+  std::string path = dir + "/metrics.jsonl";
+  if (resume && std::filesystem::exists(path)) {
+    std::ifstream in(path);
+    std::string line;
+    int n = 0;
+    while (std::getline(in, line)) {
+      ++n;
+      if (line.empty()) continue;
+      nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+      if (j.is_discarded() || !j.is_object()) continue;  // a line cut by a crash is skipped
+      MetricRecord r;
+      for (auto it = j.begin(); it != j.end(); ++it) {
+        if (it.key() == "split" && it.value().is_string()) r.split = it.value().get<std::string>();
+        else if (it.value().is_number()) r.values[it.key()] = it.value().get<double>();
+      }
+      records_.push_back(std::move(r));
+    }
+  }
+  out_.open(path, resume ? std::ios::app : std::ios::trunc);
+  OCTET_CHECK(out_.good(), "metrics: cannot write ", path);
+}
+
+void MetricsLog::record(const MetricRecord& r) {
+  nlohmann::json j;
+  j["split"] = r.split;
+  for (const auto& [k, v] : r.values) j[k] = std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
+  out_ << j.dump() << "\n";
+  out_.flush();
+  records_.push_back(r);
+}
+
+std::string curves_html(const std::vector<MetricRecord>& records, const std::string& title) {
+  std::ostringstream os;
+  os << "<!doctype html><html><head><meta charset='utf-8'><title>" << title
+     << "</title><style>body{font-family:sans-serif;margin:20px}figure{display:inline-block;margin:8px}"
+        "figcaption{font-weight:bold}</style></head><body><h2>"
+     << title << "</h2>";
+  os << chart("loss", {series_of(records, "train", "loss", "train", "#1f77b4"),
+                       series_of(records, "test", "loss", "test", "#d62728")});
+  os << chart("top-1 accuracy (%)", {series_of(records, "train", "top1", "train", "#1f77b4"),
+                                     series_of(records, "test", "top1", "test", "#d62728")});
+  os << chart("learning rate", {series_of(records, "train", "lr", "lr", "#2ca02c")});
+  os << chart("samples/s", {series_of(records, "train", "samples_per_s", "train", "#9467bd")});
+  os << "</body></html>\n";
+  return os.str();
+}
+
+void MetricsLog::write_curves() const {
+  write_file_atomic(dir_ + "/curves.html", curves_html(records_, std::filesystem::path(dir_).filename().string()));
+}
+
+}  // namespace octet::tools

@@ -1,0 +1,38 @@
+// Run metrics: one JSON object per line in <run>/metrics.jsonl (machine-readable), and
+// <run>/curves.html, a self-contained page with SVG learning curves a person can open.
+//   MetricsLog log("runs/x");  log.record({{"split","train"}}, {{"step",100},{"loss",0.4}});
+//   log.write_curves();
+#pragma once
+
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace octet::tools {
+
+struct MetricRecord {
+  std::string split;                      // "train" (per log interval) or "test" (per epoch)
+  std::map<std::string, double> values;   // step, epoch, loss, top1, lr, samples_per_s, ...
+};
+
+class MetricsLog {
+ public:
+  // Appends to <dir>/metrics.jsonl; with `resume`, earlier records are read back first so the
+  // curves cover the whole run.
+  MetricsLog(const std::string& dir, bool resume);
+  void record(const MetricRecord& r);
+  // Rewrites <dir>/curves.html from every record so far.
+  void write_curves() const;
+  const std::vector<MetricRecord>& records() const { return records_; }
+
+ private:
+  std::string dir_;
+  std::ofstream out_;
+  std::vector<MetricRecord> records_;
+};
+
+// The page itself (exposed for tests).
+std::string curves_html(const std::vector<MetricRecord>& records, const std::string& title);
+
+}  // namespace octet::tools
