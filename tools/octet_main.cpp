@@ -1,25 +1,136 @@
-// The `octet` command line. Subcommands arrive with their issues (train, eval, bench, inspect);
-// `selftest` checks that the build works on this machine.
-#include <spdlog/spdlog.h>
+// The `octet` command line:
+//   octet train RECIPE [section.key=value ...] [--resume RUN_OR_CHECKPOINT]
+//   octet eval CHECKPOINT [--data ROOT]
+//   octet inspect CHECKPOINT
+//   octet selftest            (a tiny model checked against finite differences)
+//   octet schema              (the recipe keys, as recipes/README.md documents them)
 #include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
 
+#include <atomic>
+#include <csignal>
+#include <cstdio>
 #include <exception>
 
-#include "core/error.h"
+#include "core/octet.h"
+#include "tools/checkpoint.h"
+#include "tools/recipe.h"
 #include "tools/selftest.h"
+#include "tools/trainer.h"
+
+namespace {
+
+std::atomic<bool> stop_requested{false};
+
+extern "C" void on_signal(int) {
+  // A second Ctrl-C while the checkpoint is written ends the process the usual way.
+  if (stop_requested.exchange(true)) {
+    std::signal(SIGINT, SIG_DFL);
+    std::signal(SIGTERM, SIG_DFL);
+  }
+}
+
+int inspect(const std::string& path) {
+  octet::SafetensorsFile f = octet::load_safetensors(path);
+  int64_t total = 0;
+  std::printf("%s: %zu tensors\n", path.c_str(), f.tensors.size());
+  for (const auto& [name, t] : f.tensors) {
+    std::string shape;
+    for (int64_t d : t.shape()) shape += (shape.empty() ? "" : ", ") + std::to_string(d);
+    std::printf("  %-56s %-5s [%s]\n", name.c_str(), std::string(octet::dtype_name(t.dtype())).c_str(), shape.c_str());
+    total += t.numel();
+  }
+  std::printf("%lld elements in all\nmetadata:\n", static_cast<long long>(total));
+  for (const auto& [k, v] : f.metadata) {
+    if (v.find('\n') == std::string::npos) {
+      std::printf("  %s: %s\n", k.c_str(), v.c_str());
+    } else {
+      std::printf("  %s: |\n", k.c_str());
+      size_t start = 0;
+      while (start < v.size()) {
+        size_t end = v.find('\n', start);
+        if (end == std::string::npos) end = v.size();
+        std::printf("    %s\n", v.substr(start, end - start).c_str());
+        start = end + 1;
+      }
+    }
+  }
+  return 0;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"octet: low-precision deep learning training"};
-  app.require_subcommand(0, 1);
+  app.require_subcommand(1);
+
+  auto* train = app.add_subcommand("train", "train from a YAML recipe");
+  std::string recipe_path, resume;
+  std::vector<std::string> overrides;
+  train->add_option("recipe", recipe_path, "recipe file (recipes/*.yaml); not needed with --resume");
+  train->add_option("overrides", overrides, "section.key=value overrides");
+  train->add_option("--resume", resume, "continue a run: its folder or a checkpoint file");
+
+  auto* eval = app.add_subcommand("eval", "evaluate a checkpoint on its recipe's test split");
+  std::string ckpt, data_root;
   int threads = 2;
+  eval->add_option("checkpoint", ckpt, "checkpoint file (.safetensors)")->required();
+  eval->add_option("--data", data_root, "data folder to use instead of the recipe's data.root");
+  eval->add_option("--threads", threads, "CPU threads")->check(CLI::Range(1, 1024));
+
+  auto* insp = app.add_subcommand("inspect", "list a checkpoint's tensors and metadata");
+  std::string insp_path;
+  insp->add_option("checkpoint", insp_path, "a .safetensors file")->required();
+
   auto* selftest = app.add_subcommand("selftest", "run a tiny model forward/backward and check it");
-  selftest->add_option("--threads", threads, "threads for CPU kernels")->check(CLI::Range(1, 1024));
+  int st_threads = 2;
+  selftest->add_option("--threads", st_threads, "threads for CPU kernels")->check(CLI::Range(1, 1024));
+
+  auto* schema = app.add_subcommand("schema", "print the recipe keys with their types and defaults");
+
   CLI11_PARSE(app, argc, argv);
   try {
-    // Until recipes exist, selftest is the default job.
-    return octet::tools::run_selftest(threads);
+    if (*train) {
+      octet::tools::TrainOptions opts;
+      opts.resume = resume;
+      opts.stop = &stop_requested;
+      std::signal(SIGINT, on_signal);
+      std::signal(SIGTERM, on_signal);
+      octet::tools::Recipe recipe;
+      if (resume.empty()) {
+        if (recipe_path.empty()) {
+          spdlog::error("train: give a recipe file, or --resume RUN");
+          return 2;
+        }
+        recipe = octet::tools::load_recipe(recipe_path, overrides);
+      } else {
+        // With --resume a first positional that looks like an override is one.
+        if (!recipe_path.empty()) overrides.insert(overrides.begin(), recipe_path);
+        opts.overrides = overrides;
+      }
+      auto result = octet::tools::train(recipe, opts);
+      if (result.stopped && stop_requested) return 130;
+      std::printf("run folder: %s\n", result.run_dir.c_str());
+      return 0;
+    }
+    if (*eval) {
+      auto r = octet::tools::evaluate_checkpoint(ckpt, data_root, threads);
+      std::printf("%s: %lld examples, loss %.4f, top-1 %.2f%%, top-5 %.2f%%\n", ckpt.c_str(),
+                  static_cast<long long>(r.examples), r.loss, r.top1, r.top5);
+      return 0;
+    }
+    if (*insp) return inspect(insp_path);
+    if (*selftest) return octet::tools::run_selftest(st_threads);
+    if (*schema) {
+      std::printf("%s", octet::tools::schema_markdown().c_str());
+      return 0;
+    }
   } catch (const octet::Error& e) {
     spdlog::error("{}", e.what());
     return 2;
+  } catch (const std::exception& e) {
+    spdlog::error("unexpected error: {}", e.what());
+    return 3;
   }
+  return 0;
 }

@@ -1,0 +1,28 @@
+// Turning a recipe into objects: the model, the datasets with their transforms, the optimizer and
+// the learning-rate schedule. Semantic checks on values (lr > 0, a known optimizer name, data
+// present) happen here, with errors that name the recipe key.
+#pragma once
+
+#include <memory>
+
+#include "data/dataset.h"
+#include "layers/module.h"
+#include "optim/optimizer.h"
+#include "optim/schedule.h"
+#include "tools/recipe.h"
+
+namespace octet::tools {
+
+std::shared_ptr<Module> build_model_from(const Recipe& r);
+
+struct Datasets {
+  std::shared_ptr<Dataset> train, test;
+};
+// `root_override` (from `octet eval --data`) replaces data.root when non-empty.
+// With `need_train` false only the test split is opened.
+Datasets build_datasets(const Recipe& r, bool need_train, const std::string& root_override = "");
+
+std::unique_ptr<Optimizer> build_optimizer(const Recipe& r, const NamedTensors& params);
+std::shared_ptr<LrSchedule> build_schedule(const Recipe& r);
+
+}  // namespace octet::tools

@@ -1,0 +1,43 @@
+// The training loop behind `octet train` and the evaluation behind `octet eval`.
+// A run folder holds recipe.yaml (the resolved recipe), train.log, metrics.jsonl, curves.html,
+// last.safetensors / best.safetensors and, if asked, tensorboard/. A run continues exactly from
+// last.safetensors (`resume`): same batches, same dropout masks, same losses on the CPU.
+//   TrainResult r = train(load_recipe("recipes/fashion_mnist.yaml"), {});
+#pragma once
+
+#include <atomic>
+#include <string>
+#include <vector>
+
+#include "data/dataset.h"
+#include "layers/module.h"
+#include "tools/recipe.h"
+
+namespace octet::tools {
+
+struct TrainOptions {
+  std::string resume;                   // a checkpoint file or run folder to continue ("" = new run)
+  std::vector<std::string> overrides;   // applied on top of a resumed run's recipe
+  const std::atomic<bool>* stop = nullptr;  // set by SIGINT/SIGTERM: save and return at the next step
+};
+
+struct EvalResult {
+  double loss = 0, top1 = 0, top5 = 0;  // mean loss, accuracies in %
+  int64_t examples = 0;
+};
+
+struct TrainResult {
+  std::string run_dir;
+  EvalResult last_eval;
+  int64_t steps = 0;
+  bool stopped = false;  // by a signal or train.max_steps, with a checkpoint written
+};
+
+TrainResult train(const Recipe& recipe, const TrainOptions& opts);
+
+EvalResult evaluate(Module& model, const std::shared_ptr<Dataset>& data, int64_t batch_size, int64_t workers);
+
+// Evaluates a checkpoint on its recipe's test split (or `data_root`): `octet eval`.
+EvalResult evaluate_checkpoint(const std::string& path, const std::string& data_root, int64_t threads);
+
+}  // namespace octet::tools
