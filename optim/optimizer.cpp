@@ -45,6 +45,7 @@ NamedTensors DenseState::tensors() const {
 
 Optimizer::Optimizer(std::vector<ParamGroup> groups, const OptimizerOptions& defaults, const char* name) : name_(name) {
   std::set<std::string> seen;
+  std::set<const TensorImpl*> seen_tensors;
   for (size_t g = 0; g < groups.size(); ++g) {
     ParamGroup& pg = groups[g];
     OCTET_CHECK(!pg.options || typeid(*pg.options) == typeid(defaults), name, ": parameter group ", g,
@@ -55,6 +56,8 @@ Optimizer::Optimizer(std::vector<ParamGroup> groups, const OptimizerOptions& def
     for (auto& [pname, p] : pg.params) {
       OCTET_CHECK(p.defined(), name, ": parameter '", pname, "' is undefined");
       OCTET_CHECK(seen.insert(pname).second, name, ": parameter name '", pname, "' appears twice");
+      OCTET_CHECK(seen_tensors.insert(p.impl()).second, name, ": parameter '", pname,
+                  "' is a tensor already listed under another name (tied weights: list it once)");
       OCTET_CHECK(p.dtype() == DType::f32 || p.dtype() == DType::f64, name, ": parameter '", pname, "' has dtype ",
                   p.dtype(), ", expected f32 or f64");
       OCTET_CHECK(p.device().is_cpu(), name, ": parameter '", pname, "' is on ", p.device().str(),

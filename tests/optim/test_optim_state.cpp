@@ -165,6 +165,73 @@ TEST(OptimState, ChangingOptionsThatChangeStateIsAnError) {
   EXPECT_THROW(run_model(opt, m, 1, 1), Error);
 }
 
+// The extension point the 8-bit state will use: a state that keeps its buffers in its own
+// format and hands the update one small block at a time through scratch memory (a quantized
+// state would dequantize into the scratch and quantize back). Adam's update code is unchanged.
+class ScratchBlockState : public ParamState {
+ public:
+  static constexpr int64_t kBlock = 4;
+  ScratchBlockState(const Tensor& param, std::vector<std::string> names) : ParamState(std::move(names)) {
+    for (size_t i = 0; i < buffer_names().size(); ++i) store_.push_back(zeros({param.numel()}, param.dtype()));
+  }
+  void for_each_block(const BlockUpdate<float>& fn) override { run(fn); }
+  void for_each_block(const BlockUpdate<double>& fn) override { run(fn); }
+  NamedTensors tensors() const override {
+    NamedTensors out;
+    for (size_t i = 0; i < store_.size(); ++i) out.emplace_back(buffer_names()[i] + ".blocks", store_[i]);
+    return out;
+  }
+
+ private:
+  template <typename T>
+  void run(const BlockUpdate<T>& fn) {
+    int64_t n = store_.empty() ? 0 : store_[0].numel();
+    std::vector<std::vector<T>> scratch(store_.size(), std::vector<T>(kBlock));
+    std::vector<T*> ptrs;
+    for (auto& s : scratch) ptrs.push_back(s.data());
+    for (int64_t begin = 0; begin < n; begin += kBlock) {
+      int64_t len = std::min(kBlock, n - begin);
+      for (size_t i = 0; i < store_.size(); ++i) std::copy_n(store_[i].data<T>() + begin, len, scratch[i].data());
+      fn(StateBlock<T>{begin, len, ptrs.data()});
+      for (size_t i = 0; i < store_.size(); ++i) std::copy_n(scratch[i].data(), len, store_[i].data<T>() + begin);
+    }
+  }
+  std::vector<Tensor> store_;
+};
+
+class ScratchAdam : public Adam {
+ public:
+  using Adam::Adam;
+
+ protected:
+  std::unique_ptr<ParamState> make_state(const std::string& name, const Tensor& param,
+                                         const OptimizerOptions& options) const override {
+    return std::make_unique<ScratchBlockState>(param, state_buffers(options));
+  }
+};
+
+TEST(OptimState, PluggableStateRunsTheSameUpdate) {
+  Model a, b = a.clone();
+  Adam dense(a.named(), AdamOptions(0.1).amsgrad(true));
+  ScratchAdam blocked(b.named(), AdamOptions(0.1).amsgrad(true));
+  run_model(dense, a, 0, 4);
+  run_model(blocked, b, 0, 4);
+  EXPECT_EQ(a.w.to_vector<float>(), b.w.to_vector<float>());  // 6 elements: blocks of 4 and 2
+  EXPECT_EQ(a.b.to_vector<double>(), b.b.to_vector<double>());
+  NamedTensors state = blocked.state_dict();
+  EXPECT_EQ(state[1].first, "layer1.weight.exp_avg.blocks");
+  EXPECT_EQ(state[1].second.shape(), (Shape{6}));
+  // Round trip through the custom format.
+  Model c = b.clone();
+  ScratchAdam resumed(c.named(), AdamOptions(0.1).amsgrad(true));
+  resumed.load_state_dict(state);
+  run_model(blocked, b, 4, 2);
+  run_model(resumed, c, 4, 2);
+  EXPECT_EQ(c.w.to_vector<float>(), b.w.to_vector<float>());
+  // A dense checkpoint does not load into it: the keys differ.
+  EXPECT_THROW(resumed.load_state_dict(dense.state_dict()), Error);
+}
+
 TEST(OptimClip, Norms) {
   // Norm 13 = sqrt(3^2 + 4^2 + 12^2).
   auto make = [] {

@@ -55,7 +55,8 @@ TEST(OptimSGD, BadOptions) {
   EXPECT_THROW(SGD(NamedTensors{{"w", p}}, SGDOptions(0.1).momentum(0.9).dampening(0.1).nesterov(true)), Error);
   EXPECT_THROW(SGD(NamedTensors{{"w", p}}, SGDOptions(-1.0)), Error);
   EXPECT_THROW(SGD(NamedTensors{{"w", p}}, SGDOptions(0.1).weight_decay(-1.0)), Error);
-  EXPECT_THROW(SGD(NamedTensors{{"w", p}, {"w", p}}, SGDOptions(0.1)), Error);  // duplicate name
+  EXPECT_THROW(SGD(NamedTensors{{"w", p}, {"w", p}}, SGDOptions(0.1)), Error);     // duplicate name
+  EXPECT_THROW(SGD(NamedTensors{{"w", p}, {"tied", p}}, SGDOptions(0.1)), Error);  // one tensor twice
   EXPECT_THROW(SGD(NamedTensors{{"i", zeros({2}, DType::i64)}}, SGDOptions(0.1)), Error);
 }
 
