@@ -1,0 +1,119 @@
+// Adam's and AdamW's update: one fused loop over each block (no temporaries) in the parameter's
+// type; the per-step scalars (bias corrections) are computed once in double.
+#include "optim/adam.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace octet {
+namespace {
+
+struct AdamStep {
+  double lr, beta1, beta2, eps, weight_decay;
+  bool amsgrad, decoupled;
+};
+
+template <typename O>
+AdamStep adam_step(const O& o, bool decoupled) {
+  return {o.lr_, o.betas_.first, o.betas_.second, o.eps_, o.weight_decay_, o.amsgrad_, decoupled};
+}
+
+template <typename O>
+void check_options(const O& o, const char* name) {
+  OCTET_CHECK(o.lr_ >= 0.0, name, ": expected lr >= 0, got ", o.lr_);
+  OCTET_CHECK(o.eps_ >= 0.0, name, ": expected eps >= 0, got ", o.eps_);
+  OCTET_CHECK(o.betas_.first >= 0.0 && o.betas_.first < 1.0 && o.betas_.second >= 0.0 && o.betas_.second < 1.0, name,
+              ": expected betas in [0, 1), got (", o.betas_.first, ", ", o.betas_.second, ")");
+  OCTET_CHECK(o.weight_decay_ >= 0.0, name, ": expected weight_decay >= 0, got ", o.weight_decay_);
+}
+
+std::vector<std::string> buffers(bool amsgrad) {
+  if (amsgrad) return {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"};
+  return {"exp_avg", "exp_avg_sq"};
+}
+
+template <typename T>
+void adam_block(const AdamStep& s, int64_t t, T* p, const T* g, const StateBlock<T>& b) {
+  const double bias_c1 = 1.0 - std::pow(s.beta1, static_cast<double>(t));
+  const double bias_c2 = 1.0 - std::pow(s.beta2, static_cast<double>(t));
+  const T step_size = static_cast<T>(s.lr / bias_c1);
+  const T bias_c2_sqrt = static_cast<T>(std::sqrt(bias_c2));
+  const T b1 = static_cast<T>(s.beta1), b2 = static_cast<T>(s.beta2);
+  const T one_b1 = static_cast<T>(1.0 - s.beta1), one_b2 = static_cast<T>(1.0 - s.beta2);
+  const T eps = static_cast<T>(s.eps), wd = static_cast<T>(s.weight_decay);
+  const T shrink = static_cast<T>(1.0 - s.lr * s.weight_decay);
+  const bool l2 = !s.decoupled && s.weight_decay != 0.0;
+  const bool decay = s.decoupled && s.weight_decay != 0.0;
+  p += b.begin;
+  g += b.begin;
+  T* m = b.buffer(0);
+  T* v = b.buffer(1);
+  T* v_max = s.amsgrad ? b.buffer(2) : nullptr;
+  for (int64_t i = 0; i < b.n; ++i) {
+    T grad = l2 ? g[i] + wd * p[i] : g[i];
+    if (decay) p[i] *= shrink;
+    m[i] = b1 * m[i] + one_b1 * grad;
+    v[i] = b2 * v[i] + one_b2 * (grad * grad);
+    T second = v[i];
+    if (v_max) second = v_max[i] = std::max(v_max[i], v[i]);
+    T denom = std::sqrt(second) / bias_c2_sqrt + eps;
+    p[i] -= step_size * (m[i] / denom);
+  }
+}
+
+void adam_update(const AdamStep& s, const Tensor& param, const Tensor& grad, ParamState& state, const char* name) {
+  int64_t t = state.step();
+  dispatch_float(param.dtype(), name, [&]<typename T>() {
+    T* p = param.data<T>();
+    const T* g = grad.data<T>();
+    state.for_each_block(BlockUpdate<T>([&](const StateBlock<T>& b) { adam_block(s, t, p, g, b); }));
+  });
+}
+
+}  // namespace
+
+// ---- Adam
+
+Adam::Adam(NamedTensors params, const AdamOptions& options)
+    : Adam(std::vector<ParamGroup>{ParamGroup(std::move(params))}, options) {}
+
+Adam::Adam(std::vector<ParamGroup> groups, const AdamOptions& defaults)
+    : Optimizer(std::move(groups), defaults, "Adam") {
+  for (size_t g = 0; g < num_groups(); ++g) check_options(options(g), "Adam");
+}
+
+const AdamOptions& Adam::options(size_t group) const { return static_cast<const AdamOptions&>(group_options(group)); }
+AdamOptions& Adam::options(size_t group) { return static_cast<AdamOptions&>(group_options(group)); }
+
+std::vector<std::string> Adam::state_buffers(const OptimizerOptions& options) const {
+  return buffers(static_cast<const AdamOptions&>(options).amsgrad_);
+}
+
+void Adam::update(const OptimizerOptions& options, const Tensor& param, const Tensor& grad, ParamState& state) const {
+  adam_update(adam_step(static_cast<const AdamOptions&>(options), false), param, grad, state, "Adam");
+}
+
+// ---- AdamW
+
+AdamW::AdamW(NamedTensors params, const AdamWOptions& options)
+    : AdamW(std::vector<ParamGroup>{ParamGroup(std::move(params))}, options) {}
+
+AdamW::AdamW(std::vector<ParamGroup> groups, const AdamWOptions& defaults)
+    : Optimizer(std::move(groups), defaults, "AdamW") {
+  for (size_t g = 0; g < num_groups(); ++g) check_options(options(g), "AdamW");
+}
+
+const AdamWOptions& AdamW::options(size_t group) const {
+  return static_cast<const AdamWOptions&>(group_options(group));
+}
+AdamWOptions& AdamW::options(size_t group) { return static_cast<AdamWOptions&>(group_options(group)); }
+
+std::vector<std::string> AdamW::state_buffers(const OptimizerOptions& options) const {
+  return buffers(static_cast<const AdamWOptions&>(options).amsgrad_);
+}
+
+void AdamW::update(const OptimizerOptions& options, const Tensor& param, const Tensor& grad, ParamState& state) const {
+  adam_update(adam_step(static_cast<const AdamWOptions&>(options), true), param, grad, state, "AdamW");
+}
+
+}  // namespace octet

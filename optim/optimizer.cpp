@@ -1,0 +1,224 @@
+#include "optim/optimizer.h"
+
+#include <array>
+#include <map>
+#include <set>
+#include <typeinfo>
+
+#include "core/autograd.h"
+#include "core/parallel.h"
+
+namespace octet {
+
+// ---- DenseState
+
+DenseState::DenseState(const Tensor& param, std::vector<std::string> buffer_names)
+    : ParamState(std::move(buffer_names)), numel_(param.numel()) {
+  for (size_t i = 0; i < this->buffer_names().size(); ++i)
+    buffers_.push_back(zeros(param.shape(), TensorOptions(param.dtype()).device(param.device())));
+}
+
+template <typename T>
+void DenseState::run(const BlockUpdate<T>& fn) {
+  constexpr size_t kMaxBuffers = 8;
+  OCTET_CHECK(buffers_.size() <= kMaxBuffers, "DenseState: at most ", kMaxBuffers, " buffers, got ", buffers_.size());
+  std::array<T*, kMaxBuffers> base{};
+  for (size_t i = 0; i < buffers_.size(); ++i) base[i] = buffers_[i].data<T>();
+  // Blocks are independent elementwise updates, so splitting cannot change any result.
+  parallel_for(0, numel_, 1 << 15, [&](int64_t begin, int64_t end) {
+    std::array<T*, kMaxBuffers> ptr{};
+    for (size_t i = 0; i < buffers_.size(); ++i) ptr[i] = base[i] + begin;
+    fn(StateBlock<T>{begin, end - begin, ptr.data()});
+  });
+}
+
+void DenseState::for_each_block(const BlockUpdate<float>& fn) { run(fn); }
+void DenseState::for_each_block(const BlockUpdate<double>& fn) { run(fn); }
+
+NamedTensors DenseState::tensors() const {
+  NamedTensors out;
+  for (size_t i = 0; i < buffers_.size(); ++i) out.emplace_back(buffer_names()[i], buffers_[i]);
+  return out;
+}
+
+// ---- Optimizer
+
+Optimizer::Optimizer(std::vector<ParamGroup> groups, const OptimizerOptions& defaults, const char* name) : name_(name) {
+  std::set<std::string> seen;
+  std::set<const TensorImpl*> seen_tensors;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    ParamGroup& pg = groups[g];
+    OCTET_CHECK(!pg.options || typeid(*pg.options) == typeid(defaults), name, ": parameter group ", g,
+                " has options of another optimizer kind");
+    Group group;
+    group.options = pg.options ? std::move(pg.options) : defaults.clone();
+    group.initial_lr = group.options->get_lr();
+    for (auto& [pname, p] : pg.params) {
+      OCTET_CHECK(p.defined(), name, ": parameter '", pname, "' is undefined");
+      OCTET_CHECK(seen.insert(pname).second, name, ": parameter name '", pname, "' appears twice");
+      OCTET_CHECK(seen_tensors.insert(p.impl()).second, name, ": parameter '", pname,
+                  "' is a tensor already listed under another name (tied weights: list it once)");
+      OCTET_CHECK(p.dtype() == DType::f32 || p.dtype() == DType::f64, name, ": parameter '", pname, "' has dtype ",
+                  p.dtype(), ", expected f32 or f64");
+      OCTET_CHECK(p.device().is_cpu(), name, ": parameter '", pname, "' is on ", p.device().str(),
+                  ", expected cpu (no device updates yet)");
+    }
+    group.params = std::move(pg.params);
+    groups_.push_back(std::move(group));
+  }
+}
+
+const NamedTensors& Optimizer::params(size_t group) const {
+  OCTET_CHECK(group < groups_.size(), name_, ": group ", group, " out of range (", groups_.size(), " groups)");
+  return groups_[group].params;
+}
+
+const OptimizerOptions& Optimizer::group_options(size_t group) const {
+  OCTET_CHECK(group < groups_.size(), name_, ": group ", group, " out of range (", groups_.size(), " groups)");
+  return *groups_[group].options;
+}
+OptimizerOptions& Optimizer::group_options(size_t group) {
+  OCTET_CHECK(group < groups_.size(), name_, ": group ", group, " out of range (", groups_.size(), " groups)");
+  return *groups_[group].options;
+}
+
+double Optimizer::lr(size_t group) const { return group_options(group).get_lr(); }
+void Optimizer::set_lr(size_t group, double lr) {
+  OCTET_CHECK(lr >= 0.0, name_, ": expected lr >= 0, got ", lr);
+  group_options(group).set_lr(lr);
+}
+double Optimizer::initial_lr(size_t group) const {
+  group_options(group);  // range check
+  return groups_[group].initial_lr;
+}
+
+std::unique_ptr<ParamState> Optimizer::make_state(const std::string& name, const Tensor& param,
+                                                  const OptimizerOptions& options) const {
+  return std::make_unique<DenseState>(param, state_buffers(options));
+}
+
+void Optimizer::ensure_state() const {
+  for (Group& g : groups_) {
+    if (g.states.size() == g.params.size()) continue;
+    g.states.clear();
+    for (const auto& [pname, p] : g.params) g.states.push_back(make_state(pname, p, *g.options));
+  }
+}
+
+void Optimizer::step() {
+  NoGradGuard no_grad;
+  ensure_state();
+  for (Group& g : groups_) {
+    for (size_t i = 0; i < g.params.size(); ++i) {
+      auto& [pname, p] = g.params[i];
+      Tensor grad = p.grad();
+      if (!grad.defined()) continue;
+      OCTET_CHECK(grad.shape() == p.shape() && grad.dtype() == p.dtype() && grad.device() == p.device(), name_,
+                  ": gradient of '", pname, "' is ", grad.dtype(), " ", grad.shape(), ", expected ", p.dtype(), " ",
+                  p.shape());
+      ParamState& state = *g.states[i];
+      OCTET_CHECK(state.buffer_names() == state_buffers(*g.options), name_, ": the options of '", pname,
+                  "' were changed after its state was made, so that it needs other state buffers");
+      state.set_step(state.step() + 1);
+      // Updates write through data pointers; a non-contiguous parameter is updated in a copy.
+      Tensor work = p.contiguous();
+      update(*g.options, work, grad.contiguous(), state);
+      if (work.same(p)) {
+        p.storage()->bump_version();  // autograd must see that saved copies of p went stale
+      } else {
+        p.copy_(work);
+      }
+    }
+  }
+  ++steps_;
+}
+
+void Optimizer::zero_grad() {
+  for (Group& g : groups_)
+    for (auto& [pname, p] : g.params) p.set_grad(Tensor());
+}
+
+// ---- checkpoints
+
+namespace {
+constexpr const char* kStepsKey = "steps";
+Tensor i64_scalar(int64_t v) { return scalar_tensor(static_cast<double>(v), DType::i64); }
+}  // namespace
+
+NamedTensors Optimizer::state_dict() const {
+  ensure_state();
+  NamedTensors out;
+  for (const Group& g : groups_) {
+    for (size_t i = 0; i < g.params.size(); ++i) {
+      const std::string& pname = g.params[i].first;
+      out.emplace_back(pname + ".step", i64_scalar(g.states[i]->step()));
+      for (const auto& [suffix, t] : g.states[i]->tensors()) out.emplace_back(pname + "." + suffix, t.clone());
+    }
+  }
+  out.emplace_back(kStepsKey, i64_scalar(steps_));
+  return out;
+}
+
+void Optimizer::load_state_dict(const NamedTensors& state) {
+  ensure_state();
+  // What must be there: a live tensor to copy into, or a step counter to set.
+  struct Target {
+    Tensor into;                    // defined for state tensors
+    ParamState* counter = nullptr;  // for "<param>.step"
+    bool found = false;
+    const Tensor* from = nullptr;
+  };
+  std::map<std::string, Target> targets;
+  std::vector<std::string> order;  // state_dict() order, for error messages
+  auto add = [&](const std::string& key, Target t) {
+    OCTET_CHECK(targets.emplace(key, std::move(t)).second, name_, ": state key '", key,
+                "' is produced twice (a parameter name collides with another's state)");
+    order.push_back(key);
+  };
+  for (Group& g : groups_) {
+    for (size_t i = 0; i < g.params.size(); ++i) {
+      const std::string& pname = g.params[i].first;
+      add(pname + ".step", Target{Tensor(), g.states[i].get()});
+      for (const auto& [suffix, t] : g.states[i]->tensors()) add(pname + "." + suffix, Target{t});
+    }
+  }
+  add(kStepsKey, Target{});
+
+  // Check everything before changing anything, so a bad checkpoint leaves the optimizer intact.
+  for (const auto& [key, t] : state) {
+    auto it = targets.find(key);
+    OCTET_CHECK(it != targets.end(), name_, ".load_state_dict: unexpected key '", key, "'");
+    Target& target = it->second;
+    OCTET_CHECK(!target.found, name_, ".load_state_dict: key '", key, "' appears twice");
+    OCTET_CHECK(t.defined(), name_, ".load_state_dict: key '", key, "' holds an undefined tensor");
+    target.found = true;
+    target.from = &t;
+    if (target.into.defined()) {
+      OCTET_CHECK(t.shape() == target.into.shape() && t.dtype() == target.into.dtype(), name_,
+                  ".load_state_dict: key '", key, "' expected ", target.into.dtype(), " ", target.into.shape(),
+                  ", got ", t.dtype(), " ", t.shape());
+    } else {
+      OCTET_CHECK(t.dtype() == DType::i64 && t.numel() == 1 && t.dim() == 0, name_, ".load_state_dict: key '", key,
+                  "' expected an i64 scalar, got ", t.dtype(), " ", t.shape());
+      OCTET_CHECK(t.item<int64_t>() >= 0, name_, ".load_state_dict: key '", key, "' expected a count >= 0, got ",
+                  t.item<int64_t>());
+    }
+  }
+  std::string missing;
+  for (const std::string& key : order)
+    if (!targets[key].found) missing += (missing.empty() ? "'" : ", '") + key + "'";
+  OCTET_CHECK(missing.empty(), name_, ".load_state_dict: missing key(s) ", missing);
+
+  NoGradGuard no_grad;
+  for (auto& [key, target] : targets) {
+    if (target.into.defined()) {
+      target.into.copy_(*target.from);
+    } else if (target.counter) {
+      target.counter->set_step(target.from->item<int64_t>());
+    } else {
+      steps_ = target.from->item<int64_t>();
+    }
+  }
+}
+
+}  // namespace octet

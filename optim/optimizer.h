@@ -1,0 +1,181 @@
+// Optimizer: the base of SGD, Adam and AdamW. Parameters come in groups of NAMED tensors; each
+// group holds its own copy of the options (per-group lr / weight_decay, as PyTorch param groups).
+// Optimizer state is keyed by parameter name, never by pointer or position, so a checkpoint
+// survives reordering parameters and rebuilding the model.
+//   SGD opt(model.named_parameters(), SGDOptions(0.1).momentum(0.9));
+//   loss.backward();  opt.step();  opt.zero_grad();
+//   save(opt.state_dict());  ...  fresh.load_state_dict(loaded);   // continues bit for bit
+//
+// Extension point (pluggable state, e.g. 8-bit block-quantized moments):
+//   Each parameter owns one ParamState, made by the virtual Optimizer::make_state() the first time
+//   state is needed. An update never touches state memory directly: it asks the ParamState to
+//   run it block by block (ParamState::for_each_block) and gets each named buffer of the block as
+//   a dense array of the parameter's type. DenseState hands out its own memory; a block-quantized
+//   state (codes u8 + absmax f32 per block of, say, 2048 elements) would dequantize a block into
+//   scratch, run the same update on it, and quantize it back -- the paper's "dequantize, update in
+//   32-bit, quantize" -- without any change to SGD's or Adam's update code. ParamState::tensors()
+//   names what a checkpoint stores ("exp_avg" for dense; "exp_avg.codes", "exp_avg.absmax" for
+//   quantized), and load_state_dict() checks and copies into exactly those tensors. An 8-bit Adam
+//   is then a subclass overriding make_state() (keeping small or embedding parameters dense).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace octet {
+
+// ---- per-parameter state
+
+// A block of one parameter handed to an update: elements [begin, begin + n) of the flattened
+// parameter, and each state buffer of the block as n dense elements of T (in the order of
+// ParamState::buffer_names()).
+template <typename T>
+struct StateBlock {
+  int64_t begin = 0;
+  int64_t n = 0;
+  T* const* buffers = nullptr;
+  T* buffer(size_t i) const { return buffers[i]; }
+};
+
+template <typename T>
+using BlockUpdate = std::function<void(const StateBlock<T>&)>;
+
+// One parameter's optimizer state: a count of the updates applied to it and named buffers of the
+// parameter's size, all starting at zero.
+class ParamState {
+ public:
+  explicit ParamState(std::vector<std::string> buffer_names) : buffer_names_(std::move(buffer_names)) {}
+  virtual ~ParamState() = default;
+  ParamState(const ParamState&) = delete;
+  ParamState& operator=(const ParamState&) = delete;
+
+  int64_t step() const { return step_; }
+  void set_step(int64_t step) { step_ = step; }
+  const std::vector<std::string>& buffer_names() const { return buffer_names_; }
+
+  // Runs `fn` over every element of the parameter, block by block, possibly in parallel: `fn` may
+  // touch only its own block. T is the parameter's type (f32 -> float, f64 -> double).
+  virtual void for_each_block(const BlockUpdate<float>& fn) = 0;
+  virtual void for_each_block(const BlockUpdate<double>& fn) = 0;
+  // What a checkpoint stores, keyed by suffix (without the parameter name): handles to the live
+  // tensors, so loading is a checked copy into them.
+  virtual NamedTensors tensors() const = 0;
+
+ private:
+  std::vector<std::string> buffer_names_;
+  int64_t step_ = 0;
+};
+
+// State buffers as plain tensors of the parameter's shape and dtype (contiguous).
+class DenseState : public ParamState {
+ public:
+  DenseState(const Tensor& param, std::vector<std::string> buffer_names);
+  void for_each_block(const BlockUpdate<float>& fn) override;
+  void for_each_block(const BlockUpdate<double>& fn) override;
+  NamedTensors tensors() const override;
+  const Tensor& buffer(size_t i) const { return buffers_.at(i); }
+
+ private:
+  template <typename T>
+  void run(const BlockUpdate<T>& fn);
+  std::vector<Tensor> buffers_;
+  int64_t numel_;
+};
+
+// ---- options and groups
+
+// Options of one optimizer kind (SGDOptions, AdamOptions, ...). The lr accessors are virtual so
+// the base class and the schedules can read and set it without knowing the kind.
+struct OptimizerOptions {
+  virtual ~OptimizerOptions() = default;
+  virtual std::unique_ptr<OptimizerOptions> clone() const = 0;
+  virtual double get_lr() const = 0;
+  virtual void set_lr(double lr) = 0;
+};
+
+// Parameters that share options. Without options the group takes the optimizer's defaults.
+struct ParamGroup {
+  NamedTensors params;
+  std::unique_ptr<OptimizerOptions> options;  // may be null
+
+  explicit ParamGroup(NamedTensors p) : params(std::move(p)) {}
+  ParamGroup(NamedTensors p, const OptimizerOptions& o) : params(std::move(p)), options(o.clone()) {}
+  ParamGroup(const ParamGroup& o) : params(o.params), options(o.options ? o.options->clone() : nullptr) {}
+  ParamGroup(ParamGroup&&) = default;
+  ParamGroup& operator=(ParamGroup o) {
+    params = std::move(o.params);
+    options = std::move(o.options);
+    return *this;
+  }
+};
+
+// ---- the optimizer
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  // Updates every parameter that has a gradient, in place, under NoGradGuard; parameters whose
+  // grad is undefined are skipped (their step counters do not advance).
+  virtual void step();
+  // Sets every parameter's grad to undefined.
+  void zero_grad();
+
+  size_t num_groups() const { return groups_.size(); }
+  const NamedTensors& params(size_t group) const;
+  double lr(size_t group) const;
+  void set_lr(size_t group, double lr);
+  // The lr the group was built with: schedules scale this one.
+  double initial_lr(size_t group) const;
+  // Calls of step() so far (also restored by load_state_dict).
+  int64_t steps() const { return steps_; }
+
+  // A snapshot (cloned tensors) of the state: "<param>.<buffer>" for each state tensor (e.g.
+  // "fc.weight.exp_avg"), "<param>.step" (i64 scalar: updates applied to that parameter) and
+  // "steps" (i64 scalar: steps()). Hyperparameters are not included: they come from the recipe.
+  NamedTensors state_dict() const;
+  // Strict: every key above must be present exactly once with the same shape and dtype, and no
+  // other key; otherwise an octet::Error naming the key, and nothing is changed.
+  void load_state_dict(const NamedTensors& state);
+
+ protected:
+  // `defaults` fills groups without options; group options of the wrong kind are an Error.
+  Optimizer(std::vector<ParamGroup> groups, const OptimizerOptions& defaults, const char* name);
+
+  // The extension point: the state of parameter `name` in a group with `options`. The default
+  // is DenseState with state_buffers(options). Called lazily (first step/state_dict/load).
+  virtual std::unique_ptr<ParamState> make_state(const std::string& name, const Tensor& param,
+                                                 const OptimizerOptions& options) const;
+  // Names of the state buffers a parameter needs under `options` (e.g. {"momentum_buffer"}).
+  virtual std::vector<std::string> state_buffers(const OptimizerOptions& options) const = 0;
+  // Applies one update to `param` (contiguous CPU f32/f64) with `grad` (same shape, dtype,
+  // contiguous); state.step() already counts this update.
+  virtual void update(const OptimizerOptions& options, const Tensor& param, const Tensor& grad,
+                      ParamState& state) const = 0;
+
+  const OptimizerOptions& group_options(size_t group) const;
+  OptimizerOptions& group_options(size_t group);
+  const char* name() const { return name_; }
+
+ private:
+  struct Group {
+    NamedTensors params;
+    std::unique_ptr<OptimizerOptions> options;
+    double initial_lr = 0.0;
+    std::vector<std::unique_ptr<ParamState>> states;  // one per param, made by ensure_state()
+  };
+  void ensure_state() const;
+
+  const char* name_;
+  mutable std::vector<Group> groups_;  // states are created lazily, also from const accessors
+  int64_t steps_ = 0;
+};
+
+}  // namespace octet
