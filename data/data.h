@@ -1,0 +1,11 @@
+// The data API in one include: datasets, transforms and the DataLoader.
+//   auto train = cifar10("/data/cifar10", true, compose({random_crop(32, 32, 4), random_horizontal_flip()}));
+//   DataLoader loader(train, DataLoaderOptions().batch_size(128).seed(1));
+#pragma once
+
+#include "data/cifar10.h"
+#include "data/dataset.h"
+#include "data/image_folder.h"
+#include "data/loader.h"
+#include "data/mnist.h"
+#include "data/transforms.h"
