@@ -1,0 +1,76 @@
+#include "models/registry.h"
+
+#include <cmath>
+#include <functional>
+#include <map>
+
+#include "models/mobilenetv2.h"
+#include "models/resnet.h"
+#include "models/small_cnn.h"
+
+namespace octet {
+
+namespace {
+
+using Builder = std::function<std::shared_ptr<Module>(const ModelOptions&)>;
+
+Shortcut parse_shortcut(const std::string& s) {
+  OCTET_CHECK(s == "A" || s == "B", "build_model: shortcut must be \"A\" or \"B\", got \"", s, "\"");
+  return s == "A" ? Shortcut::A : Shortcut::B;
+}
+
+const std::map<std::string, Builder>& builders() {
+  static const std::map<std::string, Builder> table = [] {
+    std::map<std::string, Builder> t;
+    t["small_cnn"] = [](const ModelOptions& o) {
+      return std::make_shared<SmallCnn>(o.num_classes_, o.in_channels_, o.image_size_, o.dropout_);
+    };
+    for (bool cifar : {false, true})
+      t[cifar ? "mobilenetv2_cifar" : "mobilenetv2"] = [cifar](const ModelOptions& o) {
+        return std::make_shared<MobileNetV2>(o.num_classes_, o.width_mult_, cifar, o.in_channels_, o.dropout_);
+      };
+    auto imagenet = [&t](const char* name, ResNet::Block block, std::vector<int64_t> layers) {
+      t[name] = [block, layers](const ModelOptions& o) {
+        return std::make_shared<ResNet>(block, layers, o.num_classes_, o.in_channels_);
+      };
+    };
+    imagenet("resnet18", ResNet::Block::basic, {2, 2, 2, 2});
+    imagenet("resnet34", ResNet::Block::basic, {3, 4, 6, 3});
+    imagenet("resnet50", ResNet::Block::bottleneck, {3, 4, 6, 3});
+    for (int64_t depth : {20, 32, 44, 56, 110})
+      t["resnet" + std::to_string(depth)] = [depth](const ModelOptions& o) {
+        return std::make_shared<CifarResNet>(depth, o.num_classes_, parse_shortcut(o.shortcut_), o.in_channels_);
+      };
+    return t;
+  }();
+  return table;
+}
+
+std::string joined_names() {
+  std::string out;
+  for (const auto& n : model_names()) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+}  // namespace
+
+std::shared_ptr<Module> build_model(const ModelOptions& o) {
+  auto it = builders().find(o.name_);
+  OCTET_CHECK(it != builders().end(), "build_model: unknown model \"", o.name_, "\"; known models: ", joined_names());
+  OCTET_CHECK(o.num_classes_ > 0, "build_model: num_classes must be positive, got ", o.num_classes_);
+  OCTET_CHECK(o.in_channels_ > 0, "build_model: in_channels must be positive, got ", o.in_channels_);
+  OCTET_CHECK(o.image_size_ > 0, "build_model: image_size must be positive, got ", o.image_size_);
+  OCTET_CHECK(std::isfinite(o.width_mult_) && o.width_mult_ > 0, "build_model: width_mult must be positive, got ",
+              o.width_mult_);
+  OCTET_CHECK(o.dropout_ >= 0 && o.dropout_ < 1, "build_model: dropout must be in [0, 1), got ", o.dropout_);
+  parse_shortcut(o.shortcut_);
+  return it->second(o);
+}
+
+std::vector<std::string> model_names() {
+  std::vector<std::string> names;
+  for (const auto& [name, builder] : builders()) names.push_back(name);
+  return names;
+}
+
+}  // namespace octet

@@ -1,0 +1,59 @@
+// Models by name, for recipes and the CLI. ModelOptions' fields are the recipe's `model:` keys.
+//   auto net = build_model(ModelOptions().name("resnet20").num_classes(10).shortcut("B"));
+//   for (const auto& n : model_names()) std::cout << n << "\n";
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "layers/module.h"
+
+namespace octet {
+
+struct ModelOptions {
+  std::string name_ = "small_cnn";
+  int64_t num_classes_ = 10;
+  int64_t in_channels_ = 3;
+  int64_t image_size_ = 32;     // input height = width; sizes small_cnn's classifier
+  double width_mult_ = 1.0;     // mobilenetv2*
+  double dropout_ = 0.2;        // before the classifier: mobilenetv2* and small_cnn
+  std::string shortcut_ = "A";  // CIFAR resnets: "A" (zero padding) or "B" (projection)
+
+  ModelOptions& name(std::string v) {
+    name_ = std::move(v);
+    return *this;
+  }
+  ModelOptions& num_classes(int64_t v) {
+    num_classes_ = v;
+    return *this;
+  }
+  ModelOptions& in_channels(int64_t v) {
+    in_channels_ = v;
+    return *this;
+  }
+  ModelOptions& image_size(int64_t v) {
+    image_size_ = v;
+    return *this;
+  }
+  ModelOptions& width_mult(double v) {
+    width_mult_ = v;
+    return *this;
+  }
+  ModelOptions& dropout(double v) {
+    dropout_ = v;
+    return *this;
+  }
+  ModelOptions& shortcut(std::string v) {
+    shortcut_ = std::move(v);
+    return *this;
+  }
+};
+
+// Builds the named model with fresh weights drawn from default_generator(). Unknown names and
+// out-of-range values are octet::Errors (the former lists the known names).
+std::shared_ptr<Module> build_model(const ModelOptions& opts);
+// The known names, sorted.
+std::vector<std::string> model_names();
+
+}  // namespace octet
