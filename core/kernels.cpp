@@ -131,6 +131,20 @@ void adaptive_avg_pool2d_backward(const Tensor& dout, const Tensor& dx) {
   no_device("adaptive_avg_pool2d_backward", d);
 }
 
+void batch_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& out,
+                        const Tensor& mean, const Tensor& invstd) {
+  Device d = x.device();
+  if (d.is_cpu()) return cpu::batch_norm_forward(x, weight, bias, eps, out, mean, invstd);
+  no_device("batch_norm_forward", d);
+}
+
+void batch_norm_backward(const Tensor& dout, const Tensor& x, const Tensor& weight, const Tensor& mean,
+                         const Tensor& invstd, const Tensor& dx, const Tensor& dweight, const Tensor& dbias) {
+  Device d = x.device();
+  if (d.is_cpu()) return cpu::batch_norm_backward(dout, x, weight, mean, invstd, dx, dweight, dbias);
+  no_device("batch_norm_backward", d);
+}
+
 void gather_rows(const Tensor& x, const Tensor& index, const Tensor& out) {
   Device d = x.device();
   if (d.is_cpu()) return cpu::gather_rows(x, index, out);

@@ -93,6 +93,15 @@ void avg_pool2d_backward(const Pool2dGeometry& g, const Tensor& dout, const Tens
 void adaptive_avg_pool2d_forward(const Tensor& x, const Tensor& out);
 void adaptive_avg_pool2d_backward(const Tensor& dout, const Tensor& dx);
 
+// Batch norm in training mode over x [N, C, S] (S: the spatial size; contiguous): out, and the
+// per-channel mean and inverse standard deviation (biased variance) the backward needs.
+// weight and bias [C] may be undefined.
+void batch_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& out,
+                        const Tensor& mean, const Tensor& invstd);
+// dx (may be undefined), dweight and dbias [C] (may be undefined) from dout [N, C, S].
+void batch_norm_backward(const Tensor& dout, const Tensor& x, const Tensor& weight, const Tensor& mean,
+                         const Tensor& invstd, const Tensor& dx, const Tensor& dweight, const Tensor& dbias);
+
 // Gathers along the last dim: x [M, C], index i64 [M, J] -> out [M, J]. Contiguous.
 // Indices are checked to lie in [0, C).
 void gather_rows(const Tensor& x, const Tensor& index, const Tensor& out);

@@ -31,6 +31,10 @@ void avg_pool2d_forward(const Pool2dGeometry& g, const Tensor& x, const Tensor& 
 void avg_pool2d_backward(const Pool2dGeometry& g, const Tensor& dout, const Tensor& dx);
 void adaptive_avg_pool2d_forward(const Tensor& x, const Tensor& out);
 void adaptive_avg_pool2d_backward(const Tensor& dout, const Tensor& dx);
+void batch_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& out,
+                        const Tensor& mean, const Tensor& invstd);
+void batch_norm_backward(const Tensor& dout, const Tensor& x, const Tensor& weight, const Tensor& mean,
+                         const Tensor& invstd, const Tensor& dx, const Tensor& dweight, const Tensor& dbias);
 void gather_rows(const Tensor& x, const Tensor& index, const Tensor& out);
 void scatter_add_rows(const Tensor& dx, const Tensor& index, const Tensor& src);
 void index_select_rows(const Tensor& x, const Tensor& index, const Tensor& out);

@@ -172,16 +172,45 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   if (training) {
     int64_t n = x.numel() / std::max<int64_t>(c, 1);
     OCTET_CHECK(n > 1, "batch_norm: training needs more than one value per channel, got input shape ", x.shape());
-    Tensor mu = mean(x, dims, true);
-    Tensor centered = x - mu;
-    Tensor biased_var = mean(centered * centered, dims, true);
-    y = centered * rsqrt(biased_var + eps);
+    OCTET_CHECK(x.dtype() == DType::f32 || x.dtype() == DType::f64, "batch_norm: expected dtype f32 or f64, got ",
+                x.dtype());
+    for (const Tensor* t : {&running_mean, &running_var, &weight, &bias})
+      OCTET_CHECK(!t->defined() || t->dtype() == x.dtype(), "batch_norm: per-channel tensors must be ", x.dtype(),
+                  ", got ", t->dtype());
+    // One fused kernel for statistics + normalization + affine, one for the whole backward.
+    TensorOptions like = TensorOptions(x.dtype()).device(x.device());
+    Tensor x3 = x.contiguous().reshape({x.size(0), c, -1});
+    Tensor w = weight.defined() ? weight.contiguous() : Tensor(), b = bias.defined() ? bias.contiguous() : Tensor();
+    Tensor out = empty(x3.shape(), like), mu = empty({c}, like), invstd = empty({c}, like);
+    {
+      NoGradGuard ng;
+      kernels::batch_norm_forward(x3.detach(), w.defined() ? w.detach() : w, b.defined() ? b.detach() : b, eps, out,
+                                  mu, invstd);
+    }
+    y = out.reshape(x.shape());
     if (running_mean.defined() && running_var.defined()) {
       NoGradGuard ng;
-      Tensor unbiased = biased_var.reshape({c}) * (static_cast<double>(n) / static_cast<double>(n - 1));
-      running_mean.detach().copy_(running_mean * (1.0 - momentum) + mu.reshape({c}) * momentum);
+      // invstd = 1/sqrt(var + eps)  ->  unbiased var = (1/invstd^2 - eps) * n/(n-1)
+      Tensor biased_var = reciprocal(invstd * invstd) - eps;
+      Tensor unbiased = biased_var * (static_cast<double>(n) / static_cast<double>(n - 1));
+      running_mean.detach().copy_(running_mean * (1.0 - momentum) + mu * momentum);
       running_var.detach().copy_(running_var * (1.0 - momentum) + unbiased * momentum);
     }
+    if (autograd::needs_grad({x, weight, bias})) {
+      bool rx = x.requires_grad(), rw = weight.defined() && weight.requires_grad(),
+           rb = bias.defined() && bias.requires_grad();
+      autograd::record("batch_norm", {x, weight, bias}, {y},
+                       [=, sx = saved(x3), sw = saved(w), sm = saved(mu), si = saved(invstd)](const Grads& g) {
+                         const Tensor& x3v = sx.get();
+                         Tensor dout = g[0].contiguous().reshape(x3v.shape());
+                         TensorOptions o = TensorOptions(x3v.dtype()).device(x3v.device());
+                         Tensor dx = rx ? empty(x3v.shape(), o) : Tensor();
+                         Tensor dw = rw ? empty({c}, o) : Tensor(), db = rb ? empty({c}, o) : Tensor();
+                         kernels::batch_norm_backward(dout, x3v, sw.get(), sm.get(), si.get(), dx, dw, db);
+                         return Grads{rx ? dx.reshape(g[0].shape()) : Tensor(), dw, db};
+                       });
+    }
+    return y;
   } else {
     OCTET_CHECK(running_mean.defined() && running_var.defined(),
                 "batch_norm: evaluation mode needs running_mean and running_var");

@@ -206,6 +206,35 @@ TEST(Nn, BatchNormGradients) {
   EXPECT_THROW(batch_norm(zeros({2, 3}), zeros({4}), ones({4}), Tensor(), Tensor(), false), Error);
 }
 
+// The fused training-mode kernel against the plain composite formula, forward and backward.
+TEST(Nn, BatchNormKernelMatchesPlainFormula) {
+  for (Shape shape : {Shape{3, 5, 7, 9}, Shape{16, 3, 1, 1}, Shape{4, 6, 11}}) {
+    Generator g(7);
+    Tensor x = (randn(shape, DType::f64, &g) * 3.0 + 2.0).requires_grad_(true);
+    Tensor w = randn({shape[1]}, DType::f64, &g).requires_grad_(true);
+    Tensor b = randn({shape[1]}, DType::f64, &g).requires_grad_(true);
+    Tensor dy = randn(shape, DType::f64, &g);
+    batch_norm(x, Tensor(), Tensor(), w, b, true, 0.1, 1e-5).backward(dy);
+    std::vector<double> y1 = batch_norm(x, Tensor(), Tensor(), w, b, true).to_vector<double>();
+    std::vector<std::vector<double>> g1 = {x.grad().to_vector<double>(), w.grad().to_vector<double>(),
+                                           b.grad().to_vector<double>()};
+    for (Tensor* t : {&x, &w, &b}) t->set_grad(Tensor());
+    std::vector<int64_t> dims = {0};
+    for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
+    Shape bs(x.dim(), 1);
+    bs[1] = shape[1];
+    Tensor centered = x - mean(x, dims, true);
+    Tensor plain = centered * rsqrt(mean(centered * centered, dims, true) + 1e-5) * w.reshape(bs) + b.reshape(bs);
+    plain.backward(dy);
+    std::vector<double> y2 = plain.to_vector<double>();
+    for (size_t i = 0; i < y1.size(); ++i) ASSERT_NEAR(y1[i], y2[i], 1e-12);
+    std::vector<std::vector<double>> g2 = {x.grad().to_vector<double>(), w.grad().to_vector<double>(),
+                                           b.grad().to_vector<double>()};
+    for (int k = 0; k < 3; ++k)
+      for (size_t i = 0; i < g1[k].size(); ++i) ASSERT_NEAR(g1[k][i], g2[k][i], 1e-10) << k;
+  }
+}
+
 TEST(Nn, LstmCell) {
   int64_t b = 2, in = 3, h = 4;
   Tensor x = rand_input({b, in}, 91), h0 = rand_input({b, h}, 92), c0 = rand_input({b, h}, 93);
