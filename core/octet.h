@@ -1,4 +1,5 @@
-// octet's public umbrella header: `#include <octet/octet.h>` brings in the whole C++ API.
+// octet's public umbrella header: `#include <octet/octet.h>` brings in the whole C++ API
+// (core, layers and models).
 //   octet::Tensor x = octet::randn({4, 8}, octet::TensorOptions().requires_grad(true));
 //   octet::sum(octet::relu(x)).backward();
 #pragma once
@@ -19,3 +20,5 @@
 #include "core/parallel.h"
 #include "core/serialization.h"
 #include "core/tensor.h"
+#include "layers/layers.h"
+#include "models/models.h"

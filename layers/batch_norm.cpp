@@ -30,6 +30,8 @@ void BatchNorm2d::reset_parameters() {
 Tensor BatchNorm2d::forward(const Tensor& x) {
   OCTET_CHECK(x.defined() && x.dim() == 4 && x.size(1) == num_features_, "BatchNorm2d: expected input [N, ",
               num_features_, ", H, W], got ", x.defined() ? x.shape() : Shape{});
+  OCTET_CHECK(x.dtype() == weight_.dtype(), "BatchNorm2d: input dtype ", x.dtype(), " differs from the parameters' ",
+              weight_.dtype(), " (convert the module with Module::to)");
   Tensor y = batch_norm(x, running_mean_, running_var_, weight_, bias_, is_training(), momentum_, eps_);
   if (is_training()) {
     NoGradGuard ng;

@@ -240,12 +240,14 @@ void Module::summary_into(std::string& out, const std::string& name, int indent)
   std::string pad(static_cast<size_t>(indent) * 2, ' ');
   int64_t n = num_parameters();
   std::string count = n > 0 ? "  # " + with_commas(n) + " params" : "";
-  out += pad + (name.empty() ? "" : "(" + name + "): ") + type_name() + "(" + extra_repr();
+  out += pad + (name.empty() ? "" : "(" + name + "): ") + type_name() + "(";
   if (children_.empty()) {
-    out += ")" + count + "\n";
+    out += extra_repr() + ")" + count + "\n";
     return;
   }
+  // As PyTorch: a module with children shows its arguments on a line of their own.
   out += count + "\n";
+  if (!extra_repr().empty()) out += pad + "  " + extra_repr() + "\n";
   for (const auto& [child_name, child] : children_) child->summary_into(out, child_name, indent + 1);
   out += pad + ")\n";
 }

@@ -106,6 +106,7 @@ TEST(Layers, BatchNormRunningStats) {
   }
   EXPECT_TRUE(differs) << "train and eval outputs should differ";
   EXPECT_THROW(bn(zeros({2, 3, 4, 4})), Error);
+  EXPECT_THROW(bn(zeros({2, 2, 4, 4}, DType::f64)), Error);
   EXPECT_THROW(BatchNorm2d(0), Error);
   EXPECT_THROW(BatchNorm2d(2, 1e-5, 1.5), Error);
 }

@@ -129,6 +129,19 @@ TEST(Models, StateDictRoundTrip) {
   EXPECT_THROW(c->load_state_dict(a->state_dict()), Error);
 }
 
+TEST(Models, Summary) {
+  std::string s = build_model(ModelOptions().name("resnet20"))->summary();
+  EXPECT_EQ(s.rfind("CifarResNet(  # 269,722 params\n  depth=20, shortcut=A\n"
+                    "  (conv1): Conv2d(3, 16, kernel_size=3, padding=1, bias=false)  # 432 params\n",
+                    0),
+            0u)
+      << s;
+  EXPECT_NE(s.find("      (conv1): Conv2d(16, 32, kernel_size=3, stride=2, padding=1, bias=false)  # 4,608 params\n"),
+            std::string::npos)
+      << s;
+  EXPECT_EQ(s.substr(s.size() - 2), ")\n");
+}
+
 TEST(Models, Registry) {
   std::vector<std::string> names = model_names();
   for (const char* n :
