@@ -33,6 +33,7 @@ std::vector<uint8_t> random_bytes(size_t n, uint64_t seed) {
 
 // MNIST-format data whose label is visible in the image (so a model can learn it).
 void write_mnist(const std::string& root, int64_t n_train, int64_t n_test) {
+  fs::create_directories(root);
   for (auto [name, n] : {std::pair{"train", n_train}, std::pair{"t10k", n_test}}) {
     std::vector<uint8_t> images = random_bytes(static_cast<size_t>(n) * 784, n), labels(n);
     for (int64_t i = 0; i < n; ++i) {
