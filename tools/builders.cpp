@@ -59,7 +59,9 @@ std::shared_ptr<Module> build_model_from(const Recipe& r) {
 Datasets build_datasets(const Recipe& r, bool need_train, const std::string& root_override) {
   const std::string name = r.text("data.dataset");
   DatasetDefaults d = defaults_for(name);
-  std::string root = !root_override.empty() ? root_override : r.text("data.root").empty() ? d.root : r.text("data.root");
+  std::string root = !root_override.empty()        ? root_override
+                     : r.text("data.root").empty() ? d.root
+                                                   : r.text("data.root");
   std::vector<float> mean = r.real_list("data.mean").empty() ? d.mean : floats(r.real_list("data.mean"));
   std::vector<float> std = r.real_list("data.std").empty() ? d.std : floats(r.real_list("data.std"));
   OCTET_CHECK(mean.size() == std.size(), "recipe data.mean and data.std: ", mean.size(), " and ", std.size(),
@@ -100,8 +102,8 @@ Datasets build_datasets(const Recipe& r, bool need_train, const std::string& roo
   if (limit_test > 0) out.test = std::make_shared<Prefix>(out.test, limit_test);
   // The model must fit the data.
   int64_t channels = out.test->input_shape().at(0);
-  OCTET_CHECK(r.integer("model.in_channels") == channels, "recipe model.in_channels is ", r.integer("model.in_channels"),
-              " but data.dataset ", name, " has ", channels, "-channel images");
+  OCTET_CHECK(r.integer("model.in_channels") == channels, "recipe model.in_channels is ",
+              r.integer("model.in_channels"), " but data.dataset ", name, " has ", channels, "-channel images");
   OCTET_CHECK(static_cast<int64_t>(mean.size()) == channels, "recipe data.mean has ", mean.size(), " values for ",
               channels, "-channel images");
   OCTET_CHECK(r.integer("model.num_classes") >= out.test->num_classes(), "recipe model.num_classes is ",
@@ -145,9 +147,12 @@ std::shared_ptr<LrSchedule> build_schedule(const Recipe& r) {
   OCTET_CHECK(warmup >= 0 && warmup < epochs, "recipe schedule.warmup_epochs: expected 0 <= value < train.epochs (",
               epochs, "), got ", warmup);
   std::shared_ptr<LrSchedule> main;
-  if (name == "constant") main = constant_schedule();
-  else if (name == "step") main = step_schedule(r.real("schedule.step_size"), r.real("schedule.gamma"));
-  else if (name == "multistep") main = multistep_schedule(r.real_list("schedule.milestones"), r.real("schedule.gamma"));
+  if (name == "constant")
+    main = constant_schedule();
+  else if (name == "step")
+    main = step_schedule(r.real("schedule.step_size"), r.real("schedule.gamma"));
+  else if (name == "multistep")
+    main = multistep_schedule(r.real_list("schedule.milestones"), r.real("schedule.gamma"));
   else if (name == "cosine")
     main = cosine_schedule(epochs - warmup, r.real("schedule.eta_min") / r.real("optimizer.lr"));
   else

@@ -24,8 +24,8 @@ T parse_number(const Metadata& md, const std::string& key, const std::string& pa
   if constexpr (std::is_floating_point_v<T>) {
     char* end = nullptr;
     v = std::strtod(s.c_str(), &end);
-    OCTET_CHECK(!s.empty() && end == s.c_str() + s.size(), path, ": checkpoint metadata '", key,
-                "' is not a number: '", s, "'");
+    OCTET_CHECK(!s.empty() && end == s.c_str() + s.size(), path, ": checkpoint metadata '", key, "' is not a number: '",
+                s, "'");
   } else {
     auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
     OCTET_CHECK(ec == std::errc() && p == s.data() + s.size(), path, ": checkpoint metadata '", key,
@@ -74,9 +74,12 @@ Checkpoint load_checkpoint(const std::string& path) {
   OCTET_CHECK(recipe != f.metadata.end(), path, ": checkpoint metadata lacks 'recipe'");
   c.recipe_yaml = recipe->second;
   for (auto& [k, t] : f.tensors) {
-    if (k.rfind(kModel, 0) == 0) c.model.emplace_back(k.substr(kModel.size()), t);
-    else if (k.rfind(kOptimizer, 0) == 0) c.optimizer.emplace_back(k.substr(kOptimizer.size()), t);
-    else OCTET_FAIL(path, ": unexpected tensor '", k, "' (expected model.* or optimizer.*)");
+    if (k.rfind(kModel, 0) == 0)
+      c.model.emplace_back(k.substr(kModel.size()), t);
+    else if (k.rfind(kOptimizer, 0) == 0)
+      c.optimizer.emplace_back(k.substr(kOptimizer.size()), t);
+    else
+      OCTET_FAIL(path, ": unexpected tensor '", k, "' (expected model.* or optimizer.*)");
   }
   return c;
 }

@@ -87,8 +87,10 @@ MetricsLog::MetricsLog(const std::string& dir, bool resume) : dir_(dir) {
       if (j.is_discarded() || !j.is_object()) continue;  // a line cut by a crash is skipped
       MetricRecord r;
       for (auto it = j.begin(); it != j.end(); ++it) {
-        if (it.key() == "split" && it.value().is_string()) r.split = it.value().get<std::string>();
-        else if (it.value().is_number()) r.values[it.key()] = it.value().get<double>();
+        if (it.key() == "split" && it.value().is_string())
+          r.split = it.value().get<std::string>();
+        else if (it.value().is_number())
+          r.values[it.key()] = it.value().get<double>();
       }
       records_.push_back(std::move(r));
     }

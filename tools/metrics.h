@@ -12,8 +12,8 @@
 namespace octet::tools {
 
 struct MetricRecord {
-  std::string split;                      // "train" (per log interval) or "test" (per epoch)
-  std::map<std::string, double> values;   // step, epoch, loss, top1, lr, samples_per_s, ...
+  std::string split;                     // "train" (per log interval) or "test" (per epoch)
+  std::map<std::string, double> values;  // step, epoch, loss, top1, lr, samples_per_s, ...
 };
 
 class MetricsLog {

@@ -1,11 +1,11 @@
 // The `octet` command line:
 //   octet train RECIPE [section.key=value ...] [--resume RUN_OR_CHECKPOINT]
-//   octet eval CHECKPOINT [--data ROOT]
+//   octet eval CHECKPOINT_OR_RUN [--data ROOT]
 //   octet inspect CHECKPOINT
 //   octet selftest            (a tiny model checked against finite differences)
 //   octet schema              (the recipe keys, as recipes/README.md documents them)
-#include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
+#include <CLI/CLI.hpp>
 
 #include <atomic>
 #include <csignal>
@@ -74,7 +74,8 @@ int main(int argc, char** argv) {
   auto* eval = app.add_subcommand("eval", "evaluate a checkpoint on its recipe's test split");
   std::string ckpt, data_root;
   int threads = 2;
-  eval->add_option("checkpoint", ckpt, "checkpoint file (.safetensors)")->required();
+  eval->add_option("checkpoint", ckpt, "checkpoint file (.safetensors) or run folder (its best checkpoint)")
+      ->required();
   eval->add_option("--data", data_root, "data folder to use instead of the recipe's data.root");
   eval->add_option("--threads", threads, "CPU threads")->check(CLI::Range(1, 1024));
 

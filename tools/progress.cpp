@@ -11,17 +11,25 @@ std::string format_duration(double s) {
   if (!std::isfinite(s) || s < 0) return "?";
   char buf[32];
   long t = std::lround(s);
-  if (t >= 3600) std::snprintf(buf, sizeof(buf), "%ldh%02ldm", t / 3600, (t % 3600) / 60);
-  else if (t >= 60) std::snprintf(buf, sizeof(buf), "%ldm%02lds", t / 60, t % 60);
-  else std::snprintf(buf, sizeof(buf), "%lds", t);
+  if (t >= 3600)
+    std::snprintf(buf, sizeof(buf), "%ldh%02ldm", t / 3600, (t % 3600) / 60);
+  else if (t >= 60)
+    std::snprintf(buf, sizeof(buf), "%ldm%02lds", t / 60, t % 60);
+  else
+    std::snprintf(buf, sizeof(buf), "%lds", t);
   return buf;
 }
 
 bool ProgressBar::terminal() { return ::isatty(STDERR_FILENO) == 1; }
 
 ProgressBar::ProgressBar(std::string label, int64_t total, bool enabled, double unit_per_step, const char* unit)
-    : label_(std::move(label)), total_(total), enabled_(enabled && terminal()), unit_per_step_(unit_per_step),
-      unit_(unit), start_(std::chrono::steady_clock::now()), last_draw_(start_) {}
+    : label_(std::move(label)),
+      total_(total),
+      enabled_(enabled && terminal()),
+      unit_per_step_(unit_per_step),
+      unit_(unit),
+      start_(std::chrono::steady_clock::now()),
+      last_draw_(start_) {}
 
 void ProgressBar::update(int64_t done, const std::string& stats) {
   if (start_done_ < 0) start_done_ = done - 1;  // a resumed epoch starts part-way

@@ -12,8 +12,7 @@ namespace octet::tools {
 class ProgressBar {
  public:
   // `unit_per_step` scales the rate (e.g. samples per batch) for the "/s" figure.
-  ProgressBar(std::string label, int64_t total, bool enabled, double unit_per_step = 1.0,
-              const char* unit = "it");
+  ProgressBar(std::string label, int64_t total, bool enabled, double unit_per_step = 1.0, const char* unit = "it");
   void update(int64_t done, const std::string& stats);
   void finish(const std::string& stats);
   // Whether bars are drawn at all: stderr is a terminal.

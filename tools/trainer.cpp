@@ -66,6 +66,17 @@ void drop_file_logs() {
               sinks.end());
 }
 
+// <checkpoint.dir>/latest -> the run folder, replaced atomically, so `octet eval runs/latest` works.
+void point_latest_at(const std::string& run_dir) {
+  fs::path dir(run_dir);
+  fs::path link = dir.parent_path() / "latest", tmp = dir.parent_path() / ".latest.tmp";
+  std::error_code ec;
+  fs::remove(tmp, ec);
+  fs::create_directory_symlink(dir.filename(), tmp, ec);
+  if (!ec) fs::rename(tmp, link, ec);
+  if (ec) spdlog::warn("could not point {} at {}: {}", link.string(), run_dir, ec.message());
+}
+
 std::string run_dir_of(const std::string& resume) {
   return fs::is_directory(resume) ? resume : fs::path(resume).parent_path().string();
 }
@@ -109,8 +120,6 @@ TrainResult train(const Recipe& recipe_in, const TrainOptions& opts) {
     recipe = parse_recipe(ckpt.recipe_yaml, path + " (recipe)", opts.overrides);
     state = ckpt.state;
     run_dir = run_dir_of(path);
-  } else {
-    run_dir = new_run_dir(recipe);
   }
   OCTET_CHECK(recipe.text("train.device") == "cpu", "recipe train.device: '", recipe.text("train.device"),
               "' is not available in this build (only cpu)");
@@ -128,15 +137,17 @@ TrainResult train(const Recipe& recipe_in, const TrainOptions& opts) {
     default_generator().set_state(state.rng_seed, state.rng_offset);
   }
   ckpt = Checkpoint();  // the tensors now live in the model and optimizer
+  if (!resuming) run_dir = new_run_dir(recipe);  // only once everything above was valid
 
   add_file_log(run_dir + "/train.log");
+  point_latest_at(run_dir);
   write_file_atomic(run_dir + "/recipe.yaml", recipe.resolved_yaml());
   MetricsLog metrics(run_dir, resuming);
   std::unique_ptr<TensorBoardWriter> tb;
   if (recipe.boolean("log.tensorboard")) tb = std::make_unique<TensorBoardWriter>(run_dir + "/tensorboard");
-  spdlog::info("{} run {} ({}): model {} with {} parameters, {} training / {} test examples", resuming ? "resuming" : "starting",
-               run_dir, recipe.source(), recipe.text("model.name"), model->num_parameters(), data.train->size(),
-               data.test->size());
+  spdlog::info("{} run {} ({}): model {} with {} parameters, {} training / {} test examples",
+               resuming ? "resuming" : "starting", run_dir, recipe.source(), recipe.text("model.name"),
+               model->num_parameters(), data.train->size(), data.test->size());
 
   const int64_t epochs = recipe.integer("train.epochs"), batch_size = recipe.integer("train.batch_size");
   const int64_t log_every = std::max<int64_t>(1, recipe.integer("log.every_steps"));
@@ -221,9 +232,10 @@ TrainResult train(const Recipe& recipe_in, const TrainOptions& opts) {
         if (state.batch == nb) state.epoch = epoch + 1, state.batch = 0;
         save_last();
         metrics.write_curves();
-        spdlog::info("stopped at step {} (epoch {}, batch {}); checkpoint {}/last.safetensors; continue with "
-                     "`octet train --resume {}`",
-                     state.step, epoch + 1, b + 1, run_dir, run_dir);
+        spdlog::info(
+            "stopped at step {} (epoch {}, batch {}); checkpoint {}/last.safetensors; continue with "
+            "`octet train --resume {}`",
+            state.step, epoch + 1, b + 1, run_dir, run_dir);
         result.stopped = true;
         result.steps = state.step;
         drop_file_logs();
@@ -235,7 +247,8 @@ TrainResult train(const Recipe& recipe_in, const TrainOptions& opts) {
                   100.0 * static_cast<double>(epoch_correct) / std::max<double>(1, epoch_n));
     bar.finish(stats);
 
-    EvalResult ev = evaluate(*model, data.test, recipe.integer("train.eval_batch_size"), recipe.integer("data.workers"));
+    EvalResult ev =
+        evaluate(*model, data.test, recipe.integer("train.eval_batch_size"), recipe.integer("data.workers"));
     result.last_eval = ev;
     state.epoch = epoch + 1;
     state.batch = 0;
@@ -270,7 +283,11 @@ TrainResult train(const Recipe& recipe_in, const TrainOptions& opts) {
   return result;
 }
 
-EvalResult evaluate_checkpoint(const std::string& path, const std::string& data_root, int64_t threads) {
+EvalResult evaluate_checkpoint(const std::string& path_in, const std::string& data_root, int64_t threads) {
+  // A run folder means its best checkpoint (or the last one, before any epoch finished).
+  std::string path = path_in;
+  if (fs::is_directory(path))
+    path = fs::exists(path + "/best.safetensors") ? path + "/best.safetensors" : path + "/last.safetensors";
   Checkpoint c = load_checkpoint(path);
   Recipe recipe = parse_recipe(c.recipe_yaml, path + " (recipe)");
   set_num_threads(static_cast<int>(threads));

@@ -16,8 +16,8 @@
 namespace octet::tools {
 
 struct TrainOptions {
-  std::string resume;                   // a checkpoint file or run folder to continue ("" = new run)
-  std::vector<std::string> overrides;   // applied on top of a resumed run's recipe
+  std::string resume;                       // a checkpoint file or run folder to continue ("" = new run)
+  std::vector<std::string> overrides;       // applied on top of a resumed run's recipe
   const std::atomic<bool>* stop = nullptr;  // set by SIGINT/SIGTERM: save and return at the next step
 };
 
@@ -37,7 +37,8 @@ TrainResult train(const Recipe& recipe, const TrainOptions& opts);
 
 EvalResult evaluate(Module& model, const std::shared_ptr<Dataset>& data, int64_t batch_size, int64_t workers);
 
-// Evaluates a checkpoint on its recipe's test split (or `data_root`): `octet eval`.
+// Evaluates a checkpoint (or a run folder's best.safetensors) on its recipe's test split (or
+// `data_root`): `octet eval`. Training keeps <checkpoint.dir>/latest pointing at the newest run.
 EvalResult evaluate_checkpoint(const std::string& path, const std::string& data_root, int64_t threads);
 
 }  // namespace octet::tools

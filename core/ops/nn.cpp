@@ -184,8 +184,8 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
     Tensor out = empty(x3.shape(), like), mu = empty({c}, like), invstd = empty({c}, like);
     {
       NoGradGuard ng;
-      kernels::batch_norm_forward(x3.detach(), w.defined() ? w.detach() : w, b.defined() ? b.detach() : b, eps, out,
-                                  mu, invstd);
+      kernels::batch_norm_forward(x3.detach(), w.defined() ? w.detach() : w, b.defined() ? b.detach() : b, eps, out, mu,
+                                  invstd);
     }
     y = out.reshape(x.shape());
     if (running_mean.defined() && running_var.defined()) {

@@ -57,11 +57,11 @@ std::vector<std::pair<int64_t, double>> train_losses(const std::string& run_dir)
 }
 
 Recipe mnist_recipe(const TempDir& dir, std::vector<std::string> extra = {}) {
-  std::vector<std::string> o = {"data.dataset=mnist",        "data.root=" + dir.path() + "/mnist",
-                                "train.epochs=2",            "train.batch_size=16",
-                                "train.eval_batch_size=16",  "log.every_steps=1",
-                                "log.progress=false",        "checkpoint.dir=" + dir.path() + "/runs",
-                                "data.workers=2",            "schedule.name=cosine"};
+  std::vector<std::string> o = {"data.dataset=mnist",       "data.root=" + dir.path() + "/mnist",
+                                "train.epochs=2",           "train.batch_size=16",
+                                "train.eval_batch_size=16", "log.every_steps=1",
+                                "log.progress=false",       "checkpoint.dir=" + dir.path() + "/runs",
+                                "data.workers=2",           "schedule.name=cosine"};
   o.insert(o.end(), extra.begin(), extra.end());
   return load_recipe(kRecipes + "fashion_mnist.yaml", o);
 }
@@ -75,7 +75,8 @@ TEST(Trainer, ResumeContinuesExactly) {
 
   for (int64_t stop_at : {7, 6}) {  // mid-epoch, and exactly at an epoch boundary
     std::string name = "part" + std::to_string(stop_at);
-    TrainResult part = train(mnist_recipe(dir, {"log.run_name=" + name, "train.max_steps=" + std::to_string(stop_at)}), {});
+    TrainResult part =
+        train(mnist_recipe(dir, {"log.run_name=" + name, "train.max_steps=" + std::to_string(stop_at)}), {});
     ASSERT_TRUE(part.stopped);
     ASSERT_TRUE(fs::exists(part.run_dir + "/last.safetensors"));
     TrainOptions resume;
@@ -173,8 +174,9 @@ TEST(Trainer, BadRecipesDataAndCheckpoints) {
   expect_error([&] { train(mnist_recipe(dir, {"data.root=" + dir.path() + "/nowhere"}), {}); }, "/nowhere");
   expect_error([&] { train(mnist_recipe(dir, {"train.device=cuda"}), {}); }, "train.device");
   // Cifar and ImageNet data missing: the error says where to put what.
-  expect_error([&] { train(load_recipe(kRecipes + "mobilenetv2_cifar10.yaml", {"data.root=" + dir.path() + "/c"}), {}); },
-               dir.path() + "/c");
+  expect_error(
+      [&] { train(load_recipe(kRecipes + "mobilenetv2_cifar10.yaml", {"data.root=" + dir.path() + "/c"}), {}); },
+      dir.path() + "/c");
   expect_error([&] { train(load_recipe(kRecipes + "resnet50_imagenet.yaml", {"data.root=" + dir.path() + "/i"}), {}); },
                "/train/<class>");
   // Checkpoints: garbage, truncated, and a valid safetensors file that is not an octet checkpoint.
