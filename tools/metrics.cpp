@@ -53,8 +53,13 @@ std::string chart(const std::string& title, const std::vector<Series>& series) {
     os << "<polyline fill='none' stroke='" << s.color << "' stroke-width='1.5' points='";
     for (auto [x, y] : s.points)
       if (std::isfinite(y)) os << px(x) << "," << py(y) << " ";
-    os << "'/><text x='" << w - r - 4 << "' y='" << t + 14 + 14 * row++ << "' text-anchor='end' fill='" << s.color
-       << "'>" << s.name << "</text>";
+    os << "'/>";
+    if (s.points.size() <= 60)  // few points (per-epoch test results): mark each one
+      for (auto [x, y] : s.points)
+        if (std::isfinite(y))
+          os << "<circle cx='" << px(x) << "' cy='" << py(y) << "' r='2.5' fill='" << s.color << "'/>";
+    os << "<text x='" << w - r - 4 << "' y='" << t + 14 + 14 * row++ << "' text-anchor='end' fill='" << s.color << "'>"
+       << s.name << "</text>";
   }
   return os.str() + "</svg></figure>";
 }
