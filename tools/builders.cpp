@@ -125,18 +125,15 @@ std::unique_ptr<Optimizer> build_optimizer(const Recipe& r, const NamedTensors& 
   }
   const auto& b = r.real_list("optimizer.betas");
   OCTET_CHECK(b.size() == 2, "recipe optimizer.betas: expected two values, got ", b.size());
-  if (name == "adam")
-    return std::make_unique<Adam>(params, AdamOptions(lr)
-                                              .betas({b[0], b[1]})
-                                              .eps(r.real("optimizer.eps"))
-                                              .weight_decay(wd)
-                                              .amsgrad(r.boolean("optimizer.amsgrad")));
-  if (name == "adamw")
-    return std::make_unique<AdamW>(params, AdamWOptions(lr)
-                                               .betas({b[0], b[1]})
-                                               .eps(r.real("optimizer.eps"))
-                                               .weight_decay(wd)
-                                               .amsgrad(r.boolean("optimizer.amsgrad")));
+  // Adam and AdamW share their options; only the weight decay's meaning differs.
+  auto adam_options = [&](auto opts) -> decltype(opts) {
+    return opts.betas({b[0], b[1]})
+        .eps(r.real("optimizer.eps"))
+        .weight_decay(wd)
+        .amsgrad(r.boolean("optimizer.amsgrad"));
+  };
+  if (name == "adam") return std::make_unique<Adam>(params, adam_options(AdamOptions(lr)));
+  if (name == "adamw") return std::make_unique<AdamW>(params, adam_options(AdamWOptions(lr)));
   OCTET_FAIL("recipe optimizer.name: unknown optimizer '", name, "' (known: sgd, adam, adamw)");
 }
 

@@ -108,12 +108,15 @@ TEST(Trainer, StopFlagSavesAndReturns) {
   std::atomic<bool> stop{true};  // as if Ctrl-C arrived during the first step
   TrainOptions opts;
   opts.stop = &stop;
-  TrainResult r = train(mnist_recipe(dir), opts);
+  TrainResult r = train(mnist_recipe(dir, {"optimizer.name=adamw", "optimizer.lr=0.001"}), opts);
   EXPECT_TRUE(r.stopped);
   EXPECT_EQ(r.steps, 1);
   Checkpoint c = load_checkpoint(r.run_dir + "/last.safetensors");
   EXPECT_EQ(c.state.step, 1);
   EXPECT_EQ(c.state.batch, 1);
+  bool has_adam_state = false;
+  for (const auto& [k, t] : c.optimizer) has_adam_state |= k.find("exp_avg_sq") != std::string::npos;
+  EXPECT_TRUE(has_adam_state);
 }
 
 TEST(Trainer, Cifar10RecipeStartsOnGeneratedData) {
