@@ -47,6 +47,11 @@ const std::vector<SchemaEntry> kSchema = {
     {"optimizer.betas", K::real_list, "[0.9, 0.999]", "Adam/AdamW betas"},
     {"optimizer.eps", K::real, "1e-8", "Adam/AdamW epsilon"},
     {"optimizer.amsgrad", K::boolean, "false", "Adam/AdamW AMSGrad variant"},
+    {"optimizer.state_bits", K::integer, "32", "optimizer state precision: 32, or 8 (block-wise quantized)"},
+    {"optimizer.min_8bit_size", K::integer, "4096", "parameters with fewer elements keep 32-bit state"},
+    {"optimizer.block_size", K::integer, "2048", "8-bit state block size (a power of two, 64..4096)"},
+    {"optimizer.keep_32bit", K::text_list, "[]",
+     "parameter name patterns (* matches anything) whose state stays 32-bit, e.g. [\"*embedding*\"]"},
     // schedule
     {"schedule.name", K::text, "constant", "constant, step, multistep or cosine (applied every step)"},
     {"schedule.warmup_epochs", K::real, "0.0", "linear warm-up length in epochs"},
@@ -150,6 +155,15 @@ RecipeValue convert(const YAML::Node& n, const SchemaEntry& e, const std::string
         for (const auto& x : n) v.push_back(x.as<int64_t>());
         return v;
       }
+      case K::text_list: {
+        if (!n.IsSequence()) return bad();
+        std::vector<std::string> v;
+        for (const auto& x : n) {
+          if (!x.IsScalar()) return bad();
+          v.push_back(x.as<std::string>());
+        }
+        return v;
+      }
     }
   } catch (const YAML::Exception&) {
     return bad();
@@ -180,6 +194,14 @@ void emit_value(std::ostream& os, const RecipeValue& v) {
           os << t;
         } else if constexpr (std::is_same_v<T, int64_t>) {
           os << x;
+        } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+          os << "[";
+          for (size_t i = 0; i < x.size(); ++i) {
+            YAML::Emitter em;
+            em << YAML::DoubleQuoted << x[i];
+            os << (i ? ", " : "") << em.c_str();
+          }
+          os << "]";
         } else {
           os << "[";
           for (size_t i = 0; i < x.size(); ++i) {
@@ -283,6 +305,9 @@ const std::vector<double>& Recipe::real_list(const std::string& key) const {
 }
 const std::vector<int64_t>& Recipe::int_list(const std::string& key) const {
   return std::get<std::vector<int64_t>>(value(key, K::int_list));
+}
+const std::vector<std::string>& Recipe::text_list(const std::string& key) const {
+  return std::get<std::vector<std::string>>(value(key, K::text_list));
 }
 bool Recipe::is_set(const std::string& key) const { return set_.count(key) > 0; }
 

@@ -14,7 +14,7 @@
 
 namespace octet::tools {
 
-enum class KeyType { integer, real, boolean, text, real_list, int_list };
+enum class KeyType { integer, real, boolean, text, real_list, int_list, text_list };
 
 struct SchemaEntry {
   std::string key;  // "section.name"
@@ -28,7 +28,8 @@ const std::vector<SchemaEntry>& recipe_schema();
 // recipes/README.md's key table, generated from the schema.
 std::string schema_markdown();
 
-using RecipeValue = std::variant<int64_t, double, bool, std::string, std::vector<double>, std::vector<int64_t>>;
+using RecipeValue = std::variant<int64_t, double, bool, std::string, std::vector<double>, std::vector<int64_t>,
+                                 std::vector<std::string>>;
 
 class Recipe {
  public:
@@ -38,6 +39,7 @@ class Recipe {
   const std::string& text(const std::string& key) const;
   const std::vector<double>& real_list(const std::string& key) const;
   const std::vector<int64_t>& int_list(const std::string& key) const;
+  const std::vector<std::string>& text_list(const std::string& key) const;
   // Whether the recipe (or an override) set the key, as opposed to the schema default.
   bool is_set(const std::string& key) const;
 

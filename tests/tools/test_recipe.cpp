@@ -30,7 +30,9 @@ schedule:
 train:
   epochs: 3
 )",
-                          "r.yaml", {"optimizer.lr=0.2", "train.seed=7", "data.augment=false"});
+                          "r.yaml",
+                          {"optimizer.lr=0.2", "train.seed=7", "data.augment=false",
+                           "optimizer.keep_32bit=[\"*embed*\", \"fc.bias\"]"});
   EXPECT_EQ(r.text("model.name"), "resnet20");
   EXPECT_DOUBLE_EQ(r.real("optimizer.lr"), 0.2);  // the override wins
   EXPECT_EQ(r.real_list("optimizer.betas"), (std::vector<double>{0.8, 0.99}));
@@ -38,6 +40,7 @@ train:
   EXPECT_EQ(r.integer("train.epochs"), 3);
   EXPECT_EQ(r.integer("train.seed"), 7);
   EXPECT_FALSE(r.boolean("data.augment"));
+  EXPECT_EQ(r.text_list("optimizer.keep_32bit"), (std::vector<std::string>{"*embed*", "fc.bias"}));
   EXPECT_EQ(r.integer("train.batch_size"), 128);  // default
   EXPECT_TRUE(r.is_set("train.epochs"));
   EXPECT_FALSE(r.is_set("train.batch_size"));
