@@ -120,6 +120,8 @@ const char* type_name(KeyType t) {
       return "a list of numbers";
     case K::int_list:
       return "a list of integers";
+    case K::text_list:
+      return "a list of strings";
   }
   return "?";
 }
