@@ -1,5 +1,6 @@
 #include "optim/optimizer.h"
 
+#include <algorithm>
 #include <array>
 #include <map>
 #include <set>
@@ -24,11 +25,16 @@ void DenseState::run(const BlockUpdate<T>& fn) {
   OCTET_CHECK(buffers_.size() <= kMaxBuffers, "DenseState: at most ", kMaxBuffers, " buffers, got ", buffers_.size());
   std::array<T*, kMaxBuffers> base{};
   for (size_t i = 0; i < buffers_.size(); ++i) base[i] = buffers_[i].data<T>();
-  // Blocks are independent elementwise updates, so splitting cannot change any result.
-  parallel_for(0, numel_, 1 << 15, [&](int64_t begin, int64_t end) {
-    std::array<T*, kMaxBuffers> ptr{};
-    for (size_t i = 0; i < buffers_.size(); ++i) ptr[i] = base[i] + begin;
-    fn(StateBlock<T>{begin, end - begin, ptr.data()});
+  // Fixed blocks spread over the threads: elementwise updates could be split anywhere, but
+  // layer-wise reductions sum one partial per block and must not depend on the thread count.
+  const int64_t blocks = (numel_ + kBlock - 1) / kBlock;
+  parallel_for(0, blocks, 1, [&](int64_t first, int64_t last) {
+    for (int64_t k = first; k < last; ++k) {
+      const int64_t begin = k * kBlock, n = std::min(kBlock, numel_ - begin);
+      std::array<T*, kMaxBuffers> ptr{};
+      for (size_t i = 0; i < buffers_.size(); ++i) ptr[i] = base[i] + begin;
+      fn(StateBlock<T>{begin, n, ptr.data()});
+    }
   });
 }
 

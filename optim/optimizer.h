@@ -17,6 +17,14 @@
 //   names what a checkpoint stores ("exp_avg" for dense; "exp_avg.codes", "exp_avg.absmax" for
 //   quantized), and load_state_dict() checks and copies into exactly those tensors. An 8-bit Adam
 //   is then a subclass overriding make_state() (keeping small or embedding parameters dense).
+//
+// Layer-wise updates (LAMB, LARS; see optim/layerwise.h) scale a parameter's whole update by a
+// ratio of norms, so they run in two passes: a reduction over blocks, then the update. LAMB's
+// first pass needs the state (||update|| depends on the new moments) but must not change it, so
+// it uses ParamState::read_blocks(): the same blocks, read-only (a quantized state dequantizes
+// and does not quantize back). The second pass recomputes the new moments from the same old state
+// and writes them, so the norm is exactly that of the update applied. A state's blocks are fixed
+// by the state, never by the thread count, so these reductions are reproducible.
 #pragma once
 
 #include <cstdint>
@@ -44,6 +52,9 @@ struct StateBlock {
 
 template <typename T>
 using BlockUpdate = std::function<void(const StateBlock<T>&)>;
+// A read-only pass sees the buffers as const.
+template <typename T>
+using BlockRead = std::function<void(const StateBlock<const T>&)>;
 
 // One parameter's optimizer state: a count of the updates applied to it and named buffers of the
 // parameter's size, all starting at zero.
@@ -59,21 +70,33 @@ class ParamState {
   const std::vector<std::string>& buffer_names() const { return buffer_names_; }
 
   // Runs `fn` over every element of the parameter, block by block, possibly in parallel: `fn` may
-  // touch only its own block. T is the parameter's type (f32 -> float, f64 -> double).
+  // touch only its own block. T is the parameter's type (f32 -> float, f64 -> double). The blocks
+  // (their begin and n) are a property of the state: the same on every call and thread count.
   virtual void for_each_block(const BlockUpdate<float>& fn) = 0;
   virtual void for_each_block(const BlockUpdate<double>& fn) = 0;
+  // The same blocks, read-only: the first pass of a layer-wise update. The default runs
+  // for_each_block (nothing is written, so a dense state is unchanged); a state that re-encodes
+  // its blocks after an update (quantized) overrides it to skip that.
+  virtual void read_blocks(const BlockRead<float>& fn) { read_through_update(fn); }
+  virtual void read_blocks(const BlockRead<double>& fn) { read_through_update(fn); }
   // What a checkpoint stores, keyed by suffix (without the parameter name): handles to the live
   // tensors, so loading is a checked copy into them.
   virtual NamedTensors tensors() const = 0;
 
  private:
+  template <typename T>
+  void read_through_update(const BlockRead<T>& fn) {
+    for_each_block(BlockUpdate<T>([&](const StateBlock<T>& b) { fn(StateBlock<const T>{b.begin, b.n, b.buffers}); }));
+  }
   std::vector<std::string> buffer_names_;
   int64_t step_ = 0;
 };
 
-// State buffers as plain tensors of the parameter's shape and dtype (contiguous).
+// State buffers as plain tensors of the parameter's shape and dtype (contiguous), handed out in
+// blocks of kBlock elements (the last one shorter).
 class DenseState : public ParamState {
  public:
+  static constexpr int64_t kBlock = int64_t{1} << 15;
   DenseState(const Tensor& param, std::vector<std::string> buffer_names);
   void for_each_block(const BlockUpdate<float>& fn) override;
   void for_each_block(const BlockUpdate<double>& fn) override;

@@ -1,6 +1,7 @@
 // Shared helpers of the optimizer tests: a deterministic gradient that depends on the parameter
 // (so an error in one step propagates into the next) and plain scalar reference optimizers
-// written straight from the formulas in optim/sgd.h and optim/adam.h.
+// written straight from the formulas in optim/sgd.h and optim/adam.h (the references of the
+// other optimizers live in their test files).
 #pragma once
 
 #include <algorithm>
@@ -94,6 +95,31 @@ template <typename Ref>
 Vec ref_trajectory(Ref ref, Vec p, int steps) {
   for (int k = 0; k < steps; ++k) ref.step(p, grad_of(p, k));
   return p;
+}
+
+// Runs `steps` steps of Opt on one f64 parameter and expects the reference's trajectory.
+template <typename Opt, typename Options, typename Ref>
+void expect_trajectory(const Vec& init, const Shape& shape, const Options& options, const Ref& ref, int steps) {
+  Tensor p = param_of(init, shape);
+  Opt opt(NamedTensors{{"w", p}}, options);
+  run_steps(opt, {p}, 0, steps);
+  expect_near(p.to_vector<double>(), ref_trajectory(ref, init, steps), kTrajectoryTol);
+  EXPECT_EQ(opt.steps(), steps);
+}
+
+// The largest |got - want| over all elements (for parameters too large to report one by one).
+inline double max_abs_diff(const std::vector<double>& got, const Vec& want) {
+  EXPECT_EQ(got.size(), want.size());
+  double worst = 0;
+  for (size_t i = 0; i < std::min(got.size(), want.size()); ++i) worst = std::max(worst, std::abs(got[i] - want[i]));
+  return worst;
+}
+
+// sqrt(sum x^2) in one plain loop: what the layer-wise references use.
+inline double norm2(const Vec& x) {
+  double s = 0;
+  for (double v : x) s += v * v;
+  return std::sqrt(s);
 }
 
 }  // namespace octet::testing

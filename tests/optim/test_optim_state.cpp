@@ -5,10 +5,15 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <map>
 
 #include "core/octet.h"
 #include "optim/adam.h"
 #include "optim/clip.h"
+#include "optim/lamb.h"
+#include "optim/lars.h"
+#include "optim/lion.h"
+#include "optim/rmsprop.h"
 #include "optim/sgd.h"
 #include "optim_test_util.h"
 
@@ -72,6 +77,19 @@ TEST(OptimState, RoundTripIsBitExact) {
   check_round_trip([](const NamedTensors& p) { return std::make_unique<AdamW>(p, AdamWOptions(0.05)); });
   check_round_trip(
       [](const NamedTensors& p) { return std::make_unique<SGD>(p, SGDOptions(0.1).momentum(0.9).nesterov(true)); });
+}
+
+TEST(OptimState, RoundTripIsBitExactRmspropLionLambLars) {
+  check_round_trip([](const NamedTensors& p) {
+    return std::make_unique<RMSprop>(p, RMSpropOptions(0.01).momentum(0.9).centered(true).weight_decay(0.01));
+  });
+  check_round_trip(
+      [](const NamedTensors& p) { return std::make_unique<Lion>(p, LionOptions(0.01).weight_decay(0.1)); });
+  check_round_trip(
+      [](const NamedTensors& p) { return std::make_unique<Lamb>(p, LambOptions(0.1).weight_decay(0.01)); });
+  check_round_trip([](const NamedTensors& p) {
+    return std::make_unique<LARS>(p, LARSOptions(1.0).trust_coefficient(0.02).weight_decay(1e-3));
+  });
 }
 
 TEST(OptimState, KeysAreNamesNotPositions) {
@@ -168,24 +186,44 @@ TEST(OptimState, ChangingOptionsThatChangeStateIsAnError) {
 // The extension point the 8-bit state will use: a state that keeps its buffers in its own
 // format and hands the update one small block at a time through scratch memory (a quantized
 // state would dequantize into the scratch and quantize back). Adam's update code is unchanged.
+// Its read-only pass (LAMB's norms) fills the scratch and never copies back; it counts the
+// passes so a test can see which ones an optimizer makes.
 class ScratchBlockState : public ParamState {
  public:
   static constexpr int64_t kBlock = 4;
-  ScratchBlockState(const Tensor& param, std::vector<std::string> names) : ParamState(std::move(names)) {
+  ScratchBlockState(const Tensor& param, std::vector<std::string> names)
+      : ParamState(std::move(names)), n_(param.numel()) {
     for (size_t i = 0; i < buffer_names().size(); ++i) store_.push_back(zeros({param.numel()}, param.dtype()));
   }
   void for_each_block(const BlockUpdate<float>& fn) override { run(fn); }
   void for_each_block(const BlockUpdate<double>& fn) override { run(fn); }
+  void read_blocks(const BlockRead<float>& fn) override { read(fn); }
+  void read_blocks(const BlockRead<double>& fn) override { read(fn); }
   NamedTensors tensors() const override {
     NamedTensors out;
     for (size_t i = 0; i < store_.size(); ++i) out.emplace_back(buffer_names()[i] + ".blocks", store_[i]);
     return out;
   }
+  int reads = 0, updates = 0;
 
  private:
   template <typename T>
+  void read(const BlockRead<T>& fn) {
+    ++reads;
+    const int64_t n = n_;
+    std::vector<std::vector<T>> scratch(store_.size(), std::vector<T>(kBlock));
+    std::vector<const T*> ptrs;
+    for (auto& s : scratch) ptrs.push_back(s.data());
+    for (int64_t begin = 0; begin < n; begin += kBlock) {
+      int64_t len = std::min(kBlock, n - begin);
+      for (size_t i = 0; i < store_.size(); ++i) std::copy_n(store_[i].data<T>() + begin, len, scratch[i].data());
+      fn(StateBlock<const T>{begin, len, ptrs.data()});
+    }
+  }
+  template <typename T>
   void run(const BlockUpdate<T>& fn) {
-    int64_t n = store_.empty() ? 0 : store_[0].numel();
+    ++updates;
+    const int64_t n = n_;
     std::vector<std::vector<T>> scratch(store_.size(), std::vector<T>(kBlock));
     std::vector<T*> ptrs;
     for (auto& s : scratch) ptrs.push_back(s.data());
@@ -196,19 +234,32 @@ class ScratchBlockState : public ParamState {
       for (size_t i = 0; i < store_.size(); ++i) std::copy_n(scratch[i].data(), len, store_[i].data<T>() + begin);
     }
   }
+  int64_t n_;
   std::vector<Tensor> store_;
 };
 
-class ScratchAdam : public Adam {
+template <typename Base>
+class Scratch : public Base {
  public:
-  using Adam::Adam;
+  using Base::Base;
+  // The state made for `name` (for counting its passes).
+  ScratchBlockState* state_of(const std::string& name) const {
+    auto it = made_.find(name);
+    return it == made_.end() ? nullptr : it->second;
+  }
 
  protected:
   std::unique_ptr<ParamState> make_state(const std::string& name, const Tensor& param,
                                          const OptimizerOptions& options) const override {
-    return std::make_unique<ScratchBlockState>(param, state_buffers(options));
+    auto state = std::make_unique<ScratchBlockState>(param, this->state_buffers(options));
+    made_[name] = state.get();
+    return state;
   }
+
+ private:
+  mutable std::map<std::string, ScratchBlockState*> made_;
 };
+using ScratchAdam = Scratch<Adam>;
 
 TEST(OptimState, PluggableStateRunsTheSameUpdate) {
   Model a, b = a.clone();
@@ -230,6 +281,32 @@ TEST(OptimState, PluggableStateRunsTheSameUpdate) {
   EXPECT_EQ(c.w.to_vector<float>(), b.w.to_vector<float>());
   // A dense checkpoint does not load into it: the keys differ.
   EXPECT_THROW(resumed.load_state_dict(dense.state_dict()), Error);
+}
+
+TEST(OptimState, PluggableStateRunsLayerwiseUpdates) {
+  // LAMB through blocks of 4: one read-only pass for the norms, one update pass, per step. Only
+  // the order of the norm's partial sums differs from the dense run (blocks 4 + 2 vs one).
+  constexpr double kSumOrderTol = 1e-14;  // a few f64 ulps of values ~1
+  const Vec init = {0.5, -1.25, 2.0, 0.75, -0.1, 3.0, 0.2};
+  Tensor a = param_of(init, {7}), b = param_of(init, {7});
+  Lamb dense(NamedTensors{{"w", a}}, LambOptions(0.1).weight_decay(0.05));
+  Scratch<Lamb> blocked(NamedTensors{{"w", b}}, LambOptions(0.1).weight_decay(0.05));
+  run_steps(dense, {a}, 0, 4);
+  run_steps(blocked, {b}, 0, 4);
+  expect_near(b.to_vector<double>(), a.to_vector<double>(), kSumOrderTol);
+  ASSERT_NE(blocked.state_of("w"), nullptr);
+  EXPECT_EQ(blocked.state_of("w")->reads, 4);
+  EXPECT_EQ(blocked.state_of("w")->updates, 4);
+
+  // LARS's norms need no state: only the update pass runs.
+  Tensor c = param_of(init, {7}), d = param_of(init, {7});
+  LARS dense_lars(NamedTensors{{"w", c}}, LARSOptions(1.0).trust_coefficient(0.05));
+  Scratch<LARS> blocked_lars(NamedTensors{{"w", d}}, LARSOptions(1.0).trust_coefficient(0.05));
+  run_steps(dense_lars, {c}, 0, 4);
+  run_steps(blocked_lars, {d}, 0, 4);
+  EXPECT_EQ(d.to_vector<double>(), c.to_vector<double>());
+  EXPECT_EQ(blocked_lars.state_of("w")->reads, 0);
+  EXPECT_EQ(blocked_lars.state_of("w")->updates, 4);
 }
 
 TEST(OptimClip, Norms) {

@@ -1,0 +1,70 @@
+// LAMB (You et al. 2019, "Large Batch Optimization for Deep Learning: Training BERT in 76
+// minutes"): Adam's moments with a layer-wise trust ratio. Per parameter tensor, at its update t:
+//   m = b1 * m + (1 - b1) * g;   v = b2 * v + (1 - b2) * g * g
+//   u = (m / (1 - b1^t)) / (sqrt(v) / sqrt(1 - b2^t) + eps) + weight_decay * p
+//   r = ||p|| / ||u||  (L2 norms over the whole tensor; 1 when either is 0)
+//   trust_clip: r = min(r, 1)
+//   p -= lr * r * u
+// The exact variant: bias correction always on; the ratio is applied to every tensor, also when
+// weight_decay is 0 (timm's always_adapt=True) and also to biases and norm layers -- to exclude
+// them, put them in a group with layer_adaptation(false) (r = 1: Adam with the decay added to
+// the update) and, usually, weight_decay(0). ||p|| is used as is: phi is the identity (no clamp
+// of ||p|| to [0, 10] as in some ports); trust_clip (off by default) clamps r as in timm. No
+// gradient pre-normalization and no global grad-norm clipping (use clip_grad_norm before step).
+//   Lamb opt(model.named_parameters(), LambOptions(1e-3).betas({0.9, 0.999}).weight_decay(0.01));
+// State buffers: "exp_avg", "exp_avg_sq".
+//
+// Two passes over the state's blocks (see optim/layerwise.h): read_blocks() computes the new
+// moments in registers, only to sum ||p||^2 and ||u||^2 in double; for_each_block() then
+// recomputes the same moments from the same old state, stores them and applies r * u. So an
+// 8-bit state needs nothing but read_blocks (dequantize, no re-quantization) beside its update.
+#pragma once
+
+#include <utility>
+
+#include "optim/optimizer.h"
+
+namespace octet {
+
+struct LambOptions : OptimizerOptions {
+  double lr_;
+  std::pair<double, double> betas_ = {0.9, 0.999};
+  double eps_ = 1e-6;
+  double weight_decay_ = 0.0;
+  bool trust_clip_ = false;
+  bool layer_adaptation_ = true;
+
+  explicit LambOptions(double lr = 1e-3) : lr_(lr) {}
+  LambOptions& lr(double v) { return set(lr_, v); }
+  LambOptions& betas(std::pair<double, double> v) { return set(betas_, v); }
+  LambOptions& eps(double v) { return set(eps_, v); }
+  LambOptions& weight_decay(double v) { return set(weight_decay_, v); }
+  LambOptions& trust_clip(bool v) { return set(trust_clip_, v); }
+  LambOptions& layer_adaptation(bool v) { return set(layer_adaptation_, v); }
+  std::unique_ptr<OptimizerOptions> clone() const override { return std::make_unique<LambOptions>(*this); }
+  double get_lr() const override { return lr_; }
+  void set_lr(double v) override { lr_ = v; }
+
+ private:
+  template <typename F, typename V>
+  LambOptions& set(F& field, const V& v) {
+    field = v;
+    return *this;
+  }
+};
+
+class Lamb : public Optimizer {
+ public:
+  Lamb(NamedTensors params, const LambOptions& options);
+  Lamb(std::vector<ParamGroup> groups, const LambOptions& defaults);  // groups without options use `defaults`
+
+  const LambOptions& options(size_t group) const;
+  LambOptions& options(size_t group);
+
+ protected:
+  std::vector<std::string> state_buffers(const OptimizerOptions& options) const override;
+  void update(const OptimizerOptions& options, const Tensor& param, const Tensor& grad,
+              ParamState& state) const override;
+};
+
+}  // namespace octet

@@ -1,0 +1,67 @@
+// LARS (You et al. 2017, "Large Batch Training of Convolutional Networks"): SGD with momentum
+// and a layer-wise learning rate, as commonly implemented (timm's Lars, NVIDIA's examples).
+// Per parameter tensor, at its update t:
+//   local_lr = trust_coefficient * ||p|| / (||g|| + weight_decay * ||p|| + eps)
+//              (L2 norms over the whole tensor; 1 when ||p|| or ||g|| is 0)
+//   d = (g + weight_decay * p) * local_lr
+//   buf = d at t = 1, else momentum * buf + d          (no buffer when momentum is 0: buf = d)
+//   p -= lr * buf
+// The exact variant: the ratio is applied to every tensor, also when weight_decay is 0 (timm's
+// always_adapt=True), and it is not clipped (no LARC trust_clip); no dampening, no Nesterov.
+// Biases and norm layers are NOT excluded by default: to exclude them (as SimCLR/BYOL recipes
+// do), put them in a group with layer_adaptation(false) (local_lr = 1: plain SGD momentum with
+// L2 decay) and, usually, weight_decay(0).
+//   LARS opt(model.named_parameters(), LARSOptions(0.1).momentum(0.9).weight_decay(1e-6));
+// State buffers: "momentum_buffer" when momentum != 0.
+//
+// Two passes: the norms of p and g (no state involved: they are dense tensors), then the SGD
+// update over the state's blocks; an 8-bit momentum state needs nothing beyond for_each_block.
+#pragma once
+
+#include "optim/optimizer.h"
+
+namespace octet {
+
+struct LARSOptions : OptimizerOptions {
+  double lr_;
+  double momentum_ = 0.9;
+  double weight_decay_ = 0.0;
+  double trust_coefficient_ = 0.001;
+  double eps_ = 1e-8;
+  bool layer_adaptation_ = true;
+
+  explicit LARSOptions(double lr = 1.0) : lr_(lr) {}
+  LARSOptions& lr(double v) { return set(lr_, v); }
+  LARSOptions& momentum(double v) { return set(momentum_, v); }
+  LARSOptions& weight_decay(double v) { return set(weight_decay_, v); }
+  LARSOptions& trust_coefficient(double v) { return set(trust_coefficient_, v); }
+  LARSOptions& eps(double v) { return set(eps_, v); }
+  LARSOptions& layer_adaptation(bool v) { return set(layer_adaptation_, v); }
+  std::unique_ptr<OptimizerOptions> clone() const override { return std::make_unique<LARSOptions>(*this); }
+  double get_lr() const override { return lr_; }
+  void set_lr(double v) override { lr_ = v; }
+
+ private:
+  template <typename F, typename V>
+  LARSOptions& set(F& field, const V& v) {
+    field = v;
+    return *this;
+  }
+};
+
+class LARS : public Optimizer {
+ public:
+  LARS(NamedTensors params, const LARSOptions& options);
+  LARS(std::vector<ParamGroup> groups, const LARSOptions& defaults);  // groups without options use `defaults`
+
+  const LARSOptions& options(size_t group) const;
+  LARSOptions& options(size_t group);
+
+ protected:
+  // {"momentum_buffer"} when momentum != 0, else nothing.
+  std::vector<std::string> state_buffers(const OptimizerOptions& options) const override;
+  void update(const OptimizerOptions& options, const Tensor& param, const Tensor& grad,
+              ParamState& state) const override;
+};
+
+}  // namespace octet
