@@ -1,0 +1,197 @@
+// CPU block-wise quantization: ISA selection, the portable kernels and the parallel block loops.
+// The AVX2 / AVX-512 kernels live in blockwise_x86.cpp.
+#include "quant/cpu/blockwise.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <limits>
+
+#include "core/error.h"
+#include "core/parallel.h"
+
+namespace octet::quant::cpu {
+
+// ---- instruction sets
+
+std::string_view isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::portable:
+      return "portable";
+    case Isa::avx2:
+      return "avx2";
+    case Isa::avx512:
+      return "avx512";
+  }
+  return "?";
+}
+
+bool isa_supported(Isa isa) {
+  switch (isa) {
+    case Isa::portable:
+      return true;
+#ifdef OCTET_QUANT_X86
+    case Isa::avx2:
+      return __builtin_cpu_supports("avx2");
+    case Isa::avx512:
+      return __builtin_cpu_supports("avx512f");
+#endif
+    default:
+      return false;
+  }
+}
+
+Isa best_isa() {
+  static const Isa best = isa_supported(Isa::avx512) ? Isa::avx512
+                          : isa_supported(Isa::avx2) ? Isa::avx2
+                                                     : Isa::portable;
+  return best;
+}
+
+namespace {
+std::atomic<int> g_active_isa{-1};  // -1: best_isa()
+}  // namespace
+
+Isa active_isa() {
+  int a = g_active_isa.load(std::memory_order_relaxed);
+  return a < 0 ? best_isa() : static_cast<Isa>(a);
+}
+
+void set_active_isa(Isa isa) {
+  OCTET_CHECK(isa_supported(isa), "quant::cpu::set_active_isa: ISA ", isa_name(isa),
+              " is not supported by this CPU or build (best: ", isa_name(best_isa()), ")");
+  g_active_isa.store(static_cast<int>(isa), std::memory_order_relaxed);
+}
+
+// ---- search trees
+
+SearchTree make_search_tree(const Thresholds& t) {
+  SearchTree tree{};
+  // Level L (1..8) holds nodes [2^(L-1), 2^L); node j of it splits the codes in steps of
+  // 2^(9-L) at threshold index j * 2^(9-L) + 2^(8-L) - 1.
+  for (int level = 1; level <= 8; ++level) {
+    int first = 1 << (level - 1), span = 1 << (9 - level);
+    for (int j = 0; j < first; ++j) tree.node[first + j] = t[j * span + span / 2 - 1];
+  }
+  return tree;
+}
+
+const SearchTree& search_tree(const float* map, SearchTree& scratch) {
+  static const SearchTree trees[3] = {make_search_tree(quant_thresholds(QuantMap::dynamic_signed)),
+                                      make_search_tree(quant_thresholds(QuantMap::dynamic_unsigned)),
+                                      make_search_tree(quant_thresholds(QuantMap::linear))};
+  for (QuantMap m : {QuantMap::dynamic_signed, QuantMap::dynamic_unsigned, QuantMap::linear}) {
+    if (map == quant_map(m).data()) return trees[static_cast<int>(m)];
+  }
+  scratch = make_search_tree(compute_thresholds(map));
+  return scratch;
+}
+
+// ---- portable kernels
+
+namespace detail {
+
+float absmax_portable(const float* x, int64_t n) {
+  float m = 0.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    float a = std::fabs(x[i]);
+    if (a < std::numeric_limits<float>::infinity()) m = std::max(m, a);  // false for NaN and inf
+  }
+  return m;
+}
+
+void encode_portable(const float* x, int64_t n, float absmax, const SearchTree& tree, uint8_t* codes) {
+  for (int64_t i = 0; i < n; ++i) {
+    float v = x[i] / absmax;
+    if (std::isnan(v)) v = 0.0f;
+    unsigned k = 1;
+    for (int level = 0; level < 8; ++level) k = 2 * k + (v > tree.node[k] ? 1u : 0u);
+    codes[i] = static_cast<uint8_t>(k - 256);
+  }
+}
+
+void decode_portable(const uint8_t* codes, int64_t n, float absmax, const float* map, float* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = map[codes[i]] * absmax;
+}
+
+}  // namespace detail
+
+// ---- dispatch
+
+namespace {
+
+float absmax_isa(Isa isa, const float* x, int64_t n) {
+#ifdef OCTET_QUANT_X86
+  if (isa == Isa::avx512) return detail::absmax_avx512(x, n);
+  if (isa == Isa::avx2) return detail::absmax_avx2(x, n);
+#endif
+  return detail::absmax_portable(x, n);
+}
+
+void encode_isa(Isa isa, const float* x, int64_t n, float absmax, const SearchTree& tree, uint8_t* codes) {
+#ifdef OCTET_QUANT_X86
+  if (isa == Isa::avx512) return detail::encode_avx512(x, n, absmax, tree, codes);
+  if (isa == Isa::avx2) return detail::encode_avx2(x, n, absmax, tree, codes);
+#endif
+  detail::encode_portable(x, n, absmax, tree, codes);
+}
+
+void decode_isa(Isa isa, const uint8_t* codes, int64_t n, float absmax, const float* map, float* out) {
+#ifdef OCTET_QUANT_X86
+  if (isa == Isa::avx512) return detail::decode_avx512(codes, n, absmax, map, out);
+  if (isa == Isa::avx2) return detail::decode_avx2(codes, n, absmax, map, out);
+#endif
+  detail::decode_portable(codes, n, absmax, map, out);
+}
+
+void check_isa(Isa isa, const char* op) {
+  OCTET_CHECK(isa_supported(isa), op, ": ISA ", isa_name(isa), " is not supported by this CPU or build");
+}
+
+}  // namespace
+
+void quantize_block(Isa isa, const float* x, int64_t n, const float* map, uint8_t* codes, float* absmax) {
+  check_isa(isa, "quant::cpu::quantize_block");
+  SearchTree scratch;
+  const SearchTree& tree = search_tree(map, scratch);
+  float a = absmax_isa(isa, x, n);
+  *absmax = a;
+  encode_isa(isa, x, n, a, tree, codes);
+}
+
+void dequantize_block(Isa isa, const uint8_t* codes, int64_t n, float absmax, const float* map, float* out) {
+  check_isa(isa, "quant::cpu::dequantize_block");
+  decode_isa(isa, codes, n, absmax, map, out);
+}
+
+namespace {
+// Blocks per parallel chunk: enough work (~64K elements) to be worth a thread.
+int64_t block_grain(int64_t block_size) { return std::max<int64_t>(1, (int64_t{1} << 16) / block_size); }
+}  // namespace
+
+void quantize_blocks(const float* x, int64_t n, int64_t block_size, const float* map, uint8_t* codes, float* absmax) {
+  Isa isa = active_isa();
+  SearchTree scratch;
+  const SearchTree& tree = search_tree(map, scratch);
+  parallel_for(0, (n + block_size - 1) / block_size, block_grain(block_size), [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      int64_t begin = b * block_size, len = std::min(block_size, n - begin);
+      float a = absmax_isa(isa, x + begin, len);
+      absmax[b] = a;
+      encode_isa(isa, x + begin, len, a, tree, codes + begin);
+    }
+  });
+}
+
+void dequantize_blocks(const uint8_t* codes, int64_t n, int64_t block_size, const float* absmax, const float* map,
+                       float* out) {
+  Isa isa = active_isa();
+  parallel_for(0, (n + block_size - 1) / block_size, block_grain(block_size), [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      int64_t begin = b * block_size, len = std::min(block_size, n - begin);
+      decode_isa(isa, codes + begin, len, absmax[b], map, out + begin);
+    }
+  });
+}
+
+}  // namespace octet::quant::cpu

@@ -1,0 +1,69 @@
+// CPU kernels of block-wise quantization (definition in quant/blockwise.h), with a run-time choice
+// of instruction set: the library is built for baseline x86-64, and the AVX2 / AVX-512 versions
+// are compiled per function (__attribute__((target))) and picked with __builtin_cpu_supports.
+// Every path gives bit-identical codes and absmax; tests check each one against the _ref kernel.
+//   cpu::set_active_isa(cpu::Isa::portable);   // e.g. to test or time the fallback
+//   cpu::quantize_block(cpu::Isa::avx512, x, n, map, codes, &absmax);
+//
+// The fast search: the 255 decision thresholds of the map (quant/maps.h) are stored in Eytzinger
+// (breadth-first binary tree) order, node[k] for k in [1, 256), and each element walks 8 levels,
+// k = 2k + (v > node[k]), ending at k = 256 + code -- O(log 256), branch-free. AVX-512 keeps the
+// whole tree in 16 registers and looks nodes up with permutes; AVX2 permutes the first 5 levels
+// and gathers the last 3.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "quant/maps.h"
+
+namespace octet::quant::cpu {
+
+enum class Isa : uint8_t { portable, avx2, avx512 };
+
+std::string_view isa_name(Isa isa);
+// Compiled into this build and supported by this CPU (portable always is).
+bool isa_supported(Isa isa);
+Isa best_isa();
+// The ISA the fast kernels (quant::quantize_block, the tensor-level functions) use: best_isa()
+// unless set; process-wide. set_active_isa throws octet::Error for an unsupported ISA.
+Isa active_isa();
+void set_active_isa(Isa isa);
+
+// Thresholds in Eytzinger order; node[0] unused.
+struct alignas(64) SearchTree {
+  float node[256];
+};
+SearchTree make_search_tree(const Thresholds& t);
+// The cached tree of a built-in map when `map` is one of quant_map(...).data(), else `scratch`
+// filled from the map.
+const SearchTree& search_tree(const float* map, SearchTree& scratch);
+
+// One block with an explicit ISA (must be supported).
+void quantize_block(Isa isa, const float* x, int64_t n, const float* map, uint8_t* codes, float* absmax);
+void dequantize_block(Isa isa, const uint8_t* codes, int64_t n, float absmax, const float* map, float* out);
+
+// Whole tensors of n elements in blocks of block_size, parallel over blocks, with active_isa().
+void quantize_blocks(const float* x, int64_t n, int64_t block_size, const float* map, uint8_t* codes, float* absmax);
+void dequantize_blocks(const uint8_t* codes, int64_t n, int64_t block_size, const float* absmax, const float* map,
+                       float* out);
+
+// ---- per-ISA pieces (quant/cpu/blockwise.cpp, quant/cpu/blockwise_x86.cpp)
+namespace detail {
+// max |x[i]| over finite x[i]; 0 if none.
+float absmax_portable(const float* x, int64_t n);
+// codes[i] = code of x[i] / absmax (NaN -> 0) found in `tree`.
+void encode_portable(const float* x, int64_t n, float absmax, const SearchTree& tree, uint8_t* codes);
+void decode_portable(const uint8_t* codes, int64_t n, float absmax, const float* map, float* out);
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define OCTET_QUANT_X86 1
+float absmax_avx2(const float* x, int64_t n);
+void encode_avx2(const float* x, int64_t n, float absmax, const SearchTree& tree, uint8_t* codes);
+void decode_avx2(const uint8_t* codes, int64_t n, float absmax, const float* map, float* out);
+float absmax_avx512(const float* x, int64_t n);
+void encode_avx512(const float* x, int64_t n, float absmax, const SearchTree& tree, uint8_t* codes);
+void decode_avx512(const uint8_t* codes, int64_t n, float absmax, const float* map, float* out);
+#endif
+}  // namespace detail
+
+}  // namespace octet::quant::cpu

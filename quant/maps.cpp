@@ -1,0 +1,137 @@
+// The quantization maps and their decision thresholds (formats documented in quant/maps.h).
+#include "quant/maps.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "core/error.h"
+
+namespace octet::quant {
+namespace {
+
+// Magnitudes of the dynamic tree format: decade k (k = 0..max_k) has 2^(top_bits - k) values, the
+// upper ends of equal steps of [0.1, 1] * 10^-k.
+void append_decades(std::vector<double>& out, int top_bits, int max_k) {
+  for (int k = 0; k <= max_k; ++k) {
+    int64_t steps = int64_t{1} << (top_bits - k);
+    double scale = std::pow(10.0, -k);
+    for (int64_t f = 0; f < steps; ++f) out.push_back(scale * (0.1 + 0.9 * double(f + 1) / double(steps)));
+  }
+}
+
+std::array<float, 256> to_sorted_table(std::vector<double> values) {
+  OCTET_CHECK(values.size() == 256, "quant_map: internal error, built ", values.size(), " values instead of 256");
+  std::sort(values.begin(), values.end());
+  std::array<float, 256> table{};
+  for (size_t i = 0; i < 256; ++i) table[i] = static_cast<float>(values[i]);
+  return table;
+}
+
+std::array<float, 256> build_dynamic_signed() {
+  std::vector<double> mags;
+  append_decades(mags, /*top_bits=*/6, /*max_k=*/6);  // 127 magnitudes
+  std::vector<double> values;
+  for (double m : mags) {
+    values.push_back(m);
+    values.push_back(-m);
+  }
+  values.push_back(0.0);  // +0 pattern
+  values.push_back(0.0);  // -0 pattern: the same value, kept so the table has 256 entries
+  return to_sorted_table(std::move(values));
+}
+
+std::array<float, 256> build_dynamic_unsigned() {
+  std::vector<double> values;
+  append_decades(values, /*top_bits=*/7, /*max_k=*/6);  // 254 magnitudes
+  values.push_back(0.0);                                // no indicator bit, fixed fraction bit 0
+  values.push_back(1e-7);                               // no indicator bit, fixed fraction bit 1
+  return to_sorted_table(std::move(values));
+}
+
+std::array<float, 256> build_linear() {
+  std::vector<double> values{-1.0};  // repeated so the table has 256 entries
+  for (int i = -127; i <= 127; ++i) values.push_back(double(i) / 127.0);
+  return to_sorted_table(std::move(values));
+}
+
+}  // namespace
+
+std::string_view quant_map_name(QuantMap map) {
+  switch (map) {
+    case QuantMap::dynamic_signed:
+      return "dynamic_signed";
+    case QuantMap::dynamic_unsigned:
+      return "dynamic_unsigned";
+    case QuantMap::linear:
+      return "linear";
+  }
+  return "?";
+}
+
+const std::array<float, 256>& quant_map(QuantMap map) {
+  static const std::array<float, 256> dynamic_signed = build_dynamic_signed();
+  static const std::array<float, 256> dynamic_unsigned = build_dynamic_unsigned();
+  static const std::array<float, 256> linear = build_linear();
+  switch (map) {
+    case QuantMap::dynamic_signed:
+      return dynamic_signed;
+    case QuantMap::dynamic_unsigned:
+      return dynamic_unsigned;
+    case QuantMap::linear:
+      return linear;
+  }
+  OCTET_FAIL("quant_map: unknown map ", static_cast<int>(map), " (expected dynamic_signed, dynamic_unsigned, linear)");
+}
+
+uint8_t nearest_code(const float* map, float v) {
+  if (std::isnan(v)) v = 0.0f;
+  v = std::clamp(v, map[0], map[255]);  // +-inf -> the end entries; finite v keep their nearest
+  // Differences of two floats of similar magnitude (or with one of them 0) are exact in double,
+  // and those are the only ones whose order could be close: the comparison is exact.
+  int best = 0;
+  double best_dist = std::fabs(double(v) - double(map[0]));
+  for (int i = 1; i < 256; ++i) {
+    double d = std::fabs(double(v) - double(map[i]));
+    if (d < best_dist) {  // strict: the lowest index wins a tie
+      best = i;
+      best_dist = d;
+    }
+  }
+  return static_cast<uint8_t>(best);
+}
+
+uint8_t nearest_code(const std::array<float, 256>& map, float v) { return nearest_code(map.data(), v); }
+
+Thresholds compute_thresholds(const float* map) {
+  Thresholds t{};
+  for (int i = 0; i < 255; ++i) {
+    double mid = (double(map[i]) + double(map[i + 1])) * 0.5;  // exact for the maps documented
+    float f = static_cast<float>(mid);
+    if (double(f) > mid) f = std::nextafter(f, -std::numeric_limits<float>::infinity());
+    t[i] = f;
+  }
+  // A repeated entry's second index gets an empty range: its lower threshold moves up to its upper.
+  for (int i = 254; i >= 0; --i) {
+    if (map[i] == map[i + 1]) t[i] = i == 254 ? std::numeric_limits<float>::infinity() : t[i + 1];
+  }
+  return t;
+}
+
+const Thresholds& quant_thresholds(QuantMap map) {
+  static const Thresholds dynamic_signed = compute_thresholds(quant_map(QuantMap::dynamic_signed).data());
+  static const Thresholds dynamic_unsigned = compute_thresholds(quant_map(QuantMap::dynamic_unsigned).data());
+  static const Thresholds linear = compute_thresholds(quant_map(QuantMap::linear).data());
+  switch (map) {
+    case QuantMap::dynamic_signed:
+      return dynamic_signed;
+    case QuantMap::dynamic_unsigned:
+      return dynamic_unsigned;
+    case QuantMap::linear:
+      return linear;
+  }
+  OCTET_FAIL("quant_thresholds: unknown map ", static_cast<int>(map));
+}
+
+}  // namespace octet::quant

@@ -1,0 +1,68 @@
+// Quantization maps: 256 sorted float32 values in [-1, 1]; an 8-bit code is an index into one.
+// A value v (already normalized by its block's absmax) is stored as the index of the nearest
+// map value; dequantization is a table lookup times the absmax (quant/blockwise.h).
+//   const auto& m = quant_map(QuantMap::dynamic_signed);
+//   uint8_t c = nearest_code(m, 0.3f);   // m[c] == 0.296875f
+//   float back = m[c];
+//
+// How the maps are generated (Dettmers et al., "8-bit optimizers via block-wise quantization",
+// sections 1.3 and 2.2; values computed in double, rounded once to float):
+//
+// dynamic_signed -- dynamic tree quantization, for first moments. Bit 7 is the sign; in the other
+//   7 bits, a run of k leading zeros (k = 0..6) selects the decade 10^-k, the first one bit after
+//   it is the indicator, and the remaining F = 6 - k bits are a linear fraction f in [0, 2^F):
+//       |value| = 10^-k * (0.1 + 0.9 * (f + 1) / 2^F)
+//   so each decade [0.1, 1] * 10^-k is cut into 2^F equal steps and holds their upper ends: the
+//   decades join without gaps and +-1 and +-10^-k are exact. Decade k = 6 has no fraction bits
+//   and holds only 1e-6 (the smallest nonzero magnitude); 1e-6..1 with 64, 32, ..., 1 values per
+//   decade; magnitudes below 5e-7 round to 0. The all-zero pattern is 0 for either sign, so the
+//   format has 255 distinct values (127 negative, 0, 127 positive); the 256-entry table holds 0
+//   twice, at indices 127 and 128 (see "duplicates" below).
+//
+// dynamic_unsigned -- the paper's "dynamic quantization" for non-negative second moments: the sign
+//   bit becomes a fixed extra fraction bit, so decade k has F = 7 - k fraction bits (128, 64, ...,
+//   2 values for k = 0..6, same formula as above). The pattern with no indicator bit (a run of
+//   7 zeros) keeps its fixed fraction bit: 0 -> 0.0, 1 -> 1e-7. 256 distinct values in [0, 1].
+//
+// linear -- for ablations: i / 127 for i = -127..127 (255 evenly spaced values, step 1/127, with
+//   exact -1, 0 and 1, so zeros stay zeros and the map is symmetric; unlike linspace(-1, 1, 256),
+//   which has no 0). The 256th entry repeats -1 at index 0.
+//
+// Duplicates and ties: nearest_code returns the LOWEST index among the nearest entries. So a
+// repeated entry is reached only through its first index (dynamic_signed: 0 -> code 127, code 128
+// is never produced; linear: -1 -> code 0, code 1 never produced); the unused code still
+// dequantizes to the same value. A value exactly halfway between two entries gets the lower one.
+// NaN is treated as 0 (the code of the entry nearest 0); +-inf as the largest / smallest entry.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string_view>
+
+namespace octet::quant {
+
+enum class QuantMap : uint8_t { dynamic_signed, dynamic_unsigned, linear };
+
+std::string_view quant_map_name(QuantMap map);
+
+// The map's 256 values, ascending; built once (thread-safe), valid for the program's lifetime.
+const std::array<float, 256>& quant_map(QuantMap map);
+
+// Index of the map entry nearest to v (ties, duplicates, NaN and inf as described above). The
+// scalar reference: a scan of all 256 entries comparing exact distances. `map` must be ascending
+// and finite, with neighbouring entries within a factor 2^29 of each other or one of them 0 (true
+// for the built-in maps; it keeps every distance compared here exact in double).
+uint8_t nearest_code(const std::array<float, 256>& map, float v);
+uint8_t nearest_code(const float* map, float v);
+
+// Decision thresholds of a map for the fast searches: t[i] is the largest float <= the midpoint
+// of map[i] and map[i+1], so for any non-NaN v
+//     nearest_code(map, v) == number of i with v > t[i]
+// (the lower entry wins a tie; a repeated entry's threshold is moved up to the next one so its
+// second index has an empty range, +inf at the top end). Non-decreasing; the same table any
+// device's kernels must use to reproduce the CPU codes bit for bit.
+using Thresholds = std::array<float, 255>;
+Thresholds compute_thresholds(const float* map);
+const Thresholds& quant_thresholds(QuantMap map);  // cached for the built-in maps
+
+}  // namespace octet::quant
