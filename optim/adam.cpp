@@ -74,11 +74,11 @@ void adam_update(const AdamStep& s, const Tensor& param, const Tensor& grad, Par
 
 // ---- Adam
 
-Adam::Adam(NamedTensors params, const AdamOptions& options)
-    : Adam(std::vector<ParamGroup>{ParamGroup(std::move(params))}, options) {}
+Adam::Adam(NamedTensors params, const AdamOptions& options, const StateOptions& state)
+    : Adam(std::vector<ParamGroup>{ParamGroup(std::move(params))}, options, state) {}
 
-Adam::Adam(std::vector<ParamGroup> groups, const AdamOptions& defaults)
-    : Optimizer(std::move(groups), defaults, "Adam") {
+Adam::Adam(std::vector<ParamGroup> groups, const AdamOptions& defaults, const StateOptions& state)
+    : Optimizer(std::move(groups), defaults, "Adam", state) {
   for (size_t g = 0; g < num_groups(); ++g) check_options(options(g), "Adam");
 }
 
@@ -95,11 +95,11 @@ void Adam::update(const OptimizerOptions& options, const Tensor& param, const Te
 
 // ---- AdamW
 
-AdamW::AdamW(NamedTensors params, const AdamWOptions& options)
-    : AdamW(std::vector<ParamGroup>{ParamGroup(std::move(params))}, options) {}
+AdamW::AdamW(NamedTensors params, const AdamWOptions& options, const StateOptions& state)
+    : AdamW(std::vector<ParamGroup>{ParamGroup(std::move(params))}, options, state) {}
 
-AdamW::AdamW(std::vector<ParamGroup> groups, const AdamWOptions& defaults)
-    : Optimizer(std::move(groups), defaults, "AdamW") {
+AdamW::AdamW(std::vector<ParamGroup> groups, const AdamWOptions& defaults, const StateOptions& state)
+    : Optimizer(std::move(groups), defaults, "AdamW", state) {
   for (size_t g = 0; g < num_groups(); ++g) check_options(options(g), "AdamW");
 }
 

@@ -53,8 +53,8 @@ struct AdamWOptions : AdamOptionsBase<AdamWOptions> {
 
 class Adam : public Optimizer {
  public:
-  Adam(NamedTensors params, const AdamOptions& options);
-  Adam(std::vector<ParamGroup> groups, const AdamOptions& defaults);  // groups without options use `defaults`
+  Adam(NamedTensors params, const AdamOptions& options, const StateOptions& state = {});
+  Adam(std::vector<ParamGroup> groups, const AdamOptions& defaults, const StateOptions& state = {});  // groups without options use `defaults`
 
   const AdamOptions& options(size_t group) const;
   AdamOptions& options(size_t group);
@@ -67,8 +67,8 @@ class Adam : public Optimizer {
 
 class AdamW : public Optimizer {
  public:
-  AdamW(NamedTensors params, const AdamWOptions& options);
-  AdamW(std::vector<ParamGroup> groups, const AdamWOptions& defaults);
+  AdamW(NamedTensors params, const AdamWOptions& options, const StateOptions& state = {});
+  AdamW(std::vector<ParamGroup> groups, const AdamWOptions& defaults, const StateOptions& state = {});
 
   const AdamWOptions& options(size_t group) const;
   AdamWOptions& options(size_t group);

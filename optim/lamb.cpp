@@ -86,11 +86,11 @@ void lamb_block(const LambStep<T>& s, T step, T* p, const T* g, const StateBlock
 
 }  // namespace
 
-Lamb::Lamb(NamedTensors params, const LambOptions& options)
-    : Lamb(std::vector<ParamGroup>{ParamGroup(std::move(params))}, options) {}
+Lamb::Lamb(NamedTensors params, const LambOptions& options, const StateOptions& state)
+    : Lamb(std::vector<ParamGroup>{ParamGroup(std::move(params))}, options, state) {}
 
-Lamb::Lamb(std::vector<ParamGroup> groups, const LambOptions& defaults)
-    : Optimizer(std::move(groups), defaults, "Lamb") {
+Lamb::Lamb(std::vector<ParamGroup> groups, const LambOptions& defaults, const StateOptions& state)
+    : Optimizer(std::move(groups), defaults, "Lamb", state) {
   for (size_t g = 0; g < num_groups(); ++g) check_options(options(g));
 }
 

@@ -46,11 +46,11 @@ void lars_block(const LARSOptions& o, T scale, bool first, T* p, const T* g, con
 
 }  // namespace
 
-LARS::LARS(NamedTensors params, const LARSOptions& options)
-    : LARS(std::vector<ParamGroup>{ParamGroup(std::move(params))}, options) {}
+LARS::LARS(NamedTensors params, const LARSOptions& options, const StateOptions& state)
+    : LARS(std::vector<ParamGroup>{ParamGroup(std::move(params))}, options, state) {}
 
-LARS::LARS(std::vector<ParamGroup> groups, const LARSOptions& defaults)
-    : Optimizer(std::move(groups), defaults, "LARS") {
+LARS::LARS(std::vector<ParamGroup> groups, const LARSOptions& defaults, const StateOptions& state)
+    : Optimizer(std::move(groups), defaults, "LARS", state) {
   for (size_t g = 0; g < num_groups(); ++g) check_options(options(g));
 }
 

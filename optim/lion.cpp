@@ -35,11 +35,11 @@ void lion_block(const LionOptions& o, T* p, const T* g, const StateBlock<T>& b) 
 
 }  // namespace
 
-Lion::Lion(NamedTensors params, const LionOptions& options)
-    : Lion(std::vector<ParamGroup>{ParamGroup(std::move(params))}, options) {}
+Lion::Lion(NamedTensors params, const LionOptions& options, const StateOptions& state)
+    : Lion(std::vector<ParamGroup>{ParamGroup(std::move(params))}, options, state) {}
 
-Lion::Lion(std::vector<ParamGroup> groups, const LionOptions& defaults)
-    : Optimizer(std::move(groups), defaults, "Lion") {
+Lion::Lion(std::vector<ParamGroup> groups, const LionOptions& defaults, const StateOptions& state)
+    : Optimizer(std::move(groups), defaults, "Lion", state) {
   for (size_t g = 0; g < num_groups(); ++g) check_options(options(g));
 }
 

@@ -1,5 +1,8 @@
 #include "optim/optimizer.h"
 
+#include "optim/blockwise_state.h"
+#include "quant/blockwise.h"
+
 #include <algorithm>
 #include <array>
 #include <map>
@@ -49,7 +52,32 @@ NamedTensors DenseState::tensors() const {
 
 // ---- Optimizer
 
-Optimizer::Optimizer(std::vector<ParamGroup> groups, const OptimizerOptions& defaults, const char* name) : name_(name) {
+bool name_matches(const std::string& pattern, const std::string& name) {
+  // Iterative '*' glob: remember the last star and retry from one character further on mismatch.
+  size_t p = 0, n = 0, star = std::string::npos, resume = 0;
+  while (n < name.size()) {
+    if (p < pattern.size() && pattern[p] != '*' && pattern[p] == name[n]) {
+      ++p, ++n;
+    } else if (p < pattern.size() && pattern[p] == '*') {
+      star = p++;
+      resume = n;
+    } else if (star != std::string::npos) {
+      p = star + 1;
+      n = ++resume;
+    } else {
+      return false;
+    }
+  }
+  while (p < pattern.size() && pattern[p] == '*') ++p;
+  return p == pattern.size();
+}
+
+Optimizer::Optimizer(std::vector<ParamGroup> groups, const OptimizerOptions& defaults, const char* name,
+                     const StateOptions& state)
+    : name_(name), state_options_(state) {
+  OCTET_CHECK(state.bits_ == 32 || state.bits_ == 8, name, ": state bits must be 32 or 8, got ", state.bits_);
+  OCTET_CHECK(state.min_8bit_size_ >= 0, name, ": min_8bit_size must be >= 0, got ", state.min_8bit_size_);
+  if (state.bits_ == 8) quant::check_block_size(state.block_size_, name);
   std::set<std::string> seen;
   std::set<const TensorImpl*> seen_tensors;
   for (size_t g = 0; g < groups.size(); ++g) {
@@ -100,7 +128,36 @@ double Optimizer::initial_lr(size_t group) const {
 
 std::unique_ptr<ParamState> Optimizer::make_state(const std::string& name, const Tensor& param,
                                                   const OptimizerOptions& options) const {
-  return std::make_unique<DenseState>(param, state_buffers(options));
+  const StateOptions& so = state_options_;
+  bool eight = so.bits_ == 8 && param.dtype() == DType::f32 && param.numel() >= so.min_8bit_size_ &&
+               std::none_of(so.keep_32bit_.begin(), so.keep_32bit_.end(),
+                            [&](const std::string& pat) { return name_matches(pat, name); });
+  std::vector<std::string> buffers = state_buffers(options);
+  if (!eight || buffers.empty()) return std::make_unique<DenseState>(param, std::move(buffers));
+  // Second moments are non-negative: the unsigned map spends its sign bit on precision.
+  std::vector<quant::QuantMap> maps;
+  for (const std::string& b : buffers) {
+    bool nonnegative = b.find("_sq") != std::string::npos || b == "square_avg";
+    maps.push_back(nonnegative ? quant::QuantMap::dynamic_unsigned : quant::QuantMap::dynamic_signed);
+  }
+  return std::make_unique<BlockwiseState>(param, std::move(buffers), std::move(maps), so.block_size_);
+}
+
+int64_t Optimizer::state_bytes() const {
+  ensure_state();
+  int64_t bytes = 0;
+  for (const Group& g : groups_)
+    for (const auto& st : g.states)
+      for (const auto& [k, t] : st->tensors()) bytes += t.numel() * static_cast<int64_t>(dtype_size(t.dtype()));
+  return bytes;
+}
+
+int64_t Optimizer::num_8bit_params() const {
+  ensure_state();
+  int64_t n = 0;
+  for (const Group& g : groups_)
+    for (const auto& st : g.states) n += dynamic_cast<const BlockwiseState*>(st.get()) != nullptr;
+  return n;
 }
 
 void Optimizer::ensure_state() const {

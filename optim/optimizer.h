@@ -110,6 +110,28 @@ class DenseState : public ParamState {
   int64_t numel_;
 };
 
+// ---- state precision
+
+// How state is stored: 32-bit (dense, the parameter's dtype) or 8-bit (block-wise quantized codes
+// and absmax, optim/blockwise_state.h). Only f32 parameters with at least min_8bit_size elements
+// get 8-bit state; names matching a keep_32bit pattern ('*' matches any run of characters, e.g.
+// "*embedding*") keep 32-bit state. Switching bits changes nothing else: same options, formulas
+// and state names (8-bit buffers are saved as "<buffer>.codes" and "<buffer>.absmax").
+//   Adam opt(model.named_parameters(), AdamOptions(1e-3), StateOptions().bits(8));
+struct StateOptions {
+  int64_t bits_ = 32;
+  int64_t min_8bit_size_ = 4096;
+  int64_t block_size_ = 2048;
+  std::vector<std::string> keep_32bit_;
+  StateOptions& bits(int64_t v) { bits_ = v; return *this; }
+  StateOptions& min_8bit_size(int64_t v) { min_8bit_size_ = v; return *this; }
+  StateOptions& block_size(int64_t v) { block_size_ = v; return *this; }
+  StateOptions& keep_32bit(std::vector<std::string> v) { keep_32bit_ = std::move(v); return *this; }
+};
+
+// Glob match with '*' only (for StateOptions::keep_32bit).
+bool name_matches(const std::string& pattern, const std::string& name);
+
 // ---- options and groups
 
 // Options of one optimizer kind (SGDOptions, AdamOptions, ...). The lr accessors are virtual so
@@ -159,6 +181,11 @@ class Optimizer {
   double initial_lr(size_t group) const;
   // Calls of step() so far (also restored by load_state_dict).
   int64_t steps() const { return steps_; }
+  const StateOptions& state_options() const { return state_options_; }
+  // Bytes of optimizer state (every state tensor; creates the state if it does not exist yet).
+  int64_t state_bytes() const;
+  // Parameters whose state is 8-bit.
+  int64_t num_8bit_params() const;
 
   // A snapshot (cloned tensors) of the state: "<param>.<buffer>" for each state tensor (e.g.
   // "fc.weight.exp_avg"), "<param>.step" (i64 scalar: updates applied to that parameter) and
@@ -170,10 +197,12 @@ class Optimizer {
 
  protected:
   // `defaults` fills groups without options; group options of the wrong kind are an Error.
-  Optimizer(std::vector<ParamGroup> groups, const OptimizerOptions& defaults, const char* name);
+  Optimizer(std::vector<ParamGroup> groups, const OptimizerOptions& defaults, const char* name,
+            const StateOptions& state = {});
 
   // The extension point: the state of parameter `name` in a group with `options`. The default
-  // is DenseState with state_buffers(options). Called lazily (first step/state_dict/load).
+  // is DenseState with state_buffers(options), or BlockwiseState when state_options() asks for
+  // 8 bits and the parameter qualifies. Called lazily (first step/state_dict/load).
   virtual std::unique_ptr<ParamState> make_state(const std::string& name, const Tensor& param,
                                                  const OptimizerOptions& options) const;
   // Names of the state buffers a parameter needs under `options` (e.g. {"momentum_buffer"}).
@@ -197,6 +226,7 @@ class Optimizer {
   void ensure_state() const;
 
   const char* name_;
+  StateOptions state_options_;
   mutable std::vector<Group> groups_;  // states are created lazily, also from const accessors
   int64_t steps_ = 0;
 };

@@ -46,11 +46,11 @@ void rmsprop_block(const RMSpropOptions& o, T* p, const T* g, const StateBlock<T
 
 }  // namespace
 
-RMSprop::RMSprop(NamedTensors params, const RMSpropOptions& options)
-    : RMSprop(std::vector<ParamGroup>{ParamGroup(std::move(params))}, options) {}
+RMSprop::RMSprop(NamedTensors params, const RMSpropOptions& options, const StateOptions& state)
+    : RMSprop(std::vector<ParamGroup>{ParamGroup(std::move(params))}, options, state) {}
 
-RMSprop::RMSprop(std::vector<ParamGroup> groups, const RMSpropOptions& defaults)
-    : Optimizer(std::move(groups), defaults, "RMSprop") {
+RMSprop::RMSprop(std::vector<ParamGroup> groups, const RMSpropOptions& defaults, const StateOptions& state)
+    : Optimizer(std::move(groups), defaults, "RMSprop", state) {
   for (size_t g = 0; g < num_groups(); ++g) check_options(options(g));
 }
 

@@ -46,9 +46,9 @@ struct SGDOptions : OptimizerOptions {
 
 class SGD : public Optimizer {
  public:
-  SGD(NamedTensors params, const SGDOptions& options);
+  SGD(NamedTensors params, const SGDOptions& options, const StateOptions& state = {});
   // Groups without options use `defaults`.
-  SGD(std::vector<ParamGroup> groups, const SGDOptions& defaults);
+  SGD(std::vector<ParamGroup> groups, const SGDOptions& defaults, const StateOptions& state = {});
 
   const SGDOptions& options(size_t group) const;
   SGDOptions& options(size_t group);

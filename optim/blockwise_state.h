@@ -1,0 +1,39 @@
+// 8-bit optimizer state (Dettmers et al., "8-bit Optimizers via Block-wise Quantization"): every
+// state buffer is stored as u8 codes into a 256-value map plus one f32 absmax per block of
+// `block_size` elements. An update runs block by block: the block's buffers are dequantized into
+// per-thread scratch of block_size floats, the optimizer's ordinary f32 update runs on them, and
+// they are quantized back (a new absmax from the updated values). A float32 copy of the whole
+// state tensor never exists, so the state costs 1 + 4/block_size bytes per element and buffer.
+//   auto s = std::make_unique<BlockwiseState>(param, {"exp_avg", "exp_avg_sq"},
+//                                             {QuantMap::dynamic_signed, QuantMap::dynamic_unsigned}, 2048);
+#pragma once
+
+#include "optim/optimizer.h"
+#include "quant/blockwise.h"
+
+namespace octet {
+
+class BlockwiseState : public ParamState {
+ public:
+  // One map per buffer: dynamic_signed for signed buffers (momentum, first moments),
+  // dynamic_unsigned for non-negative ones (second moments). f32 parameters only.
+  BlockwiseState(const Tensor& param, std::vector<std::string> buffer_names, std::vector<quant::QuantMap> maps,
+                 int64_t block_size);
+  void for_each_block(const BlockUpdate<float>& fn) override;
+  void for_each_block(const BlockUpdate<double>& fn) override;  // an error: 8-bit state is for f32
+  // Dequantizes only (the first, read-only pass of LAMB): the state is left exactly as it was.
+  void read_blocks(const BlockRead<float>& fn) override;
+  // "<buffer>.codes" (u8, the parameter's element count) and "<buffer>.absmax" (f32, one per block).
+  NamedTensors tensors() const override;
+  int64_t block_size() const { return block_size_; }
+  const quant::BlockwiseQuantized& buffer(size_t i) const { return buffers_.at(i); }
+
+ private:
+  // Runs body(begin, n, block index, scratch pointers) over the blocks, with per-thread scratch.
+  template <typename Body>
+  void blocks(Body body);
+  std::vector<quant::BlockwiseQuantized> buffers_;
+  int64_t numel_, block_size_;
+};
+
+}  // namespace octet
