@@ -53,43 +53,39 @@ OCTET_AVX2 static inline __m256i step_avx2(__m256 v, __m256 t, __m256i k) {
   return _mm256_sub_epi32(_mm256_add_epi32(k, k), gt);
 }
 
-OCTET_AVX2 static inline __m256i codes_avx2(__m256 v, const SearchTree& tree, __m256 r0, __m256 r1, __m256 r2,
-                                            __m256 r3) {
+// The nodes [8m, 16m) of one level (m = 1 or 2 registers of 8) for each lane's k: each register
+// permuted by the low 3 bits of k, bit 3 picks between them.
+OCTET_AVX2 static inline __m256 node_avx2(__m256i k, const float* level, int regs) {
+  __m256 r0 = _mm256_permutevar8x32_ps(_mm256_load_ps(level), k);
+  if (regs == 1) return r0;
+  __m256 r1 = _mm256_permutevar8x32_ps(_mm256_load_ps(level + 8), k);
+  return _mm256_blendv_ps(r0, r1, _mm256_castsi256_ps(_mm256_slli_epi32(k, 28)));  // bit 3 as the sign
+}
+
+// Levels 1..5 come from permutes; 6..8 (nodes 32..255) from gathers, which measured faster here
+// than trees of 4..16 permutes and blends (and than unrolling: AVX2 has 16 registers).
+OCTET_AVX2 static inline __m256i codes_avx2(const float* x, __m256 absmax, const SearchTree& tree) {
+  __m256 v = _mm256_div_ps(_mm256_loadu_ps(x), absmax);
   v = _mm256_andnot_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q), v);  // NaN -> 0
   __m256i k = _mm256_set1_epi32(1);
-  for (int level = 0; level < 3; ++level) k = step_avx2(v, _mm256_permutevar8x32_ps(r0, k), k);  // nodes 1..7
-  k = step_avx2(v, _mm256_permutevar8x32_ps(r1, k), k);                                          // 8..15
-  __m256 hi = _mm256_castsi256_ps(_mm256_slli_epi32(k, 28));  // bit 3 of k as the sign: 24..31
-  k = step_avx2(v, _mm256_blendv_ps(_mm256_permutevar8x32_ps(r2, k), _mm256_permutevar8x32_ps(r3, k), hi), k);
-  for (int level = 0; level < 3; ++level) k = step_avx2(v, _mm256_i32gather_ps(tree.node, k, 4), k);  // 32..255
+  for (int level = 0; level < 3; ++level) k = step_avx2(v, node_avx2(k, tree.node, 1), k);  // nodes 1..7
+  k = step_avx2(v, node_avx2(k, tree.node + 8, 1), k);                                      // 8..15
+  k = step_avx2(v, node_avx2(k, tree.node + 16, 2), k);                                     // 16..31
+  for (int level = 0; level < 3; ++level) k = step_avx2(v, _mm256_i32gather_ps(tree.node, k, 4), k);
   return _mm256_sub_epi32(k, _mm256_set1_epi32(256));
 }
 
 OCTET_AVX2 void encode_avx2(const float* x, int64_t n, float absmax, const SearchTree& tree, uint8_t* codes) {
   const __m256 a = _mm256_set1_ps(absmax);
-  const __m256 r0 = _mm256_load_ps(tree.node), r1 = _mm256_load_ps(tree.node + 8);
-  const __m256 r2 = _mm256_load_ps(tree.node + 16), r3 = _mm256_load_ps(tree.node + 24);
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
-    __m256i c0 = codes_avx2(_mm256_div_ps(_mm256_loadu_ps(x + i), a), tree, r0, r1, r2, r3);
-    __m256i c1 = codes_avx2(_mm256_div_ps(_mm256_loadu_ps(x + i + 8), a), tree, r0, r1, r2, r3);
+    __m256i c0 = codes_avx2(x + i, a, tree), c1 = codes_avx2(x + i + 8, a, tree);
     // [c0 lo, c1 lo, c0 hi, c1 hi] as u16 per 128-bit lane, then bytes; fix the lane order.
-    __m256i w = _mm256_packus_epi32(c0, c1);
-    w = _mm256_permute4x64_epi64(w, 0xD8);
+    __m256i w = _mm256_permute4x64_epi64(_mm256_packus_epi32(c0, c1), 0xD8);
     __m128i b = _mm_packus_epi16(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(codes + i), b);
   }
   encode_portable(x + i, n - i, absmax, tree, codes + i);
-}
-
-OCTET_AVX2 void decode_avx2(const uint8_t* codes, int64_t n, float absmax, const float* map, float* out) {
-  const __m256 a = _mm256_set1_ps(absmax);
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    __m256i idx = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes + i)));
-    _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_i32gather_ps(map, idx, 4), a));
-  }
-  decode_portable(codes + i, n - i, absmax, map, out + i);
 }
 
 // ---- AVX-512: 16 lanes, the whole tree in registers
@@ -119,26 +115,38 @@ OCTET_AVX512 static inline __m512i step_avx512(__m512 v, __m512 t, __m512i k) {
   return _mm512_mask_add_epi32(k2, gt, k2, _mm512_set1_epi32(1));
 }
 
-OCTET_AVX512 static inline __m128i codes_avx512(__m512 v, const TreeRegs512& t) {
-  v = _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), _mm512_setzero_ps());  // NaN -> 0
-  __m512i k = _mm512_set1_epi32(1);
-  for (int level = 0; level < 4; ++level) k = step_avx512(v, _mm512_permutexvar_ps(k, t.r[0]), k);  // 1..15
-  k = step_avx512(v, _mm512_permutexvar_ps(k, t.r[1]), k);                                          // 16..31
-  k = step_avx512(v, _mm512_permutex2var_ps(t.r[2], k, t.r[3]), k);                                 // 32..63
-  // 64..127: bits 0-4 of k index a register pair, bit 5 picks the pair.
+// The tree node of level 6..8 for each lane's k: bits 0-4 of k index a register pair (vpermt2ps),
+// bits 5 and 6 pick the pair.
+OCTET_AVX512 static inline __m512 node_hi_avx512(__m512i k, const __m512* r, int pairs) {
+  __m512 p0 = _mm512_permutex2var_ps(r[0], k, r[1]);
+  if (pairs == 1) return p0;
   __mmask16 b5 = _mm512_test_epi32_mask(k, _mm512_set1_epi32(32));
-  k = step_avx512(
-      v, _mm512_mask_blend_ps(b5, _mm512_permutex2var_ps(t.r[4], k, t.r[5]), _mm512_permutex2var_ps(t.r[6], k, t.r[7])),
-      k);
-  // 128..255: bits 5 and 6 pick one of four register pairs.
-  b5 = _mm512_test_epi32_mask(k, _mm512_set1_epi32(32));
-  __mmask16 b6 = _mm512_test_epi32_mask(k, _mm512_set1_epi32(64));
-  __m512 lo =
-      _mm512_mask_blend_ps(b5, _mm512_permutex2var_ps(t.r[8], k, t.r[9]), _mm512_permutex2var_ps(t.r[10], k, t.r[11]));
-  __m512 hi = _mm512_mask_blend_ps(b5, _mm512_permutex2var_ps(t.r[12], k, t.r[13]),
-                                   _mm512_permutex2var_ps(t.r[14], k, t.r[15]));
-  k = step_avx512(v, _mm512_mask_blend_ps(b6, lo, hi), k);
-  return _mm512_cvtepi32_epi8(k);  // k = 256 + code: truncation keeps the code
+  __m512 lo = _mm512_mask_blend_ps(b5, p0, _mm512_permutex2var_ps(r[2], k, r[3]));
+  if (pairs == 2) return lo;
+  __m512 hi = _mm512_mask_blend_ps(b5, _mm512_permutex2var_ps(r[4], k, r[5]), _mm512_permutex2var_ps(r[6], k, r[7]));
+  return _mm512_mask_blend_ps(_mm512_test_epi32_mask(k, _mm512_set1_epi32(64)), lo, hi);
+}
+
+// Codes of U vectors at once: U independent dependency chains keep the pipelines full.
+template <int U>
+OCTET_AVX512 static inline void codes_avx512(const float* x, __m512 absmax, const TreeRegs512& t, uint8_t* codes) {
+  __m512 v[U];
+  __m512i k[U];
+  for (int u = 0; u < U; ++u) {
+    v[u] = _mm512_div_ps(_mm512_loadu_ps(x + 16 * u), absmax);
+    v[u] = _mm512_mask_mov_ps(v[u], _mm512_cmp_ps_mask(v[u], v[u], _CMP_UNORD_Q), _mm512_setzero_ps());  // NaN -> 0
+    k[u] = _mm512_set1_epi32(1);
+  }
+  for (int level = 0; level < 4; ++level) {  // nodes 1..15
+    for (int u = 0; u < U; ++u) k[u] = step_avx512(v[u], _mm512_permutexvar_ps(k[u], t.r[0]), k[u]);
+  }
+  for (int u = 0; u < U; ++u) k[u] = step_avx512(v[u], _mm512_permutexvar_ps(k[u], t.r[1]), k[u]);  // 16..31
+  for (int u = 0; u < U; ++u) k[u] = step_avx512(v[u], node_hi_avx512(k[u], t.r + 2, 1), k[u]);     // 32..63
+  for (int u = 0; u < U; ++u) k[u] = step_avx512(v[u], node_hi_avx512(k[u], t.r + 4, 2), k[u]);     // 64..127
+  for (int u = 0; u < U; ++u) k[u] = step_avx512(v[u], node_hi_avx512(k[u], t.r + 8, 4), k[u]);     // 128..255
+  for (int u = 0; u < U; ++u) {  // k = 256 + code: truncation to bytes keeps the code
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(codes + 16 * u), _mm512_cvtepi32_epi8(k[u]));
+  }
 }
 
 OCTET_AVX512 void encode_avx512(const float* x, int64_t n, float absmax, const SearchTree& tree, uint8_t* codes) {
@@ -146,21 +154,9 @@ OCTET_AVX512 void encode_avx512(const float* x, int64_t n, float absmax, const S
   TreeRegs512 t;
   for (int i = 0; i < 16; ++i) t.r[i] = _mm512_load_ps(tree.node + 16 * i);
   int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    __m128i c = codes_avx512(_mm512_div_ps(_mm512_loadu_ps(x + i), a), t);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(codes + i), c);
-  }
+  for (; i + 16 * 4 <= n; i += 16 * 4) codes_avx512<4>(x + i, a, t, codes + i);
+  for (; i + 16 <= n; i += 16) codes_avx512<1>(x + i, a, t, codes + i);
   encode_portable(x + i, n - i, absmax, tree, codes + i);
-}
-
-OCTET_AVX512 void decode_avx512(const uint8_t* codes, int64_t n, float absmax, const float* map, float* out) {
-  const __m512 a = _mm512_set1_ps(absmax);
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    __m512i idx = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + i)));
-    _mm512_storeu_ps(out + i, _mm512_mul_ps(_mm512_i32gather_ps(idx, map, 4), a));
-  }
-  decode_portable(codes + i, n - i, absmax, map, out + i);
 }
 
 }  // namespace octet::quant::cpu::detail

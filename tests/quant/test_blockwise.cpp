@@ -203,7 +203,12 @@ TEST(QuantBlockwise, EveryIsaMatchesReference) {
     for (QuantMap q : kMaps) {
       SCOPED_TRACE(std::string(cpu::isa_name(isa)) + " " + std::string(quant_map_name(q)));
       const float* map = quant_map(q).data();
-      std::vector<std::vector<float>> inputs{hard_block(q)};
+      std::vector<std::vector<float>> inputs;
+      for (int shift = 0; shift < 16; ++shift) {  // every hard value in every SIMD lane
+        std::vector<float> x(shift, 0.25f);
+        for (float v : hard_block(q)) x.push_back(v);
+        inputs.push_back(x);
+      }
       for (int64_t n : {0, 1, 7, 15, 16, 17, 31, 33, 100, 1000, 2048, 4097}) {
         std::vector<float> x = randn_vec(n, 100 + n);
         for (int64_t i = 0; i < n; i += 13) x[i] = (i / 13) % 3 == 0 ? kNaN : (i / 13) % 3 == 1 ? kInf : -kInf;
