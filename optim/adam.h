@@ -54,7 +54,8 @@ struct AdamWOptions : AdamOptionsBase<AdamWOptions> {
 class Adam : public Optimizer {
  public:
   Adam(NamedTensors params, const AdamOptions& options, const StateOptions& state = {});
-  Adam(std::vector<ParamGroup> groups, const AdamOptions& defaults, const StateOptions& state = {});  // groups without options use `defaults`
+  Adam(std::vector<ParamGroup> groups, const AdamOptions& defaults,
+       const StateOptions& state = {});  // groups without options use `defaults`
 
   const AdamOptions& options(size_t group) const;
   AdamOptions& options(size_t group);

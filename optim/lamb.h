@@ -56,7 +56,8 @@ struct LambOptions : OptimizerOptions {
 class Lamb : public Optimizer {
  public:
   Lamb(NamedTensors params, const LambOptions& options, const StateOptions& state = {});
-  Lamb(std::vector<ParamGroup> groups, const LambOptions& defaults, const StateOptions& state = {});  // groups without options use `defaults`
+  Lamb(std::vector<ParamGroup> groups, const LambOptions& defaults,
+       const StateOptions& state = {});  // groups without options use `defaults`
 
   const LambOptions& options(size_t group) const;
   LambOptions& options(size_t group);

@@ -52,7 +52,8 @@ struct LARSOptions : OptimizerOptions {
 class LARS : public Optimizer {
  public:
   LARS(NamedTensors params, const LARSOptions& options, const StateOptions& state = {});
-  LARS(std::vector<ParamGroup> groups, const LARSOptions& defaults, const StateOptions& state = {});  // groups without options use `defaults`
+  LARS(std::vector<ParamGroup> groups, const LARSOptions& defaults,
+       const StateOptions& state = {});  // groups without options use `defaults`
 
   const LARSOptions& options(size_t group) const;
   LARSOptions& options(size_t group);

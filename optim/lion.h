@@ -41,7 +41,8 @@ struct LionOptions : OptimizerOptions {
 class Lion : public Optimizer {
  public:
   Lion(NamedTensors params, const LionOptions& options, const StateOptions& state = {});
-  Lion(std::vector<ParamGroup> groups, const LionOptions& defaults, const StateOptions& state = {});  // groups without options use `defaults`
+  Lion(std::vector<ParamGroup> groups, const LionOptions& defaults,
+       const StateOptions& state = {});  // groups without options use `defaults`
 
   const LionOptions& options(size_t group) const;
   LionOptions& options(size_t group);

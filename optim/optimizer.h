@@ -123,10 +123,22 @@ struct StateOptions {
   int64_t min_8bit_size_ = 4096;
   int64_t block_size_ = 2048;
   std::vector<std::string> keep_32bit_;
-  StateOptions& bits(int64_t v) { bits_ = v; return *this; }
-  StateOptions& min_8bit_size(int64_t v) { min_8bit_size_ = v; return *this; }
-  StateOptions& block_size(int64_t v) { block_size_ = v; return *this; }
-  StateOptions& keep_32bit(std::vector<std::string> v) { keep_32bit_ = std::move(v); return *this; }
+  StateOptions& bits(int64_t v) {
+    bits_ = v;
+    return *this;
+  }
+  StateOptions& min_8bit_size(int64_t v) {
+    min_8bit_size_ = v;
+    return *this;
+  }
+  StateOptions& block_size(int64_t v) {
+    block_size_ = v;
+    return *this;
+  }
+  StateOptions& keep_32bit(std::vector<std::string> v) {
+    keep_32bit_ = std::move(v);
+    return *this;
+  }
 };
 
 // Glob match with '*' only (for StateOptions::keep_32bit).

@@ -44,7 +44,8 @@ struct RMSpropOptions : OptimizerOptions {
 class RMSprop : public Optimizer {
  public:
   RMSprop(NamedTensors params, const RMSpropOptions& options, const StateOptions& state = {});
-  RMSprop(std::vector<ParamGroup> groups, const RMSpropOptions& defaults, const StateOptions& state = {});  // groups without options use `defaults`
+  RMSprop(std::vector<ParamGroup> groups, const RMSpropOptions& defaults,
+          const StateOptions& state = {});  // groups without options use `defaults`
 
   const RMSpropOptions& options(size_t group) const;
   RMSpropOptions& options(size_t group);

@@ -37,7 +37,8 @@ void sgd_update(const SGDOptions& o, bool first, T* p, const T* g, const StateBl
 SGD::SGD(NamedTensors params, const SGDOptions& options, const StateOptions& state)
     : SGD(std::vector<ParamGroup>{ParamGroup(std::move(params))}, options, state) {}
 
-SGD::SGD(std::vector<ParamGroup> groups, const SGDOptions& defaults, const StateOptions& state) : Optimizer(std::move(groups), defaults, "SGD", state) {
+SGD::SGD(std::vector<ParamGroup> groups, const SGDOptions& defaults, const StateOptions& state)
+    : Optimizer(std::move(groups), defaults, "SGD", state) {
   for (size_t g = 0; g < num_groups(); ++g) check_options(options(g));
 }
 
