@@ -8,6 +8,10 @@
 #include "data/transforms.h"
 #include "models/registry.h"
 #include "optim/adam.h"
+#include "optim/lamb.h"
+#include "optim/lars.h"
+#include "optim/lion.h"
+#include "optim/rmsprop.h"
 #include "optim/sgd.h"
 
 namespace octet::tools {
@@ -113,28 +117,57 @@ Datasets build_datasets(const Recipe& r, bool need_train, const std::string& roo
 
 std::unique_ptr<Optimizer> build_optimizer(const Recipe& r, const NamedTensors& params) {
   const std::string name = r.text("optimizer.name");
-  const double lr = r.real("optimizer.lr"), wd = r.real("optimizer.weight_decay");
+  const double lr = r.real("optimizer.lr"), wd = r.real("optimizer.weight_decay"), eps = r.real("optimizer.eps");
+  const double momentum = r.real("optimizer.momentum");
   OCTET_CHECK(lr > 0, "recipe optimizer.lr: expected > 0, got ", lr);
   OCTET_CHECK(wd >= 0, "recipe optimizer.weight_decay: expected >= 0, got ", wd);
+  const int64_t bits = r.integer("optimizer.state_bits");
+  OCTET_CHECK(bits == 32 || bits == 8, "recipe optimizer.state_bits: expected 32 or 8, got ", bits);
+  StateOptions state = StateOptions()
+                           .bits(bits)
+                           .min_8bit_size(r.integer("optimizer.min_8bit_size"))
+                           .block_size(r.integer("optimizer.block_size"))
+                           .keep_32bit(r.text_list("optimizer.keep_32bit"));
   if (name == "sgd") {
-    return std::make_unique<SGD>(params, SGDOptions(lr)
-                                             .momentum(r.real("optimizer.momentum"))
-                                             .dampening(r.real("optimizer.dampening"))
-                                             .nesterov(r.boolean("optimizer.nesterov"))
-                                             .weight_decay(wd));
+    return std::make_unique<SGD>(params,
+                                 SGDOptions(lr)
+                                     .momentum(momentum)
+                                     .dampening(r.real("optimizer.dampening"))
+                                     .nesterov(r.boolean("optimizer.nesterov"))
+                                     .weight_decay(wd),
+                                 state);
   }
+  if (name == "rmsprop")
+    return std::make_unique<RMSprop>(params,
+                                     RMSpropOptions(lr)
+                                         .alpha(r.real("optimizer.alpha"))
+                                         .eps(eps)
+                                         .weight_decay(wd)
+                                         .momentum(r.is_set("optimizer.momentum") ? momentum : 0.0)
+                                         .centered(r.boolean("optimizer.centered")),
+                                     state);
+  if (name == "lars")
+    return std::make_unique<LARS>(params,
+                                  LARSOptions(lr)
+                                      .momentum(momentum)
+                                      .weight_decay(wd)
+                                      .trust_coefficient(r.real("optimizer.trust_coefficient"))
+                                      .eps(eps),
+                                  state);
   const auto& b = r.real_list("optimizer.betas");
   OCTET_CHECK(b.size() == 2, "recipe optimizer.betas: expected two values, got ", b.size());
+  if (name == "lion")
+    return std::make_unique<Lion>(params, LionOptions(lr).betas({b[0], b[1]}).weight_decay(wd), state);
+  if (name == "lamb")
+    return std::make_unique<Lamb>(params, LambOptions(lr).betas({b[0], b[1]}).eps(eps).weight_decay(wd), state);
   // Adam and AdamW share their options; only the weight decay's meaning differs.
   auto adam_options = [&](auto opts) -> decltype(opts) {
-    return opts.betas({b[0], b[1]})
-        .eps(r.real("optimizer.eps"))
-        .weight_decay(wd)
-        .amsgrad(r.boolean("optimizer.amsgrad"));
+    return opts.betas({b[0], b[1]}).eps(eps).weight_decay(wd).amsgrad(r.boolean("optimizer.amsgrad"));
   };
-  if (name == "adam") return std::make_unique<Adam>(params, adam_options(AdamOptions(lr)));
-  if (name == "adamw") return std::make_unique<AdamW>(params, adam_options(AdamWOptions(lr)));
-  OCTET_FAIL("recipe optimizer.name: unknown optimizer '", name, "' (known: sgd, adam, adamw)");
+  if (name == "adam") return std::make_unique<Adam>(params, adam_options(AdamOptions(lr)), state);
+  if (name == "adamw") return std::make_unique<AdamW>(params, adam_options(AdamWOptions(lr)), state);
+  OCTET_FAIL("recipe optimizer.name: unknown optimizer '", name,
+             "' (known: sgd, adam, adamw, rmsprop, lion, lamb, lars)");
 }
 
 std::shared_ptr<LrSchedule> build_schedule(const Recipe& r) {

@@ -136,7 +136,7 @@ TrainResult train(const Recipe& recipe_in, const TrainOptions& opts) {
     optimizer->load_state_dict(ckpt.optimizer);
     default_generator().set_state(state.rng_seed, state.rng_offset);
   }
-  ckpt = Checkpoint();  // the tensors now live in the model and optimizer
+  ckpt = Checkpoint();                           // the tensors now live in the model and optimizer
   if (!resuming) run_dir = new_run_dir(recipe);  // only once everything above was valid
 
   add_file_log(run_dir + "/train.log");
@@ -164,6 +164,13 @@ TrainResult train(const Recipe& recipe_in, const TrainOptions& opts) {
   const int64_t nb = loader.num_batches();
   OCTET_CHECK(nb >= 1, "train: ", data.train->size(), " training examples are fewer than one batch of ", batch_size);
   std::vector<Tensor> params = model->parameters();
+  {
+    // The optimizer's memory: bytes of state per parameter (8 for 32-bit Adam, about 2 for 8-bit).
+    double per_param = static_cast<double>(optimizer->state_bytes()) / std::max<double>(1, model->num_parameters());
+    spdlog::info("optimizer {}: {:.3f} MB of state, {:.3f} bytes per parameter ({} tensors with 8-bit state)",
+                 recipe.text("optimizer.name"), static_cast<double>(optimizer->state_bytes()) / 1e6, per_param,
+                 optimizer->num_8bit_params());
+  }
   TrainResult result;
   result.run_dir = run_dir;
 

@@ -66,17 +66,23 @@ Recipe mnist_recipe(const TempDir& dir, std::vector<std::string> extra = {}) {
   return load_recipe(kRecipes + "fashion_mnist.yaml", o);
 }
 
-TEST(Trainer, ResumeContinuesExactly) {
+// With 32-bit SGD state, and with 8-bit Adam state (codes and absmax restored exactly).
+class TrainerResume : public ::testing::TestWithParam<std::vector<std::string>> {};
+
+TEST_P(TrainerResume, ContinuesExactly) {
   TempDir dir;
   write_mnist(dir.path() + "/mnist", 96, 32);
-  TrainResult full = train(mnist_recipe(dir, {"log.run_name=full"}), {});
+  auto recipe = [&](std::vector<std::string> extra) {
+    extra.insert(extra.end(), GetParam().begin(), GetParam().end());
+    return mnist_recipe(dir, extra);
+  };
+  TrainResult full = train(recipe({"log.run_name=full"}), {});
   auto want = train_losses(full.run_dir);
   ASSERT_EQ(want.size(), 12u);  // 2 epochs x 6 batches
 
   for (int64_t stop_at : {7, 6}) {  // mid-epoch, and exactly at an epoch boundary
     std::string name = "part" + std::to_string(stop_at);
-    TrainResult part =
-        train(mnist_recipe(dir, {"log.run_name=" + name, "train.max_steps=" + std::to_string(stop_at)}), {});
+    TrainResult part = train(recipe({"log.run_name=" + name, "train.max_steps=" + std::to_string(stop_at)}), {});
     ASSERT_TRUE(part.stopped);
     ASSERT_TRUE(fs::exists(part.run_dir + "/last.safetensors"));
     TrainOptions resume;
@@ -101,6 +107,12 @@ TEST(Trainer, ResumeContinuesExactly) {
   for (const char* f : {"recipe.yaml", "train.log", "metrics.jsonl", "curves.html", "best.safetensors"})
     EXPECT_TRUE(fs::exists(full.run_dir + "/" + f)) << f;
 }
+
+INSTANTIATE_TEST_SUITE_P(Trainer, TrainerResume,
+                         ::testing::Values(std::vector<std::string>{},
+                                           std::vector<std::string>{
+                                               "optimizer.name=adam", "optimizer.lr=0.001", "optimizer.state_bits=8",
+                                               "optimizer.min_8bit_size=0", "optimizer.block_size=256"}));
 
 TEST(Trainer, StopFlagSavesAndReturns) {
   TempDir dir;
