@@ -16,23 +16,13 @@
 
 #include "core/cpu/conv_dnnl.h"
 #include "core/octet.h"
+#include "tools/bench/bench_util.h"
 
 using namespace octet;
+using octet::bench::best_time;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-// Best-of-R wall time of fn in seconds (after one warm-up call).
-double best_time(int reps, const std::function<void()>& fn) {
-  fn();
-  double best = 1e30;
-  for (int r = 0; r < reps; ++r) {
-    auto t0 = Clock::now();
-    fn();
-    best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
-  }
-  return best;
-}
 
 // 12 independent FMA chains per thread: enough to cover the FMA latency on both pipes.
 __attribute__((target("avx2,fma"))) float run256(int64_t iters) {

@@ -12,25 +12,10 @@
 #include <vector>
 
 #include "core/octet.h"
+#include "tools/bench/bench_util.h"
 
 using namespace octet;
-using Clock = std::chrono::steady_clock;
-
-namespace {
-
-double best_time(int reps, const std::function<void()>& fn) {
-  fn();
-  double best = 1e30;
-  for (int r = 0; r < reps; ++r) {
-    auto t0 = Clock::now();
-    fn();
-    best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
-  }
-  return best;
-}
-
-}  // namespace
-
+using octet::bench::best_time;
 int main(int argc, char** argv) {
   int threads = 2, reps = 5, log2n = 26;
   for (int i = 1; i + 1 < argc; i += 2) {

@@ -18,10 +18,14 @@ int main(int argc, char** argv) {
   int64_t batch = 64, steps = 10;
   std::string model_name = "mobilenetv2_cifar";
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--threads")) threads = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--batch")) batch = std::atoll(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--steps")) steps = std::atoll(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--model")) model_name = argv[i + 1];
+    if (!std::strcmp(argv[i], "--threads"))
+      threads = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--batch"))
+      batch = std::atoll(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--steps"))
+      steps = std::atoll(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--model"))
+      model_name = argv[i + 1];
   }
   set_num_threads(threads);
   manual_seed(0);
@@ -50,10 +54,10 @@ int main(int argc, char** argv) {
     best = std::min(best, dt);
     total += dt;
   }
-  std::printf("octet %s train step, batch %lld, %d thread(s): mean %.1f ms, best %.1f ms -> %.1f img/s "
-              "(mean), %.1f img/s (best)\n",
-              model_name.c_str(), static_cast<long long>(batch), threads, 1e3 * total / static_cast<double>(steps),
-              1e3 * best, static_cast<double>(batch) * static_cast<double>(steps) / total,
-              static_cast<double>(batch) / best);
+  std::printf(
+      "octet %s train step, batch %lld, %d thread(s): mean %.1f ms, best %.1f ms -> %.1f img/s "
+      "(mean), %.1f img/s (best)\n",
+      model_name.c_str(), static_cast<long long>(batch), threads, 1e3 * total / static_cast<double>(steps), 1e3 * best,
+      static_cast<double>(batch) * static_cast<double>(steps) / total, static_cast<double>(batch) / best);
   return 0;
 }
