@@ -256,7 +256,7 @@ Recipe parse_recipe(const std::string& yaml, const std::string& source, const st
     std::string name = sec->first.as<std::string>();
     OCTET_CHECK(!known_keys(name).empty(), at_line(source, sec->first), ": unknown section '", name,
                 "' (known: ", known_sections(), ")");
-    const YAML::Node& body = sec->second;
+    const YAML::Node body = sec->second;  // a copy: the iterator's value is a temporary
     if (body.IsNull()) continue;
     OCTET_CHECK(body.IsMap(), at_line(source, sec->first), ": section '", name, "' must be a mapping of keys");
     for (auto kv = body.begin(); kv != body.end(); ++kv) {
