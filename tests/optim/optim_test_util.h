@@ -97,13 +97,15 @@ Vec ref_trajectory(Ref ref, Vec p, int steps) {
   return p;
 }
 
-// Runs `steps` steps of Opt on one f64 parameter and expects the reference's trajectory.
+// Runs `steps` steps of Opt on one parameter (f64 unless `dtype` says otherwise) and expects the
+// reference's f64 trajectory within `tol`.
 template <typename Opt, typename Options, typename Ref>
-void expect_trajectory(const Vec& init, const Shape& shape, const Options& options, const Ref& ref, int steps) {
-  Tensor p = param_of(init, shape);
+void expect_trajectory(const Vec& init, const Shape& shape, const Options& options, const Ref& ref, int steps,
+                       DType dtype = DType::f64, double tol = kTrajectoryTol) {
+  Tensor p = param_of(init, shape, dtype);
   Opt opt(NamedTensors{{"w", p}}, options);
   run_steps(opt, {p}, 0, steps);
-  expect_near(p.to_vector<double>(), ref_trajectory(ref, init, steps), kTrajectoryTol);
+  expect_near(p.to_vector<double>(), ref_trajectory(ref, init, steps), tol);
   EXPECT_EQ(opt.steps(), steps);
 }
 

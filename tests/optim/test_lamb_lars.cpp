@@ -167,10 +167,8 @@ TEST(OptimLamb, LargeParamIsThreadCountIndependent) {
 TEST(OptimLamb, Float32FollowsFloat64) {
   // f32 arithmetic over 5 steps of size ~lr * r: a few f32 ulps of the values (~1e-7).
   constexpr double kF32Tol = 1e-5;
-  Tensor p = param_of(kInit, kShape, DType::f32);
-  Lamb opt(NamedTensors{{"w", p}}, LambOptions(0.1).weight_decay(0.05));
-  run_steps(opt, {p}, 0, kSteps);
-  expect_near(p.to_vector<double>(), ref_trajectory(LambRef{.lr = 0.1, .weight_decay = 0.05}, kInit, kSteps), kF32Tol);
+  expect_trajectory<Lamb>(kInit, kShape, LambOptions(0.1).weight_decay(0.05), LambRef{.lr = 0.1, .weight_decay = 0.05},
+                          kSteps, DType::f32, kF32Tol);
 }
 
 TEST(OptimLamb, BadOptions) {

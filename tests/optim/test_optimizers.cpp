@@ -92,11 +92,8 @@ TEST(OptimAdam, AmsgradDiffers) {
 TEST(OptimAdam, Float32FollowsFloat64) {
   // f32 arithmetic over 5 steps of size ~lr: errors of a few f32 ulps of the values (~1e-7).
   constexpr double kF32Tol = 1e-5;
-  Tensor p = param_of(kInit, kShape, DType::f32);
-  Adam opt(NamedTensors{{"w", p}}, AdamOptions(0.1).weight_decay(0.01).amsgrad(true));
-  run_steps(opt, {p}, 0, 5);
-  expect_near(p.to_vector<double>(),
-              ref_trajectory(AdamRef{.lr = 0.1, .weight_decay = 0.01, .amsgrad = true}, kInit, 5), kF32Tol);
+  expect_trajectory<Adam>(kInit, kShape, AdamOptions(0.1).weight_decay(0.01).amsgrad(true),
+                          AdamRef{.lr = 0.1, .weight_decay = 0.01, .amsgrad = true}, 5, DType::f32, kF32Tol);
 }
 
 TEST(OptimAdam, LargeParamRunsInBlocks) {

@@ -154,10 +154,8 @@ TEST(OptimLion, Trajectories) {
 TEST(OptimLion, Float32FollowsFloat64) {
   // Lion's steps are +-lr exactly; f32 differs only by rounding of p (a few ulps of ~3).
   constexpr double kF32Tol = 1e-5;
-  Tensor p = param_of(kInit, kShape, DType::f32);
-  Lion opt(NamedTensors{{"w", p}}, LionOptions(0.1).weight_decay(0.2));
-  run_steps(opt, {p}, 0, kSteps);
-  expect_near(p.to_vector<double>(), ref_trajectory(LionRef{.lr = 0.1, .weight_decay = 0.2}, kInit, kSteps), kF32Tol);
+  expect_trajectory<Lion>(kInit, kShape, LionOptions(0.1).weight_decay(0.2), LionRef{.lr = 0.1, .weight_decay = 0.2},
+                          kSteps, DType::f32, kF32Tol);
 }
 
 TEST(OptimLion, BadOptions) {
