@@ -13,9 +13,4 @@ Device Device::parse(const std::string& s) {
   OCTET_FAIL("device: cannot parse '", s, "' (expected cpu, cuda or cuda:N)");
 }
 
-#ifndef OCTET_WITH_CUDA
-int cuda_device_count() { return 0; }
-bool cuda_compiled() { return false; }
-#endif
-
 }  // namespace octet

@@ -1,172 +1,192 @@
-// Device dispatch for core/kernels.h: one switch per kernel on the device of its first tensor.
+// Device dispatch for core/kernels.h: each kernel checks that its tensors share one device and
+// calls that device's implementation (core/cpu/, or core/cuda/ in builds with OCTET_CUDA).
 #include "core/kernels.h"
 
+#include <initializer_list>
+
 #include "core/cpu/kernels.h"
+#include "core/cuda.h"
+#ifdef OCTET_WITH_CUDA
+#include "core/cuda/kernels.h"
+#endif
 
 namespace octet::kernels {
+namespace {
 
-[[noreturn]] static void no_device(const char* kernel, Device d) {
-  OCTET_FAIL(kernel, ": no kernel for device ", d, " in this build");
+// The device of the kernel's tensors (undefined ones are skipped); mixing devices is an error.
+Device device_of(const char* kernel, std::initializer_list<const Tensor*> tensors) {
+  const Tensor* first = nullptr;
+  for (const Tensor* t : tensors) {
+    if (!t->defined()) continue;
+    if (first == nullptr) {
+      first = t;
+    } else if (t->device() != first->device()) {
+      OCTET_FAIL(kernel, ": expected all tensors on one device, got ", first->device(), " and ", t->device(),
+                 " (move them with .to(device) first)");
+    }
+  }
+  OCTET_CHECK(first != nullptr, kernel, ": no defined tensor");
+  return first->device();
 }
 
+}  // namespace
+
+// Calls cpu::kernel or cuda::kernel with the arguments, by the device `d`.
+#ifdef OCTET_WITH_CUDA
+#define OCTET_DISPATCH(kernel, d, ...)                 \
+  do {                                                 \
+    if ((d).is_cuda()) return cuda::kernel(__VA_ARGS__); \
+    return cpu::kernel(__VA_ARGS__);                   \
+  } while (0)
+#else
+#define OCTET_DISPATCH(kernel, d, ...)                                                  \
+  do {                                                                                  \
+    OCTET_CHECK((d).is_cpu(), #kernel ": no kernel for device ", (d), " in this build"); \
+    return cpu::kernel(__VA_ARGS__);                                                    \
+  } while (0)
+#endif
+
 void copy(const Tensor& dst, const Tensor& src) {
-  Device d = dst.device();
-  if (d.is_cpu()) return cpu::copy(dst, src);
-  no_device("copy", d);
+  if (dst.device() != src.device()) {
+    // Across devices: move src as it is (contiguous, its own dtype) to dst's device, then the
+    // same-device copy does broadcasting, dtype conversion and dst's strides.
+    Tensor moved = empty(src.shape(), TensorOptions(src.dtype()).device(dst.device()));
+    cuda::copy_between_devices(moved, src.contiguous(), false);
+    return copy(dst, moved);
+  }
+  const Device d = device_of("copy", {&dst, &src});
+  OCTET_DISPATCH(copy, d, dst, src);
 }
 
 void fill(const Tensor& dst, double value) {
-  Device d = dst.device();
-  if (d.is_cpu()) return cpu::fill(dst, value);
-  no_device("fill", d);
+  const Device d = device_of("fill", {&dst});
+  OCTET_DISPATCH(fill, d, dst, value);
 }
 
 void uniform(const Tensor& dst, double low, double high, uint64_t seed, uint64_t offset) {
-  Device d = dst.device();
-  if (d.is_cpu()) return cpu::uniform(dst, low, high, seed, offset);
-  no_device("uniform", d);
+  const Device d = device_of("uniform", {&dst});
+  OCTET_DISPATCH(uniform, d, dst, low, high, seed, offset);
 }
 
 void normal(const Tensor& dst, double mean, double std, uint64_t seed, uint64_t offset) {
-  Device d = dst.device();
-  if (d.is_cpu()) return cpu::normal(dst, mean, std, seed, offset);
-  no_device("normal", d);
+  const Device d = device_of("normal", {&dst});
+  OCTET_DISPATCH(normal, d, dst, mean, std, seed, offset);
 }
 
 void unary(UnaryOp op, const Tensor& x, const Tensor& out, double a, double b) {
-  Device d = x.device();
-  if (d.is_cpu()) return cpu::unary(op, x, out, a, b);
-  no_device("unary", d);
+  const Device d = device_of("unary", {&x, &out});
+  OCTET_DISPATCH(unary, d, op, x, out, a, b);
 }
 
 void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
-  Device d = a.device();
-  if (d.is_cpu()) return cpu::binary(op, a, b, out);
-  no_device("binary", d);
+  const Device d = device_of("binary", {&a, &b, &out});
+  OCTET_DISPATCH(binary, d, op, a, b, out);
 }
 
 void compare(CompareOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
-  Device d = a.device();
-  if (d.is_cpu()) return cpu::compare(op, a, b, out);
-  no_device("compare", d);
+  const Device d = device_of("compare", {&a, &b, &out});
+  OCTET_DISPATCH(compare, d, op, a, b, out);
 }
 
 void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) {
-  Device d = cond.device();
-  if (d.is_cpu()) return cpu::where(cond, a, b, out);
-  no_device("where", d);
+  const Device d = device_of("where", {&cond, &a, &b, &out});
+  OCTET_DISPATCH(where, d, cond, a, b, out);
 }
 
 void reduce_rows(ReduceOp op, const Tensor& x, const Tensor& out) {
-  Device d = x.device();
-  if (d.is_cpu()) return cpu::reduce_rows(op, x, out);
-  no_device("reduce_rows", d);
+  const Device d = device_of("reduce_rows", {&x, &out});
+  OCTET_DISPATCH(reduce_rows, d, op, x, out);
 }
 
 void arg_reduce_rows(bool is_max, const Tensor& x, const Tensor& out) {
-  Device d = x.device();
-  if (d.is_cpu()) return cpu::arg_reduce_rows(is_max, x, out);
-  no_device("arg_reduce_rows", d);
+  const Device d = device_of("arg_reduce_rows", {&x, &out});
+  OCTET_DISPATCH(arg_reduce_rows, d, is_max, x, out);
 }
 
 void softmax_rows(bool log, const Tensor& x, const Tensor& out) {
-  Device d = x.device();
-  if (d.is_cpu()) return cpu::softmax_rows(log, x, out);
-  no_device("softmax_rows", d);
+  const Device d = device_of("softmax_rows", {&x, &out});
+  OCTET_DISPATCH(softmax_rows, d, log, x, out);
 }
 
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const Tensor& a, int64_t lda,
           const Tensor& b, int64_t ldb, double beta, const Tensor& c, int64_t ldc) {
-  Device d = a.device();
-  if (d.is_cpu()) return cpu::gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-  no_device("gemm", d);
+  const Device d = device_of("gemm", {&a, &b, &c});
+  OCTET_DISPATCH(gemm, d, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 void conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& out) {
-  Device d = x.device();
-  if (d.is_cpu()) return cpu::conv2d_forward(g, x, w, bias, out);
-  no_device("conv2d_forward", d);
+  const Device d = device_of("conv2d_forward", {&x, &w, &bias, &out});
+  OCTET_DISPATCH(conv2d_forward, d, g, x, w, bias, out);
 }
 
 void conv2d_backward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& dout, const Tensor& dx,
                      const Tensor& dw) {
-  Device d = x.device();
-  if (d.is_cpu()) return cpu::conv2d_backward(g, x, w, dout, dx, dw);
-  no_device("conv2d_backward", d);
+  const Device d = device_of("conv2d_backward", {&x, &w, &dout, &dx, &dw});
+  OCTET_DISPATCH(conv2d_backward, d, g, x, w, dout, dx, dw);
 }
 
 void max_pool2d_forward(const Pool2dGeometry& g, const Tensor& x, const Tensor& out, const Tensor& indices) {
-  Device d = x.device();
-  if (d.is_cpu()) return cpu::max_pool2d_forward(g, x, out, indices);
-  no_device("max_pool2d_forward", d);
+  const Device d = device_of("max_pool2d_forward", {&x, &out, &indices});
+  OCTET_DISPATCH(max_pool2d_forward, d, g, x, out, indices);
 }
 
 void max_pool2d_backward(const Pool2dGeometry& g, const Tensor& dout, const Tensor& indices, const Tensor& dx) {
-  Device d = dout.device();
-  if (d.is_cpu()) return cpu::max_pool2d_backward(g, dout, indices, dx);
-  no_device("max_pool2d_backward", d);
+  const Device d = device_of("max_pool2d_backward", {&dout, &indices, &dx});
+  OCTET_DISPATCH(max_pool2d_backward, d, g, dout, indices, dx);
 }
 
 void avg_pool2d_forward(const Pool2dGeometry& g, const Tensor& x, const Tensor& out) {
-  Device d = x.device();
-  if (d.is_cpu()) return cpu::avg_pool2d_forward(g, x, out);
-  no_device("avg_pool2d_forward", d);
+  const Device d = device_of("avg_pool2d_forward", {&x, &out});
+  OCTET_DISPATCH(avg_pool2d_forward, d, g, x, out);
 }
 
 void avg_pool2d_backward(const Pool2dGeometry& g, const Tensor& dout, const Tensor& dx) {
-  Device d = dout.device();
-  if (d.is_cpu()) return cpu::avg_pool2d_backward(g, dout, dx);
-  no_device("avg_pool2d_backward", d);
+  const Device d = device_of("avg_pool2d_backward", {&dout, &dx});
+  OCTET_DISPATCH(avg_pool2d_backward, d, g, dout, dx);
 }
 
 void adaptive_avg_pool2d_forward(const Tensor& x, const Tensor& out) {
-  Device d = x.device();
-  if (d.is_cpu()) return cpu::adaptive_avg_pool2d_forward(x, out);
-  no_device("adaptive_avg_pool2d_forward", d);
+  const Device d = device_of("adaptive_avg_pool2d_forward", {&x, &out});
+  OCTET_DISPATCH(adaptive_avg_pool2d_forward, d, x, out);
 }
 
 void adaptive_avg_pool2d_backward(const Tensor& dout, const Tensor& dx) {
-  Device d = dout.device();
-  if (d.is_cpu()) return cpu::adaptive_avg_pool2d_backward(dout, dx);
-  no_device("adaptive_avg_pool2d_backward", d);
+  const Device d = device_of("adaptive_avg_pool2d_backward", {&dout, &dx});
+  OCTET_DISPATCH(adaptive_avg_pool2d_backward, d, dout, dx);
 }
 
 void batch_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& out,
                         const Tensor& mean, const Tensor& invstd) {
-  Device d = x.device();
-  if (d.is_cpu()) return cpu::batch_norm_forward(x, weight, bias, eps, out, mean, invstd);
-  no_device("batch_norm_forward", d);
+  const Device d = device_of("batch_norm_forward", {&x, &weight, &bias, &out, &mean, &invstd});
+  OCTET_DISPATCH(batch_norm_forward, d, x, weight, bias, eps, out, mean, invstd);
 }
 
 void batch_norm_backward(const Tensor& dout, const Tensor& x, const Tensor& weight, const Tensor& mean,
                          const Tensor& invstd, const Tensor& dx, const Tensor& dweight, const Tensor& dbias) {
-  Device d = x.device();
-  if (d.is_cpu()) return cpu::batch_norm_backward(dout, x, weight, mean, invstd, dx, dweight, dbias);
-  no_device("batch_norm_backward", d);
+  const Device d = device_of("batch_norm_backward", {&dout, &x, &weight, &mean, &invstd, &dx, &dweight, &dbias});
+  OCTET_DISPATCH(batch_norm_backward, d, dout, x, weight, mean, invstd, dx, dweight, dbias);
 }
 
 void gather_rows(const Tensor& x, const Tensor& index, const Tensor& out) {
-  Device d = x.device();
-  if (d.is_cpu()) return cpu::gather_rows(x, index, out);
-  no_device("gather_rows", d);
+  const Device d = device_of("gather_rows", {&x, &index, &out});
+  OCTET_DISPATCH(gather_rows, d, x, index, out);
 }
 
 void scatter_add_rows(const Tensor& dx, const Tensor& index, const Tensor& src) {
-  Device d = dx.device();
-  if (d.is_cpu()) return cpu::scatter_add_rows(dx, index, src);
-  no_device("scatter_add_rows", d);
+  const Device d = device_of("scatter_add_rows", {&dx, &index, &src});
+  OCTET_DISPATCH(scatter_add_rows, d, dx, index, src);
 }
 
 void index_select_rows(const Tensor& x, const Tensor& index, const Tensor& out) {
-  Device d = x.device();
-  if (d.is_cpu()) return cpu::index_select_rows(x, index, out);
-  no_device("index_select_rows", d);
+  const Device d = device_of("index_select_rows", {&x, &index, &out});
+  OCTET_DISPATCH(index_select_rows, d, x, index, out);
 }
 
 void index_add_rows(const Tensor& dx, const Tensor& index, const Tensor& src) {
-  Device d = dx.device();
-  if (d.is_cpu()) return cpu::index_add_rows(dx, index, src);
-  no_device("index_add_rows", d);
+  const Device d = device_of("index_add_rows", {&dx, &index, &src});
+  OCTET_DISPATCH(index_add_rows, d, dx, index, src);
 }
+
+#undef OCTET_DISPATCH
 
 }  // namespace octet::kernels

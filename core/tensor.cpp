@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "core/autograd.h"
+#include "core/cuda.h"
 #include "core/generator.h"
 #include "core/kernels.h"
 #include "core/ops/elementwise.h"
@@ -329,9 +330,17 @@ Tensor Tensor::to(DType t) const {
   return out;
 }
 
-Tensor Tensor::to(Device d) const {
+Tensor Tensor::to(Device d, bool non_blocking) const {
+  check_defined("to");
   if (d == device()) return *this;
-  OCTET_FAIL("to: device ", d, " is not available in this build");
+  OCTET_CHECK(cuda_compiled(), "to: device ", d, " requested, but the CUDA backend is not built (configure with ",
+              "-DOCTET_CUDA=ON)");
+  Tensor src = contiguous();
+  Tensor out = empty(shape(), TensorOptions(dtype()).device(d));
+  cuda::copy_between_devices(out, src, non_blocking);
+  Device from = device();
+  autograd::record("to", {*this}, {out}, [from](const autograd::Grads& g) { return autograd::Grads{g[0].to(from)}; });
+  return out;
 }
 
 static void check_inplace(const Tensor& t, const char* op) {
@@ -520,6 +529,20 @@ Tensor from_blob(const void* data, const Shape& shape, DType dtype) {
   Tensor t = empty(shape, dtype);
   if (t.numel() > 0) std::memcpy(t.raw_data(), data, t.numel() * dtype_size(dtype));
   return t;
+}
+
+Tensor from_storage(std::shared_ptr<Storage> storage, const Shape& shape, DType dtype) {
+  check_shape(shape, "from_storage");
+  OCTET_CHECK(storage != nullptr, "from_storage: null storage");
+  const size_t need = static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype);
+  OCTET_CHECK(storage->nbytes() >= need, "from_storage: storage of ", storage->nbytes(), " bytes is too small for ",
+              dtype, " ", shape);
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = std::move(storage);
+  impl->shape = shape;
+  impl->strides = contiguous_strides(shape);
+  impl->dtype = dtype;
+  return Tensor(std::move(impl));
 }
 
 template <typename T>

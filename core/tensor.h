@@ -112,7 +112,9 @@ class Tensor {
   Tensor contiguous() const;  // itself when already contiguous
   Tensor clone() const;
   Tensor to(DType dtype) const;
-  Tensor to(Device device) const;
+  // To another device. Host memory is ready when it returns, unless non_blocking and the host side
+  // is pinned (cuda::pin_memory): then the copy is queued on the current stream and may still run.
+  Tensor to(Device device, bool non_blocking = false) const;
 
   // ---- in-place (not recorded by autograd; refused on tensors that need grad in grad mode)
   Tensor& copy_(const Tensor& src);  // src broadcasts to this shape; dtypes convert
@@ -186,5 +188,7 @@ template <typename T>
 Tensor from_vector(const std::vector<T>& data, const Shape& shape, bool requires_grad = false);
 // Copies numel(shape) elements of `dtype` from `data` into a new CPU tensor.
 Tensor from_blob(const void* data, const Shape& shape, DType dtype);
+// A contiguous tensor over an existing storage (which must hold numel(shape) elements of dtype).
+Tensor from_storage(std::shared_ptr<Storage> storage, const Shape& shape, DType dtype);
 
 }  // namespace octet
