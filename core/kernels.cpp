@@ -35,7 +35,10 @@ Device device_of(const char* kernel, std::initializer_list<const Tensor*> tensor
 #ifdef OCTET_WITH_CUDA
 #define OCTET_DISPATCH(kernel, d, ...)                 \
   do {                                                 \
-    if ((d).is_cuda()) return cuda::kernel(__VA_ARGS__); \
+    if ((d).is_cuda()) {                               \
+      cuda::ensure_device((d).index);                  \
+      return cuda::kernel(__VA_ARGS__);                \
+    }                                                  \
     return cpu::kernel(__VA_ARGS__);                   \
   } while (0)
 #else

@@ -6,6 +6,10 @@
 
 namespace octet::cuda {
 
+// Makes `index` the current device of this thread if it is not already (the dispatch calls it
+// before every kernel, so kernels run on the device their tensors live on).
+void ensure_device(int index);
+
 using kernels::Conv2dGeometry;
 using kernels::Pool2dGeometry;
 

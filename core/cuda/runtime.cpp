@@ -11,6 +11,7 @@
 
 #include "core/cuda.h"
 #include "core/cuda/cuda_util.h"
+#include "core/cuda/kernels.h"
 
 namespace octet {
 
@@ -61,6 +62,12 @@ int current_device() {
   int d = 0;
   if (is_available()) OCTET_CUDA_CHECK(cudaGetDevice(&d));
   return d;
+}
+
+void ensure_device(int index) {
+  int d = 0;
+  OCTET_CUDA_CHECK(cudaGetDevice(&d));
+  if (d != index) OCTET_CUDA_CHECK(cudaSetDevice(index));
 }
 
 void synchronize() {
