@@ -7,32 +7,38 @@
 #include <array>
 #include <cstdint>
 
+#include "core/hostdevice.h"
+
 namespace octet {
 
 // One Philox4x32 block with 10 rounds: four 32-bit outputs from a 128-bit counter and a 64-bit key.
-inline std::array<uint32_t, 4> philox4x32(std::array<uint32_t, 4> ctr, uint64_t key) {
+// OCTET_HD: the CUDA random fills call the same functions, so both devices draw the same bits.
+OCTET_HD inline std::array<uint32_t, 4> philox4x32(std::array<uint32_t, 4> ctr, uint64_t key) {
   constexpr uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u, kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
+  uint32_t c0 = ctr[0], c1 = ctr[1], c2 = ctr[2], c3 = ctr[3];
   uint32_t k0 = static_cast<uint32_t>(key), k1 = static_cast<uint32_t>(key >> 32);
   for (int r = 0; r < 10; ++r) {
-    uint64_t p0 = static_cast<uint64_t>(kM0) * ctr[0];
-    uint64_t p1 = static_cast<uint64_t>(kM1) * ctr[2];
-    ctr = {static_cast<uint32_t>(p1 >> 32) ^ ctr[1] ^ k0, static_cast<uint32_t>(p1),
-           static_cast<uint32_t>(p0 >> 32) ^ ctr[3] ^ k1, static_cast<uint32_t>(p0)};
+    uint64_t p0 = static_cast<uint64_t>(kM0) * c0;
+    uint64_t p1 = static_cast<uint64_t>(kM1) * c2;
+    c0 = static_cast<uint32_t>(p1 >> 32) ^ c1 ^ k0;
+    c1 = static_cast<uint32_t>(p1);
+    c2 = static_cast<uint32_t>(p0 >> 32) ^ c3 ^ k1;
+    c3 = static_cast<uint32_t>(p0);
     k0 += kW0;
     k1 += kW1;
   }
-  return ctr;
+  return {c0, c1, c2, c3};
 }
 
 // Four random 32-bit words for element `index` of the draw starting at `offset`.
-inline std::array<uint32_t, 4> philox_at(uint64_t seed, uint64_t offset, uint64_t index) {
+OCTET_HD inline std::array<uint32_t, 4> philox_at(uint64_t seed, uint64_t offset, uint64_t index) {
   uint64_t c = offset + index;
   return philox4x32({static_cast<uint32_t>(c), static_cast<uint32_t>(c >> 32), 0u, 0u}, seed);
 }
 
 // Uniform in [0, 1) with 24 (float) or 53 (double) random bits.
-inline float uniform_float(uint32_t w) { return static_cast<float>(w >> 8) * 0x1p-24f; }
-inline double uniform_double(uint32_t hi, uint32_t lo) {
+OCTET_HD inline float uniform_float(uint32_t w) { return static_cast<float>(w >> 8) * 0x1p-24f; }
+OCTET_HD inline double uniform_double(uint32_t hi, uint32_t lo) {
   return static_cast<double>(((static_cast<uint64_t>(hi) << 32) | lo) >> 11) * 0x1p-53;
 }
 
