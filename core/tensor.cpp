@@ -371,7 +371,7 @@ static void random_fill(Tensor& t, bool normal, double a, double b, Generator* g
   Generator& g = gen ? *gen : default_generator();
   Tensor dst = t.is_contiguous() && t.dtype() != DType::bf16
                    ? t
-                   : empty(t.shape(), t.dtype() == DType::f64 ? DType::f64 : DType::f32);
+                   : empty(t.shape(), TensorOptions(t.dtype() == DType::f64 ? DType::f64 : DType::f32).device(t.device()));
   uint64_t off = g.advance(static_cast<uint64_t>(t.numel()));
   if (normal)
     kernels::normal(dst, a, b, g.seed(), off);

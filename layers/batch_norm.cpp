@@ -1,6 +1,7 @@
 #include "layers/batch_norm.h"
 
 #include "core/autograd.h"
+#include "core/ops/elementwise.h"
 #include "core/ops/nn.h"
 #include "layers/init.h"
 
@@ -35,7 +36,7 @@ Tensor BatchNorm2d::forward(const Tensor& x) {
   Tensor y = batch_norm(x, running_mean_, running_var_, weight_, bias_, is_training(), momentum_, eps_);
   if (is_training()) {
     NoGradGuard ng;
-    num_batches_tracked_.fill_(static_cast<double>(num_batches_tracked_.item<int64_t>() + 1));
+    num_batches_tracked_.copy_(num_batches_tracked_ + 1.0);  // on its device: no host round trip
   }
   return y;
 }

@@ -58,7 +58,7 @@ static void check_classification(const char* op, const Tensor& x, const Tensor& 
 
 // -logp[i, target[i]] with ignored targets giving 0, and the count of kept targets.
 static std::pair<Tensor, Tensor> picked_nll(const Tensor& logp, const Tensor& target, int64_t ignore_index) {
-  Tensor keep = ne(target, scalar_tensor(static_cast<double>(ignore_index), TensorOptions(DType::i64)));
+  Tensor keep = ne(target, scalar_tensor(static_cast<double>(ignore_index), TensorOptions(DType::i64).device(target.device())));
   Tensor safe = where(keep, target, zeros_like(target));
   Tensor keep_f = keep.to(logp.dtype());
   Tensor picked = gather(logp, 1, safe.unsqueeze(1)).squeeze(1);
@@ -78,8 +78,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntr
   Tensor logp = log_softmax(logits, 1);
   auto [loss, count] = picked_nll(logp, target, opts.ignore_index_);
   if (eps > 0.0) {
-    Tensor keep_f = ne(target, scalar_tensor(static_cast<double>(opts.ignore_index_), TensorOptions(DType::i64)))
-                        .to(logits.dtype());
+    Tensor ignore = scalar_tensor(static_cast<double>(opts.ignore_index_), TensorOptions(DType::i64).device(target.device()));
+    Tensor keep_f = ne(target, ignore).to(logits.dtype());
     Tensor smooth = -mean(logp, {1}) * keep_f;
     loss = loss * (1.0 - eps) + smooth * eps;
   }

@@ -66,7 +66,8 @@ Tensor embedding(const Tensor& weight, const Tensor& ids, int64_t padding_idx) {
     autograd::record("embedding", {weight}, {out}, [si, padding_idx, ws = weight.shape()](const Grads& g) {
       Tensor src = g[0].reshape({-1, ws[1]}).contiguous();
       if (padding_idx >= 0) {
-        Tensor keep = ne(si, scalar_tensor(static_cast<double>(padding_idx), DType::i64)).to(src.dtype());
+        Tensor pad = scalar_tensor(static_cast<double>(padding_idx), TensorOptions(DType::i64).device(si->device()));
+        Tensor keep = ne(si, pad).to(src.dtype());
         src = (src * keep.unsqueeze(1)).contiguous();
       }
       Tensor dw = zeros(ws, TensorOptions(g[0].dtype()).device(g[0].device()));
