@@ -1,4 +1,4 @@
-// The data API in one include: datasets, transforms and the DataLoader.
+// The data API in one include: datasets, transforms, the DataLoader and its device prefetcher.
 //   auto train = cifar10("/data/cifar10", true, compose({random_crop(32, 32, 4), random_horizontal_flip()}));
 //   DataLoader loader(train, DataLoaderOptions().batch_size(128).seed(1));
 #pragma once
@@ -8,4 +8,5 @@
 #include "data/image_folder.h"
 #include "data/loader.h"
 #include "data/mnist.h"
+#include "data/prefetch.h"
 #include "data/transforms.h"

@@ -1,6 +1,6 @@
 // The `octet` command line:
 //   octet train RECIPE [section.key=value ...] [--resume RUN_OR_CHECKPOINT]
-//   octet eval CHECKPOINT_OR_RUN [--data ROOT]
+//   octet eval CHECKPOINT_OR_RUN [--data ROOT] [--device cpu|cuda|cuda:N]
 //   octet inspect CHECKPOINT
 //   octet selftest            (a tiny model checked against finite differences)
 //   octet schema              (the recipe keys, as recipes/README.md documents them)
@@ -72,12 +72,14 @@ int main(int argc, char** argv) {
   train->add_option("--resume", resume, "continue a run: its folder or a checkpoint file");
 
   auto* eval = app.add_subcommand("eval", "evaluate a checkpoint on its recipe's test split");
-  std::string ckpt, data_root;
+  std::string ckpt, data_root, eval_device;
   int threads = 2;
   eval->add_option("checkpoint", ckpt, "checkpoint file (.safetensors) or run folder (its best checkpoint)")
       ->required();
   eval->add_option("--data", data_root, "data folder to use instead of the recipe's data.root");
   eval->add_option("--threads", threads, "CPU threads")->check(CLI::Range(1, 1024));
+  eval->add_option("--device", eval_device,
+                   "cpu, cuda or cuda:N (default: the recipe's train.device if this machine has it, else cpu)");
 
   auto* insp = app.add_subcommand("inspect", "list a checkpoint's tensors and metadata");
   std::string insp_path;
@@ -115,7 +117,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (*eval) {
-      auto r = octet::tools::evaluate_checkpoint(ckpt, data_root, threads);
+      auto r = octet::tools::evaluate_checkpoint(ckpt, data_root, threads, eval_device);
       std::printf("%s: %lld examples, loss %.4f, top-1 %.2f%%, top-5 %.2f%%\n", ckpt.c_str(),
                   static_cast<long long>(r.examples), r.loss, r.top1, r.top5);
       return 0;

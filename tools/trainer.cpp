@@ -7,9 +7,12 @@
 #include <cmath>
 #include <filesystem>
 
+#include "core/cuda.h"
 #include "core/octet.h"
 #include "data/loader.h"
+#include "data/prefetch.h"
 #include "optim/clip.h"
+#include "tools/batch_stats.h"
 #include "tools/builders.h"
 #include "tools/checkpoint.h"
 #include "tools/metrics.h"
@@ -38,20 +41,88 @@ std::string new_run_dir(const Recipe& r) {
   return dir.string();
 }
 
-// Rank of the target among the logits of each row: top-k is correct when rank < k.
-void count_topk(const Tensor& logits, const Tensor& labels, int64_t& top1, int64_t& top5) {
-  Tensor l = logits.detach().to(DType::f32).contiguous();
-  std::vector<float> v = l.to_vector<float>();
-  std::vector<int64_t> y = labels.to_vector<int64_t>();
-  int64_t c = l.size(1);
-  for (size_t i = 0; i < y.size(); ++i) {
-    const float* row = v.data() + i * c;
-    float t = row[y[i]];
-    int64_t rank = 0;
-    for (int64_t j = 0; j < c; ++j) rank += row[j] > t;
-    top1 += rank < 1;
-    top5 += rank < 5;
+// The device a recipe's train.device (or `octet eval --device`) names, checked before anything is
+// built: cuda needs the CUDA backend in this build and a GPU on this machine.
+Device usable_device(const std::string& text, const std::string& what) {
+  Device d;
+  try {
+    d = Device::parse(text);
+  } catch (const Error&) {
+    OCTET_FAIL(what, ": '", text, "' is not a device (expected cpu, cuda or cuda:N)");
   }
+  if (d.is_cpu()) return d;
+  OCTET_CHECK(cuda_compiled(), what, ": '", text, "' needs the CUDA backend, which this build does not have ",
+              "(configure with -DOCTET_CUDA=ON), or use cpu");
+  OCTET_CHECK(cuda::is_available(), what, ": '", text, "' needs a GPU, but no CUDA device is available ",
+              "(no GPU or no driver found on this machine); use cpu");
+  OCTET_CHECK(d.index < cuda_device_count(), what, ": '", text, "' does not exist (this machine has ",
+              cuda_device_count(), " CUDA device(s): cuda:0 to cuda:", cuda_device_count() - 1, ")");
+  return d;
+}
+
+// Makes `d` the device of this thread's work and sets TF32 as the recipe says (it is process-wide).
+void use_device(Device d, bool allow_tf32) {
+  cuda::set_allow_tf32(allow_tf32);
+  if (d.is_cuda()) cuda::set_device(d.index);
+}
+
+std::string describe(Device d) {
+  if (d.is_cpu()) return "cpu";
+  return d.str() + " (" + cuda::device_name(d.index) + ", driver CUDA " + cuda::driver_version() + ", cuDNN " +
+         cuda::cudnn_version() + ", TF32 " + (cuda::allow_tf32() ? "allowed" : "off") + ")";
+}
+
+Device module_device(const Module& m) {
+  std::vector<Tensor> tensors = m.parameters();
+  if (tensors.empty()) tensors = m.buffers();
+  return tensors.empty() ? Device::cpu() : tensors[0].device();
+}
+
+// clip_grad_norm (optim/clip.h) reads gradients on the host; on a GPU the same clipping runs in
+// tensor ops, so neither the norm nor the gradients leave the device. Sums are in f32 there.
+void clip_gradients(const std::vector<Tensor>& params, double max_norm) {
+  std::vector<Tensor> grads;
+  for (const Tensor& p : params)
+    if (p.defined() && p.grad().defined()) grads.push_back(p.grad());
+  if (grads.empty() || grads[0].device().is_cpu()) {
+    clip_grad_norm(params, max_norm);
+    return;
+  }
+  NoGradGuard ng;
+  Tensor sum_sq;
+  for (const Tensor& g : grads) {
+    Tensor s = sum(square(g.to(DType::f32)));
+    sum_sq = sum_sq.defined() ? sum_sq + s : s;
+  }
+  Tensor total = sqrt(sum_sq);
+  // As clip_grad_norm: scale by max_norm / (norm + 1e-6) when that is below 1; not at all when the
+  // norm is infinite or NaN (NaN < inf is false).
+  Tensor coef = clamp(max_norm / (total + 1e-6), std::nan(""), 1.0);
+  coef = where(lt(total, INFINITY), coef, ones_like(coef));
+  for (const Tensor& g : grads) {
+    Tensor gg = g;
+    gg.copy_(g * coef.to(g.dtype()));
+  }
+}
+
+// Memory of the caching device allocator, for logs and metrics.jsonl (MiB).
+void add_memory_stats(Device d, std::map<std::string, double>& values) {
+  if (!d.is_cuda()) return;
+  cuda::MemoryStats m = cuda::memory_stats(d.index);
+  constexpr double kMiB = 1024.0 * 1024.0;
+  values["cuda_allocated_mib"] = static_cast<double>(m.allocated) / kMiB;
+  values["cuda_peak_allocated_mib"] = static_cast<double>(m.peak_allocated) / kMiB;
+  values["cuda_cached_mib"] = static_cast<double>(m.cached) / kMiB;
+}
+
+std::string memory_text(Device d) {
+  if (!d.is_cuda()) return "";
+  std::map<std::string, double> v;
+  add_memory_stats(d, v);
+  char buf[160];
+  std::snprintf(buf, sizeof(buf), "; %s memory: %.0f MiB allocated, %.0f MiB peak, %.0f MiB cached", d.str().c_str(),
+                v["cuda_allocated_mib"], v["cuda_peak_allocated_mib"], v["cuda_cached_mib"]);
+  return buf;
 }
 
 void add_file_log(const std::string& path) {
@@ -88,16 +159,22 @@ EvalResult evaluate(Module& model, const std::shared_ptr<Dataset>& data, int64_t
   bool was_training = model.is_training();
   model.eval();
   DataLoader loader(data, DataLoaderOptions().batch_size(batch_size).shuffle(false).workers(workers));
-  loader.start_epoch(0);
+  DevicePrefetcher batches(loader, module_device(model));
+  batches.start_epoch(0);
   EvalResult r;
   double loss_sum = 0;
   int64_t top1 = 0, top5 = 0;
-  while (auto batch = loader.next()) {
+  BatchStatsQueue stats;
+  auto take = [&] {
+    for (const BatchStats& s : stats.drain()) loss_sum += s.loss, top1 += s.top1, top5 += s.top5, r.examples += s.n;
+  };
+  while (auto batch = batches.next()) {
     Tensor logits = model(batch->inputs);
-    loss_sum += cross_entropy(logits, batch->labels, CrossEntropyOptions().reduction(Reduction::sum)).item();
-    count_topk(logits, batch->labels, top1, top5);
-    r.examples += batch->labels.size(0);
+    stats.push(cross_entropy(logits, batch->labels, CrossEntropyOptions().reduction(Reduction::sum)), logits,
+               batch->labels);
+    if (stats.pending() >= 256) take();  // bounds what a GPU keeps queued; the sums do not depend on it
   }
+  take();
   model.train(was_training);
   if (r.examples > 0) {
     r.loss = loss_sum / static_cast<double>(r.examples);
@@ -121,14 +198,18 @@ TrainResult train(const Recipe& recipe_in, const TrainOptions& opts) {
     state = ckpt.state;
     run_dir = run_dir_of(path);
   }
-  OCTET_CHECK(recipe.text("train.device") == "cpu", "recipe train.device: '", recipe.text("train.device"),
-              "' is not available in this build (only cpu)");
+  const Device device = usable_device(recipe.text("train.device"), "recipe train.device");
   set_num_threads(static_cast<int>(recipe.integer("train.threads")));
   const uint64_t seed = static_cast<uint64_t>(recipe.integer("train.seed"));
   manual_seed(seed);
 
+  // The model is initialized on the CPU (the same weights for every device), then moved, before the
+  // optimizer creates its state next to the parameters. Loading a checkpoint copies host tensors
+  // into device ones.
   auto model = build_model_from(recipe);
   Datasets data = build_datasets(recipe, true);
+  use_device(device, recipe.boolean("train.allow_tf32"));
+  model->to(device);
   auto optimizer = build_optimizer(recipe, model->named_parameters());
   auto schedule = build_schedule(recipe);
   if (resuming) {
@@ -145,9 +226,9 @@ TrainResult train(const Recipe& recipe_in, const TrainOptions& opts) {
   MetricsLog metrics(run_dir, resuming);
   std::unique_ptr<TensorBoardWriter> tb;
   if (recipe.boolean("log.tensorboard")) tb = std::make_unique<TensorBoardWriter>(run_dir + "/tensorboard");
-  spdlog::info("{} run {} ({}): model {} with {} parameters, {} training / {} test examples",
+  spdlog::info("{} run {} ({}): model {} with {} parameters, {} training / {} test examples, on {}",
                resuming ? "resuming" : "starting", run_dir, recipe.source(), recipe.text("model.name"),
-               model->num_parameters(), data.train->size(), data.test->size());
+               model->num_parameters(), data.train->size(), data.test->size(), describe(device));
 
   const int64_t epochs = recipe.integer("train.epochs"), batch_size = recipe.integer("train.batch_size");
   const int64_t log_every = std::max<int64_t>(1, recipe.integer("log.every_steps"));
@@ -161,6 +242,8 @@ TrainResult train(const Recipe& recipe_in, const TrainOptions& opts) {
                                     .drop_last(true)
                                     .workers(recipe.integer("data.workers"))
                                     .seed(seed));
+  // On a GPU the prefetcher copies batch b+1 to the device while step b computes.
+  DevicePrefetcher batches(loader, device);
   const int64_t nb = loader.num_batches();
   OCTET_CHECK(nb >= 1, "train: ", data.train->size(), " training examples are fewer than one batch of ", batch_size);
   std::vector<Tensor> params = model->parameters();
@@ -181,16 +264,22 @@ TrainResult train(const Recipe& recipe_in, const TrainOptions& opts) {
                     recipe.resolved_yaml());
   };
 
+  // Loss and accuracy per step. The CPU reads them every step; a GPU keeps them on the device until
+  // the next metric record (log.every_steps), so the host waits for it only there, and the
+  // progress bar shows the numbers as of that record.
+  const bool read_every_step = device.is_cpu();
+  BatchStatsQueue step_stats;
+
   for (int64_t epoch = state.epoch; epoch < epochs; ++epoch) {
     model->train();
-    loader.start_epoch(epoch, state.batch);
+    batches.start_epoch(epoch, state.batch);
     ProgressBar bar("epoch " + std::to_string(epoch + 1) + "/" + std::to_string(epochs), nb,
                     recipe.boolean("log.progress"), static_cast<double>(batch_size), "img");
     double interval_loss = 0, epoch_loss = 0;
     int64_t interval_n = 0, interval_correct = 0, epoch_n = 0, epoch_correct = 0, interval_steps = 0;
     auto interval_start = Clock::now();
     for (int64_t b = state.batch; b < nb; ++b) {
-      std::optional<Batch> batch = loader.next();
+      std::optional<Batch> batch = batches.next();
       OCTET_CHECK(batch.has_value(), "train: the data loader ended early at batch ", b, " of ", nb);
       double epoch_pos = static_cast<double>(epoch) + static_cast<double>(b) / static_cast<double>(nb);
       apply_schedule(*optimizer, *schedule, epoch_pos);
@@ -198,22 +287,29 @@ TrainResult train(const Recipe& recipe_in, const TrainOptions& opts) {
       Tensor loss = cross_entropy(logits, batch->labels, CrossEntropyOptions().label_smoothing(smoothing));
       optimizer->zero_grad();
       loss.backward();
-      if (clip > 0) clip_grad_norm(params, clip);
+      if (clip > 0) clip_gradients(params, clip);
       optimizer->step();
       ++state.step;
       state.batch = b + 1;
 
-      int64_t n = batch->labels.size(0), top1 = 0, top5 = 0;
-      count_topk(logits, batch->labels, top1, top5);
-      double l = loss.item();
-      interval_loss += l * static_cast<double>(n), epoch_loss += l * static_cast<double>(n);
-      interval_n += n, epoch_n += n, interval_correct += top1, epoch_correct += top1, ++interval_steps;
-      char stats[128];
-      std::snprintf(stats, sizeof(stats), "loss %.4f acc %.2f%% lr %.4g", epoch_loss / static_cast<double>(epoch_n),
-                    100.0 * static_cast<double>(epoch_correct) / static_cast<double>(epoch_n), optimizer->lr(0));
-      bar.update(b + 1, stats);
+      step_stats.push(loss, logits, batch->labels);
       bool stop_now = (opts.stop && opts.stop->load()) || (max_steps > 0 && state.step >= max_steps);
-      if (state.step % log_every == 0 || b + 1 == nb || stop_now) {
+      bool record_now = state.step % log_every == 0 || b + 1 == nb || stop_now;
+      if (read_every_step || record_now) {
+        for (const BatchStats& s : step_stats.drain()) {
+          double n = static_cast<double>(s.n);
+          interval_loss += s.loss * n, epoch_loss += s.loss * n;
+          interval_n += s.n, epoch_n += s.n, interval_correct += s.top1, epoch_correct += s.top1, ++interval_steps;
+        }
+      }
+      char stats[128];
+      if (epoch_n > 0)
+        std::snprintf(stats, sizeof(stats), "loss %.4f acc %.2f%% lr %.4g", epoch_loss / static_cast<double>(epoch_n),
+                      100.0 * static_cast<double>(epoch_correct) / static_cast<double>(epoch_n), optimizer->lr(0));
+      else
+        std::snprintf(stats, sizeof(stats), "lr %.4g", optimizer->lr(0));
+      bar.update(b + 1, stats);
+      if (record_now) {
         double secs = std::chrono::duration<double>(Clock::now() - interval_start).count();
         MetricRecord rec{"train",
                          {{"step", static_cast<double>(state.step)},
@@ -222,6 +318,7 @@ TrainResult train(const Recipe& recipe_in, const TrainOptions& opts) {
                           {"top1", 100.0 * static_cast<double>(interval_correct) / static_cast<double>(interval_n)},
                           {"lr", optimizer->lr(0)},
                           {"samples_per_s", secs > 0 ? static_cast<double>(interval_n) / secs : 0.0}}};
+        add_memory_stats(device, rec.values);
         metrics.record(rec);
         if (tb) {
           for (const char* k : {"loss", "top1", "lr", "samples_per_s"})
@@ -259,20 +356,22 @@ TrainResult train(const Recipe& recipe_in, const TrainOptions& opts) {
     result.last_eval = ev;
     state.epoch = epoch + 1;
     state.batch = 0;
-    metrics.record({"test",
-                    {{"step", static_cast<double>(state.step)},
-                     {"epoch", static_cast<double>(epoch + 1)},
-                     {"loss", ev.loss},
-                     {"top1", ev.top1},
-                     {"top5", ev.top5}}});
+    MetricRecord test_rec{"test",
+                          {{"step", static_cast<double>(state.step)},
+                           {"epoch", static_cast<double>(epoch + 1)},
+                           {"loss", ev.loss},
+                           {"top1", ev.top1},
+                           {"top5", ev.top5}}};
+    add_memory_stats(device, test_rec.values);
+    metrics.record(test_rec);
     if (tb) {
       tb->add_scalar("test/loss", static_cast<float>(ev.loss), state.step);
       tb->add_scalar("test/top1", static_cast<float>(ev.top1), state.step);
       tb->add_scalar("test/top5", static_cast<float>(ev.top5), state.step);
       tb->flush();
     }
-    spdlog::info("epoch {}/{}: train loss {:.4f}, test loss {:.4f}, top-1 {:.2f}%, top-5 {:.2f}%", epoch + 1, epochs,
-                 epoch_loss / std::max<double>(1, epoch_n), ev.loss, ev.top1, ev.top5);
+    spdlog::info("epoch {}/{}: train loss {:.4f}, test loss {:.4f}, top-1 {:.2f}%, top-5 {:.2f}%{}", epoch + 1, epochs,
+                 epoch_loss / std::max<double>(1, epoch_n), ev.loss, ev.top1, ev.top5, memory_text(device));
     if (ev.top1 > state.best_top1) {
       state.best_top1 = ev.top1;
       state.rng_seed = default_generator().seed();
@@ -290,16 +389,30 @@ TrainResult train(const Recipe& recipe_in, const TrainOptions& opts) {
   return result;
 }
 
-EvalResult evaluate_checkpoint(const std::string& path_in, const std::string& data_root, int64_t threads) {
+EvalResult evaluate_checkpoint(const std::string& path_in, const std::string& data_root, int64_t threads,
+                               const std::string& device_text) {
   // A run folder means its best checkpoint (or the last one, before any epoch finished).
   std::string path = path_in;
   if (fs::is_directory(path))
     path = fs::exists(path + "/best.safetensors") ? path + "/best.safetensors" : path + "/last.safetensors";
   Checkpoint c = load_checkpoint(path);
   Recipe recipe = parse_recipe(c.recipe_yaml, path + " (recipe)");
+  Device device = Device::cpu();
+  if (!device_text.empty()) {
+    device = usable_device(device_text, "eval --device");
+  } else {
+    try {  // the recipe's training device when this machine can use it, else the CPU
+      device = usable_device(recipe.text("train.device"), "recipe train.device");
+    } catch (const Error& e) {
+      spdlog::info("evaluating on the cpu instead: {}", e.what());
+    }
+  }
   set_num_threads(static_cast<int>(threads));
   auto model = build_model_from(recipe);
   model->load_state_dict(c.model);
+  use_device(device, recipe.boolean("train.allow_tf32"));
+  model->to(device);
+  spdlog::info("evaluating {} on {}", path, describe(device));
   Datasets data = build_datasets(recipe, false, data_root);
   return evaluate(*model, data.test, recipe.integer("train.eval_batch_size"), recipe.integer("data.workers"));
 }

@@ -2,6 +2,8 @@
 // A run folder holds recipe.yaml (the resolved recipe), train.log, metrics.jsonl, curves.html,
 // last.safetensors / best.safetensors and, if asked, tensorboard/. A run continues exactly from
 // last.safetensors (`resume`): same batches, same dropout masks, same losses on the CPU.
+// train.device picks the CPU or a GPU (cuda, cuda:N): the model and batches live there, batches
+// are copied ahead of the step that needs them, and metrics.jsonl adds the GPU's memory counters.
 //   TrainResult r = train(load_recipe("recipes/fashion_mnist.yaml"), {});
 #pragma once
 
@@ -35,10 +37,14 @@ struct TrainResult {
 
 TrainResult train(const Recipe& recipe, const TrainOptions& opts);
 
+// Runs on the device the model's parameters are on (batches are moved there).
 EvalResult evaluate(Module& model, const std::shared_ptr<Dataset>& data, int64_t batch_size, int64_t workers);
 
 // Evaluates a checkpoint (or a run folder's best.safetensors) on its recipe's test split (or
 // `data_root`): `octet eval`. Training keeps <checkpoint.dir>/latest pointing at the newest run.
-EvalResult evaluate_checkpoint(const std::string& path, const std::string& data_root, int64_t threads);
+// `device` is "cpu", "cuda" or "cuda:N" (an octet::Error when not usable here); empty means the
+// recipe's train.device when this machine can use it, else the CPU.
+EvalResult evaluate_checkpoint(const std::string& path, const std::string& data_root, int64_t threads,
+                               const std::string& device = "");
 
 }  // namespace octet::tools

@@ -18,7 +18,8 @@ void expect_error(const std::string& yaml, const std::vector<std::string>& overr
 }
 
 TEST(Recipe, ValuesDefaultsAndOverrides) {
-  Recipe r = parse_recipe(R"(
+  Recipe r = parse_recipe(
+      R"(
 model:
   name: resnet20
   num_classes: 10
@@ -30,9 +31,8 @@ schedule:
 train:
   epochs: 3
 )",
-                          "r.yaml",
-                          {"optimizer.lr=0.2", "train.seed=7", "data.augment=false",
-                           "optimizer.keep_32bit=[\"*embed*\", \"fc.bias\"]"});
+      "r.yaml",
+      {"optimizer.lr=0.2", "train.seed=7", "data.augment=false", "optimizer.keep_32bit=[\"*embed*\", \"fc.bias\"]"});
   EXPECT_EQ(r.text("model.name"), "resnet20");
   EXPECT_DOUBLE_EQ(r.real("optimizer.lr"), 0.2);  // the override wins
   EXPECT_EQ(r.real_list("optimizer.betas"), (std::vector<double>{0.8, 0.99}));
@@ -56,6 +56,22 @@ TEST(Recipe, EmptyRecipeIsAllDefaults) {
   Recipe r = parse_recipe("", "empty.yaml");
   EXPECT_EQ(r.text("optimizer.name"), "sgd");
   EXPECT_FALSE(schema_markdown().empty());
+}
+
+TEST(Recipe, DeviceAndTf32) {
+  Recipe r = parse_recipe("", "empty.yaml");
+  EXPECT_EQ(r.text("train.device"), "cpu");
+  EXPECT_FALSE(r.boolean("train.allow_tf32"));  // FP32 stays FP32 unless a recipe asks
+  r = parse_recipe("train:\n  device: cuda:1\n  allow_tf32: true\n", "gpu.yaml");
+  EXPECT_EQ(r.text("train.device"), "cuda:1");
+  EXPECT_TRUE(r.boolean("train.allow_tf32"));
+  r = parse_recipe("", "o.yaml", {"train.device=cuda", "train.allow_tf32=false"});
+  EXPECT_EQ(r.text("train.device"), "cuda");
+  EXPECT_FALSE(r.boolean("train.allow_tf32"));
+  EXPECT_NE(parse_recipe(r.resolved_yaml(), "resolved.yaml").resolved_yaml().find("allow_tf32: false"),
+            std::string::npos);
+  expect_error("train:\n  allow_tf32: sometimes\n", {}, "r.yaml:2: key 'train.allow_tf32' must be true or false");
+  // Whether the device exists is the trainer's question (tests/tools/test_trainer.cpp).
 }
 
 TEST(Recipe, ErrorsNameFileLineAndKey) {

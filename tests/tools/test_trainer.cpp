@@ -1,12 +1,14 @@
 // End-to-end training on small generated data in the real formats: the shipped CIFAR-10 and
 // ImageNet recipes start training, a run resumes exactly, and bad recipes, data and
-// checkpoints give clear errors.
+// checkpoints give clear errors. The TrainerCuda tests train on a GPU and compare with the CPU;
+// they skip without one.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "core/cuda.h"
 #include "core/octet.h"
 #include "data/cifar10.h"
 #include "data/image_folder.h"
@@ -187,7 +189,6 @@ TEST(Trainer, BadRecipesDataAndCheckpoints) {
   expect_error([&] { train(mnist_recipe(dir, {"model.name=resnet9000"}), {}); }, "resnet9000");
   expect_error([&] { train(mnist_recipe(dir, {"model.in_channels=3"}), {}); }, "model.in_channels");
   expect_error([&] { train(mnist_recipe(dir, {"data.root=" + dir.path() + "/nowhere"}), {}); }, "/nowhere");
-  expect_error([&] { train(mnist_recipe(dir, {"train.device=cuda"}), {}); }, "train.device");
   // Cifar and ImageNet data missing: the error says where to put what.
   expect_error(
       [&] { train(load_recipe(kRecipes + "mobilenetv2_cifar10.yaml", {"data.root=" + dir.path() + "/c"}), {}); },
@@ -213,6 +214,154 @@ TEST(Trainer, BadRecipesDataAndCheckpoints) {
   expect_error([&] { evaluate_checkpoint(cut, "", 1); }, "cut.safetensors");
   expect_error([&] { train(Recipe(), TrainOptions{cut, {}, nullptr}); }, "cut.safetensors");
   expect_error([&] { evaluate_checkpoint(dir.path() + "/missing.safetensors", "", 1); }, "missing.safetensors");
+}
+
+// Checked before anything is built or written: a GPU that is not there fails at once.
+TEST(Trainer, DeviceErrorsComeFirst) {
+  TempDir dir;
+  write_mnist(dir.path() + "/mnist", 32, 16);
+  expect_error([&] { train(mnist_recipe(dir, {"train.device=gpu"}), {}); },
+               "recipe train.device: 'gpu' is not a device (expected cpu, cuda or cuda:N)");
+  if (cuda::is_available()) {
+    expect_error([&] { train(mnist_recipe(dir, {"train.device=cuda:99"}), {}); }, "'cuda:99' does not exist");
+  } else {
+    for (const char* device : {"cuda", "cuda:1"}) {
+      try {
+        train(mnist_recipe(dir, {std::string("train.device=") + device}), {});
+        FAIL() << device << ": no error";
+      } catch (const Error& e) {
+        std::string m = e.what();
+        EXPECT_NE(m.find(std::string("recipe train.device: '") + device + "'"), std::string::npos) << m;
+        // A build with the CUDA backend on a machine without a GPU, or a build without it.
+        EXPECT_TRUE(m.find("no CUDA device is available") != std::string::npos ||
+                    m.find("needs the CUDA backend") != std::string::npos)
+            << m;
+      }
+    }
+  }
+  EXPECT_FALSE(fs::exists(dir.path() + "/runs"));  // no run folder was started
+}
+
+// A checkpoint whose recipe trained on a GPU evaluates on the CPU where there is none, and
+// `--device` names the device explicitly.
+TEST(Trainer, EvalDevice) {
+  TempDir dir;
+  write_mnist(dir.path() + "/mnist", 32, 16);
+  TrainResult r = train(mnist_recipe(dir, {"train.epochs=1"}), {});
+  std::string cpu_ckpt = r.run_dir + "/last.safetensors";
+  Checkpoint c = load_checkpoint(cpu_ckpt);
+  std::string yaml = c.recipe_yaml;
+  size_t at = yaml.find("device: \"cpu\"");
+  ASSERT_NE(at, std::string::npos) << yaml;
+  yaml.replace(at, std::string("device: \"cpu\"").size(), "device: \"cuda\"");
+  std::string gpu_ckpt = dir.path() + "/trained_on_gpu.safetensors";
+  save_checkpoint(gpu_ckpt, c.model, c.optimizer, c.state, yaml);
+
+  EvalResult on_cpu = evaluate_checkpoint(cpu_ckpt, "", 2, "cpu");
+  EXPECT_NEAR(on_cpu.loss, r.last_eval.loss, 1e-9);
+  EvalResult fallback = evaluate_checkpoint(gpu_ckpt, "", 2);  // the recipe's cuda, if present
+  EXPECT_EQ(fallback.examples, on_cpu.examples);
+  if (!cuda::is_available()) {
+    EXPECT_EQ(fallback.loss, on_cpu.loss);
+    EXPECT_EQ(fallback.top1, on_cpu.top1);
+    expect_error([&] { evaluate_checkpoint(cpu_ckpt, "", 2, "cuda"); }, "eval --device: 'cuda'");
+  }
+  EXPECT_EQ(evaluate_checkpoint(gpu_ckpt, "", 2, "cpu").loss, on_cpu.loss);
+  expect_error([&] { evaluate_checkpoint(cpu_ckpt, "", 2, "tpu"); }, "eval --device: 'tpu' is not a device");
+}
+
+// ---------------------------------------------------------------- on a GPU
+
+// The same run on the CPU and the GPU: f32 kernels that sum in different orders (oneDNN vs cuDNN
+// and cuBLAS) give losses a few ulps apart at the first step, and SGD carries the difference
+// along; 1e-3 relative after 12 steps is an estimate with a wide margin, not a measurement.
+constexpr double kCpuVsCudaLossTol = 1e-3;
+// The same run twice on the GPU: cuDNN may pick backward algorithms that accumulate in a
+// different order from run to run, so resuming is close, not bit for bit.
+constexpr double kCudaResumeLossTol = 1e-4;
+
+void expect_losses_near(const std::vector<std::pair<int64_t, double>>& got,
+                        const std::vector<std::pair<int64_t, double>>& want, double rel, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(got[i].first, want[i].first) << what;
+    EXPECT_NEAR(got[i].second, want[i].second, rel * std::max(1.0, std::abs(want[i].second)))
+        << what << ": step " << want[i].first;
+  }
+}
+
+class TrainerCuda : public ::testing::TestWithParam<std::vector<std::string>> {};
+
+TEST_P(TrainerCuda, MatchesTheCpu) {
+  if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  TempDir dir;
+  write_mnist(dir.path() + "/mnist", 96, 32);
+  auto recipe = [&](const std::string& device) {
+    std::vector<std::string> o = {"log.run_name=" + device, "train.device=" + device, "model.dropout=0"};
+    o.insert(o.end(), GetParam().begin(), GetParam().end());
+    return mnist_recipe(dir, o);
+  };
+  TrainResult cpu = train(recipe("cpu"), {});
+  TrainResult gpu = train(recipe("cuda"), {});
+  expect_losses_near(train_losses(gpu.run_dir), train_losses(cpu.run_dir), kCpuVsCudaLossTol, "cuda vs cpu");
+  EXPECT_NEAR(gpu.last_eval.loss, cpu.last_eval.loss, kCpuVsCudaLossTol * std::max(1.0, cpu.last_eval.loss));
+  EXPECT_EQ(gpu.last_eval.examples, cpu.last_eval.examples);
+
+  // Memory counters in every record; none on the CPU.
+  std::ifstream in(gpu.run_dir + "/metrics.jsonl");
+  std::string line;
+  int records = 0;
+  while (std::getline(in, line)) {
+    auto j = nlohmann::json::parse(line);
+    EXPECT_GT(j.value("cuda_peak_allocated_mib", 0.0), 0.0) << line;
+    EXPECT_TRUE(j.contains("cuda_allocated_mib") && j.contains("cuda_cached_mib")) << line;
+    ++records;
+  }
+  EXPECT_GT(records, 0);
+  std::ifstream cpu_in(cpu.run_dir + "/metrics.jsonl");
+  std::getline(cpu_in, line);
+  EXPECT_EQ(line.find("cuda_"), std::string::npos) << line;
+
+  // The GPU run's checkpoint holds host tensors and evaluates on either device.
+  std::string ckpt = gpu.run_dir + "/last.safetensors";
+  for (const auto& [k, t] : load_checkpoint(ckpt).model) EXPECT_TRUE(t.device().is_cpu()) << k;
+  EvalResult on_gpu = evaluate_checkpoint(ckpt, "", 2, "cuda");
+  EvalResult on_cpu = evaluate_checkpoint(ckpt, "", 2, "cpu");
+  EXPECT_NEAR(on_gpu.loss, gpu.last_eval.loss, 1e-5 * std::max(1.0, gpu.last_eval.loss));
+  EXPECT_NEAR(on_cpu.loss, on_gpu.loss, kCpuVsCudaLossTol * std::max(1.0, on_gpu.loss));
+  EXPECT_EQ(evaluate_checkpoint(ckpt, "", 2).examples, on_gpu.examples);  // default: the recipe's cuda
+}
+
+INSTANTIATE_TEST_SUITE_P(Trainer, TrainerCuda,
+                         ::testing::Values(std::vector<std::string>{},
+                                           std::vector<std::string>{"train.clip_grad_norm=0.5"}));
+
+TEST(TrainerCudaResume, ContinuesOnTheGpu) {
+  if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  TempDir dir;
+  write_mnist(dir.path() + "/mnist", 96, 32);
+  auto recipe = [&](std::vector<std::string> extra) {
+    extra.push_back("model.dropout=0");
+    return mnist_recipe(dir, extra);
+  };
+  auto full_cpu = train_losses(train(recipe({"log.run_name=full_cpu"}), {}).run_dir);
+  auto full_gpu = train_losses(train(recipe({"log.run_name=full_gpu", "train.device=cuda"}), {}).run_dir);
+  ASSERT_EQ(full_gpu.size(), 12u);
+
+  // Stopped and resumed on the GPU.
+  TrainResult part = train(recipe({"log.run_name=part", "train.device=cuda", "train.max_steps=7"}), {});
+  ASSERT_TRUE(part.stopped);
+  TrainResult rest = train(Recipe(), TrainOptions{part.run_dir, {"train.max_steps=0"}, nullptr});
+  expect_losses_near(train_losses(rest.run_dir), full_gpu, kCudaResumeLossTol, "resumed on cuda");
+
+  // Started on the CPU, resumed on the GPU: the host checkpoint loads into device tensors.
+  TrainResult cpu_part = train(recipe({"log.run_name=cpu_part", "train.max_steps=7"}), {});
+  TrainResult moved =
+      train(Recipe(), TrainOptions{cpu_part.run_dir, {"train.max_steps=0", "train.device=cuda"}, nullptr});
+  auto got = train_losses(moved.run_dir);
+  ASSERT_EQ(got.size(), full_cpu.size());
+  for (size_t i = 0; i < 7; ++i) EXPECT_EQ(got[i].second, full_cpu[i].second);  // the CPU part, as it was
+  expect_losses_near(got, full_cpu, kCpuVsCudaLossTol, "cpu then cuda");
 }
 
 }  // namespace

@@ -1,32 +1,44 @@
-// Training-step throughput: MobileNetV2 (CIFAR variant) at batch 64 on 32x32 inputs, forward +
-// backward + SGD update, in images/s. tools/bench/bench_train_torch.py times the same step in
-// PyTorch with the same threads and batch, for the ratio in RESULTS.md.
+// Training-step throughput in images/s: forward, cross-entropy, backward and an SGD step
+// (momentum 0.9, weight decay 5e-4) on random inputs. tools/bench/bench_train_torch.py times the
+// same step in PyTorch.
+// - CPU (the default): MobileNetV2 (CIFAR variant) at batch 64 on 32x32 inputs, one line per run.
+// - `--device cuda`: MobileNetV2-CIFAR at batch 128 (32x32) and ResNet-50 at batch 64 (224x224) on
+//   the GPU, then the same two in PyTorch on the same GPU (this program runs
+//   `bench_train_torch.py --device cuda`), printed side by side as a markdown table.
 //   build/tools/bench/octet_bench_train [--threads N] [--batch B] [--steps S] [--model NAME]
+//   build/tools/bench/octet_bench_train --device cuda [--steps 20] [--rounds 3] [--warmup 5]
+//                                       [--python python3] [--torch-script PATH|none]
+#include <sys/wait.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <map>
+#include <sstream>
 #include <string>
+#include <vector>
 
+#include "core/cuda.h"
 #include "core/octet.h"
 #include "optim/sgd.h"
 
 using namespace octet;
 
-int main(int argc, char** argv) {
-  int threads = 2;
-  int64_t batch = 64, steps = 10;
-  std::string model_name = "mobilenetv2_cifar";
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--threads"))
-      threads = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--batch"))
-      batch = std::atoll(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--steps"))
-      steps = std::atoll(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--model"))
-      model_name = argv[i + 1];
-  }
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+Tensor cyclic_labels(int64_t batch, int64_t classes) {
+  std::vector<int64_t> labels(static_cast<size_t>(batch));
+  for (int64_t i = 0; i < batch; ++i) labels[static_cast<size_t>(i)] = i % classes;
+  return from_vector(labels, {batch});
+}
+
+int cpu_main(int threads, int64_t batch, int64_t steps, const std::string& model_name) {
   set_num_threads(threads);
   manual_seed(0);
   auto model = build_model(ModelOptions().name(model_name).num_classes(10).in_channels(3));
@@ -34,9 +46,7 @@ int main(int argc, char** argv) {
   SGD opt(model->named_parameters(), SGDOptions(0.01).momentum(0.9).weight_decay(5e-4));
   Generator g(1);
   Tensor x = randn({batch, 3, 32, 32}, DType::f32, &g);
-  std::vector<int64_t> labels(static_cast<size_t>(batch));
-  for (int64_t i = 0; i < batch; ++i) labels[static_cast<size_t>(i)] = i % 10;
-  Tensor y = from_vector(labels, {batch});
+  Tensor y = cyclic_labels(batch, 10);
   auto step = [&] {
     Tensor loss = cross_entropy((*model)(x), y);
     opt.zero_grad();
@@ -48,9 +58,9 @@ int main(int argc, char** argv) {
   step();  // warm-up: oneDNN primitive creation, allocator cache
   double best = 1e30, total = 0;
   for (int64_t s = 0; s < steps; ++s) {
-    auto t0 = std::chrono::steady_clock::now();
+    auto t0 = Clock::now();
     step();
-    double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    double dt = seconds_since(t0);
     best = std::min(best, dt);
     total += dt;
   }
@@ -60,4 +70,208 @@ int main(int argc, char** argv) {
       model_name.c_str(), static_cast<long long>(batch), threads, 1e3 * total / static_cast<double>(steps), 1e3 * best,
       static_cast<double>(batch) * static_cast<double>(steps) / total, static_cast<double>(batch) / best);
   return 0;
+}
+
+// ---------------------------------------------------------------- GPU
+
+struct GpuCase {
+  std::string model;
+  int64_t batch, image, classes;
+};
+
+// The GPU cases of the CUDA backend issue.
+const std::vector<GpuCase> kGpuCases = {{"mobilenetv2_cifar", 128, 32, 10}, {"resnet50", 64, 224, 1000}};
+
+struct GpuResult {
+  bool ok = false;
+  std::string error;
+  double best_ips = 0, mean_ips = 0, peak_mib = 0;
+  int64_t params = 0;
+};
+
+// `rounds` rounds of `steps` steps after `warmup` steps; the device is synchronized before and
+// after each round (and never inside one), so a round's time is the steps' time on the GPU.
+GpuResult time_octet(const GpuCase& c, int64_t warmup, int64_t steps, int64_t rounds) {
+  GpuResult r;
+  try {
+    cuda::reset_peak();
+    manual_seed(0);
+    auto model = build_model(ModelOptions().name(c.model).num_classes(c.classes).in_channels(3).image_size(c.image));
+    r.params = model->num_parameters();
+    model->to(Device::cuda());
+    model->train();
+    SGD opt(model->named_parameters(), SGDOptions(0.01).momentum(0.9).weight_decay(5e-4));
+    Generator g(1);
+    Tensor x = randn({c.batch, 3, c.image, c.image}, DType::f32, &g).to(Device::cuda());
+    Tensor y = cyclic_labels(c.batch, c.classes).to(Device::cuda());
+    auto step = [&] {
+      Tensor loss = cross_entropy((*model)(x), y);
+      opt.zero_grad();
+      loss.backward();
+      opt.step();
+    };
+    for (int64_t s = 0; s < warmup; ++s) step();
+    cuda::synchronize();
+    double best = 0, sum = 0;
+    for (int64_t round = 0; round < rounds; ++round) {
+      cuda::synchronize();
+      auto t0 = Clock::now();
+      for (int64_t s = 0; s < steps; ++s) step();
+      cuda::synchronize();
+      double ips = static_cast<double>(c.batch * steps) / seconds_since(t0);
+      best = std::max(best, ips);
+      sum += ips;
+    }
+    r.best_ips = best;
+    r.mean_ips = sum / static_cast<double>(rounds);
+    r.peak_mib = static_cast<double>(cuda::memory_stats().peak_allocated) / (1024.0 * 1024.0);
+    r.ok = true;
+  } catch (const std::exception& e) {
+    r.error = e.what();
+  }
+  try {
+    cuda::synchronize();
+    cuda::release_cache();  // give the memory back before the next case and before PyTorch runs
+  } catch (const std::exception& e) {
+    if (r.ok) r.ok = false, r.error = e.what();
+  }
+  return r;
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char ch : s) out += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+  return out + "'";
+}
+
+// Runs the PyTorch script and collects its "RESULT,model,batch,best,mean,params,peak_mib" lines;
+// `about` gets its "pytorch ..." header line, or why there are no results.
+std::map<std::string, GpuResult> time_torch(const std::string& python, const std::string& script, int64_t warmup,
+                                            int64_t steps, int64_t rounds, std::string& about) {
+  std::map<std::string, GpuResult> out;
+  if (script == "none") {
+    about = "PyTorch not run (--torch-script none)";
+    return out;
+  }
+  if (!std::filesystem::exists(script)) {
+    about = "PyTorch not run: " + script + " not found (--torch-script PATH)";
+    return out;
+  }
+  std::string cmd = shell_quote(python) + " " + shell_quote(script) + " --device cuda --model all --csv --warmup " +
+                    std::to_string(warmup) + " --steps " + std::to_string(steps) + " --rounds " +
+                    std::to_string(rounds) + " 2>&1";
+  std::fflush(stdout);
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) {
+    about = "PyTorch not run: cannot start " + python;
+    return out;
+  }
+  std::string text, line;
+  char buf[4096];
+  while (std::fgets(buf, sizeof(buf), p)) text += buf;
+  int status = pclose(p);
+  std::istringstream lines(text);
+  std::string last;
+  while (std::getline(lines, line)) {
+    if (line.rfind("pytorch ", 0) == 0) about = line;
+    if (!line.empty()) last = line;
+    if (line.rfind("RESULT,", 0) != 0) continue;
+    std::vector<std::string> f;
+    std::stringstream ss(line);
+    for (std::string x; std::getline(ss, x, ',');) f.push_back(x);
+    if (f.size() != 7) continue;
+    GpuResult r;
+    r.ok = true;
+    r.best_ips = std::atof(f[3].c_str());
+    r.mean_ips = std::atof(f[4].c_str());
+    r.params = std::atoll(f[5].c_str());
+    r.peak_mib = std::atof(f[6].c_str());
+    out[f[1] + "/" + f[2]] = r;
+  }
+  if (out.empty())
+    about = "PyTorch failed (exit status " + std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : status) +
+            "): " + last;
+  return out;
+}
+
+int gpu_main(int64_t warmup, int64_t steps, int64_t rounds, const std::string& python, const std::string& script) {
+  if (!cuda::is_available()) {
+    std::fprintf(stderr, "octet_bench_train --device cuda: %s\n",
+                 cuda_compiled() ? "no CUDA device is available on this machine"
+                                 : "the CUDA backend is not built (configure with -DOCTET_CUDA=ON)");
+    return 1;
+  }
+  std::vector<GpuResult> ours;
+  for (const GpuCase& c : kGpuCases) ours.push_back(time_octet(c, warmup, steps, rounds));
+  std::string about;
+  std::map<std::string, GpuResult> torch = time_torch(python, script, warmup, steps, rounds, about);
+
+  std::printf("## GPU training step: octet vs PyTorch, f32\n\n");
+  std::printf("- octet on %s (driver CUDA %s, cuDNN %s), TF32 %s\n", cuda::device_name(0).c_str(),
+              cuda::driver_version().c_str(), cuda::cudnn_version().c_str(), cuda::allow_tf32() ? "on" : "off");
+  std::printf("- %s\n", about.c_str());
+  std::printf(
+      "- step: forward, cross-entropy, backward, SGD (momentum 0.9, weight decay 5e-4) on random inputs already on "
+      "the GPU; %lld warm-up steps, then %lld rounds of %lld steps with a device synchronize around each round\n\n",
+      static_cast<long long>(warmup), static_cast<long long>(rounds), static_cast<long long>(steps));
+  std::printf(
+      "| model | batch | input | parameters | octet img/s (best / mean) | PyTorch img/s (best / mean) | octet / "
+      "PyTorch (best) | peak MiB octet / PyTorch |\n|---|---|---|---|---|---|---|---|\n");
+  bool all_ok = true;
+  for (size_t i = 0; i < kGpuCases.size(); ++i) {
+    const GpuCase& c = kGpuCases[i];
+    const GpuResult& o = ours[i];
+    auto it = torch.find(c.model + "/" + std::to_string(c.batch));
+    const GpuResult* t = it == torch.end() ? nullptr : &it->second;
+    char ocol[64] = "error", tcol[64] = "n/a", ratio[32] = "n/a", mem[64];
+    if (o.ok) std::snprintf(ocol, sizeof(ocol), "%.1f / %.1f", o.best_ips, o.mean_ips);
+    if (t) std::snprintf(tcol, sizeof(tcol), "%.1f / %.1f", t->best_ips, t->mean_ips);
+    if (o.ok && t && t->best_ips > 0) std::snprintf(ratio, sizeof(ratio), "%.2f", o.best_ips / t->best_ips);
+    std::snprintf(mem, sizeof(mem), "%s / %s", o.ok ? std::to_string(static_cast<int64_t>(o.peak_mib)).c_str() : "-",
+                  t ? std::to_string(static_cast<int64_t>(t->peak_mib)).c_str() : "-");
+    std::string params =
+        std::to_string(o.params) + (t && t->params != o.params ? " (torch " + std::to_string(t->params) + ")" : "");
+    std::printf("| %s | %lld | %lldx%lld | %s | %s | %s | %s | %s |\n", c.model.c_str(),
+                static_cast<long long>(c.batch), static_cast<long long>(c.image), static_cast<long long>(c.image),
+                params.c_str(), ocol, tcol, ratio, mem);
+    all_ok = all_ok && o.ok;
+  }
+  for (size_t i = 0; i < kGpuCases.size(); ++i)
+    if (!ours[i].ok) std::printf("\noctet %s failed: %s\n", kGpuCases[i].model.c_str(), ours[i].error.c_str());
+  return all_ok ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int threads = 2;
+  int64_t batch = 64, steps = -1, rounds = 3, warmup = 5;
+  std::string model_name = "mobilenetv2_cifar", device = "cpu", python = "python3";
+  std::string script = std::string(OCTET_BENCH_DIR) + "/bench_train_torch.py";
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--threads"))
+      threads = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--batch"))
+      batch = std::atoll(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--steps"))
+      steps = std::atoll(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--model"))
+      model_name = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--device"))
+      device = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--rounds"))
+      rounds = std::atoll(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--warmup"))
+      warmup = std::atoll(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--python"))
+      python = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--torch-script"))
+      script = argv[i + 1];
+  }
+  if (device == "cuda") return gpu_main(warmup, steps > 0 ? steps : 20, std::max<int64_t>(1, rounds), python, script);
+  if (device != "cpu") {
+    std::fprintf(stderr, "octet_bench_train: --device must be cpu or cuda, got '%s'\n", device.c_str());
+    return 2;
+  }
+  return cpu_main(threads, batch, steps > 0 ? steps : 10, model_name);
 }

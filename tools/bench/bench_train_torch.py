@@ -1,7 +1,15 @@
-"""PyTorch side of tools/bench/bench_train.cpp: the same MobileNetV2 CIFAR variant (stride-1 stem,
-first stride-2 stage at stride 1), batch 64 of 32x32 inputs, forward + backward + SGD step, same
-thread count; prints images/s. Needs `pip install torch` (CPU); CI never runs it.
+"""PyTorch side of tools/bench/bench_train.cpp: the same models and the same training step
+(forward, cross-entropy, backward, SGD with momentum 0.9 and weight decay 5e-4) on random inputs.
+
+CPU (the default): MobileNetV2 CIFAR variant (stride-1 stem, first stride-2 stage at stride 1),
+batch 64 of 32x32 inputs, the same thread count; one line with images/s. Needs `pip install torch`.
     python3 tools/bench/bench_train_torch.py --threads 2 --batch 64 --steps 10
+
+GPU (`--device cuda`): MobileNetV2-CIFAR at batch 128 (32x32) and ResNet-50 (torchvision's layout,
+stride on the 3x3 conv) at batch 64 (224x224). cudnn.benchmark is on and TF32 is off for matmuls
+and convolutions, matching octet's default (train.allow_tf32: false). `octet_bench_train --device
+cuda` runs this with `--model all --csv` and prints both side by side.
+    python3 tools/bench/bench_train_torch.py --device cuda --model all --steps 20 --rounds 3
 """
 import argparse
 import time
@@ -43,12 +51,47 @@ def mobilenetv2_cifar(num_classes=10):
                          nn.Linear(1280, num_classes))
 
 
-def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--batch", type=int, default=64)
-    p.add_argument("--steps", type=int, default=10)
-    a = p.parse_args()
+class Bottleneck(nn.Module):
+    def __init__(self, cin, planes, stride):
+        super().__init__()
+        cout = planes * 4
+        self.body = nn.Sequential(nn.Conv2d(cin, planes, 1, bias=False), nn.BatchNorm2d(planes), nn.ReLU(inplace=True),
+                                  nn.Conv2d(planes, planes, 3, stride, 1, bias=False), nn.BatchNorm2d(planes),
+                                  nn.ReLU(inplace=True), nn.Conv2d(planes, cout, 1, bias=False), nn.BatchNorm2d(cout))
+        self.downsample = None
+        if stride != 1 or cin != cout:
+            self.downsample = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        identity = x if self.downsample is None else self.downsample(x)
+        return torch.relu(self.body(x) + identity)
+
+
+def resnet50(num_classes=1000):
+    layers = [nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(inplace=True), nn.MaxPool2d(3, 2, 1)]
+    cin = 64
+    for s, n in enumerate([3, 4, 6, 3]):
+        planes = 64 << s
+        for i in range(n):
+            layers.append(Bottleneck(cin, planes, 2 if i == 0 and s > 0 else 1))
+            cin = planes * 4
+    return nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(cin, num_classes))
+
+
+# model name -> (constructor, batch on the GPU, image size, classes)
+GPU_CASES = {"mobilenetv2_cifar": (mobilenetv2_cifar, 128, 32, 10), "resnet50": (resnet50, 64, 224, 1000)}
+
+
+def make_step(model, opt, x, y):
+    def step():
+        loss = nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return step
+
+
+def cpu_main(a):
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
     model = mobilenetv2_cifar()
@@ -56,13 +99,7 @@ def main():
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=5e-4)
     x = torch.randn(a.batch, 3, 32, 32)
     y = torch.arange(a.batch) % 10
-
-    def step():
-        loss = nn.functional.cross_entropy(model(x), y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-
+    step = make_step(model, opt, x, y)
     step()
     step()
     times = []
@@ -74,6 +111,70 @@ def main():
     print(f"pytorch {torch.__version__} mobilenetv2_cifar train step, batch {a.batch}, {a.threads} thread(s): "
           f"mean {1e3 * total / a.steps:.1f} ms, best {1e3 * best:.1f} ms -> {a.batch * a.steps / total:.1f} img/s "
           f"(mean), {a.batch / best:.1f} img/s (best)")
+
+
+def gpu_case(name, a):
+    make, batch, size, classes = GPU_CASES[name]
+    torch.manual_seed(0)
+    torch.cuda.reset_peak_memory_stats()
+    model = make(classes).cuda().train()
+    params = sum(q.numel() for q in model.parameters())
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=5e-4)
+    x = torch.randn(batch, 3, size, size, device="cuda")
+    y = (torch.arange(batch) % classes).cuda()
+    step = make_step(model, opt, x, y)
+    for _ in range(a.warmup):  # cudnn.benchmark picks its algorithms here
+        step()
+    rates = []
+    for _ in range(a.rounds):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(a.steps):
+            step()
+        torch.cuda.synchronize()
+        rates.append(batch * a.steps / (time.perf_counter() - t0))
+    peak_mib = torch.cuda.max_memory_allocated() / 2**20
+    best, mean = max(rates), sum(rates) / len(rates)
+    if a.csv:
+        print(f"RESULT,{name},{batch},{best:.2f},{mean:.2f},{params},{peak_mib:.1f}", flush=True)
+    else:
+        print(f"pytorch {name} train step on the GPU, batch {batch}, {size}x{size}: {best:.1f} img/s (best round), "
+              f"{mean:.1f} img/s (mean of {a.rounds} rounds of {a.steps} steps), peak {peak_mib:.0f} MiB", flush=True)
+    del model, opt, x, y, step
+    torch.cuda.empty_cache()
+
+
+def gpu_main(a):
+    if not torch.cuda.is_available():
+        raise SystemExit("bench_train_torch.py --device cuda: torch.cuda.is_available() is False")
+    torch.backends.cudnn.benchmark = True
+    # octet computes FP32 in FP32 unless a recipe sets train.allow_tf32: the same here.
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    print(f"pytorch {torch.__version__} on {torch.cuda.get_device_name()} (CUDA {torch.version.cuda}, "
+          f"cuDNN {torch.backends.cudnn.version()}): cudnn.benchmark=True, TF32 off "
+          f"(backends.cuda.matmul.allow_tf32=False, backends.cudnn.allow_tf32=False)", flush=True)
+    for name in (GPU_CASES if a.model == "all" else [a.model]):
+        gpu_case(name, a)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    p.add_argument("--threads", type=int, default=2, help="cpu: intra-op threads")
+    p.add_argument("--batch", type=int, default=64, help="cpu: batch size (the GPU cases have theirs)")
+    p.add_argument("--steps", type=int, default=None, help="timed steps (cpu: 10; cuda: 20 per round)")
+    p.add_argument("--model", choices=["all", *GPU_CASES], default="all", help="cuda: which case")
+    p.add_argument("--rounds", type=int, default=3, help="cuda: timed rounds")
+    p.add_argument("--warmup", type=int, default=5, help="cuda: warm-up steps")
+    p.add_argument("--csv", action="store_true", help="cuda: RESULT,model,batch,best,mean,params,peak_mib lines")
+    a = p.parse_args()
+    if a.device == "cpu":
+        a.steps = a.steps or 10
+        cpu_main(a)
+    else:
+        a.steps = a.steps or 20
+        gpu_main(a)
 
 
 if __name__ == "__main__":
