@@ -276,6 +276,72 @@ void check_operands(const char* op, const Conv2dGeometry& g, const Tensor& x, co
               ": operand sizes do not match the geometry: input ", x.shape(), ", weight ", w.shape());
 }
 
+// Runs fn; a failure inside cuDNN gets the convolution's shape appended to its message.
+template <typename Fn>
+void with_shape(const char* op, const Conv2dGeometry& g, DType dtype, Fn fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    OCTET_FAIL(op, ": ", e.what(), " [", dtype, " input [", g.n, ", ", g.c, ", ", g.h, ", ", g.w, "], weight [", g.k,
+               ", ", g.c / g.groups, ", ", g.r, ", ", g.s, "], stride (", g.stride_h, ", ", g.stride_w, "), padding (",
+               g.pad_h, ", ", g.pad_w, "), dilation (", g.dil_h, ", ", g.dil_w, "), groups ", g.groups, "]");
+  }
+}
+
+// The cuDNN passes; each returns false, having done nothing, when cuDNN has no algorithm.
+
+bool cudnn_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& out) {
+  cudnnHandle_t h = cudnn_handle();
+  const Slices slices = batch_slices(g);
+  const std::vector<Prepared> calls = prepare_slices(h, slices, x.dtype(), kForward);
+  if (calls.empty()) return false;
+  Tensor ws = workspace_for(calls, x);
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const Prepared& c = calls[i];
+    const int64_t n0 = slices[i].second;
+    OCTET_CUDNN_CHECK(cudnnConvolutionForward(h, scale(x.dtype(), 1), c.x, at_sample(x, n0, g.c * g.h * g.w), c.w,
+                                              w.raw_data(), c.conv, static_cast<cudnnConvolutionFwdAlgo_t>(c.algo),
+                                              ws.defined() ? ws.raw_data() : nullptr, c.workspace, scale(x.dtype(), 0),
+                                              c.y, at_sample(out, n0, g.k * g.p * g.q)));
+  }
+  return true;
+}
+
+bool cudnn_backward_data(const Conv2dGeometry& g, const Tensor& w, const Tensor& dout, const Tensor& dx) {
+  cudnnHandle_t h = cudnn_handle();
+  const Slices slices = batch_slices(g);
+  const std::vector<Prepared> calls = prepare_slices(h, slices, dx.dtype(), kBackwardData);
+  if (calls.empty()) return false;
+  Tensor ws = workspace_for(calls, dx);
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const Prepared& c = calls[i];
+    const int64_t n0 = slices[i].second;
+    OCTET_CUDNN_CHECK(cudnnConvolutionBackwardData(
+        h, scale(dx.dtype(), 1), c.w, w.raw_data(), c.y, at_sample(dout, n0, g.k * g.p * g.q), c.conv,
+        static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo), ws.defined() ? ws.raw_data() : nullptr, c.workspace,
+        scale(dx.dtype(), 0), c.x, at_sample(dx, n0, g.c * g.h * g.w)));
+  }
+  return true;
+}
+
+bool cudnn_backward_filter(const Conv2dGeometry& g, const Tensor& x, const Tensor& dout, const Tensor& dw) {
+  cudnnHandle_t h = cudnn_handle();
+  const Slices slices = batch_slices(g);
+  const std::vector<Prepared> calls = prepare_slices(h, slices, dw.dtype(), kBackwardFilter);
+  if (calls.empty()) return false;
+  Tensor ws = workspace_for(calls, dw);
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const Prepared& c = calls[i];
+    const int64_t n0 = slices[i].second;
+    // Later slices add onto the earlier ones' sum (beta = 1).
+    OCTET_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
+        h, scale(dw.dtype(), 1), c.x, at_sample(x, n0, g.c * g.h * g.w), c.y, at_sample(dout, n0, g.k * g.p * g.q),
+        c.conv, static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo), ws.defined() ? ws.raw_data() : nullptr,
+        c.workspace, scale(dw.dtype(), i == 0 ? 0 : 1), c.w, dw.raw_data()));
+  }
+  return true;
+}
+
 }  // namespace
 
 void conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& out) {
@@ -287,22 +353,11 @@ void conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, c
               "conv2d_forward: expected a contiguous ", x.dtype(), " bias of ", g.k, " elements");
   if (out.numel() == 0) return;
   DeviceGuard on(x.device().index);
-  if (is_depthwise(g) || !cudnn_can_run(g)) return direct_conv2d_forward(g, x, w, bias, out);
-
-  cudnnHandle_t h = cudnn_handle();
-  const Slices slices = batch_slices(g);
-  const std::vector<Prepared> calls = prepare_slices(h, slices, x.dtype(), kForward);
-  if (calls.empty()) return direct_conv2d_forward(g, x, w, bias, out);
-  Tensor ws = workspace_for(calls, x);
-  for (size_t i = 0; i < calls.size(); ++i) {
-    const Prepared& c = calls[i];
-    const int64_t n0 = slices[i].second;
-    OCTET_CUDNN_CHECK(cudnnConvolutionForward(h, scale(x.dtype(), 1), c.x, at_sample(x, n0, g.c * g.h * g.w), c.w,
-                                              w.raw_data(), c.conv, static_cast<cudnnConvolutionFwdAlgo_t>(c.algo),
-                                              ws.defined() ? ws.raw_data() : nullptr, c.workspace, scale(x.dtype(), 0),
-                                              c.y, at_sample(out, n0, g.k * g.p * g.q)));
-  }
-  if (bias.defined()) add_channel_bias(out, bias, g.n, g.k, g.p * g.q);
+  with_shape("conv2d_forward", g, x.dtype(), [&] {
+    if (is_depthwise(g) || !cudnn_can_run(g) || !cudnn_forward(g, x, w, out))
+      return direct_conv2d_forward(g, x, w, bias, out);  // adds the bias itself
+    if (bias.defined()) add_channel_bias(out, bias, g.n, g.k, g.p * g.q);
+  });
 }
 
 void conv2d_backward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& dout, const Tensor& dx,
@@ -316,52 +371,18 @@ void conv2d_backward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, 
   OCTET_CHECK(!dw.defined() || (dw.is_contiguous() && dw.dtype() == x.dtype() && dw.numel() == w.numel()),
               "conv2d_backward: dw must be contiguous and match the weight ", w.shape());
   if (!dx.defined() && !dw.defined()) return;
-  const Tensor& any = dx.defined() ? dx : dw;
-  DeviceGuard on(any.device().index);
+  DeviceGuard on(x.device().index);
   if (g.n == 0) {  // an empty batch: dx is empty, dw sums nothing
     if (dw.defined() && dw.numel() > 0)
       OCTET_CUDA_CHECK(cudaMemsetAsync(dw.raw_data(), 0, dw.numel() * dtype_size(dw.dtype()), stream()));
     return;
   }
   const bool direct = is_depthwise(g) || !cudnn_can_run(g);
-  cudnnHandle_t h = direct ? nullptr : cudnn_handle();
-  const Slices slices = direct ? Slices{} : batch_slices(g);
-  const DType dt = x.dtype();
-
-  if (dx.defined()) {
-    const std::vector<Prepared> calls = direct ? std::vector<Prepared>{} : prepare_slices(h, slices, dt, kBackwardData);
-    if (calls.empty()) {
-      direct_conv2d_backward_data(g, w, dout, dx);
-    } else {
-      Tensor ws = workspace_for(calls, x);
-      for (size_t i = 0; i < calls.size(); ++i) {
-        const Prepared& c = calls[i];
-        const int64_t n0 = slices[i].second;
-        OCTET_CUDNN_CHECK(cudnnConvolutionBackwardData(
-            h, scale(dt, 1), c.w, w.raw_data(), c.y, at_sample(dout, n0, g.k * g.p * g.q), c.conv,
-            static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo), ws.defined() ? ws.raw_data() : nullptr, c.workspace,
-            scale(dt, 0), c.x, at_sample(dx, n0, g.c * g.h * g.w)));
-      }
-    }
-  }
-  if (dw.defined()) {
-    const std::vector<Prepared> calls =
-        direct ? std::vector<Prepared>{} : prepare_slices(h, slices, dt, kBackwardFilter);
-    if (calls.empty()) {
+  with_shape("conv2d_backward", g, x.dtype(), [&] {
+    if (dx.defined() && (direct || !cudnn_backward_data(g, w, dout, dx))) direct_conv2d_backward_data(g, w, dout, dx);
+    if (dw.defined() && (direct || !cudnn_backward_filter(g, x, dout, dw)))
       direct_conv2d_backward_weight(g, x, dout, dw);
-    } else {
-      Tensor ws = workspace_for(calls, x);
-      for (size_t i = 0; i < calls.size(); ++i) {
-        const Prepared& c = calls[i];
-        const int64_t n0 = slices[i].second;
-        // Later slices add onto the first one's result (beta = 1).
-        OCTET_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
-            h, scale(dt, 1), c.x, at_sample(x, n0, g.c * g.h * g.w), c.y, at_sample(dout, n0, g.k * g.p * g.q), c.conv,
-            static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo), ws.defined() ? ws.raw_data() : nullptr, c.workspace,
-            scale(dt, i == 0 ? 0 : 1), c.w, dw.raw_data()));
-      }
-    }
-  }
+  });
 }
 
 }  // namespace octet::cuda
