@@ -1,9 +1,60 @@
-// PLACEHOLDER (to be replaced by the real kernels before this lands).
+// CUDA GEMM through cuBLAS, row-major with leading dimensions like cpu::gemm. cuBLAS is
+// column-major, and a row-major matrix with leading dimension ld is, read column-major, its
+// transpose with the same ld; so row-major C = op(A) op(B) is computed as the column-major
+// C^T = op(B)^T op(A)^T: the operands swap places and M, N swap, with the trans flags unchanged.
+// f32 runs in exact FP32 unless cuda::allow_tf32() (then TF32 tensor cores); f64 in FP64.
+//   cuda::gemm(false, true, m, n, k, 1.0, a, k, b, k, 0.0, c, n);   // C = A B^T
+#include <algorithm>
+
+#include "core/cuda.h"
 #include "core/cuda/kernels.h"
+#include "core/cuda/libraries.h"
 
 namespace octet::cuda {
 
-void gemm(bool, bool, int64_t, int64_t, int64_t, double, const Tensor&, int64_t,
-          const Tensor&, int64_t, double, const Tensor&, int64_t) { OCTET_FAIL("cuda::gemm: not implemented yet"); }
+namespace {
+
+// cuBLAS's recommended workspace on Hopper (4 MiB suffice on older GPUs). Each call takes its own
+// from the caching allocator on the current stream: cuBLAS's default workspace is shared by all
+// streams of a handle, which races when one handle serves two streams.
+constexpr int64_t kWorkspaceBytes = int64_t{32} << 20;
+
+void check_ld(const char* what, int64_t ld, int64_t cols) {
+  OCTET_CHECK(ld >= std::max<int64_t>(cols, 1), "gemm: leading dimension ", what, " = ", ld,
+              " is smaller than the row length ", cols);
+}
+
+}  // namespace
+
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const Tensor& a, int64_t lda,
+          const Tensor& b, int64_t ldb, double beta, const Tensor& c, int64_t ldc) {
+  OCTET_CHECK(a.dtype() == b.dtype() && a.dtype() == c.dtype(), "gemm: dtypes differ: ", a.dtype(), ", ", b.dtype(),
+              ", ", c.dtype());
+  OCTET_CHECK(a.dtype() == DType::f32 || a.dtype() == DType::f64, "gemm: expected dtype f32 or f64, got ", a.dtype());
+  OCTET_CHECK(m >= 0 && n >= 0 && k >= 0, "gemm: negative size M=", m, " N=", n, " K=", k);
+  if (m == 0 || n == 0) return;
+  // Row lengths of the stored (row-major) matrices: A is [M,K] or [K,M], B is [K,N] or [N,K].
+  check_ld("lda", lda, trans_a ? m : k);
+  check_ld("ldb", ldb, trans_b ? k : n);
+  check_ld("ldc", ldc, n);
+
+  DeviceGuard on(c.device().index);
+  cublasHandle_t h = cublas_handle();
+  Tensor workspace = empty({kWorkspaceBytes}, TensorOptions(DType::u8).device(c.device()));
+  OCTET_CUBLAS_CHECK(cublasSetWorkspace(h, workspace.raw_data(), static_cast<size_t>(kWorkspaceBytes)));
+  const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  if (a.dtype() == DType::f32) {
+    // CUBLAS_DEFAULT_MATH keeps FP32 inputs and FP32 accumulation; TF32 only when asked for.
+    OCTET_CUBLAS_CHECK(cublasSetMathMode(h, allow_tf32() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+    const float al = static_cast<float>(alpha), be = static_cast<float>(beta);
+    OCTET_CUBLAS_CHECK(cublasSgemm_64(h, op_b, op_a, n, m, k, &al, b.data<float>(), ldb, a.data<float>(), lda, &be,
+                                      c.data<float>(), ldc));
+  } else {
+    OCTET_CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));
+    OCTET_CUBLAS_CHECK(cublasDgemm_64(h, op_b, op_a, n, m, k, &alpha, b.data<double>(), ldb, a.data<double>(), lda,
+                                      &beta, c.data<double>(), ldc));
+  }
+}
 
 }  // namespace octet::cuda

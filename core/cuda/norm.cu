@@ -1,12 +1,291 @@
-// PLACEHOLDER (to be replaced by the real kernels before this lands).
+// CUDA batch norm (training mode) over x [N, C, S], same formulas as core/cpu/norm.cpp. Each kernel
+// call is three launches: per-channel partial reductions, a per-channel finish, and one
+// elementwise pass.
+//  - Statistics: each channel's N*S values are cut into a fixed number of chunks; a block reduces
+//    one chunk, every thread keeping a running Welford (count, mean, M2) of its elements (in the
+//    tensor's precision: few values per thread), merged across the block by a fixed tree and across
+//    chunks in chunk order, in double (Chan's pairwise formula). One pass over x, no cancellation
+//    for large means, and deterministic: no atomics, the partition depends only on the shape.
+//  - Backward: the same chunked reduction of sum(dout) and sum(dout * (x - mean)).
+// The finish computes the per-channel coefficients in double, as the CPU kernel does, so the
+// elementwise passes are out = x * scale + shift and dx = a * (dout - b - (x - mean) * k).
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <initializer_list>
+#include <limits>
+
+#include "core/cuda/cuda_util.h"
+#include "core/cuda/device_guard.h"
 #include "core/cuda/kernels.h"
 
 namespace octet::cuda {
 
-void batch_norm_forward(const Tensor&, const Tensor&, const Tensor&, double, const Tensor&,
-                        const Tensor&, const Tensor&) { OCTET_FAIL("cuda::batch_norm_forward: not implemented yet"); }
+namespace {
 
-void batch_norm_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                         const Tensor&, const Tensor&, const Tensor&, const Tensor&) { OCTET_FAIL("cuda::batch_norm_backward: not implemented yet"); }
+constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
+constexpr int64_t kChunkElems = 4096;  // values per block: 16 per thread
+constexpr int64_t kMaxChunks = 65535;  // gridDim.y
+
+// Chunks per channel for `len` values each; a function of the shape only.
+int64_t chunks_for(int64_t len) {
+  return std::min<int64_t>(kMaxChunks, std::max<int64_t>(1, (len + kChunkElems - 1) / kChunkElems));
+}
+
+__device__ inline int64_t first_index() { return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; }
+__device__ inline int64_t grid_stride() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
+
+// fn(T{}, I{}) for the dtype (f32/f64) and index type (int32 when x has fewer than 2^31 elements).
+template <typename Fn>
+void dispatch(const char* op, DType dtype, bool small, Fn&& fn) {
+  OCTET_CHECK(dtype == DType::f32 || dtype == DType::f64, op, ": expected dtype f32 or f64, got ", dtype);
+  if (dtype == DType::f32) {
+    if (small) return fn(float{}, int32_t{});
+    return fn(float{}, int64_t{});
+  }
+  if (small) return fn(double{}, int32_t{});
+  fn(double{}, int64_t{});
+}
+
+struct Moments {
+  double n, mean, m2;  // count, mean, sum of squared deviations from the mean
+};
+
+__device__ inline Moments merge(const Moments& a, const Moments& b) {
+  if (b.n == 0) return a;
+  if (a.n == 0) return b;
+  const double n = a.n + b.n, d = b.mean - a.mean;
+  return {n, a.mean + d * (b.n / n), a.m2 + b.m2 + d * d * (a.n * b.n / n)};
+}
+
+// Channel ch's values are x[(i*C + ch)*S + j] for i < N, j < S; value e of the channel is (i, j) =
+// (e / S, e % S). Block (ch, chunk) covers e in [chunk*chunk_len, (chunk+1)*chunk_len).
+template <typename I>
+__device__ inline I channel_offset(int64_t e, I c, I s, I ch) {
+  const I ei = static_cast<I>(e);
+  const I i = ei / s, j = ei - i * s;
+  return (i * c + ch) * s + j;
+}
+
+__device__ inline int64_t chunk_end(int64_t begin, int64_t chunk_len, int64_t len) {
+  return begin + chunk_len < len ? begin + chunk_len : len;
+}
+
+// ---------------------------------------------------------------- forward
+
+// partial[(ch * chunks + chunk) * 3 + {0, 1, 2}] = the chunk's (count, mean, M2).
+template <typename T, typename I>
+__global__ void moments_kernel(const T* __restrict__ x, I c, I s, int64_t len, int64_t chunk_len,
+                               double* __restrict__ partial) {
+  __shared__ double sn[kThreads], smean[kThreads], sm2[kThreads];
+  const I ch = static_cast<I>(blockIdx.x);
+  const int64_t begin = static_cast<int64_t>(blockIdx.y) * chunk_len, end = chunk_end(begin, chunk_len, len);
+  T mean = 0, m2 = 0;
+  int count = 0;  // at most chunk_len / blockDim.x + 1 per thread
+  for (int64_t e = begin + threadIdx.x; e < end; e += blockDim.x) {
+    const T v = x[channel_offset(e, c, s, ch)];
+    ++count;
+    const T delta = v - mean;
+    mean += delta / static_cast<T>(count);
+    m2 += delta * (v - mean);
+  }
+  sn[threadIdx.x] = count, smean[threadIdx.x] = mean, sm2[threadIdx.x] = m2;
+  __syncthreads();
+  for (int half = kThreads / 2; half > 0; half >>= 1) {
+    if (static_cast<int>(threadIdx.x) < half) {
+      const int o = threadIdx.x + half;
+      const Moments m = merge({sn[threadIdx.x], smean[threadIdx.x], sm2[threadIdx.x]}, {sn[o], smean[o], sm2[o]});
+      sn[threadIdx.x] = m.n, smean[threadIdx.x] = m.mean, sm2[threadIdx.x] = m.m2;
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    double* dst = partial + (static_cast<int64_t>(blockIdx.x) * gridDim.y + blockIdx.y) * 3;
+    dst[0] = sn[0], dst[1] = smean[0], dst[2] = sm2[0];
+  }
+}
+
+// Per channel: merges the chunks in order, writes mean and invstd, and coef = [scale (C), shift (C)].
+template <typename T>
+__global__ void finish_moments_kernel(const double* __restrict__ partial, int64_t c, int64_t chunks, double eps,
+                                      const T* __restrict__ weight, const T* __restrict__ bias, T* __restrict__ mean,
+                                      T* __restrict__ invstd, T* __restrict__ coef) {
+  for (int64_t ch = first_index(); ch < c; ch += grid_stride()) {
+    Moments m{0, 0, 0};
+    for (int64_t j = 0; j < chunks; ++j) {
+      const double* p = partial + (ch * chunks + j) * 3;
+      m = merge(m, {p[0], p[1], p[2]});
+    }
+    const double mu = m.n > 0 ? m.mean : NAN;  // the CPU's 0/0 for an empty batch
+    const double inv = 1.0 / sqrt(m.m2 / m.n + eps);
+    mean[ch] = static_cast<T>(mu);
+    invstd[ch] = static_cast<T>(inv);
+    const T scale = static_cast<T>(inv * (weight != nullptr ? static_cast<double>(weight[ch]) : 1.0));
+    coef[ch] = scale;
+    coef[c + ch] =
+        static_cast<T>((bias != nullptr ? static_cast<double>(bias[ch]) : 0.0) - mu * static_cast<double>(scale));
+  }
+}
+
+template <typename T, typename I>
+__global__ void normalize_kernel(const T* __restrict__ x, const T* __restrict__ coef, T* __restrict__ out, I c, I s,
+                                 int64_t total) {
+  for (int64_t i = first_index(); i < total; i += grid_stride()) {
+    const I idx = static_cast<I>(i);
+    const I ch = (idx / s) % c;
+    out[idx] = x[idx] * coef[ch] + coef[c + ch];
+  }
+}
+
+// ---------------------------------------------------------------- backward
+
+// partial[(ch * chunks + chunk) * 2 + {0, 1}] = the chunk's sum(dout), sum(dout * (x - mean)).
+template <typename T, typename I>
+__global__ void grad_sums_kernel(const T* __restrict__ dout, const T* __restrict__ x, const T* __restrict__ mean, I c,
+                                 I s, int64_t len, int64_t chunk_len, double* __restrict__ partial) {
+  __shared__ double sg[kThreads], sgx[kThreads];
+  const I ch = static_cast<I>(blockIdx.x);
+  const int64_t begin = static_cast<int64_t>(blockIdx.y) * chunk_len, end = chunk_end(begin, chunk_len, len);
+  const T mu = mean[ch];
+  T acc_g = 0, acc_gx = 0;
+  for (int64_t e = begin + threadIdx.x; e < end; e += blockDim.x) {
+    const I off = channel_offset(e, c, s, ch);
+    const T g = dout[off];
+    acc_g += g;
+    acc_gx += g * (x[off] - mu);
+  }
+  sg[threadIdx.x] = acc_g, sgx[threadIdx.x] = acc_gx;
+  __syncthreads();
+  for (int half = kThreads / 2; half > 0; half >>= 1) {
+    if (static_cast<int>(threadIdx.x) < half) {
+      sg[threadIdx.x] += sg[threadIdx.x + half];
+      sgx[threadIdx.x] += sgx[threadIdx.x + half];
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    double* dst = partial + (static_cast<int64_t>(blockIdx.x) * gridDim.y + blockIdx.y) * 2;
+    dst[0] = sg[0], dst[1] = sgx[0];
+  }
+}
+
+// Per channel: dweight, dbias, and coef = [a, b, k, mean] (4 x C) for dx = a*(dout - b - (x - mean)*k).
+template <typename T>
+__global__ void finish_grad_kernel(const double* __restrict__ partial, int64_t c, int64_t chunks, double count,
+                                   const T* __restrict__ weight, const T* __restrict__ mean,
+                                   const T* __restrict__ invstd, T* __restrict__ dweight, T* __restrict__ dbias,
+                                   T* __restrict__ coef) {
+  for (int64_t ch = first_index(); ch < c; ch += grid_stride()) {
+    double sum_g = 0, sum_gx = 0;
+    for (int64_t j = 0; j < chunks; ++j) {
+      sum_g += partial[(ch * chunks + j) * 2];
+      sum_gx += partial[(ch * chunks + j) * 2 + 1];
+    }
+    const double inv = static_cast<double>(invstd[ch]);
+    sum_gx *= inv;  // sum(dout * xhat)
+    if (dweight != nullptr) dweight[ch] = static_cast<T>(sum_gx);
+    if (dbias != nullptr) dbias[ch] = static_cast<T>(sum_g);
+    if (coef == nullptr) continue;
+    const double w = weight != nullptr ? static_cast<double>(weight[ch]) : 1.0;
+    coef[ch] = static_cast<T>(w * inv);
+    coef[c + ch] = static_cast<T>(sum_g / count);
+    coef[2 * c + ch] = static_cast<T>(sum_gx / count * inv);  // times (x - mean): xhat * mean(dout * xhat)
+    coef[3 * c + ch] = mean[ch];
+  }
+}
+
+template <typename T, typename I>
+__global__ void grad_input_kernel(const T* __restrict__ dout, const T* __restrict__ x, const T* __restrict__ coef,
+                                  T* __restrict__ dx, I c, I s, int64_t total) {
+  for (int64_t i = first_index(); i < total; i += grid_stride()) {
+    const I idx = static_cast<I>(i);
+    const I ch = (idx / s) % c;
+    dx[idx] = coef[ch] * (dout[idx] - coef[c + ch] - (x[idx] - coef[3 * c + ch]) * coef[2 * c + ch]);
+  }
+}
+
+void check_bn(const char* op, const Tensor& x, std::initializer_list<Tensor> per_channel) {
+  OCTET_CHECK(x.dim() == 3 && x.is_contiguous(), op, ": kernel requires a contiguous [N, C, S] input, got ", x.shape());
+  for (const Tensor& t : per_channel)
+    OCTET_CHECK(!t.defined() || (t.numel() == x.size(1) && t.is_contiguous() && t.dtype() == x.dtype()), op,
+                ": per-channel tensors must be contiguous ", x.dtype(), " [", x.size(1), "]");
+}
+
+template <typename T>
+const T* data_or_null(const Tensor& t) {
+  return t.defined() ? t.data<T>() : nullptr;
+}
+template <typename T>
+T* mutable_or_null(const Tensor& t) {
+  return t.defined() ? t.data<T>() : nullptr;
+}
+
+}  // namespace
+
+void batch_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& out,
+                        const Tensor& mean, const Tensor& invstd) {
+  check_bn("batch_norm", x, {weight, bias, mean, invstd});
+  OCTET_CHECK(mean.defined() && invstd.defined(), "batch_norm: mean and invstd outputs must be defined");
+  OCTET_CHECK(out.is_contiguous() && out.shape() == x.shape() && out.dtype() == x.dtype(),
+              "batch_norm: output must be a contiguous ", x.dtype(), " tensor of shape ", x.shape());
+  const int64_t n = x.size(0), c = x.size(1), s = x.size(2);
+  if (c == 0) return;
+  DeviceGuard on(x.device().index);
+  const int64_t len = n * s, chunks = chunks_for(len), chunk_len = (len + chunks - 1) / chunks;
+  const TensorOptions on_device = TensorOptions(x.dtype()).device(x.device());
+  Tensor partial = empty({c * chunks * 3}, TensorOptions(DType::f64).device(x.device()));
+  Tensor coef = empty({2 * c}, on_device);
+  dispatch("batch_norm", x.dtype(), x.numel() <= kInt32Max, [&](auto t, auto i) {
+    using T = decltype(t);
+    using I = decltype(i);
+    const dim3 grid(static_cast<unsigned>(c), static_cast<unsigned>(chunks));
+    moments_kernel<T, I><<<grid, kThreads, 0, stream()>>>(x.data<T>(), static_cast<I>(c), static_cast<I>(s), len,
+                                                          chunk_len, partial.data<double>());
+    OCTET_CUDA_LAUNCH("batch_norm moments");
+    finish_moments_kernel<T><<<grid_for(c), kThreads, 0, stream()>>>(partial.data<double>(), c, chunks, eps,
+                                                                     data_or_null<T>(weight), data_or_null<T>(bias),
+                                                                     mean.data<T>(), invstd.data<T>(), coef.data<T>());
+    OCTET_CUDA_LAUNCH("batch_norm finish");
+    const int64_t total = x.numel();
+    if (total == 0) return;
+    normalize_kernel<T, I><<<grid_for(total), kThreads, 0, stream()>>>(x.data<T>(), coef.data<T>(), out.data<T>(),
+                                                                       static_cast<I>(c), static_cast<I>(s), total);
+    OCTET_CUDA_LAUNCH("batch_norm normalize");
+  });
+}
+
+void batch_norm_backward(const Tensor& dout, const Tensor& x, const Tensor& weight, const Tensor& mean,
+                         const Tensor& invstd, const Tensor& dx, const Tensor& dweight, const Tensor& dbias) {
+  check_bn("batch_norm_backward", x, {weight, mean, invstd, dweight, dbias});
+  OCTET_CHECK(dout.shape() == x.shape() && dout.is_contiguous() && dout.dtype() == x.dtype() &&
+                  (!dx.defined() || (dx.is_contiguous() && dx.shape() == x.shape() && dx.dtype() == x.dtype())),
+              "batch_norm_backward: dout and dx must be contiguous ", x.dtype(), " ", x.shape());
+  OCTET_CHECK(mean.defined() && invstd.defined(), "batch_norm_backward: mean and invstd must be defined");
+  if (!dx.defined() && !dweight.defined() && !dbias.defined()) return;
+  const int64_t n = x.size(0), c = x.size(1), s = x.size(2);
+  if (c == 0) return;
+  DeviceGuard on(x.device().index);
+  const int64_t len = n * s, chunks = chunks_for(len), chunk_len = (len + chunks - 1) / chunks;
+  Tensor partial = empty({c * chunks * 2}, TensorOptions(DType::f64).device(x.device()));
+  Tensor coef = dx.defined() ? empty({4 * c}, TensorOptions(x.dtype()).device(x.device())) : Tensor();
+  dispatch("batch_norm_backward", x.dtype(), x.numel() <= kInt32Max, [&](auto t, auto i) {
+    using T = decltype(t);
+    using I = decltype(i);
+    const dim3 grid(static_cast<unsigned>(c), static_cast<unsigned>(chunks));
+    grad_sums_kernel<T, I><<<grid, kThreads, 0, stream()>>>(dout.data<T>(), x.data<T>(), mean.data<T>(),
+                                                            static_cast<I>(c), static_cast<I>(s), len, chunk_len,
+                                                            partial.data<double>());
+    OCTET_CUDA_LAUNCH("batch_norm_backward sums");
+    finish_grad_kernel<T><<<grid_for(c), kThreads, 0, stream()>>>(
+        partial.data<double>(), c, chunks, static_cast<double>(len), data_or_null<T>(weight), mean.data<T>(),
+        invstd.data<T>(), mutable_or_null<T>(dweight), mutable_or_null<T>(dbias), mutable_or_null<T>(coef));
+    OCTET_CUDA_LAUNCH("batch_norm_backward finish");
+    const int64_t total = x.numel();
+    if (!dx.defined() || total == 0) return;
+    grad_input_kernel<T, I><<<grid_for(total), kThreads, 0, stream()>>>(
+        dout.data<T>(), x.data<T>(), coef.data<T>(), dx.data<T>(), static_cast<I>(c), static_cast<I>(s), total);
+    OCTET_CUDA_LAUNCH("batch_norm_backward dx");
+  });
+}
 
 }  // namespace octet::cuda
