@@ -36,7 +36,7 @@ Device device_of(const char* kernel, std::initializer_list<const Tensor*> tensor
 #define OCTET_DISPATCH(kernel, d, ...)                 \
   do {                                                 \
     if ((d).is_cuda()) {                               \
-      cuda::ensure_device((d).index);                  \
+      cuda::DeviceGuard on((d).index);                 \
       return cuda::kernel(__VA_ARGS__);                \
     }                                                  \
     return cpu::kernel(__VA_ARGS__);                   \

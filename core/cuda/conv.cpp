@@ -352,7 +352,6 @@ void conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, c
   OCTET_CHECK(!bias.defined() || (bias.is_contiguous() && bias.dtype() == x.dtype() && bias.numel() == g.k),
               "conv2d_forward: expected a contiguous ", x.dtype(), " bias of ", g.k, " elements");
   if (out.numel() == 0) return;
-  DeviceGuard on(x.device().index);
   with_shape("conv2d_forward", g, x.dtype(), [&] {
     if (is_depthwise(g) || !cudnn_can_run(g) || !cudnn_forward(g, x, w, out))
       return direct_conv2d_forward(g, x, w, bias, out);  // adds the bias itself
@@ -371,7 +370,6 @@ void conv2d_backward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, 
   OCTET_CHECK(!dw.defined() || (dw.is_contiguous() && dw.dtype() == x.dtype() && dw.numel() == w.numel()),
               "conv2d_backward: dw must be contiguous and match the weight ", w.shape());
   if (!dx.defined() && !dw.defined()) return;
-  DeviceGuard on(x.device().index);
   if (g.n == 0) {  // an empty batch: dx is empty, dw sums nothing
     if (dw.defined() && dw.numel() > 0)
       OCTET_CUDA_CHECK(cudaMemsetAsync(dw.raw_data(), 0, dw.numel() * dtype_size(dw.dtype()), stream()));

@@ -38,7 +38,6 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double al
   check_ld("ldb", ldb, trans_b ? k : n);
   check_ld("ldc", ldc, n);
 
-  DeviceGuard on(c.device().index);
   cublasHandle_t h = cublas_handle();
   Tensor workspace = empty({kWorkspaceBytes}, TensorOptions(DType::u8).device(c.device()));
   OCTET_CUBLAS_CHECK(cublasSetWorkspace(h, workspace.raw_data(), static_cast<size_t>(kWorkspaceBytes)));

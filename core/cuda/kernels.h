@@ -6,9 +6,19 @@
 
 namespace octet::cuda {
 
-// Makes `index` the current device of this thread if it is not already (the dispatch calls it
-// before every kernel, so kernels run on the device their tensors live on).
-void ensure_device(int index);
+// Makes a device current for a scope (nothing to do when it already is). The dispatch in
+// core/kernels.cpp holds one around every kernel, so kernels and library calls run on the device
+// their tensors live on.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device);
+  ~DeviceGuard();
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = 0, device_ = 0;
+};
 
 using kernels::Conv2dGeometry;
 using kernels::Pool2dGeometry;

@@ -1,7 +1,6 @@
 // cuBLAS and cuDNN for octet's CUDA kernels: status checks that throw octet::Error, and one handle
 // per thread and device (a handle must not be used by two threads at once).
 // Host-compiled sources under core/cuda/ (and quant/cuda/) include this; no other code does.
-//   DeviceGuard on(x.device().index);
 //   cublasHandle_t h = cublas_handle();  // current device's, already on stream()
 //   OCTET_CUBLAS_CHECK(cublasSgemm_64(h, ...));
 #pragma once
@@ -10,7 +9,6 @@
 #include <cudnn.h>
 
 #include "core/cuda/cuda_util.h"
-#include "core/cuda/device_guard.h"
 
 namespace octet::cuda {
 

@@ -16,7 +16,6 @@
 #include <limits>
 
 #include "core/cuda/cuda_util.h"
-#include "core/cuda/device_guard.h"
 #include "core/cuda/kernels.h"
 
 namespace octet::cuda {
@@ -230,7 +229,6 @@ void batch_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bia
               "batch_norm: output must be a contiguous ", x.dtype(), " tensor of shape ", x.shape());
   const int64_t n = x.size(0), c = x.size(1), s = x.size(2);
   if (c == 0) return;
-  DeviceGuard on(x.device().index);
   const int64_t len = n * s, chunks = chunks_for(len), chunk_len = (len + chunks - 1) / chunks;
   const TensorOptions on_device = TensorOptions(x.dtype()).device(x.device());
   Tensor partial = empty({c * chunks * 3}, TensorOptions(DType::f64).device(x.device()));
@@ -264,7 +262,6 @@ void batch_norm_backward(const Tensor& dout, const Tensor& x, const Tensor& weig
   if (!dx.defined() && !dweight.defined() && !dbias.defined()) return;
   const int64_t n = x.size(0), c = x.size(1), s = x.size(2);
   if (c == 0) return;
-  DeviceGuard on(x.device().index);
   const int64_t len = n * s, chunks = chunks_for(len), chunk_len = (len + chunks - 1) / chunks;
   Tensor partial = empty({c * chunks * 2}, TensorOptions(DType::f64).device(x.device()));
   Tensor coef = dx.defined() ? empty({4 * c}, TensorOptions(x.dtype()).device(x.device())) : Tensor();

@@ -11,7 +11,6 @@
 #include <limits>
 
 #include "core/cuda/cuda_util.h"
-#include "core/cuda/device_guard.h"
 #include "core/cuda/kernels.h"
 
 namespace octet::cuda {
@@ -299,7 +298,6 @@ void max_pool2d_forward(const Pool2dGeometry& g, const Tensor& x, const Tensor& 
   OCTET_CHECK(out.dtype() == x.dtype(), "max_pool2d_forward: dtypes differ: ", x.dtype(), " and ", out.dtype());
   const int64_t total = out.numel();
   if (total == 0) return;
-  DeviceGuard on(x.device().index);
   dispatch("max_pool2d", x.dtype(), fits_int32(g), [&](auto t, auto i) {
     using T = decltype(t);
     using I = decltype(i);
@@ -316,7 +314,6 @@ void max_pool2d_backward(const Pool2dGeometry& g, const Tensor& dout, const Tens
   OCTET_CHECK(dout.dtype() == dx.dtype(), "max_pool2d_backward: dtypes differ: ", dout.dtype(), " and ", dx.dtype());
   const int64_t total = dx.numel();
   if (total == 0) return;
-  DeviceGuard on(dx.device().index);
   dispatch("max_pool2d", dx.dtype(), fits_int32(g), [&](auto t, auto i) {
     using T = decltype(t);
     using I = decltype(i);
@@ -332,7 +329,6 @@ void avg_pool2d_forward(const Pool2dGeometry& g, const Tensor& x, const Tensor& 
   OCTET_CHECK(out.dtype() == x.dtype(), "avg_pool2d_forward: dtypes differ: ", x.dtype(), " and ", out.dtype());
   const int64_t total = out.numel();
   if (total == 0) return;
-  DeviceGuard on(x.device().index);
   dispatch("avg_pool2d", x.dtype(), fits_int32(g), [&](auto t, auto i) {
     using T = decltype(t);
     using I = decltype(i);
@@ -348,7 +344,6 @@ void avg_pool2d_backward(const Pool2dGeometry& g, const Tensor& dout, const Tens
   OCTET_CHECK(dout.dtype() == dx.dtype(), "avg_pool2d_backward: dtypes differ: ", dout.dtype(), " and ", dx.dtype());
   const int64_t total = dx.numel();
   if (total == 0) return;
-  DeviceGuard on(dx.device().index);
   dispatch("avg_pool2d", dx.dtype(), fits_int32(g), [&](auto t, auto i) {
     using T = decltype(t);
     using I = decltype(i);
@@ -363,7 +358,6 @@ void adaptive_avg_pool2d_forward(const Tensor& x, const Tensor& out) {
   const int64_t total = out.numel();
   if (total == 0) return;
   OCTET_CHECK(a.h > 0 && a.w > 0, "adaptive_avg_pool2d_forward: expected a nonempty input plane, got ", x.shape());
-  DeviceGuard on(x.device().index);
   const bool small = x.numel() <= kInt32Max && total <= kInt32Max;
   dispatch("adaptive_avg_pool2d", x.dtype(), small, [&](auto t, auto i) {
     using T = decltype(t);
@@ -379,7 +373,6 @@ void adaptive_avg_pool2d_backward(const Tensor& dout, const Tensor& dx) {
   const AdaptiveShape a = adaptive_shape("adaptive_avg_pool2d_backward", dx, dout);
   const int64_t total = dx.numel();
   if (total == 0) return;
-  DeviceGuard on(dx.device().index);
   const bool small = dout.numel() <= kInt32Max && total <= kInt32Max;
   dispatch("adaptive_avg_pool2d", dx.dtype(), small, [&](auto t, auto i) {
     using T = decltype(t);

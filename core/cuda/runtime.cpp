@@ -64,10 +64,13 @@ int current_device() {
   return d;
 }
 
-void ensure_device(int index) {
-  int d = 0;
-  OCTET_CUDA_CHECK(cudaGetDevice(&d));
-  if (d != index) OCTET_CUDA_CHECK(cudaSetDevice(index));
+DeviceGuard::DeviceGuard(int device) : device_(device) {
+  OCTET_CUDA_CHECK(cudaGetDevice(&previous_));
+  if (previous_ != device_) OCTET_CUDA_CHECK(cudaSetDevice(device_));
+}
+
+DeviceGuard::~DeviceGuard() {
+  if (previous_ != device_) cudaSetDevice(previous_);  // a destructor must not throw
 }
 
 void synchronize() {
