@@ -1,9 +1,10 @@
-// Adam's and AdamW's update: one fused loop over each block (no temporaries) in the parameter's
-// type; the per-step scalars (bias corrections) are computed once in double.
+// Adam's and AdamW's update: the rule of optim/update_rules.h in the parameter's type, on its
+// device; the per-step scalars (bias corrections) are computed once in double.
 #include "optim/adam.h"
 
-#include <algorithm>
 #include <cmath>
+
+#include "optim/run_rule.h"
 
 namespace octet {
 namespace {
@@ -33,41 +34,27 @@ std::vector<std::string> buffers(bool amsgrad) {
 }
 
 template <typename T>
-void adam_block(const AdamStep& s, int64_t t, T* p, const T* g, const StateBlock<T>& b) {
+AdamRule<T> adam_rule(const AdamStep& s, int64_t t) {
   const double bias_c1 = 1.0 - std::pow(s.beta1, static_cast<double>(t));
   const double bias_c2 = 1.0 - std::pow(s.beta2, static_cast<double>(t));
-  const T step_size = static_cast<T>(s.lr / bias_c1);
-  const T bias_c2_sqrt = static_cast<T>(std::sqrt(bias_c2));
-  const T b1 = static_cast<T>(s.beta1), b2 = static_cast<T>(s.beta2);
-  const T one_b1 = static_cast<T>(1.0 - s.beta1), one_b2 = static_cast<T>(1.0 - s.beta2);
-  const T eps = static_cast<T>(s.eps), wd = static_cast<T>(s.weight_decay);
-  const T shrink = static_cast<T>(1.0 - s.lr * s.weight_decay);
-  const bool l2 = !s.decoupled && s.weight_decay != 0.0;
-  const bool decay = s.decoupled && s.weight_decay != 0.0;
-  p += b.begin;
-  g += b.begin;
-  T* m = b.buffer(0);
-  T* v = b.buffer(1);
-  T* v_max = s.amsgrad ? b.buffer(2) : nullptr;
-  for (int64_t i = 0; i < b.n; ++i) {
-    T grad = l2 ? g[i] + wd * p[i] : g[i];
-    if (decay) p[i] *= shrink;
-    m[i] = b1 * m[i] + one_b1 * grad;
-    v[i] = b2 * v[i] + one_b2 * (grad * grad);
-    T second = v[i];
-    if (v_max) second = v_max[i] = std::max(v_max[i], v[i]);
-    T denom = std::sqrt(second) / bias_c2_sqrt + eps;
-    p[i] -= step_size * (m[i] / denom);
-  }
+  return {.step_size = static_cast<T>(s.lr / bias_c1),
+          .bias_c2_sqrt = static_cast<T>(std::sqrt(bias_c2)),
+          .b1 = static_cast<T>(s.beta1),
+          .b2 = static_cast<T>(s.beta2),
+          .one_b1 = static_cast<T>(1.0 - s.beta1),
+          .one_b2 = static_cast<T>(1.0 - s.beta2),
+          .eps = static_cast<T>(s.eps),
+          .wd = static_cast<T>(s.weight_decay),
+          .shrink = static_cast<T>(1.0 - s.lr * s.weight_decay),
+          .l2 = !s.decoupled && s.weight_decay != 0.0,
+          .decay = s.decoupled && s.weight_decay != 0.0,
+          .amsgrad = s.amsgrad,
+          .buffers = s.amsgrad ? 3 : 2};
 }
 
 void adam_update(const AdamStep& s, const Tensor& param, const Tensor& grad, ParamState& state, const char* name) {
-  int64_t t = state.step();
-  dispatch_float(param.dtype(), name, [&]<typename T>() {
-    T* p = param.data<T>();
-    const T* g = grad.data<T>();
-    state.for_each_block(BlockUpdate<T>([&](const StateBlock<T>& b) { adam_block(s, t, p, g, b); }));
-  });
+  const int64_t t = state.step();
+  dispatch_float(param.dtype(), name, [&]<typename T>() { run_rule(adam_rule<T>(s, t), param, grad, state, name); });
 }
 
 }  // namespace

@@ -15,6 +15,8 @@ namespace octet {
 // grad is scaled in place by that factor (PyTorch's test, which also scales by a hair when total
 // is within 1e-6 below max_norm). A non-finite total (inf/nan somewhere) is returned and the
 // grads are left untouched: PyTorch would scale them by nan/0; callers should skip that step.
+// CUDA gradients are reduced on their GPU (a fixed-order sum, so the norm is reproducible; one
+// host synchronization per device to read it) and scaled there.
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm);
 
 }  // namespace octet

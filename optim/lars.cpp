@@ -1,10 +1,10 @@
-// LARS's update: the layer's local lr from the norms of p and g (pass 1, no state), then one
-// fused SGD-momentum loop over each block of the state (pass 2).
+// LARS's update: the layer's local lr from the norms of p and g (pass 1, no state), then the
+// SGD-momentum rule of optim/update_rules.h over each block of the state (pass 2); on CUDA both
+// passes run on the device.
 #include "optim/lars.h"
 
-#include <cmath>
-
 #include "optim/layerwise.h"
+#include "optim/run_rule.h"
 
 namespace octet {
 namespace {
@@ -17,31 +17,16 @@ void check_options(const LARSOptions& o) {
   OCTET_CHECK(o.eps_ >= 0.0, "LARS: expected eps >= 0, got ", o.eps_);
 }
 
-// Pass 1: trust_coefficient * ||p|| / (||g|| + weight_decay * ||p|| + eps), or 1.
 template <typename T>
-double local_lr(const LARSOptions& o, const T* p, const T* g, int64_t n) {
-  const double p_norm = std::sqrt(sum_squares(p, n)), g_norm = std::sqrt(sum_squares(g, n));
-  if (p_norm == 0.0 || g_norm == 0.0) return 1.0;
-  return o.trust_coefficient_ * p_norm / (g_norm + o.weight_decay_ * p_norm + o.eps_);
-}
-
-// Pass 2: SGD momentum on the scaled gradient.
-template <typename T>
-void lars_block(const LARSOptions& o, T scale, bool first, T* p, const T* g, const StateBlock<T>& b) {
-  const T lr = static_cast<T>(o.lr_), wd = static_cast<T>(o.weight_decay_), mom = static_cast<T>(o.momentum_);
-  const bool decay = o.weight_decay_ != 0.0;  // skipped at 0, so inf/nan weights stay out of d
-  p += b.begin;
-  g += b.begin;
-  if (o.momentum_ == 0.0) {
-    for (int64_t i = 0; i < b.n; ++i) p[i] -= lr * ((decay ? g[i] + wd * p[i] : g[i]) * scale);
-    return;
-  }
-  T* buf = b.buffer(0);
-  for (int64_t i = 0; i < b.n; ++i) {
-    const T d = (decay ? g[i] + wd * p[i] : g[i]) * scale;
-    buf[i] = first ? d : mom * buf[i] + d;
-    p[i] -= lr * buf[i];
-  }
+LarsRule<T> lars_rule(const LARSOptions& o, bool first) {
+  return {.lr = static_cast<T>(o.lr_),
+          .wd = static_cast<T>(o.weight_decay_),
+          .mom = static_cast<T>(o.momentum_),
+          .scale = T(1),
+          .decay = o.weight_decay_ != 0.0,  // skipped at 0, so inf/nan weights stay out of d
+          .momentum = o.momentum_ != 0.0,
+          .first = first,
+          .buffers = o.momentum_ != 0.0 ? 1 : 0};
 }
 
 }  // namespace
@@ -66,10 +51,15 @@ void LARS::update(const OptimizerOptions& options, const Tensor& param, const Te
   const auto& o = static_cast<const LARSOptions&>(options);
   const bool first = state.step() == 1;
   dispatch_float(param.dtype(), "LARS", [&]<typename T>() {
-    T* p = param.data<T>();
-    const T* g = grad.data<T>();
-    const T scale = static_cast<T>(o.layer_adaptation_ ? local_lr(o, p, g, param.numel()) : 1.0);
-    state.for_each_block(BlockUpdate<T>([&](const StateBlock<T>& b) { lars_block(o, scale, first, p, g, b); }));
+    LarsRule<T> rule = lars_rule<T>(o, first);
+    if (o.layer_adaptation_ && !param.device().is_cpu())
+      return device_lars_update(rule, o.trust_coefficient_, o.weight_decay_, o.eps_, param, grad, state);
+    if (o.layer_adaptation_) {  // pass 1: the norms of p and g (no state involved)
+      const int64_t n = param.numel();
+      const double p_sq = sum_squares(param.data<T>(), n), g_sq = sum_squares(grad.data<T>(), n);
+      rule.set_scale(static_cast<T>(lars_local_lr(p_sq, g_sq, o.trust_coefficient_, o.weight_decay_, o.eps_)));
+    }
+    run_rule(rule, param, grad, state, "LARS");  // pass 2: SGD momentum on the scaled gradient
   });
 }
 

@@ -1,7 +1,8 @@
-// Reductions for layer-wise optimizers (LAMB, LARS): norms of a whole parameter, computed in a
-// first pass over blocks and applied in a second. Sums are taken in double whatever the
-// parameter's type, one partial per block, and added in block order, so a norm depends on the
-// state's blocks but never on the thread count or on which thread ran which block.
+// CPU reductions for layer-wise optimizers (LAMB, LARS): norms of a whole parameter, computed in
+// a first pass over blocks and applied in a second (the factors made of them, lamb_ratio() and
+// lars_local_lr(), are in optim/update_rules.h; the CUDA reductions in optim/cuda/). Sums are taken in double whatever
+// the parameter's type, one partial per block, and added in block order, so a norm depends on the state's blocks but
+// never on the thread count or on which thread ran which block.
 //   BlockSums<2> sums;
 //   state.read_blocks(BlockRead<T>([&](const StateBlock<const T>& b) { sums.add(b.begin, {sp, su}); }));
 //   auto [p_sq, u_sq] = sums.total();
@@ -57,13 +58,6 @@ double sum_squares(const T* x, int64_t n) {
   double total = 0.0;
   for (double s : part) total += s;
   return total;
-}
-
-// numerator / denominator, or 1 when either is 0: a zero weight (fresh bias) or a zero update
-// must not freeze or blow up the layer. NaNs pass through, so divergence stays visible.
-inline double trust_ratio(double numerator, double denominator) {
-  if (numerator == 0.0 || denominator == 0.0) return 1.0;
-  return numerator / denominator;
 }
 
 }  // namespace octet

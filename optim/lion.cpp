@@ -1,5 +1,7 @@
-// Lion's update: one fused loop over each block (no temporaries), in the parameter's type.
+// Lion's update: the rule of optim/update_rules.h, in the parameter's type, on its device.
 #include "optim/lion.h"
+
+#include "optim/run_rule.h"
 
 namespace octet {
 namespace {
@@ -11,26 +13,16 @@ void check_options(const LionOptions& o) {
   OCTET_CHECK(o.weight_decay_ >= 0.0, "Lion: expected weight_decay >= 0, got ", o.weight_decay_);
 }
 
-// torch.sign: 0 stays 0, NaN stays NaN (so divergence stays visible).
 template <typename T>
-T sign(T x) {
-  return x > T(0) ? T(1) : (x < T(0) ? T(-1) : x);
-}
-
-template <typename T>
-void lion_block(const LionOptions& o, T* p, const T* g, const StateBlock<T>& b) {
-  const T lr = static_cast<T>(o.lr_), shrink = static_cast<T>(1.0 - o.lr_ * o.weight_decay_);
-  const T b1 = static_cast<T>(o.betas_.first), one_b1 = static_cast<T>(1.0 - o.betas_.first);
-  const T b2 = static_cast<T>(o.betas_.second), one_b2 = static_cast<T>(1.0 - o.betas_.second);
-  const bool decay = o.weight_decay_ != 0.0;
-  p += b.begin;
-  g += b.begin;
-  T* m = b.buffer(0);
-  for (int64_t i = 0; i < b.n; ++i) {
-    if (decay) p[i] *= shrink;
-    p[i] -= lr * sign(b1 * m[i] + one_b1 * g[i]);
-    m[i] = b2 * m[i] + one_b2 * g[i];
-  }
+LionRule<T> lion_rule(const LionOptions& o) {
+  return {.lr = static_cast<T>(o.lr_),
+          .shrink = static_cast<T>(1.0 - o.lr_ * o.weight_decay_),
+          .b1 = static_cast<T>(o.betas_.first),
+          .one_b1 = static_cast<T>(1.0 - o.betas_.first),
+          .b2 = static_cast<T>(o.betas_.second),
+          .one_b2 = static_cast<T>(1.0 - o.betas_.second),
+          .decay = o.weight_decay_ != 0.0,
+          .buffers = 1};
 }
 
 }  // namespace
@@ -50,11 +42,7 @@ std::vector<std::string> Lion::state_buffers(const OptimizerOptions&) const { re
 
 void Lion::update(const OptimizerOptions& options, const Tensor& param, const Tensor& grad, ParamState& state) const {
   const auto& o = static_cast<const LionOptions&>(options);
-  dispatch_float(param.dtype(), "Lion", [&]<typename T>() {
-    T* p = param.data<T>();
-    const T* g = grad.data<T>();
-    state.for_each_block(BlockUpdate<T>([&](const StateBlock<T>& b) { lion_block(o, p, g, b); }));
-  });
+  dispatch_float(param.dtype(), "Lion", [&]<typename T>() { run_rule(lion_rule<T>(o), param, grad, state, "Lion"); });
 }
 
 }  // namespace octet

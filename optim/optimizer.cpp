@@ -17,7 +17,7 @@ namespace octet {
 // ---- DenseState
 
 DenseState::DenseState(const Tensor& param, std::vector<std::string> buffer_names)
-    : ParamState(std::move(buffer_names)), numel_(param.numel()) {
+    : ParamState(std::move(buffer_names)), numel_(param.numel()), device_(param.device()) {
   for (size_t i = 0; i < this->buffer_names().size(); ++i)
     buffers_.push_back(zeros(param.shape(), TensorOptions(param.dtype()).device(param.device())));
 }
@@ -25,6 +25,8 @@ DenseState::DenseState(const Tensor& param, std::vector<std::string> buffer_name
 template <typename T>
 void DenseState::run(const BlockUpdate<T>& fn) {
   constexpr size_t kMaxBuffers = 8;
+  OCTET_CHECK(device_.is_cpu(), "DenseState: for_each_block runs on the host; a state on ", device_,
+              " is updated by its device's kernels");
   OCTET_CHECK(buffers_.size() <= kMaxBuffers, "DenseState: at most ", kMaxBuffers, " buffers, got ", buffers_.size());
   std::array<T*, kMaxBuffers> base{};
   for (size_t i = 0; i < buffers_.size(); ++i) base[i] = buffers_[i].data<T>();
@@ -94,8 +96,6 @@ Optimizer::Optimizer(std::vector<ParamGroup> groups, const OptimizerOptions& def
                   "' is a tensor already listed under another name (tied weights: list it once)");
       OCTET_CHECK(p.dtype() == DType::f32 || p.dtype() == DType::f64, name, ": parameter '", pname, "' has dtype ",
                   p.dtype(), ", expected f32 or f64");
-      OCTET_CHECK(p.device().is_cpu(), name, ": parameter '", pname, "' is on ", p.device().str(),
-                  ", expected cpu (no device updates yet)");
     }
     group.params = std::move(pg.params);
     groups_.push_back(std::move(group));
@@ -177,8 +177,8 @@ void Optimizer::step() {
       Tensor grad = p.grad();
       if (!grad.defined()) continue;
       OCTET_CHECK(grad.shape() == p.shape() && grad.dtype() == p.dtype() && grad.device() == p.device(), name_,
-                  ": gradient of '", pname, "' is ", grad.dtype(), " ", grad.shape(), ", expected ", p.dtype(), " ",
-                  p.shape());
+                  ": gradient of '", pname, "' is ", grad.dtype(), " ", grad.shape(), " on ", grad.device(),
+                  ", expected ", p.dtype(), " ", p.shape(), " on ", p.device());
       ParamState& state = *g.states[i];
       OCTET_CHECK(state.buffer_names() == state_buffers(*g.options), name_, ": the options of '", pname,
                   "' were changed after its state was made, so that it needs other state buffers");

@@ -1,5 +1,6 @@
-// Optimizer: the base of SGD, Adam and AdamW. Parameters come in groups of NAMED tensors; each
-// group holds its own copy of the options (per-group lr / weight_decay, as PyTorch param groups).
+// Optimizer: the base of SGD, Adam, AdamW, RMSprop, Lion, LAMB and LARS. Parameters come in
+// groups of NAMED tensors; each group holds its own copy of the options (per-group lr /
+// weight_decay, as PyTorch param groups).
 // Optimizer state is keyed by parameter name, never by pointer or position, so a checkpoint
 // survives reordering parameters and rebuilding the model.
 //   SGD opt(model.named_parameters(), SGDOptions(0.1).momentum(0.9));
@@ -25,6 +26,22 @@
 // and does not quantize back). The second pass recomputes the new moments from the same old state
 // and writes them, so the norm is exactly that of the update applied. A state's blocks are fixed
 // by the state, never by the thread count, so these reductions are reproducible.
+//
+// Devices. An optimizer's per-element math is ONE rule (optim/update_rules.h): a struct of
+// per-step scalars with an OCTET_HD operator()(p, g, s) that moves one element and its state
+// values, compiled for the host and for CUDA. update() builds the rule and hands it to
+// run_rule() (optim/run_rule.h), which routes by the parameter's device:
+//   - CPU: through for_each_block as above, so any ParamState (dense, 8-bit, custom) works;
+//   - CUDA: a kernel cannot take a std::function, so it needs the state's memory instead:
+//     optim/device_update.cpp finds it in DenseState (buffers of the parameter's type), whose
+//     layout the kernels know, and launches optim/cuda/ on the current stream; other ParamState
+//     kinds are CPU-only for now (an Error).
+// State tensors are made on the parameter's device (make_state), so checkpoints hold device
+// tensors and load_state_dict copies across devices. Layer-wise rules take their factor through
+// set_scale(): on the CPU from the host; on CUDA their norms are reduced on the GPU in a fixed
+// order (deterministic) and the factor stays in device memory for the update kernel, so a step
+// never waits for the GPU. The kernels use no FMA contraction: with the same rule they round as
+// the CPU does, and only the order of the layer-wise sums differs.
 #pragma once
 
 #include <cstdint>
@@ -72,6 +89,7 @@ class ParamState {
   // Runs `fn` over every element of the parameter, block by block, possibly in parallel: `fn` may
   // touch only its own block. T is the parameter's type (f32 -> float, f64 -> double). The blocks
   // (their begin and n) are a property of the state: the same on every call and thread count.
+  // Host code: a state on a CUDA device is updated by its kernels instead (an Error here).
   virtual void for_each_block(const BlockUpdate<float>& fn) = 0;
   virtual void for_each_block(const BlockUpdate<double>& fn) = 0;
   // The same blocks, read-only: the first pass of a layer-wise update. The default runs
@@ -108,6 +126,7 @@ class DenseState : public ParamState {
   void run(const BlockUpdate<T>& fn);
   std::vector<Tensor> buffers_;
   int64_t numel_;
+  Device device_;
 };
 
 // ---- state precision
@@ -219,8 +238,9 @@ class Optimizer {
                                                  const OptimizerOptions& options) const;
   // Names of the state buffers a parameter needs under `options` (e.g. {"momentum_buffer"}).
   virtual std::vector<std::string> state_buffers(const OptimizerOptions& options) const = 0;
-  // Applies one update to `param` (contiguous CPU f32/f64) with `grad` (same shape, dtype,
-  // contiguous); state.step() already counts this update.
+  // Applies one update to `param` (contiguous f32/f64, on the CPU or a CUDA device) with `grad`
+  // (same shape, dtype, device, contiguous); state.step() already counts this update. The
+  // built-in optimizers build their rule and call run_rule() (optim/run_rule.h).
   virtual void update(const OptimizerOptions& options, const Tensor& param, const Tensor& grad,
                       ParamState& state) const = 0;
 

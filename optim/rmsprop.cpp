@@ -1,7 +1,7 @@
-// RMSprop's update: one fused loop over each block (no temporaries), in the parameter's type.
+// RMSprop's update: the rule of optim/update_rules.h, in the parameter's type, on its device.
 #include "optim/rmsprop.h"
 
-#include <cmath>
+#include "optim/run_rule.h"
 
 namespace octet {
 namespace {
@@ -15,33 +15,18 @@ void check_options(const RMSpropOptions& o) {
 }
 
 template <typename T>
-void rmsprop_block(const RMSpropOptions& o, T* p, const T* g, const StateBlock<T>& b) {
-  const T lr = static_cast<T>(o.lr_), alpha = static_cast<T>(o.alpha_), one_alpha = static_cast<T>(1.0 - o.alpha_);
-  const T eps = static_cast<T>(o.eps_), wd = static_cast<T>(o.weight_decay_), mom = static_cast<T>(o.momentum_);
-  const bool decay = o.weight_decay_ != 0.0;  // skipped at 0, so inf/nan weights stay out of g
-  p += b.begin;
-  g += b.begin;
-  size_t next = 0;
-  T* v = b.buffer(next++);
-  T* buf = o.momentum_ > 0.0 ? b.buffer(next++) : nullptr;
-  T* g_avg = o.centered_ ? b.buffer(next++) : nullptr;
-  for (int64_t i = 0; i < b.n; ++i) {
-    T grad = decay ? g[i] + wd * p[i] : g[i];
-    v[i] = alpha * v[i] + one_alpha * (grad * grad);
-    T denom;
-    if (g_avg) {
-      g_avg[i] = alpha * g_avg[i] + one_alpha * grad;
-      denom = std::sqrt(v[i] - g_avg[i] * g_avg[i]) + eps;
-    } else {
-      denom = std::sqrt(v[i]) + eps;
-    }
-    if (buf) {
-      buf[i] = mom * buf[i] + grad / denom;
-      p[i] -= lr * buf[i];
-    } else {
-      p[i] -= lr * (grad / denom);
-    }
-  }
+RmspropRule<T> rmsprop_rule(const RMSpropOptions& o) {
+  const bool momentum = o.momentum_ > 0.0;
+  return {.lr = static_cast<T>(o.lr_),
+          .alpha = static_cast<T>(o.alpha_),
+          .one_alpha = static_cast<T>(1.0 - o.alpha_),
+          .eps = static_cast<T>(o.eps_),
+          .wd = static_cast<T>(o.weight_decay_),
+          .mom = static_cast<T>(o.momentum_),
+          .decay = o.weight_decay_ != 0.0,  // skipped at 0, so inf/nan weights stay out of g
+          .momentum = momentum,
+          .centered = o.centered_,
+          .buffers = 1 + (momentum ? 1 : 0) + (o.centered_ ? 1 : 0)};
 }
 
 }  // namespace
@@ -70,11 +55,8 @@ std::vector<std::string> RMSprop::state_buffers(const OptimizerOptions& options)
 void RMSprop::update(const OptimizerOptions& options, const Tensor& param, const Tensor& grad,
                      ParamState& state) const {
   const auto& o = static_cast<const RMSpropOptions&>(options);
-  dispatch_float(param.dtype(), "RMSprop", [&]<typename T>() {
-    T* p = param.data<T>();
-    const T* g = grad.data<T>();
-    state.for_each_block(BlockUpdate<T>([&](const StateBlock<T>& b) { rmsprop_block(o, p, g, b); }));
-  });
+  dispatch_float(param.dtype(), "RMSprop",
+                 [&]<typename T>() { run_rule(rmsprop_rule<T>(o), param, grad, state, "RMSprop"); });
 }
 
 }  // namespace octet

@@ -1,5 +1,7 @@
-// SGD's update: one fused loop over each block (no temporaries), in the parameter's type.
+// SGD's update: the rule of optim/update_rules.h, in the parameter's type, on its device.
 #include "optim/sgd.h"
+
+#include "optim/run_rule.h"
 
 namespace octet {
 namespace {
@@ -14,22 +16,16 @@ void check_options(const SGDOptions& o) {
 }
 
 template <typename T>
-void sgd_update(const SGDOptions& o, bool first, T* p, const T* g, const StateBlock<T>& b) {
-  const T lr = static_cast<T>(o.lr_), wd = static_cast<T>(o.weight_decay_);
-  const T mom = static_cast<T>(o.momentum_), keep = static_cast<T>(1.0 - o.dampening_);
-  const bool decay = o.weight_decay_ != 0.0;  // skipped at 0, so inf/nan weights stay out of d
-  p += b.begin;
-  g += b.begin;
-  if (o.momentum_ == 0.0) {
-    for (int64_t i = 0; i < b.n; ++i) p[i] -= lr * (decay ? g[i] + wd * p[i] : g[i]);
-    return;
-  }
-  T* buf = b.buffer(0);
-  for (int64_t i = 0; i < b.n; ++i) {
-    T d = decay ? g[i] + wd * p[i] : g[i];
-    buf[i] = first ? d : mom * buf[i] + keep * d;
-    p[i] -= lr * (o.nesterov_ ? d + mom * buf[i] : buf[i]);
-  }
+SgdRule<T> sgd_rule(const SGDOptions& o, bool first) {
+  return {.lr = static_cast<T>(o.lr_),
+          .wd = static_cast<T>(o.weight_decay_),
+          .mom = static_cast<T>(o.momentum_),
+          .keep = static_cast<T>(1.0 - o.dampening_),
+          .decay = o.weight_decay_ != 0.0,
+          .momentum = o.momentum_ != 0.0,
+          .nesterov = o.nesterov_,
+          .first = first,
+          .buffers = o.momentum_ != 0.0 ? 1 : 0};
 }
 
 }  // namespace
@@ -53,11 +49,8 @@ std::vector<std::string> SGD::state_buffers(const OptimizerOptions& options) con
 void SGD::update(const OptimizerOptions& options, const Tensor& param, const Tensor& grad, ParamState& state) const {
   const auto& o = static_cast<const SGDOptions&>(options);
   bool first = state.step() == 1;
-  dispatch_float(param.dtype(), "SGD", [&]<typename T>() {
-    T* p = param.data<T>();
-    const T* g = grad.data<T>();
-    state.for_each_block(BlockUpdate<T>([&](const StateBlock<T>& b) { sgd_update(o, first, p, g, b); }));
-  });
+  dispatch_float(param.dtype(), "SGD",
+                 [&]<typename T>() { run_rule(sgd_rule<T>(o, first), param, grad, state, "SGD"); });
 }
 
 }  // namespace octet

@@ -1,0 +1,53 @@
+// Launchers of the optimizer kernels (optim/cuda/update.cu), reached from optim/device_update.cpp,
+// which finds the device memory of a parameter's state. Pure C++ declarations (no CUDA headers);
+// raw device pointers; everything runs on the current stream and never waits for the device.
+//   DenseView<float> v;  v.buf[0] = m;  v.buf[1] = v2;  v.count = 2;
+//   dense_update(adam_rule, p, g, n, v, nullptr);
+#pragma once
+
+#include <cstdint>
+
+#include "optim/update_rules.h"
+
+namespace octet::cuda {
+
+// Dense state buffers of T on the device, in the order of the rule's s[].
+template <typename T>
+struct DenseView {
+  T* buf[kMaxStateBuffers] = {};
+  int count = 0;
+};
+
+// ---- updates: `rule` over p, g (n elements) and the state. For Rule::kScaled rules, `scale` may
+// point at device memory holding the factor (set_scale); null keeps the rule's own.
+template <typename Rule, typename T>
+void dense_update(const Rule& rule, T* p, const T* g, int64_t n, const DenseView<T>& state, const T* scale);
+
+// ---- deterministic sums (layer-wise optimizers, clip_grad_norm)
+// A reduction over n elements writes one partial per chunk of kSumChunk elements (each of
+// `terms` doubles), summed in a fixed order within the chunk; a finish kernel then sums the
+// partials in a fixed order too. Neither depends on scheduling, so a sum is reproducible run to run.
+inline constexpr int64_t kSumChunk = 4096;
+inline int64_t sum_chunks(int64_t n) { return (n + kSumChunk - 1) / kSumChunk; }
+
+// LAMB's ||p||^2 and ||u||^2 (rule.terms), from the old state; partials: 2 * sum_chunks(n).
+template <typename T>
+void lamb_partials(const LambRule<T>& rule, const T* p, const T* g, int64_t n, const DenseView<T>& state,
+                   double* partials);
+// *step = T(lr * lamb_ratio(sums, trust_clip)) from `chunks` pairs of partials.
+template <typename T>
+void lamb_finish(const double* partials, int64_t chunks, double lr, bool trust_clip, T* step);
+
+// sum x^2 (partials: sum_chunks(n)), and sum x^2, sum y^2 (partials: 2 * sum_chunks(n)).
+template <typename T>
+void square_partials(const T* x, int64_t n, double* partials);
+template <typename T>
+void square_pair_partials(const T* x, const T* y, int64_t n, double* partials);
+// *scale = T(lars_local_lr(sums, ...)) from `chunks` pairs of partials.
+template <typename T>
+void lars_finish(const double* partials, int64_t chunks, double trust_coefficient, double weight_decay, double eps,
+                 T* scale);
+// *out = the sum of `count` single partials.
+void sum_finish(const double* partials, int64_t count, double* out);
+
+}  // namespace octet::cuda

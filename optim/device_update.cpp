@@ -1,0 +1,180 @@
+// The CUDA side of the optimizers (declared in optim/run_rule.h): finds the device memory of a
+// parameter's state -- a DenseState's buffers, the layout the kernels of optim/cuda/ know (8-bit
+// state on CUDA is not there yet) -- and launches the kernels on the current stream. A
+// layer-wise update leaves its factor in a one-element device tensor that its update kernel
+// reads, so no update waits for the device. Without OCTET_WITH_CUDA no tensor can live on a
+// CUDA device; these functions then only throw.
+#include <type_traits>
+
+#include "core/cuda.h"
+#include "optim/blockwise_state.h"
+#include "optim/run_rule.h"
+#ifdef OCTET_WITH_CUDA
+#include "optim/cuda/update.h"
+#endif
+
+namespace octet {
+
+#ifdef OCTET_WITH_CUDA
+namespace {
+
+// Kernels run on the device of their tensors.
+void use_device(const Tensor& param) {
+  OCTET_CHECK(param.device().is_cuda(), "optimizer: no kernels for a parameter on ", param.device());
+  if (cuda::current_device() != param.device().index) cuda::set_device(param.device().index);
+}
+
+void check_on(const Tensor& t, const Tensor& param, const char* name, const char* what) {
+  OCTET_CHECK(t.device() == param.device() && t.is_contiguous(), name, ": ", what, " is on ", t.device(),
+              t.is_contiguous() ? "" : " (not contiguous)", ", expected contiguous on ", param.device());
+}
+
+template <typename T>
+cuda::DenseView<T> dense_view(const DenseState& state, const Tensor& param, const char* name) {
+  const size_t count = state.buffer_names().size();
+  OCTET_CHECK(count <= static_cast<size_t>(kMaxStateBuffers), name, ": ", count,
+              " state buffers (the kernels take at most ", kMaxStateBuffers, ")");
+  cuda::DenseView<T> v;
+  v.count = static_cast<int>(count);
+  for (size_t i = 0; i < count; ++i) {
+    const Tensor& b = state.buffer(i);
+    check_on(b, param, name, "a state buffer");
+    OCTET_CHECK(b.numel() == param.numel(), name, ": a state buffer of ", b.numel(), " elements for a parameter of ",
+                param.numel());
+    v.buf[i] = b.data<T>();
+  }
+  return v;
+}
+
+// Calls dense(DenseView<T>) for a DenseState.
+template <typename T, typename Dense>
+void with_state(ParamState& state, const Tensor& param, const char* name, Dense dense) {
+  if (auto* d = dynamic_cast<DenseState*>(&state)) return dense(dense_view<T>(*d, param, name));
+  OCTET_CHECK(dynamic_cast<BlockwiseState*>(&state) == nullptr, name, ": 8-bit state on ", param.device(),
+              " has no kernels yet (use 32-bit state)");
+  OCTET_FAIL(name, ": the state of a parameter on ", param.device(),
+             " must be a DenseState (other state kinds run on the CPU only)");
+}
+
+// A one-element device tensor for a layer-wise factor, and scratch for the partial sums.
+Tensor device_scalar(DType dtype, const Tensor& param) {
+  return empty({1}, TensorOptions(dtype).device(param.device()));
+}
+Tensor partials_for(int64_t n, int terms, const Tensor& param) {
+  return empty({std::max<int64_t>(1, cuda::sum_chunks(n) * terms)}, TensorOptions(DType::f64).device(param.device()));
+}
+
+template <typename Rule, typename T = typename Rule::Scalar>
+void launch_update(const Rule& rule, const Tensor& param, const Tensor& grad, ParamState& state, const char* name,
+                   const T* scale) {
+  check_on(grad, param, name, "the gradient");
+  T* p = param.data<T>();
+  const T* g = grad.data<T>();
+  const int64_t n = param.numel();
+  with_state<T>(state, param, name, [&](const cuda::DenseView<T>& v) { cuda::dense_update(rule, p, g, n, v, scale); });
+}
+
+}  // namespace
+
+template <typename Rule>
+void device_update(const Rule& rule, const Tensor& param, const Tensor& grad, ParamState& state, const char* name) {
+  use_device(param);
+  launch_update(rule, param, grad, state, name, static_cast<const typename Rule::Scalar*>(nullptr));
+}
+
+template <typename T>
+void device_lamb_update(const LambRule<T>& rule, double lr, bool trust_clip, const Tensor& param, const Tensor& grad,
+                        ParamState& state) {
+  const char* name = "Lamb";
+  use_device(param);
+  check_on(grad, param, name, "the gradient");
+  const int64_t n = param.numel();
+  Tensor partials = partials_for(n, 2, param), step = device_scalar(param.dtype(), param);
+  const T* p = param.data<T>();
+  const T* g = grad.data<T>();
+  double* parts = partials.data<double>();
+  with_state<T>(state, param, name, [&](const cuda::DenseView<T>& v) { cuda::lamb_partials(rule, p, g, n, v, parts); });
+  cuda::lamb_finish(parts, cuda::sum_chunks(n), lr, trust_clip, step.data<T>());
+  launch_update(rule, param, grad, state, name, static_cast<const T*>(step.data<T>()));
+}
+
+template <typename T>
+void device_lars_update(const LarsRule<T>& rule, double trust_coefficient, double weight_decay, double eps,
+                        const Tensor& param, const Tensor& grad, ParamState& state) {
+  const char* name = "LARS";
+  use_device(param);
+  check_on(grad, param, name, "the gradient");
+  const int64_t n = param.numel();
+  Tensor partials = partials_for(n, 2, param), scale = device_scalar(param.dtype(), param);
+  double* parts = partials.data<double>();
+  cuda::square_pair_partials(param.data<T>(), grad.data<T>(), n, parts);
+  cuda::lars_finish(parts, cuda::sum_chunks(n), trust_coefficient, weight_decay, eps, scale.data<T>());
+  launch_update(rule, param, grad, state, name, static_cast<const T*>(scale.data<T>()));
+}
+
+double device_sum_squares(const std::vector<Tensor>& xs) {
+  if (xs.empty()) return 0.0;
+  const Tensor& first = xs.front();
+  use_device(first);
+  // Every tensor's partials side by side, then one fixed-order sum of them all.
+  int64_t total = 0;
+  for (const Tensor& x : xs) {
+    OCTET_CHECK(x.device() == first.device(), "sum of squares: tensors on ", first.device(), " and ", x.device());
+    total += cuda::sum_chunks(x.numel());
+  }
+  Tensor partials = empty({std::max<int64_t>(1, total)}, TensorOptions(DType::f64).device(first.device()));
+  Tensor sum = device_scalar(DType::f64, first);
+  double* parts = partials.data<double>();
+  int64_t offset = 0;
+  for (const Tensor& x : xs) {
+    Tensor c = x.contiguous();
+    dispatch_float(c.dtype(), "sum of squares",
+                   [&]<typename T>() { cuda::square_partials(c.data<T>(), c.numel(), parts + offset); });
+    offset += cuda::sum_chunks(c.numel());
+  }
+  cuda::sum_finish(parts, total, sum.data<double>());
+  return sum.to(Device::cpu()).item<double>();  // the one host synchronization
+}
+
+#else  // no CUDA in this build: no tensor can be on a CUDA device
+
+namespace {
+[[noreturn]] void no_cuda(const char* name, const Tensor& t) {
+  OCTET_FAIL(name, ": no kernels for a parameter on ", t.device(), " in this build (configure with -DOCTET_CUDA=ON)");
+}
+}  // namespace
+
+template <typename Rule>
+void device_update(const Rule&, const Tensor& param, const Tensor&, ParamState&, const char* name) {
+  no_cuda(name, param);
+}
+template <typename T>
+void device_lamb_update(const LambRule<T>&, double, bool, const Tensor& param, const Tensor&, ParamState&) {
+  no_cuda("Lamb", param);
+}
+template <typename T>
+void device_lars_update(const LarsRule<T>&, double, double, double, const Tensor& param, const Tensor&, ParamState&) {
+  no_cuda("LARS", param);
+}
+double device_sum_squares(const std::vector<Tensor>& xs) {
+  if (xs.empty()) return 0.0;
+  no_cuda("sum of squares", xs.front());
+}
+
+#endif  // OCTET_WITH_CUDA
+
+#define OCTET_DEVICE_RULE(T)                                                                                     \
+  template void device_update(const SgdRule<T>&, const Tensor&, const Tensor&, ParamState&, const char*);        \
+  template void device_update(const AdamRule<T>&, const Tensor&, const Tensor&, ParamState&, const char*);       \
+  template void device_update(const RmspropRule<T>&, const Tensor&, const Tensor&, ParamState&, const char*);    \
+  template void device_update(const LionRule<T>&, const Tensor&, const Tensor&, ParamState&, const char*);       \
+  template void device_update(const LambRule<T>&, const Tensor&, const Tensor&, ParamState&, const char*);       \
+  template void device_update(const LarsRule<T>&, const Tensor&, const Tensor&, ParamState&, const char*);       \
+  template void device_lamb_update(const LambRule<T>&, double, bool, const Tensor&, const Tensor&, ParamState&); \
+  template void device_lars_update(const LarsRule<T>&, double, double, double, const Tensor&, const Tensor&,     \
+                                   ParamState&);
+OCTET_DEVICE_RULE(float)
+OCTET_DEVICE_RULE(double)
+#undef OCTET_DEVICE_RULE
+
+}  // namespace octet

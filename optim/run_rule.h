@@ -1,0 +1,82 @@
+// Runs an update rule (optim/update_rules.h) over one parameter and its state, on the parameter's
+// device: on the CPU through ParamState::for_each_block (any state kind: dense, 8-bit, custom),
+// on CUDA through the kernels of optim/cuda/, which know the memory of DenseState and
+// BlockwiseState (routed in optim/device_update.cpp; other state kinds are CPU-only).
+//   dispatch_float(param.dtype(), "SGD", [&]<typename T>() { run_rule(sgd_rule<T>(o, first), param, grad, state,
+//   "SGD"); });
+#pragma once
+
+#include <vector>
+
+#include "optim/optimizer.h"
+#include "optim/update_rules.h"
+
+namespace octet {
+
+// The CPU loop over one block of N state buffers: each element's state values go through
+// registers (s), so the rule sees the same values whatever the state's storage.
+// The rule is copied to a local: the compiler then knows that stores to p and the buffers
+// cannot change its scalars, keeps them in registers and vectorizes the loop.
+template <int N, typename Rule, typename T>
+void apply_rule_block(const Rule& rule_ref, T* p, const T* g, int64_t n, T* const* buffers) {
+  const Rule rule = rule_ref;
+  T* buf[N > 0 ? N : 1] = {};
+  for (int k = 0; k < N; ++k) buf[k] = buffers[k];
+  for (int64_t i = 0; i < n; ++i) {
+    T s[kMaxStateBuffers] = {};
+    for (int k = 0; k < N; ++k) s[k] = buf[k][i];
+    rule(p[i], g[i], s);
+    for (int k = 0; k < N; ++k) buf[k][i] = s[k];
+  }
+}
+
+// `rule` over block b of the parameter p with gradient g (both pointing at element 0).
+template <typename Rule, typename T>
+void apply_rule(const Rule& rule, T* p, const T* g, const StateBlock<T>& b) {
+  switch (rule.buffers) {
+    case 0:
+      return apply_rule_block<0>(rule, p + b.begin, g + b.begin, b.n, b.buffers);
+    case 1:
+      return apply_rule_block<1>(rule, p + b.begin, g + b.begin, b.n, b.buffers);
+    case 2:
+      return apply_rule_block<2>(rule, p + b.begin, g + b.begin, b.n, b.buffers);
+    case 3:
+      return apply_rule_block<3>(rule, p + b.begin, g + b.begin, b.n, b.buffers);
+    default:
+      OCTET_FAIL("optimizer: a rule with ", rule.buffers, " state buffers (at most ", kMaxStateBuffers, ")");
+  }
+}
+
+// ---- the CUDA side (optim/device_update.cpp); errors in a build without CUDA
+
+// `rule` over a CUDA parameter (rule.kScaled rules with their scale already set).
+template <typename Rule>
+void device_update(const Rule& rule, const Tensor& param, const Tensor& grad, ParamState& state, const char* name);
+// LAMB's two passes on the device: ||p||^2 and ||u||^2 from the old state, step = lr * ratio
+// (lamb_ratio) left in device memory, then the update reading it.
+template <typename T>
+void device_lamb_update(const LambRule<T>& rule, double lr, bool trust_clip, const Tensor& param, const Tensor& grad,
+                        ParamState& state);
+// LARS's two passes on the device: ||p||^2 and ||g||^2, scale = lars_local_lr(...) left in
+// device memory, then the update reading it.
+template <typename T>
+void device_lars_update(const LarsRule<T>& rule, double trust_coefficient, double weight_decay, double eps,
+                        const Tensor& param, const Tensor& grad, ParamState& state);
+// sum of x^2 over every element of `xs` (f32/f64, all on one CUDA device), accumulated in double
+// in a fixed order (deterministic); one host synchronization to read it.
+double device_sum_squares(const std::vector<Tensor>& xs);
+
+// ---- the entry point of the elementwise optimizers
+
+template <typename Rule>
+void run_rule(const Rule& rule, const Tensor& param, const Tensor& grad, ParamState& state, const char* name) {
+  using T = typename Rule::Scalar;
+  OCTET_CHECK(static_cast<size_t>(rule.buffers) == state.buffer_names().size(), name, ": the update uses ",
+              rule.buffers, " state buffers, the state has ", state.buffer_names().size());
+  if (!param.device().is_cpu()) return device_update(rule, param, grad, state, name);
+  T* p = param.data<T>();
+  const T* g = grad.data<T>();
+  state.for_each_block(BlockUpdate<T>([&](const StateBlock<T>& b) { apply_rule(rule, p, g, b); }));
+}
+
+}  // namespace octet
