@@ -14,11 +14,14 @@ BlockwiseState::BlockwiseState(const Tensor& param, std::vector<std::string> buf
   OCTET_CHECK(maps.size() == ParamState::buffer_names().size(), "8-bit optimizer state: ", maps.size(), " maps for ",
               ParamState::buffer_names().size(), " buffers");
   quant::check_block_size(block_size, "8-bit optimizer state");
-  for (quant::QuantMap m : maps) buffers_.push_back(quant::blockwise_zeros({numel_}, m, block_size));
+  for (quant::QuantMap m : maps) buffers_.push_back(quant::blockwise_zeros({numel_}, m, block_size, param.device()));
 }
 
 template <typename Body>
 void BlockwiseState::blocks(Body body) {
+  OCTET_CHECK(buffers_.empty() || buffers_[0].codes.device().is_cpu(),
+              "8-bit optimizer state: for_each_block runs on the host; a state on ", buffers_[0].codes.device(),
+              " is updated by its device's kernels");
   const int64_t nblocks = quant::num_blocks(numel_, block_size_);
   const size_t nb = buffers_.size();
   parallel_for(0, nblocks, 1, [&](int64_t begin, int64_t end) {

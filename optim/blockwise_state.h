@@ -4,6 +4,10 @@
 // per-thread scratch of block_size floats, the optimizer's ordinary f32 update runs on them, and
 // they are quantized back (a new absmax from the updated values). A float32 copy of the whole
 // state tensor never exists, so the state costs 1 + 4/block_size bytes per element and buffer.
+// The state lives on the parameter's device. On CUDA the blocks are not handed to a callback:
+// the fused kernel of optim/cuda/update.cu runs the same rule with one thread block per
+// quantization block, dequantizing and requantizing in registers (for_each_block and
+// read_blocks are host code and refuse a device state).
 //   auto s = std::make_unique<BlockwiseState>(param, {"exp_avg", "exp_avg_sq"},
 //                                             {QuantMap::dynamic_signed, QuantMap::dynamic_unsigned}, 2048);
 #pragma once

@@ -1,6 +1,6 @@
 // The CUDA side of the optimizers (declared in optim/run_rule.h): finds the device memory of a
-// parameter's state -- a DenseState's buffers, the layout the kernels of optim/cuda/ know (8-bit
-// state on CUDA is not there yet) -- and launches the kernels on the current stream. A
+// parameter's state -- a DenseState's buffers or a BlockwiseState's codes and absmax, the two
+// layouts the kernels of optim/cuda/ know -- and launches the kernels on the current stream. A
 // layer-wise update leaves its factor in a one-element device tensor that its update kernel
 // reads, so no update waits for the device. Without OCTET_WITH_CUDA no tensor can live on a
 // CUDA device; these functions then only throw.
@@ -11,12 +11,15 @@
 #include "optim/run_rule.h"
 #ifdef OCTET_WITH_CUDA
 #include "optim/cuda/update.h"
+#include "quant/cuda/blockwise.h"
 #endif
 
 namespace octet {
 
 #ifdef OCTET_WITH_CUDA
 namespace {
+
+static_assert(quant::kMaxBlockSize <= cuda::kMaxQuantBlock, "the 8-bit kernels cover every block size");
 
 // Kernels run on the device of their tensors.
 void use_device(const Tensor& param) {
@@ -46,14 +49,41 @@ cuda::DenseView<T> dense_view(const DenseState& state, const Tensor& param, cons
   return v;
 }
 
-// Calls dense(DenseView<T>) for a DenseState.
-template <typename T, typename Dense>
-void with_state(ParamState& state, const Tensor& param, const char* name, Dense dense) {
+cuda::QuantView quant_view(const BlockwiseState& state, const Tensor& param, const char* name) {
+  const size_t count = state.buffer_names().size();
+  OCTET_CHECK(count >= 1 && count <= static_cast<size_t>(kMaxStateBuffers), name, ": ", count,
+              " 8-bit state buffers (the kernels take 1 to ", kMaxStateBuffers, ")");
+  cuda::QuantView v;
+  v.count = static_cast<int>(count);
+  v.block_size = state.block_size();
+  for (size_t i = 0; i < count; ++i) {
+    const quant::BlockwiseQuantized& q = state.buffer(i);
+    check_on(q.codes, param, name, "8-bit state codes");
+    check_on(q.absmax, param, name, "8-bit state absmax");
+    OCTET_CHECK(q.codes.numel() == param.numel() && q.block_size == state.block_size() &&
+                    q.absmax.numel() == quant::num_blocks(param.numel(), q.block_size),
+                name, ": 8-bit state of ", q.codes.numel(), " codes and ", q.absmax.numel(),
+                " blocks for a parameter of ", param.numel());
+    v.codes[i] = q.codes.data<uint8_t>();
+    v.absmax[i] = q.absmax.data<float>();
+    v.tables[i] = quant::cuda::device_tables(q.map, param.device().index);
+  }
+  return v;
+}
+
+// Calls dense(DenseView<T>) or blockwise(QuantView) by the kind of `state`.
+template <typename T, typename Dense, typename Blockwise>
+void with_state(ParamState& state, const Tensor& param, const char* name, Dense dense, Blockwise blockwise) {
   if (auto* d = dynamic_cast<DenseState*>(&state)) return dense(dense_view<T>(*d, param, name));
-  OCTET_CHECK(dynamic_cast<BlockwiseState*>(&state) == nullptr, name, ": 8-bit state on ", param.device(),
-              " has no kernels yet (use 32-bit state)");
+  if (auto* q = dynamic_cast<BlockwiseState*>(&state)) {
+    if constexpr (std::is_same_v<T, float>) {
+      return blockwise(quant_view(*q, param, name));
+    } else {
+      OCTET_FAIL(name, ": 8-bit state holds f32 parameters only");
+    }
+  }
   OCTET_FAIL(name, ": the state of a parameter on ", param.device(),
-             " must be a DenseState (other state kinds run on the CPU only)");
+             " must be a DenseState or a BlockwiseState (other state kinds run on the CPU only)");
 }
 
 // A one-element device tensor for a layer-wise factor, and scratch for the partial sums.
@@ -71,7 +101,11 @@ void launch_update(const Rule& rule, const Tensor& param, const Tensor& grad, Pa
   T* p = param.data<T>();
   const T* g = grad.data<T>();
   const int64_t n = param.numel();
-  with_state<T>(state, param, name, [&](const cuda::DenseView<T>& v) { cuda::dense_update(rule, p, g, n, v, scale); });
+  with_state<T>(
+      state, param, name, [&](const cuda::DenseView<T>& v) { cuda::dense_update(rule, p, g, n, v, scale); },
+      [&](const cuda::QuantView& v) {
+        if constexpr (std::is_same_v<T, float>) cuda::blockwise_update(rule, p, g, n, v, scale);
+      });
 }
 
 }  // namespace
@@ -93,7 +127,11 @@ void device_lamb_update(const LambRule<T>& rule, double lr, bool trust_clip, con
   const T* p = param.data<T>();
   const T* g = grad.data<T>();
   double* parts = partials.data<double>();
-  with_state<T>(state, param, name, [&](const cuda::DenseView<T>& v) { cuda::lamb_partials(rule, p, g, n, v, parts); });
+  with_state<T>(
+      state, param, name, [&](const cuda::DenseView<T>& v) { cuda::lamb_partials(rule, p, g, n, v, parts); },
+      [&](const cuda::QuantView& v) {
+        if constexpr (std::is_same_v<T, float>) cuda::lamb_partials(rule, p, g, n, v, parts);
+      });
   cuda::lamb_finish(parts, cuda::sum_chunks(n), lr, trust_clip, step.data<T>());
   launch_update(rule, param, grad, state, name, static_cast<const T*>(step.data<T>()));
 }

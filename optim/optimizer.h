@@ -33,9 +33,10 @@
 // run_rule() (optim/run_rule.h), which routes by the parameter's device:
 //   - CPU: through for_each_block as above, so any ParamState (dense, 8-bit, custom) works;
 //   - CUDA: a kernel cannot take a std::function, so it needs the state's memory instead:
-//     optim/device_update.cpp finds it in DenseState (buffers of the parameter's type), whose
-//     layout the kernels know, and launches optim/cuda/ on the current stream; other ParamState
-//     kinds are CPU-only for now (an Error).
+//     optim/device_update.cpp finds it in the two state kinds whose layout the kernels know --
+//     DenseState (buffers of the parameter's type) and BlockwiseState (u8 codes + f32 absmax,
+//     updated by a fused kernel, one thread block per quantization block) -- and launches
+//     optim/cuda/ on the current stream; other ParamState kinds are CPU-only (an Error).
 // State tensors are made on the parameter's device (make_state), so checkpoints hold device
 // tensors and load_state_dict copies across devices. Layer-wise rules take their factor through
 // set_scale(): on the CPU from the host; on CUDA their norms are reduced on the GPU in a fixed

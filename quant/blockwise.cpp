@@ -1,13 +1,18 @@
 // Block-wise quantization: argument checks, allocation and device dispatch (CPU kernels in
-// quant/cpu/blockwise.cpp), plus the scalar reference kernels.
+// quant/cpu/blockwise.cpp, CUDA kernels in quant/cuda/blockwise.cu), plus the scalar reference
+// kernels.
 #include "quant/blockwise.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
+#include "core/cuda.h"
 #include "core/error.h"
 #include "quant/cpu/blockwise.h"
+#ifdef OCTET_WITH_CUDA
+#include "quant/cuda/blockwise.h"
+#endif
 
 namespace octet::quant {
 
@@ -24,9 +29,14 @@ void check_map(QuantMap map, const char* op) {
               ": expected a QuantMap (dynamic_signed, dynamic_unsigned or linear), got ", static_cast<int>(map));
 }
 
-void check_cpu(Device d, const char* op) {
-  OCTET_CHECK(d.is_cpu(), op, ": expected a CPU tensor (block-wise quantization has no ", d,
-              " kernels yet), got device ", d);
+// Kernels run on the device of their tensors: the CPU, or a CUDA device in builds with CUDA.
+void check_device(Device d, const char* op) {
+#ifdef OCTET_WITH_CUDA
+  OCTET_CHECK(d.is_cpu() || d.is_cuda(), op, ": no block-wise quantization kernels for device ", d);
+  if (d.is_cuda() && ::octet::cuda::current_device() != d.index) ::octet::cuda::set_device(d.index);
+#else
+  OCTET_CHECK(d.is_cpu(), op, ": no block-wise quantization kernels for device ", d, " in this build");
+#endif
 }
 
 // codes u8 [n] and absmax f32 [num_blocks] (contiguous, on `device`) of an existing q.
@@ -87,9 +97,15 @@ void quantize_blockwise_into(const Tensor& x, BlockwiseQuantized& q) {
   const char* op = "quant::quantize_blockwise_into";
   check_input(x, op);
   check_storage(q, x.numel(), x.device(), op);
-  check_cpu(x.device(), op);
+  check_device(x.device(), op);
   q.shape = x.shape();
   if (x.numel() == 0) return;
+#ifdef OCTET_WITH_CUDA
+  if (x.device().is_cuda()) {
+    return cuda::quantize_blocks(x.data<float>(), x.numel(), q.block_size, cuda::device_tables(q.map, x.device().index),
+                                 q.codes.data<uint8_t>(), q.absmax.data<float>());
+  }
+#endif
   cpu::quantize_blocks(x.data<float>(), x.numel(), q.block_size, quant_map(q.map).data(), q.codes.data<uint8_t>(),
                        q.absmax.data<float>());
 }
@@ -110,8 +126,14 @@ void dequantize_blockwise_into(const BlockwiseQuantized& q, const Tensor& out) {
   OCTET_CHECK(out.dtype() == DType::f32 && out.is_contiguous() && out.numel() == n, op,
               ": expected an f32 contiguous output with ", n, " elements, got ", out.dtype(), " ", out.shape(),
               out.is_contiguous() ? "" : " (not contiguous)");
-  check_cpu(out.device(), op);
+  check_device(out.device(), op);
   if (n == 0) return;
+#ifdef OCTET_WITH_CUDA
+  if (out.device().is_cuda()) {
+    return cuda::dequantize_blocks(q.codes.data<uint8_t>(), n, q.block_size, q.absmax.data<float>(),
+                                   cuda::device_tables(q.map, out.device().index), out.data<float>());
+  }
+#endif
   cpu::dequantize_blocks(q.codes.data<uint8_t>(), n, q.block_size, q.absmax.data<float>(), quant_map(q.map).data(),
                          out.data<float>());
 }

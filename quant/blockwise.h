@@ -7,7 +7,7 @@
 //   quantize_block(x, n, quant_map(QuantMap::dynamic_unsigned).data(), codes, &absmax);
 //
 // Definition, shared by every implementation (the scalar _ref kernels, the portable, AVX2 and
-// AVX-512 CPU paths, and later CUDA), which must give bit-identical codes and absmax:
+// AVX-512 CPU paths, and the CUDA kernels), which must give bit-identical codes and absmax:
 //   absmax = max |x| over the block's FINITE elements (0 when there are none); a partial last
 //            block covers only its valid elements.
 //   v      = x / absmax in float (IEEE division, not a reciprocal); NaN -> 0.
@@ -17,8 +17,9 @@
 // changes the other elements' codes. An all-zero block has absmax 0 (0/0 is NaN -> the code of 0)
 // and dequantizes to exactly 0, as does anything in a block whose absmax is 0.
 //
-// Device: CPU tensors only for now; other devices are an octet::Error (CUDA kernels will take
-// the same struct).
+// Device: the tensor-level functions run on the device of their tensors (CPU, or CUDA in builds
+// with it: quant/cuda/blockwise.h, one thread block per quantization block, the same threshold
+// tree as the CPU, so the same codes and absmax); the raw block kernels below are CPU-only.
 #pragma once
 
 #include <cstdint>

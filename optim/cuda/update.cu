@@ -2,19 +2,26 @@
 // rule of optim/update_rules.h, the very code the CPU loop runs, compiled without FMA contraction
 // (CMakeLists.txt), so an element rounds exactly as on the CPU:
 //   - dense state: one thread per element (grid-stride), the state values through registers;
+//   - 8-bit state: one thread block per quantization block. Each thread dequantizes its elements
+//     (map in shared memory), runs the rule in f32 and keeps the new state values in registers;
+//     the block reduces each buffer's new absmax (finite values only, as on the CPU) and every
+//     thread requantizes its values by the CPU's tree walk. The f32 state never reaches memory;
 //   - sums: fixed chunks, a fixed tree within each chunk, one block summing the partials in a fixed
 //     order, and a finishing functor turning the sums into a factor left in device memory (the
 //     layer-wise update reads it there: no host synchronization between the passes).
 #include "core/cuda/cuda_util.h"
 #include "optim/cuda/update.h"
+#include "quant/block_code.h"
+#include "quant/cuda/block_max.cuh"
 
 namespace octet::cuda {
 namespace {
 
 constexpr int kUpdateThreads = 256;
+constexpr int kMaxPerThread = static_cast<int>(kMaxQuantBlock / kUpdateThreads);  // 16
 constexpr int kSumThreads = 256;
 constexpr int kSumPerThread = static_cast<int>(kSumChunk / kSumThreads);  // 16
-static_assert(kSumChunk % kSumThreads == 0, "chunks split evenly");
+static_assert(kMaxQuantBlock % kUpdateThreads == 0 && kSumChunk % kSumThreads == 0, "chunks split evenly");
 
 // ---- updates
 
@@ -41,6 +48,76 @@ __global__ void __launch_bounds__(kUpdateThreads)
 #pragma unroll
     for (int k = 0; k < kMaxStateBuffers; ++k)
       if (k < state.count) state.buf[k][i] = s[k];
+  }
+}
+
+// Block b covers elements [b * bs, min(n, (b + 1) * bs)); thread t takes the block's elements
+// t + e * blockDim.x (e < kMaxPerThread), blockDim.x = min(bs, kUpdateThreads), so bs <=
+// blockDim.x * kMaxPerThread and the loop over e covers the block. Each element is read and
+// written by one thread only; the old absmax is read by all threads before the barrier in
+// block_max and rewritten by thread 0 after it.
+template <typename Rule>
+__global__ void __launch_bounds__(kUpdateThreads)
+    blockwise_update_kernel(Rule rule, float* __restrict__ p, const float* __restrict__ g, int64_t n, QuantView q,
+                            const float* __restrict__ scale) {
+  __shared__ float map[kMaxStateBuffers][256];
+  __shared__ float tree[kMaxStateBuffers][256];
+  __shared__ float red[kMaxStateBuffers][32];
+  const int tid = threadIdx.x, threads = blockDim.x;
+#pragma unroll
+  for (int k = 0; k < kMaxStateBuffers; ++k) {  // constant k (unrolled, guarded): q stays in registers
+    if (k < q.count) {
+      for (int j = tid; j < 256; j += threads) {
+        map[k][j] = q.tables[k]->map[j];
+        tree[k][j] = q.tables[k]->tree[j];
+      }
+    }
+  }
+  take_scale(rule, scale);
+  const int64_t b = blockIdx.x, begin = b * q.block_size;
+  const int len = static_cast<int>(min(q.block_size, n - begin));
+  float old_absmax[kMaxStateBuffers];
+#pragma unroll
+  for (int k = 0; k < kMaxStateBuffers; ++k) old_absmax[k] = k < q.count ? q.absmax[k][b] : 0.0f;
+  __syncthreads();  // the maps are in shared memory
+
+  float s[kMaxStateBuffers][kMaxPerThread] = {};
+  float m[kMaxStateBuffers] = {};
+#pragma unroll
+  for (int e = 0; e < kMaxPerThread; ++e) {
+    const int j = tid + e * threads;
+    if (j < len) {
+      const int64_t i = begin + j;
+      float st[kMaxStateBuffers];
+#pragma unroll
+      for (int k = 0; k < kMaxStateBuffers; ++k)
+        st[k] = k < q.count ? quant::decode(map[k], q.codes[k][i], old_absmax[k]) : 0.0f;
+      float pi = p[i];
+      rule(pi, g[i], st);
+      p[i] = pi;
+#pragma unroll
+      for (int k = 0; k < kMaxStateBuffers; ++k) {
+        s[k][e] = st[k];
+        m[k] = quant::absmax_step(m[k], st[k]);
+      }
+    }
+  }
+  quant::cuda::block_max(m, red);  // the new absmax of every buffer, in every thread
+#pragma unroll
+  for (int e = 0; e < kMaxPerThread; ++e) {
+    const int j = tid + e * threads;
+    if (j < len) {
+      const int64_t i = begin + j;
+#pragma unroll
+      for (int k = 0; k < kMaxStateBuffers; ++k)
+        if (k < q.count)
+          q.codes[k][i] = static_cast<uint8_t>(quant::tree_code(tree[k], quant::normalized(s[k][e], m[k])));
+    }
+  }
+  if (tid == 0) {
+#pragma unroll
+    for (int k = 0; k < kMaxStateBuffers; ++k)
+      if (k < q.count) q.absmax[k][b] = m[k];
   }
 }
 
@@ -110,6 +187,16 @@ struct DenseReader {
   __device__ void load(int64_t i, T* s) const {
 #pragma unroll
     for (int k = 0; k < kMaxStateBuffers; ++k) s[k] = k < v.count ? v.buf[k][i] : T(0);
+  }
+};
+
+struct QuantReader {
+  QuantView q;
+  int shift;  // block_size = 1 << shift
+  __device__ void load(int64_t i, float* s) const {
+#pragma unroll
+    for (int k = 0; k < kMaxStateBuffers; ++k)
+      s[k] = k < q.count ? quant::decode(q.tables[k]->map, q.codes[k][i], q.absmax[k][i >> shift]) : 0.0f;
   }
 };
 
@@ -183,6 +270,19 @@ void launch_finish(const double* partials, int64_t count, const Finish& finish, 
   OCTET_CUDA_LAUNCH(what);
 }
 
+int log2_of(int64_t block_size) {
+  int shift = 0;
+  while ((int64_t{1} << shift) < block_size) ++shift;
+  return shift;
+}
+
+void check_quant_view(const QuantView& q, const char* what) {
+  OCTET_CHECK(q.count >= 1 && q.count <= kMaxStateBuffers, what, ": ", q.count, " 8-bit state buffers (expected 1 to ",
+              kMaxStateBuffers, ")");
+  OCTET_CHECK(q.block_size >= 64 && q.block_size <= kMaxQuantBlock && (q.block_size & (q.block_size - 1)) == 0, what,
+              ": block size ", q.block_size, " (expected a power of two in [64, ", kMaxQuantBlock, "])");
+}
+
 }  // namespace
 
 // ---- launchers
@@ -196,11 +296,32 @@ void dense_update(const Rule& rule, T* p, const T* g, int64_t n, const DenseView
   OCTET_CUDA_LAUNCH("cuda::dense_update_kernel");
 }
 
+template <typename Rule>
+void blockwise_update(const Rule& rule, float* p, const float* g, int64_t n, const QuantView& state,
+                      const float* scale) {
+  if (n <= 0) return;
+  check_quant_view(state, "cuda::blockwise_update");
+  OCTET_CHECK(state.count == rule.buffers, "cuda::blockwise_update: the rule uses ", rule.buffers,
+              " state buffers, the state has ", state.count);
+  const int64_t blocks = (n + state.block_size - 1) / state.block_size;
+  OCTET_CHECK(blocks <= 0x7fffffff, "cuda::blockwise_update: ", blocks, " blocks exceed the grid");
+  const int threads = static_cast<int>(std::min<int64_t>(state.block_size, kUpdateThreads));
+  blockwise_update_kernel<<<static_cast<unsigned>(blocks), threads, 0, stream()>>>(rule, p, g, n, state, scale);
+  OCTET_CUDA_LAUNCH("cuda::blockwise_update_kernel");
+}
+
 template <typename T>
 void lamb_partials(const LambRule<T>& rule, const T* p, const T* g, int64_t n, const DenseView<T>& state,
                    double* partials) {
   launch_partials<2>(LambTerms<T, DenseReader<T>>{rule, p, g, DenseReader<T>{state}}, n, partials,
                      "cuda::lamb_partials (dense)");
+}
+
+void lamb_partials(const LambRule<float>& rule, const float* p, const float* g, int64_t n, const QuantView& state,
+                   double* partials) {
+  check_quant_view(state, "cuda::lamb_partials");
+  launch_partials<2>(LambTerms<float, QuantReader>{rule, p, g, QuantReader{state, log2_of(state.block_size)}}, n,
+                     partials, "cuda::lamb_partials (8-bit)");
 }
 
 template <typename T>
@@ -228,13 +349,15 @@ void sum_finish(const double* partials, int64_t count, double* out) {
   launch_finish<1>(partials, count, StoreFinish{out}, "cuda::sum_finish");
 }
 
-// ---- instantiations: every rule in f32 and f64
+// ---- instantiations: every rule in f32 and f64 on dense state, in f32 on 8-bit state
 
 #define OCTET_DENSE_UPDATE(RULE, T) \
   template void dense_update<RULE<T>, T>(const RULE<T>&, T*, const T*, int64_t, const DenseView<T>&, const T*);
-#define OCTET_RULE(RULE)          \
-  OCTET_DENSE_UPDATE(RULE, float) \
-  OCTET_DENSE_UPDATE(RULE, double)
+#define OCTET_RULE(RULE)                                                                                           \
+  OCTET_DENSE_UPDATE(RULE, float)                                                                                  \
+  OCTET_DENSE_UPDATE(RULE, double)                                                                                 \
+  template void blockwise_update<RULE<float>>(const RULE<float>&, float*, const float*, int64_t, const QuantView&, \
+                                              const float*);
 OCTET_RULE(SgdRule)
 OCTET_RULE(AdamRule)
 OCTET_RULE(RmspropRule)

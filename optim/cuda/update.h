@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "optim/update_rules.h"
+#include "quant/cuda/blockwise.h"
 
 namespace octet::cuda {
 
@@ -18,10 +19,26 @@ struct DenseView {
   int count = 0;
 };
 
+// 8-bit block-wise state on the device: per buffer, u8 codes [n], f32 absmax [ceil(n / block_size)]
+// and the map's device tables.
+struct QuantView {
+  uint8_t* codes[kMaxStateBuffers] = {};
+  float* absmax[kMaxStateBuffers] = {};
+  const quant::cuda::DeviceTables* tables[kMaxStateBuffers] = {};
+  int count = 0;
+  int64_t block_size = 0;  // a power of two in [64, kMaxQuantBlock]
+};
+inline constexpr int64_t kMaxQuantBlock = 4096;
+
 // ---- updates: `rule` over p, g (n elements) and the state. For Rule::kScaled rules, `scale` may
 // point at device memory holding the factor (set_scale); null keeps the rule's own.
 template <typename Rule, typename T>
 void dense_update(const Rule& rule, T* p, const T* g, int64_t n, const DenseView<T>& state, const T* scale);
+// One thread block per quantization block: dequantize in registers, update in f32, the block's new
+// absmax, requantize; codes and absmax are rewritten in place.
+template <typename Rule>
+void blockwise_update(const Rule& rule, float* p, const float* g, int64_t n, const QuantView& state,
+                      const float* scale);
 
 // ---- deterministic sums (layer-wise optimizers, clip_grad_norm)
 // A reduction over n elements writes one partial per chunk of kSumChunk elements (each of
@@ -33,6 +50,8 @@ inline int64_t sum_chunks(int64_t n) { return (n + kSumChunk - 1) / kSumChunk; }
 // LAMB's ||p||^2 and ||u||^2 (rule.terms), from the old state; partials: 2 * sum_chunks(n).
 template <typename T>
 void lamb_partials(const LambRule<T>& rule, const T* p, const T* g, int64_t n, const DenseView<T>& state,
+                   double* partials);
+void lamb_partials(const LambRule<float>& rule, const float* p, const float* g, int64_t n, const QuantView& state,
                    double* partials);
 // *step = T(lr * lamb_ratio(sums, trust_clip)) from `chunks` pairs of partials.
 template <typename T>

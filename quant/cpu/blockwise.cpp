@@ -4,11 +4,10 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cmath>
-#include <limits>
 
 #include "core/error.h"
 #include "core/parallel.h"
+#include "quant/block_code.h"
 
 namespace octet::quant::cpu {
 
@@ -93,23 +92,8 @@ namespace detail {
 
 float absmax_portable(const float* x, int64_t n) {
   float m = 0.0f;
-  for (int64_t i = 0; i < n; ++i) {
-    float a = std::fabs(x[i]);
-    if (a < std::numeric_limits<float>::infinity()) m = std::max(m, a);  // false for NaN and inf
-  }
+  for (int64_t i = 0; i < n; ++i) m = absmax_step(m, x[i]);
   return m;
-}
-
-// One element's walk down the tree: k = 2k + (v > node[k]) for 8 levels, from k = 1 to 256 + code.
-static inline unsigned tree_code(const SearchTree& tree, float v) {
-  unsigned k = 1;
-  for (int level = 0; level < 8; ++level) k = 2 * k + (v > tree.node[k] ? 1u : 0u);
-  return k - 256;
-}
-
-static inline float normalized(float x, float absmax) {
-  float v = x / absmax;
-  return std::isnan(v) ? 0.0f : v;
 }
 
 void encode_portable(const float* x, int64_t n, float absmax, const SearchTree& tree, uint8_t* codes) {
@@ -130,11 +114,11 @@ void encode_portable(const float* x, int64_t n, float absmax, const SearchTree& 
     codes[i + 2] = static_cast<uint8_t>(k2 - 256);
     codes[i + 3] = static_cast<uint8_t>(k3 - 256);
   }
-  for (; i < n; ++i) codes[i] = static_cast<uint8_t>(tree_code(tree, normalized(x[i], absmax)));
+  for (; i < n; ++i) codes[i] = static_cast<uint8_t>(tree_code(tree.node, normalized(x[i], absmax)));
 }
 
 void decode_portable(const uint8_t* codes, int64_t n, float absmax, const float* map, float* out) {
-  for (int64_t i = 0; i < n; ++i) out[i] = map[codes[i]] * absmax;
+  for (int64_t i = 0; i < n; ++i) out[i] = decode(map, codes[i], absmax);
 }
 
 }  // namespace detail

@@ -1,13 +1,14 @@
-// CUDA parity of the optimizers (32-bit state) and clip_grad_norm: the same init, gradients and
-// state on the CPU and on the GPU, compared.
+// CUDA parity of the optimizers (32-bit and 8-bit state), clip_grad_norm and block-wise
+// quantization: the same init, gradients and state on the CPU and on the GPU, compared.
 //
 // What is expected, and why. The CUDA kernels run the CPU's own per-element code
-// (optim/update_rules.h), compiled with --fmad=false: the same IEEE adds, multiplies, divisions
-// and square roots in the same order, on float / double without flush to zero. So every
-// elementwise update (SGD, Adam, AdamW, RMSprop, Lion; also LAMB's moments) is bit-identical.
-// Only sums are ordered differently (layer-wise norms, clip_grad_norm: a
-// tree on the GPU, serial per block on the CPU): double sums then differ by a few ulps, the f32
-// factors they make by at most one float ulp, so those results get a float-rounding tolerance.
+// (optim/update_rules.h, quant/block_code.h), compiled with --fmad=false: the same IEEE adds,
+// multiplies, divisions and square roots in the same order, on float / double without flush to
+// zero. So every elementwise update (SGD, Adam, AdamW, RMSprop, Lion; also LAMB's moments) is
+// bit-identical, and so are block-wise codes and absmax (same finite-only max, same division, same
+// threshold tree). Only sums are ordered differently (layer-wise norms, clip_grad_norm: a tree on
+// the GPU, serial per block on the CPU): double sums then differ by a few ulps, the f32 factors
+// they make by at most one float ulp, so those results get a float-rounding tolerance.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -24,6 +25,7 @@
 #include "optim/lars.h"
 #include "optim/lion.h"
 #include "optim/rmsprop.h"
+#include "quant/blockwise.h"
 
 namespace octet {
 namespace {
@@ -36,8 +38,8 @@ constexpr double kF64ReorderTol = 1e-12;
 Tensor host(const Tensor& t) { return t.to(Device::cpu()); }
 Tensor device(const Tensor& t) { return t.to(Device::cuda()); }
 
-// Element-by-element comparison in double: how many differ in their bits, and how many are
-// further apart than atol + rtol * |want| (NaN must meet NaN).
+// Element-by-element comparison in double: how many differ in their bits, and how many are further
+// apart than atol + rtol * |want| (NaN must meet NaN).
 struct Diff {
   int64_t not_identical = 0, out_of_tol = 0;
   std::string first;
@@ -53,7 +55,8 @@ Diff compare(const Tensor& got_any, const Tensor& want_any, double tol) {
   const auto* wb = static_cast<const unsigned char*>(want.raw_data());
   std::vector<double> g = got.to_vector<double>(), w = want.to_vector<double>();
   for (size_t i = 0; i < w.size() && i < g.size(); ++i) {
-    // NaN meets NaN: the payloads differ (x86 propagates an input NaN, the GPU makes a canonical one).
+    // NaN meets NaN: the payloads differ (x86 propagates an input NaN, the GPU makes a canonical
+    // one).
     if (std::memcmp(gb + i * bytes, wb + i * bytes, bytes) == 0 || (std::isnan(g[i]) && std::isnan(w[i]))) continue;
     ++d.not_identical;
     const bool ok = g[i] == w[i] || std::abs(g[i] - w[i]) <= tol + tol * std::abs(w[i]);
@@ -203,6 +206,208 @@ TEST(CudaOptim, LayerwiseNormsAreDeterministic) {
     }
     expect_identical(runs[1], runs[0], c.name + " rerun");
   }
+}
+
+// ---- 8-bit state
+
+// The CPU's state, loaded into the GPU optimizer, and the CPU's parameters copied over.
+void resync(const Optimizer& from, Optimizer& to, Pair& p) {
+  NoGradGuard no_grad;
+  for (size_t i = 0; i < p.cpu.size(); ++i) p.gpu[i].copy_(p.cpu[i]);
+  to.load_state_dict(from.state_dict());
+}
+
+// Every step starts both sides from the CPU's state, so each comparison covers exactly one update
+// of the fused kernel against the CPU's dequantize -> update -> quantize.
+TEST(CudaOptim8bit, FusedUpdateMatchesCpu) {
+  if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  constexpr int kSteps = 4;
+  for (int64_t bs : {int64_t{64}, int64_t{256}, int64_t{2048}, int64_t{4096}}) {
+    // p0 (1073) and p1 (70001) get 8-bit state; p2 (1 element) stays dense.
+    const StateOptions eight = StateOptions().bits(8).min_8bit_size(100).block_size(bs);
+    for (const OptCase& c : cases()) {
+      const std::string what = c.name + " bs " + std::to_string(bs);
+      Pair p = make_params(DType::f32, 31);
+      auto cpu_opt = c.make(p.named_cpu, eight);
+      auto gpu_opt = c.make(p.named_gpu, eight);
+      if (cpu_opt->num_8bit_params() == 0) continue;  // SGD / LARS without momentum: no state
+      ASSERT_EQ(gpu_opt->num_8bit_params(), 2) << what;
+      Generator g(32);
+      for (int s = 0; s < kSteps; ++s) {
+        if (s > 0) resync(*cpu_opt, *gpu_opt, p);
+        set_grads(p, g);
+        cpu_opt->step();
+        gpu_opt->step();
+        const std::string at = what + " step " + std::to_string(s);
+        for (size_t i = 0; i < p.cpu.size(); ++i)
+          expect_close(p.gpu[i], p.cpu[i], kF32ReorderTol, !c.layerwise, at + " p" + std::to_string(i));
+        NamedTensors want = cpu_opt->state_dict(), got = gpu_opt->state_dict();
+        ASSERT_EQ(got.size(), want.size()) << at;
+        for (size_t i = 0; i < want.size(); ++i) {
+          const std::string key = want[i].first;
+          ASSERT_EQ(got[i].first, key) << at;
+          if (want[i].second.dtype() == DType::i64) continue;
+          if (key.ends_with(".codes")) {
+            // LARS's momentum takes the scale (one float ulp apart at most): a value that lands on
+            // a decision threshold may round to the neighbouring code. Elsewhere: identical.
+            std::vector<uint8_t> gc = host(got[i].second).to_vector<uint8_t>(),
+                                 wc = want[i].second.to_vector<uint8_t>();
+            int64_t differ = 0, far = 0;
+            for (size_t j = 0; j < wc.size(); ++j) {
+              differ += gc[j] != wc[j];
+              far += std::abs(int(gc[j]) - int(wc[j])) > 1;
+            }
+            EXPECT_EQ(far, 0) << at << " " << key << ": codes more than one step apart";
+            if (c.layerwise) {
+              EXPECT_LE(differ, static_cast<int64_t>(wc.size() / 1000) + 1) << at << " " << key;
+            } else {
+              EXPECT_EQ(differ, 0) << at << " " << key;
+            }
+          } else {  // absmax (the new state's max, so the same ulp argument) and dense buffers
+            expect_close(got[i].second, want[i].second, kF32ReorderTol, !c.layerwise, at + " " + key);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(CudaOptim8bit, NonFiniteGradientsMatchCpu) {
+  if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  // NaN and inf in the gradient: the CPU stores the code of 0 for a NaN state value and saturates
+  // inf, and keeps the block's absmax finite; the GPU must do exactly the same.
+  const StateOptions eight = StateOptions().bits(8).min_8bit_size(0).block_size(256);
+  for (const OptCase& c : cases()) {
+    if (c.layerwise) continue;  // a NaN norm makes the whole tensor NaN: nothing element-wise to see
+    Generator g(41);
+    Tensor init = randn({1000}, DType::f32, &g), grad = randn({1000}, DType::f32, &g);
+    std::vector<float> gv = grad.to_vector<float>();
+    gv[3] = std::numeric_limits<float>::quiet_NaN();
+    gv[300] = std::numeric_limits<float>::infinity();
+    gv[301] = -std::numeric_limits<float>::infinity();
+    grad = from_vector(gv, {1000});
+    Tensor a = init.clone().requires_grad_(true), b = device(init).requires_grad_(true);
+    auto cpu_opt = c.make({{"w", a}}, eight);
+    auto gpu_opt = c.make({{"w", b}}, eight);
+    if (cpu_opt->num_8bit_params() == 0) continue;
+    for (int s = 0; s < 2; ++s) {
+      a.set_grad(grad);
+      b.set_grad(device(grad));
+      cpu_opt->step();
+      gpu_opt->step();
+    }
+    expect_identical(b, a, c.name + " params");
+    NamedTensors want = cpu_opt->state_dict(), got = gpu_opt->state_dict();
+    for (size_t i = 0; i < want.size(); ++i) {
+      if (want[i].second.dtype() == DType::i64) continue;
+      expect_identical(got[i].second, want[i].second, c.name + " " + want[i].first);
+      if (want[i].first.ends_with(".absmax")) {
+        for (float v : host(got[i].second).to_vector<float>()) EXPECT_TRUE(std::isfinite(v)) << c.name;
+      }
+    }
+  }
+}
+
+// ---- block-wise quantization
+
+// Random values over several magnitudes, with the awkward ones mixed in: zeros, NaN, +-inf,
+// subnormals, exact map values and exact decision thresholds (times the block's absmax 1).
+Tensor awkward_data(int64_t n, quant::QuantMap map, uint64_t seed) {
+  Generator g(seed);
+  std::vector<float> v = randn({n}, DType::f32, &g).to_vector<float>();
+  std::vector<float> scale = rand({n}, DType::f32, &g).to_vector<float>();
+  const auto& values = quant::quant_map(map);
+  const auto& thresholds = quant::quant_thresholds(map);
+  for (int64_t i = 0; i < n; ++i) {
+    // |v| < 1, so every block holding a 1 (each 37th element) has absmax exactly 1 and the map
+    // values and thresholds below stay exact after normalization (the tie rule is exercised).
+    v[i] = std::clamp(0.25f * v[i], -0.999f, 0.999f) * std::pow(10.0f, -6.0f * scale[i]);
+    switch (i % 37) {
+      case 0:
+        v[i] = 1.0f;  // the block's absmax, so map values and thresholds below are exact
+        break;
+      case 5:
+        v[i] = values[static_cast<size_t>(i / 37) % 256];
+        break;
+      case 9:
+        v[i] = thresholds[static_cast<size_t>(i / 37) % 255];
+        break;
+      case 13:
+        v[i] = std::nextafter(thresholds[static_cast<size_t>(i / 37) % 255], 2.0f);
+        break;
+      case 17:
+        v[i] = 0.0f;
+        break;
+      case 19:
+        v[i] = -0.0f;
+        break;
+      case 23:
+        v[i] = std::numeric_limits<float>::denorm_min() * static_cast<float>(i % 5);
+        break;
+      case 29:
+        if (i % 3 == 0) v[i] = std::numeric_limits<float>::quiet_NaN();
+        if (i % 3 == 1) v[i] = std::numeric_limits<float>::infinity();
+        if (i % 3 == 2) v[i] = -std::numeric_limits<float>::infinity();
+        break;
+      default:
+        break;
+    }
+  }
+  // An all-zero first block (absmax 0) when there are several blocks.
+  if (n > 4096)
+    for (int64_t i = 0; i < 64; ++i) v[i] = 0.0f;
+  return from_vector(v, {n});
+}
+
+TEST(CudaQuant, BlockwiseMatchesCpuExactly) {
+  if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  for (quant::QuantMap map :
+       {quant::QuantMap::dynamic_signed, quant::QuantMap::dynamic_unsigned, quant::QuantMap::linear}) {
+    for (int64_t n :
+         {int64_t{1}, int64_t{63}, int64_t{64}, int64_t{65}, int64_t{1000}, int64_t{4097}, int64_t{100003}}) {
+      Tensor x = awkward_data(n, map, static_cast<uint64_t>(n));
+      if (map == quant::QuantMap::dynamic_unsigned) x = abs(x);  // its domain (negatives saturate; tested too)
+      Tensor xd = device(x);
+      for (int64_t bs = quant::kMinBlockSize; bs <= quant::kMaxBlockSize; bs *= 2) {
+        const std::string what =
+            std::string(quant::quant_map_name(map)) + " n " + std::to_string(n) + " bs " + std::to_string(bs);
+        quant::BlockwiseQuantized want = quant::quantize_blockwise(x, map, bs);
+        quant::BlockwiseQuantized got = quant::quantize_blockwise(xd, map, bs);
+        ASSERT_TRUE(got.codes.device().is_cuda() && got.absmax.device().is_cuda()) << what;
+        EXPECT_EQ(got.shape, want.shape) << what;
+        expect_identical(got.codes, want.codes, what + " codes");
+        expect_identical(got.absmax, want.absmax, what + " absmax");
+        Tensor back = quant::dequantize_blockwise(got);
+        ASSERT_TRUE(back.device().is_cuda()) << what;
+        expect_identical(back, quant::dequantize_blockwise(want), what + " dequantized");
+      }
+    }
+  }
+  // Negative input to the unsigned map saturates to its lowest entry on both.
+  Tensor neg = awkward_data(5000, quant::QuantMap::dynamic_unsigned, 7);
+  quant::BlockwiseQuantized want = quant::quantize_blockwise(neg, quant::QuantMap::dynamic_unsigned, 128);
+  quant::BlockwiseQuantized got = quant::quantize_blockwise(device(neg), quant::QuantMap::dynamic_unsigned, 128);
+  expect_identical(got.codes, want.codes, "unsigned map, signed data: codes");
+  expect_identical(got.absmax, want.absmax, "unsigned map, signed data: absmax");
+}
+
+TEST(CudaQuant, ZerosAndIntoVariantsOnDevice) {
+  if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  quant::BlockwiseQuantized z = quant::blockwise_zeros({3, 700}, quant::QuantMap::dynamic_signed, 256, Device::cuda());
+  EXPECT_TRUE(z.codes.device().is_cuda());
+  expect_identical(quant::dequantize_blockwise(z), zeros({3, 700}), "zeros dequantize to zeros");
+  // Into preallocated device storage, and a CPU quantization moved to the device decodes the same.
+  Tensor x = awkward_data(2100, quant::QuantMap::dynamic_signed, 3).reshape({3, 700});
+  quant::quantize_blockwise_into(device(x), z);
+  quant::BlockwiseQuantized want = quant::quantize_blockwise(x, quant::QuantMap::dynamic_signed, 256);
+  expect_identical(z.codes, want.codes, "into: codes");
+  expect_identical(z.absmax, want.absmax, "into: absmax");
+  quant::BlockwiseQuantized moved{device(want.codes), device(want.absmax), want.block_size, want.map, want.shape};
+  Tensor out = empty({2100}, TensorOptions(DType::f32).device(Device::cuda()));
+  quant::dequantize_blockwise_into(moved, out);
+  expect_identical(out, quant::dequantize_blockwise(want).reshape({2100}), "into: dequantized");
+  // Mixed devices are an error.
+  EXPECT_THROW(quant::quantize_blockwise_into(x, z), Error);
 }
 
 // ---- clip_grad_norm

@@ -1,0 +1,47 @@
+// The quantization maps and their search trees in device memory (quant/cuda/blockwise.h): built
+// from the very tables the CPU kernels use, uploaded once per map and device, never freed (they
+// live as long as the process; 2 KB each).
+#include <cuda_runtime.h>
+
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <utility>
+
+#include "core/cuda.h"
+#include "core/cuda/cuda_util.h"
+#include "quant/cpu/blockwise.h"
+#include "quant/cuda/blockwise.h"
+
+namespace octet::quant::cuda {
+
+const DeviceTables* device_tables(QuantMap map, int device) {
+  static std::mutex mu;
+  static auto* tables = new std::map<std::pair<int, int>, const DeviceTables*>();  // never destroyed
+  const std::pair<int, int> key{device, static_cast<int>(map)};
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = tables->find(key);
+  if (it != tables->end()) return it->second;
+
+  DeviceTables host{};
+  const std::array<float, 256>& values = quant_map(map);  // throws for an unknown map
+  std::memcpy(host.map, values.data(), sizeof(host.map));
+  cpu::SearchTree scratch;
+  std::memcpy(host.tree, cpu::search_tree(values.data(), scratch).node, sizeof(host.tree));
+
+  ::octet::cuda::check_available("quant::cuda::device_tables");
+  int previous = 0;
+  OCTET_CUDA_CHECK(cudaGetDevice(&previous));
+  OCTET_CUDA_CHECK(cudaSetDevice(device));
+  void* p = nullptr;
+  OCTET_CUDA_CHECK(cudaMalloc(&p, sizeof(DeviceTables)));
+  OCTET_CUDA_CHECK(cudaMemcpy(p, &host, sizeof(DeviceTables), cudaMemcpyHostToDevice));
+  // A pageable copy may return before its DMA is done; kernels on other streams must see it.
+  OCTET_CUDA_CHECK(cudaDeviceSynchronize());
+  OCTET_CUDA_CHECK(cudaSetDevice(previous));
+  const auto* t = static_cast<const DeviceTables*>(p);
+  tables->emplace(key, t);
+  return t;
+}
+
+}  // namespace octet::quant::cuda
