@@ -6,10 +6,10 @@
 // CUDA device; these functions then only throw.
 #include <type_traits>
 
-#include "core/cuda.h"
 #include "optim/blockwise_state.h"
 #include "optim/run_rule.h"
 #ifdef OCTET_WITH_CUDA
+#include "core/cuda/kernels.h"
 #include "optim/cuda/update.h"
 #include "quant/cuda/blockwise.h"
 #endif
@@ -21,10 +21,11 @@ namespace {
 
 static_assert(quant::kMaxBlockSize <= cuda::kMaxQuantBlock, "the 8-bit kernels cover every block size");
 
-// Kernels run on the device of their tensors.
-void use_device(const Tensor& param) {
+// Kernels run on the device of their tensors: the returned guard makes it current for the scope
+// (declare it first, so the scratch tensors of the scope are freed before it restores the device).
+[[nodiscard]] cuda::DeviceGuard on_device_of(const Tensor& param) {
   OCTET_CHECK(param.device().is_cuda(), "optimizer: no kernels for a parameter on ", param.device());
-  if (cuda::current_device() != param.device().index) cuda::set_device(param.device().index);
+  return cuda::DeviceGuard(param.device().index);  // guaranteed elision: the guard is neither copied nor moved
 }
 
 void check_on(const Tensor& t, const Tensor& param, const char* name, const char* what) {
@@ -112,7 +113,7 @@ void launch_update(const Rule& rule, const Tensor& param, const Tensor& grad, Pa
 
 template <typename Rule>
 void device_update(const Rule& rule, const Tensor& param, const Tensor& grad, ParamState& state, const char* name) {
-  use_device(param);
+  const auto guard = on_device_of(param);
   launch_update(rule, param, grad, state, name, static_cast<const typename Rule::Scalar*>(nullptr));
 }
 
@@ -120,7 +121,7 @@ template <typename T>
 void device_lamb_update(const LambRule<T>& rule, double lr, bool trust_clip, const Tensor& param, const Tensor& grad,
                         ParamState& state) {
   const char* name = "Lamb";
-  use_device(param);
+  const auto guard = on_device_of(param);
   check_on(grad, param, name, "the gradient");
   const int64_t n = param.numel();
   Tensor partials = partials_for(n, 2, param), step = device_scalar(param.dtype(), param);
@@ -140,7 +141,7 @@ template <typename T>
 void device_lars_update(const LarsRule<T>& rule, double trust_coefficient, double weight_decay, double eps,
                         const Tensor& param, const Tensor& grad, ParamState& state) {
   const char* name = "LARS";
-  use_device(param);
+  const auto guard = on_device_of(param);
   check_on(grad, param, name, "the gradient");
   const int64_t n = param.numel();
   Tensor partials = partials_for(n, 2, param), scale = device_scalar(param.dtype(), param);
@@ -153,7 +154,7 @@ void device_lars_update(const LarsRule<T>& rule, double trust_coefficient, doubl
 double device_sum_squares(const std::vector<Tensor>& xs) {
   if (xs.empty()) return 0.0;
   const Tensor& first = xs.front();
-  use_device(first);
+  const auto guard = on_device_of(first);
   // Every tensor's partials side by side, then one fixed-order sum of them all.
   int64_t total = 0;
   for (const Tensor& x : xs) {

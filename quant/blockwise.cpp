@@ -7,10 +7,10 @@
 #include <cmath>
 #include <limits>
 
-#include "core/cuda.h"
 #include "core/error.h"
 #include "quant/cpu/blockwise.h"
 #ifdef OCTET_WITH_CUDA
+#include "core/cuda/kernels.h"
 #include "quant/cuda/blockwise.h"
 #endif
 
@@ -33,7 +33,6 @@ void check_map(QuantMap map, const char* op) {
 void check_device(Device d, const char* op) {
 #ifdef OCTET_WITH_CUDA
   OCTET_CHECK(d.is_cpu() || d.is_cuda(), op, ": no block-wise quantization kernels for device ", d);
-  if (d.is_cuda() && ::octet::cuda::current_device() != d.index) ::octet::cuda::set_device(d.index);
 #else
   OCTET_CHECK(d.is_cpu(), op, ": no block-wise quantization kernels for device ", d, " in this build");
 #endif
@@ -102,6 +101,7 @@ void quantize_blockwise_into(const Tensor& x, BlockwiseQuantized& q) {
   if (x.numel() == 0) return;
 #ifdef OCTET_WITH_CUDA
   if (x.device().is_cuda()) {
+    ::octet::cuda::DeviceGuard on(x.device().index);
     return cuda::quantize_blocks(x.data<float>(), x.numel(), q.block_size, cuda::device_tables(q.map, x.device().index),
                                  q.codes.data<uint8_t>(), q.absmax.data<float>());
   }
@@ -130,6 +130,7 @@ void dequantize_blockwise_into(const BlockwiseQuantized& q, const Tensor& out) {
   if (n == 0) return;
 #ifdef OCTET_WITH_CUDA
   if (out.device().is_cuda()) {
+    ::octet::cuda::DeviceGuard on(out.device().index);
     return cuda::dequantize_blocks(q.codes.data<uint8_t>(), n, q.block_size, q.absmax.data<float>(),
                                    cuda::device_tables(q.map, out.device().index), out.data<float>());
   }
