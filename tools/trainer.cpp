@@ -78,33 +78,6 @@ Device module_device(const Module& m) {
   return tensors.empty() ? Device::cpu() : tensors[0].device();
 }
 
-// clip_grad_norm (optim/clip.h) reads gradients on the host; on a GPU the same clipping runs in
-// tensor ops, so neither the norm nor the gradients leave the device. Sums are in f32 there.
-void clip_gradients(const std::vector<Tensor>& params, double max_norm) {
-  std::vector<Tensor> grads;
-  for (const Tensor& p : params)
-    if (p.defined() && p.grad().defined()) grads.push_back(p.grad());
-  if (grads.empty() || grads[0].device().is_cpu()) {
-    clip_grad_norm(params, max_norm);
-    return;
-  }
-  NoGradGuard ng;
-  Tensor sum_sq;
-  for (const Tensor& g : grads) {
-    Tensor s = sum(square(g.to(DType::f32)));
-    sum_sq = sum_sq.defined() ? sum_sq + s : s;
-  }
-  Tensor total = sqrt(sum_sq);
-  // As clip_grad_norm: scale by max_norm / (norm + 1e-6) when that is below 1; not at all when the
-  // norm is infinite or NaN (NaN < inf is false).
-  Tensor coef = clamp(max_norm / (total + 1e-6), std::nan(""), 1.0);
-  coef = where(lt(total, INFINITY), coef, ones_like(coef));
-  for (const Tensor& g : grads) {
-    Tensor gg = g;
-    gg.copy_(g * coef.to(g.dtype()));
-  }
-}
-
 // Memory of the caching device allocator, for logs and metrics.jsonl (MiB).
 void add_memory_stats(Device d, std::map<std::string, double>& values) {
   if (!d.is_cuda()) return;
@@ -287,7 +260,7 @@ TrainResult train(const Recipe& recipe_in, const TrainOptions& opts) {
       Tensor loss = cross_entropy(logits, batch->labels, CrossEntropyOptions().label_smoothing(smoothing));
       optimizer->zero_grad();
       loss.backward();
-      if (clip > 0) clip_gradients(params, clip);
+      if (clip > 0) clip_grad_norm(params, clip);
       optimizer->step();
       ++state.step;
       state.batch = b + 1;
