@@ -362,7 +362,7 @@ TEST_F(NoGpu, QueriesAnswerNothing) {
   EXPECT_FALSE(cuda::is_pinned(ones({2})));
 }
 
-TEST_F(NoGpu, MovingToCudaThrowsSayingWhy) {
+TEST_F(NoGpu, MovingToTheGpuThrowsSayingWhy) {
   Tensor x = ones({2, 3});
   std::string msg = error_of([&] { x.to(Device::cuda()); });
   EXPECT_TRUE(contains(msg, reason())) << msg;
