@@ -70,6 +70,50 @@ TEST_P(CudaElementwise, Unary) {
   }
 }
 
+TEST_P(CudaElementwise, SpecialValues) {
+  // Infinities, NaN, signed zeros and huge values through every op, forward only: each device
+  // must give the same value, NaN where the other gives NaN (all_close matches NaN with NaN).
+  const DType t = dtype();
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  Tensor x =
+      from_vector<double>({-inf, -1e300, -20.0, -1.0, -0.0, 0.0, 1e-30, 0.5, 6.0, 20.0, 1e300, inf, nan}, {13}).to(t);
+  Tensor y = from_vector<double>({1.0, -inf, 0.0, -0.0, 2.0, nan, inf, -1.0, 3.0, 1e-30, 0.5, -inf, 1.0}, {13}).to(t);
+  expect_parity(
+      "unary ops of special values",
+      [](const Inputs& v) {
+        const Tensor& a = v[0];
+        return Outputs{neg(a),
+                       exp(a),
+                       log(a),
+                       sqrt(a),
+                       rsqrt(a),
+                       abs(a),
+                       sign(a),
+                       square(a),
+                       reciprocal(a),
+                       relu(a),
+                       relu6(a),
+                       sigmoid(a),
+                       tanh(a),
+                       gelu(a),
+                       gelu(a, true),
+                       pow(a, 2.5),
+                       clamp(a, -1.0, 1.0),
+                       a * 2.0,
+                       a + 1.0,
+                       1.0 / a};
+      },
+      {x}, kPointwise);
+  expect_parity(
+      "binary ops of special values",
+      [](const Inputs& v) {
+        const Tensor &a = v[0], &b = v[1];
+        return Outputs{a + b,         a - b,    a * b,    a / b,    pow(a, b), maximum(a, b),
+                       minimum(a, b), eq(a, b), lt(a, b), ge(a, b), ne(a, b),  where(gt(a, b), a, b)};
+      },
+      {x, y}, kPointwise);
+}
+
 TEST_P(CudaElementwise, ScalarOperands) {
   const DType t = dtype();
   Inputs in{uniform_input(kShape, t, 11, 0.2, 3)};

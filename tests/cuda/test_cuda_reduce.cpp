@@ -124,6 +124,36 @@ TEST_P(CudaReduce, MaxMinArg) {
   }
 }
 
+TEST_P(CudaReduce, NanAndInfinity) {
+  // The first NaN of a row wins max/min/argmax on both devices; sums and softmax of a row with a
+  // NaN are NaN; rows with infinities give whatever the CPU gives (the max shift makes a +inf
+  // logit's softmax row NaN there).
+  const DType t = dtype();
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  Tensor x = normal_input({6, 2000}, DType::f64, 8, false);
+  {
+    NoGradGuard ng;
+    std::vector<double> v = x.to_vector<double>();
+    v[1 * 2000 + 17] = nan;
+    v[1 * 2000 + 1500] = nan;
+    v[2 * 2000 + 3] = inf;
+    v[3 * 2000 + 1999] = -inf;
+    v[4 * 2000 + 5] = inf;
+    v[4 * 2000 + 900] = nan;
+    x = from_vector<double>(v, {6, 2000}).to(t);
+  }
+  expect_parity(
+      "reductions of rows with NaN and infinities",
+      [](const Inputs& in) {
+        const Tensor& a = in[0];
+        ValuesIndices mx = max(a, 1), mn = min(a, 1);
+        return Outputs{mx.values,     mx.indices,        mn.values,         mn.indices,       argmax(a, 1),
+                       argmin(a, 1),  sum(a, {1}),       mean(a, {1}),      max(a),           min(a),
+                       softmax(a, 1), log_softmax(a, 1), logsumexp(a, {1}), max(a, 0).indices};
+      },
+      {x}, kSums);
+}
+
 TEST_P(CudaReduce, IntegerSums) {
   // Integer reductions are exact, whatever the order.
   if (dtype() == DType::f64) GTEST_SKIP() << "dtype-independent; runs once, under f32";
