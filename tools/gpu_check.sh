@@ -11,7 +11,7 @@
 #     bin/octet, bin/<GPU benchmark programs>, bench/<GPU benchmark scripts>, lib/liboctet.so.0 and
 #     every shared library they load that is neither part of a base system (glibc, libstdc++,
 #     libgcc_s) nor of the CUDA toolkit or driver (libcuda, cudart, cuBLAS, cuDNN, nvrtc, ...: the
-#     GPU machine brings those), stripped, in one DIR/payload.tar.gz (about 20 MB: libdnnl alone
+#     GPU machine brings those), stripped, in one DIR/payload.tar.gz (about 16 MB: libdnnl alone
 #     is 40 MB unpacked). DIR/MANIFEST.txt names the commit, the build and every file; this script
 #     is copied to DIR/gpu_check.sh.
 #
@@ -77,9 +77,10 @@ configure_and_build() {  # build_dir cuda_arch
   command -v ninja > /dev/null && gen=(-G Ninja)
   for b in $(gpu_bench_sources); do [[ $b == *.cpp ]] && targets+=("octet_${b%.cpp}"); done
   log "configuring $build (CUDA architectures $arch)"
+  mkdir -p "$build"
   cmake -S "$ROOT" -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DOCTET_CUDA=ON -DOCTET_WERROR=ON \
-    -DOCTET_BUILD_TESTS=ON -DOCTET_BUILD_BENCH=ON -DCMAKE_CUDA_ARCHITECTURES="$arch" > "$build.configure.log" 2>&1 ||
-    { cat "$build.configure.log" >&2; return 1; }
+    -DOCTET_BUILD_TESTS=ON -DOCTET_BUILD_BENCH=ON -DCMAKE_CUDA_ARCHITECTURES="$arch" > "$build/configure.log" 2>&1 ||
+    { cat "$build/configure.log" >&2; return 1; }
   log "building ${targets[*]}"
   cmake --build "$build" --target "${targets[@]}" -j "${JOBS:-$(nproc)}"
 }
