@@ -508,7 +508,7 @@ Tensor arange(double start, double end, double step, TensorOptions opts) {
   int64_t n = std::max<int64_t>(0, static_cast<int64_t>(std::ceil((end - start) / step)));
   std::vector<double> v(n);
   for (int64_t i = 0; i < n; ++i) v[i] = start + static_cast<double>(i) * step;
-  Tensor t = from_vector(v, {n}).to(opts.dtype_);
+  Tensor t = from_vector(v, {n}).to(opts.dtype_).to(opts.device_);
   if (opts.requires_grad_) t.requires_grad_(true);
   return t;
 }
