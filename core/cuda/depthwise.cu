@@ -15,6 +15,7 @@
 
 #include "core/cuda/cuda_util.h"
 #include "core/cuda/depthwise.h"
+#include "core/cuda/launch.cuh"
 
 namespace octet::cuda {
 
@@ -47,23 +48,6 @@ bool fits_int32(const Conv2dGeometry& g) {
   return g.n * g.c * g.h * g.w <= limit && g.n * g.k * g.p * g.q <= limit &&
          g.k * (g.c / g.groups) * g.r * g.s <= limit && extent_h <= limit && extent_w <= limit;
 }
-
-// fn(T{}, I{}) for the tensor dtype T (f32/f64) and index type I.
-template <typename Fn>
-void dispatch(DType dtype, bool small, Fn&& fn) {
-  OCTET_CHECK(dtype == DType::f32 || dtype == DType::f64, "conv2d: expected dtype f32 or f64, got ", dtype);
-  if (dtype == DType::f32) {
-    if (small) return fn(float{}, int32_t{});
-    return fn(float{}, int64_t{});
-  }
-  if (small) return fn(double{}, int32_t{});
-  fn(double{}, int64_t{});
-}
-
-// The grid-stride loops run over int64 so that i + stride cannot overflow; each element's index
-// math runs in I.
-__device__ inline int64_t first_index() { return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; }
-__device__ inline int64_t grid_stride() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
 
 // ---------------------------------------------------------------- forward
 
@@ -208,7 +192,7 @@ __global__ void add_bias_kernel(T* __restrict__ out, const T* __restrict__ bias,
 void direct_conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& bias,
                            const Tensor& out) {
   const int64_t total = g.n * g.k * g.p * g.q;
-  dispatch(x.dtype(), fits_int32(g), [&](auto t, auto i) {
+  dispatch_float_index("conv2d", x.dtype(), fits_int32(g), [&](auto t, auto i) {
     using T = decltype(t);
     using I = decltype(i);
     forward_kernel<T, I><<<grid_for(total), kThreads, 0, stream()>>>(
@@ -219,7 +203,7 @@ void direct_conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tenso
 
 void direct_conv2d_backward_data(const Conv2dGeometry& g, const Tensor& w, const Tensor& dout, const Tensor& dx) {
   const int64_t total = g.n * g.c * g.h * g.w;
-  dispatch(dx.dtype(), fits_int32(g), [&](auto t, auto i) {
+  dispatch_float_index("conv2d", dx.dtype(), fits_int32(g), [&](auto t, auto i) {
     using T = decltype(t);
     using I = decltype(i);
     backward_data_kernel<T, I>
@@ -236,7 +220,7 @@ void direct_conv2d_backward_weight(const Conv2dGeometry& g, const Tensor& x, con
   if (taps == 0) return;
   const int64_t chunks = chunks_for(taps, npq);
   const int64_t chunk_len = (npq + chunks - 1) / chunks;
-  dispatch(dw.dtype(), fits_int32(g), [&](auto t, auto i) {
+  dispatch_float_index("conv2d", dw.dtype(), fits_int32(g), [&](auto t, auto i) {
     using T = decltype(t);
     using I = decltype(i);
     Tensor partial = chunks > 1 ? empty({taps * chunks}, TensorOptions(dw.dtype()).device(dw.device())) : Tensor();
@@ -256,7 +240,7 @@ void add_channel_bias(const Tensor& out, const Tensor& bias, int64_t n, int64_t 
   const int64_t total = n * k * pq;
   if (total == 0) return;
   const bool small = total <= std::numeric_limits<int32_t>::max();
-  dispatch(out.dtype(), small, [&](auto t, auto i) {
+  dispatch_float_index("conv2d", out.dtype(), small, [&](auto t, auto i) {
     using T = decltype(t);
     using I = decltype(i);
     add_bias_kernel<T, I><<<grid_for(total), kThreads, 0, stream()>>>(out.data<T>(), bias.data<T>(), static_cast<I>(k),

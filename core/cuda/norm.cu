@@ -17,6 +17,7 @@
 
 #include "core/cuda/cuda_util.h"
 #include "core/cuda/kernels.h"
+#include "core/cuda/launch.cuh"
 
 namespace octet::cuda {
 
@@ -29,21 +30,6 @@ constexpr int64_t kMaxChunks = 65535;  // gridDim.y
 // Chunks per channel for `len` values each; a function of the shape only.
 int64_t chunks_for(int64_t len) {
   return std::min<int64_t>(kMaxChunks, std::max<int64_t>(1, (len + kChunkElems - 1) / kChunkElems));
-}
-
-__device__ inline int64_t first_index() { return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; }
-__device__ inline int64_t grid_stride() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
-
-// fn(T{}, I{}) for the dtype (f32/f64) and index type (int32 when x has fewer than 2^31 elements).
-template <typename Fn>
-void dispatch(const char* op, DType dtype, bool small, Fn&& fn) {
-  OCTET_CHECK(dtype == DType::f32 || dtype == DType::f64, op, ": expected dtype f32 or f64, got ", dtype);
-  if (dtype == DType::f32) {
-    if (small) return fn(float{}, int32_t{});
-    return fn(float{}, int64_t{});
-  }
-  if (small) return fn(double{}, int32_t{});
-  fn(double{}, int64_t{});
 }
 
 struct Moments {
@@ -233,7 +219,7 @@ void batch_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bia
   const TensorOptions on_device = TensorOptions(x.dtype()).device(x.device());
   Tensor partial = empty({c * chunks * 3}, TensorOptions(DType::f64).device(x.device()));
   Tensor coef = empty({2 * c}, on_device);
-  dispatch("batch_norm", x.dtype(), x.numel() <= kInt32Max, [&](auto t, auto i) {
+  dispatch_float_index("batch_norm", x.dtype(), x.numel() <= kInt32Max, [&](auto t, auto i) {
     using T = decltype(t);
     using I = decltype(i);
     const dim3 grid(static_cast<unsigned>(c), static_cast<unsigned>(chunks));
@@ -265,7 +251,7 @@ void batch_norm_backward(const Tensor& dout, const Tensor& x, const Tensor& weig
   const int64_t len = n * s, chunks = chunks_for(len), chunk_len = (len + chunks - 1) / chunks;
   Tensor partial = empty({c * chunks * 2}, TensorOptions(DType::f64).device(x.device()));
   Tensor coef = dx.defined() ? empty({4 * c}, TensorOptions(x.dtype()).device(x.device())) : Tensor();
-  dispatch("batch_norm_backward", x.dtype(), x.numel() <= kInt32Max, [&](auto t, auto i) {
+  dispatch_float_index("batch_norm_backward", x.dtype(), x.numel() <= kInt32Max, [&](auto t, auto i) {
     using T = decltype(t);
     using I = decltype(i);
     const dim3 grid(static_cast<unsigned>(c), static_cast<unsigned>(chunks));

@@ -12,6 +12,7 @@
 
 #include "core/cuda/cuda_util.h"
 #include "core/cuda/kernels.h"
+#include "core/cuda/launch.cuh"
 
 namespace octet::cuda {
 
@@ -49,22 +50,6 @@ bool fits_int32(const Pool2dGeometry& g) {
   return g.n * g.c * g.h * g.w <= kInt32Max && g.n * g.c * g.p * g.q <= kInt32Max && extent_h <= kInt32Max &&
          extent_w <= kInt32Max;
 }
-
-// fn(T{}, I{}) for the dtype (f32/f64) and index type.
-template <typename Fn>
-void dispatch(const char* op, DType dtype, bool small, Fn&& fn) {
-  OCTET_CHECK(dtype == DType::f32 || dtype == DType::f64, op, ": expected dtype f32 or f64, got ", dtype);
-  if (dtype == DType::f32) {
-    if (small) return fn(float{}, int32_t{});
-    return fn(float{}, int64_t{});
-  }
-  if (small) return fn(double{}, int32_t{});
-  fn(double{}, int64_t{});
-}
-
-// Grid-stride loops count in int64 (i + stride cannot overflow); per-element index math is in I.
-__device__ inline int64_t first_index() { return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; }
-__device__ inline int64_t grid_stride() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
 
 template <typename I>
 __device__ inline I min_of(I a, I b) {
@@ -298,7 +283,7 @@ void max_pool2d_forward(const Pool2dGeometry& g, const Tensor& x, const Tensor& 
   OCTET_CHECK(out.dtype() == x.dtype(), "max_pool2d_forward: dtypes differ: ", x.dtype(), " and ", out.dtype());
   const int64_t total = out.numel();
   if (total == 0) return;
-  dispatch("max_pool2d", x.dtype(), fits_int32(g), [&](auto t, auto i) {
+  dispatch_float_index("max_pool2d", x.dtype(), fits_int32(g), [&](auto t, auto i) {
     using T = decltype(t);
     using I = decltype(i);
     max_forward_kernel<T, I><<<grid_for(total), kThreads, 0, stream()>>>(geom_as<I>(g), x.data<T>(), out.data<T>(),
@@ -314,7 +299,7 @@ void max_pool2d_backward(const Pool2dGeometry& g, const Tensor& dout, const Tens
   OCTET_CHECK(dout.dtype() == dx.dtype(), "max_pool2d_backward: dtypes differ: ", dout.dtype(), " and ", dx.dtype());
   const int64_t total = dx.numel();
   if (total == 0) return;
-  dispatch("max_pool2d", dx.dtype(), fits_int32(g), [&](auto t, auto i) {
+  dispatch_float_index("max_pool2d", dx.dtype(), fits_int32(g), [&](auto t, auto i) {
     using T = decltype(t);
     using I = decltype(i);
     max_backward_kernel<T, I><<<grid_for(total), kThreads, 0, stream()>>>(geom_as<I>(g), dout.data<T>(),
@@ -329,7 +314,7 @@ void avg_pool2d_forward(const Pool2dGeometry& g, const Tensor& x, const Tensor& 
   OCTET_CHECK(out.dtype() == x.dtype(), "avg_pool2d_forward: dtypes differ: ", x.dtype(), " and ", out.dtype());
   const int64_t total = out.numel();
   if (total == 0) return;
-  dispatch("avg_pool2d", x.dtype(), fits_int32(g), [&](auto t, auto i) {
+  dispatch_float_index("avg_pool2d", x.dtype(), fits_int32(g), [&](auto t, auto i) {
     using T = decltype(t);
     using I = decltype(i);
     avg_forward_kernel<T, I>
@@ -344,7 +329,7 @@ void avg_pool2d_backward(const Pool2dGeometry& g, const Tensor& dout, const Tens
   OCTET_CHECK(dout.dtype() == dx.dtype(), "avg_pool2d_backward: dtypes differ: ", dout.dtype(), " and ", dx.dtype());
   const int64_t total = dx.numel();
   if (total == 0) return;
-  dispatch("avg_pool2d", dx.dtype(), fits_int32(g), [&](auto t, auto i) {
+  dispatch_float_index("avg_pool2d", dx.dtype(), fits_int32(g), [&](auto t, auto i) {
     using T = decltype(t);
     using I = decltype(i);
     avg_backward_kernel<T, I>
@@ -359,7 +344,7 @@ void adaptive_avg_pool2d_forward(const Tensor& x, const Tensor& out) {
   if (total == 0) return;
   OCTET_CHECK(a.h > 0 && a.w > 0, "adaptive_avg_pool2d_forward: expected a nonempty input plane, got ", x.shape());
   const bool small = x.numel() <= kInt32Max && total <= kInt32Max;
-  dispatch("adaptive_avg_pool2d", x.dtype(), small, [&](auto t, auto i) {
+  dispatch_float_index("adaptive_avg_pool2d", x.dtype(), small, [&](auto t, auto i) {
     using T = decltype(t);
     using I = decltype(i);
     adaptive_forward_kernel<T, I><<<grid_for(total), kThreads, 0, stream()>>>(static_cast<I>(a.h), static_cast<I>(a.w),
@@ -374,7 +359,7 @@ void adaptive_avg_pool2d_backward(const Tensor& dout, const Tensor& dx) {
   const int64_t total = dx.numel();
   if (total == 0) return;
   const bool small = dout.numel() <= kInt32Max && total <= kInt32Max;
-  dispatch("adaptive_avg_pool2d", dx.dtype(), small, [&](auto t, auto i) {
+  dispatch_float_index("adaptive_avg_pool2d", dx.dtype(), small, [&](auto t, auto i) {
     using T = decltype(t);
     using I = decltype(i);
     adaptive_backward_kernel<T, I><<<grid_for(total), kThreads, 0, stream()>>>(static_cast<I>(a.h), static_cast<I>(a.w),
