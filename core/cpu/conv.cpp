@@ -15,9 +15,13 @@
 #include "core/cpu/conv_dnnl.h"
 #include "core/cpu/kernels.h"
 #include "core/cpu/loops.h"
+#include "core/kernel_checks.h"
 #include "core/parallel.h"
 
 namespace octet::cpu {
+
+using kernels::check_conv_grads;
+using kernels::check_conv_operands;
 
 namespace {
 
@@ -257,13 +261,6 @@ void depthwise_backward_weight(const Conv2dGeometry& g, const T* x, const T* dou
   });
 }
 
-void check_operands(const char* op, const Conv2dGeometry& g, const Tensor& x, const Tensor& w) {
-  OCTET_CHECK(x.is_contiguous() && w.is_contiguous(), op, ": expected contiguous input and weight");
-  OCTET_CHECK(x.dtype() == w.dtype(), op, ": dtypes differ: input ", x.dtype(), ", weight ", w.dtype());
-  OCTET_CHECK(x.numel() == g.n * g.c * g.h * g.w && w.numel() == g.k * (g.c / g.groups) * g.r * g.s, op,
-              ": operand sizes do not match the geometry: input ", x.shape(), ", weight ", w.shape());
-}
-
 std::atomic<bool> conv_use_dnnl{true};
 
 }  // namespace
@@ -272,7 +269,7 @@ bool set_conv2d_use_dnnl(bool on) { return conv_use_dnnl.exchange(on); }
 
 void conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& out) {
   check_cpu("conv2d_forward", {x, w, bias, out});
-  check_operands("conv2d_forward", g, x, w);
+  check_conv_operands("conv2d_forward", g, x, w);
   OCTET_CHECK(out.is_contiguous() && out.dtype() == x.dtype() && out.numel() == g.n * g.k * g.p * g.q,
               "conv2d_forward: expected a contiguous ", x.dtype(), " output of ", g.n * g.k * g.p * g.q,
               " elements, got ", out.dtype(), " ", out.shape());
@@ -290,14 +287,8 @@ void conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, c
 void conv2d_backward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& dout, const Tensor& dx,
                      const Tensor& dw) {
   check_cpu("conv2d_backward", {x, w, dout, dx, dw});
-  check_operands("conv2d_backward", g, x, w);
-  OCTET_CHECK(dout.is_contiguous() && dout.dtype() == x.dtype() && dout.numel() == g.n * g.k * g.p * g.q,
-              "conv2d_backward: expected a contiguous ", x.dtype(), " dout of ", g.n * g.k * g.p * g.q,
-              " elements, got ", dout.dtype(), " ", dout.shape());
-  OCTET_CHECK(!dx.defined() || (dx.is_contiguous() && dx.dtype() == x.dtype() && dx.numel() == x.numel()),
-              "conv2d_backward: dx must be contiguous and match the input ", x.shape());
-  OCTET_CHECK(!dw.defined() || (dw.is_contiguous() && dw.dtype() == x.dtype() && dw.numel() == w.numel()),
-              "conv2d_backward: dw must be contiguous and match the weight ", w.shape());
+  check_conv_operands("conv2d_backward", g, x, w);
+  check_conv_grads("conv2d_backward", g, x, w, dout, dx, dw);
   if (!dx.defined() && !dw.defined()) return;
   if (x.dtype() == DType::f32 && conv_use_dnnl) return dnnl_conv2d_backward(g, x, w, dout, dx, dw);
   dispatch_float(x.dtype(), "conv2d", [&]<typename T>() {

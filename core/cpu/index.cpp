@@ -4,8 +4,11 @@
 
 #include "core/cpu/kernels.h"
 #include "core/cpu/loops.h"
+#include "core/kernel_checks.h"
 
 namespace octet::cpu {
+
+using kernels::check_rows;
 
 // Range-checks every index in [0, limit); reports the first bad one.
 static void check_indices(const Tensor& index, int64_t limit, const char* op) {
@@ -14,12 +17,6 @@ static void check_indices(const Tensor& index, int64_t limit, const char* op) {
   for (int64_t i = 0; i < index.numel(); ++i)
     OCTET_CHECK(p[i] >= 0 && p[i] < limit, op, ": index ", p[i], " at position ", i, " is out of range [0, ", limit,
                 ")");
-}
-
-static void check_rows(std::initializer_list<Tensor> ts, const char* op) {
-  for (const Tensor& t : ts)
-    OCTET_CHECK(t.dim() == 2 && t.is_contiguous(), op, ": kernel requires contiguous 2-D tensors, got shape ",
-                t.shape());
 }
 
 void gather_rows(const Tensor& x, const Tensor& index, const Tensor& out) {

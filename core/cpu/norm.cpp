@@ -5,19 +5,11 @@
 
 #include "core/cpu/kernels.h"
 #include "core/cpu/loops.h"
+#include "core/kernel_checks.h"
 
 namespace octet::cpu {
 
-namespace {
-
-void check_bn(const char* op, const Tensor& x, std::initializer_list<Tensor> per_channel) {
-  OCTET_CHECK(x.dim() == 3 && x.is_contiguous(), op, ": kernel requires a contiguous [N, C, S] input, got ", x.shape());
-  for (const Tensor& t : per_channel)
-    OCTET_CHECK(!t.defined() || (t.numel() == x.size(1) && t.is_contiguous() && t.dtype() == x.dtype()), op,
-                ": per-channel tensors must be contiguous ", x.dtype(), " [", x.size(1), "]");
-}
-
-}  // namespace
+using kernels::check_bn;
 
 void batch_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& out,
                         const Tensor& mean, const Tensor& invstd) {

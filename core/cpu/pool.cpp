@@ -8,20 +8,20 @@
 
 #include "core/cpu/kernels.h"
 #include "core/cpu/loops.h"
+#include "core/kernel_checks.h"
 #include "core/parallel.h"
 
 namespace octet::cpu {
+
+using kernels::AdaptiveShape;
+using kernels::adaptive_shape;
+using kernels::check_plane_tensor;
 
 namespace {
 
 constexpr int64_t kGrainElems = 16384;
 int64_t grain_for(int64_t work_per_plane) {
   return std::max<int64_t>(1, kGrainElems / std::max<int64_t>(1, work_per_plane));
-}
-
-void check_plane_tensor(const char* op, const char* what, const Tensor& t, int64_t numel) {
-  OCTET_CHECK(t.is_contiguous() && t.numel() == numel, op, ": expected a contiguous ", what, " of ", numel,
-              " elements, got shape ", t.shape());
 }
 
 // Clipped average-pooling window along one axis and the size PyTorch divides by with padding.
@@ -199,24 +199,6 @@ void adaptive_backward(int64_t planes, int64_t h, int64_t w, int64_t ph, int64_t
       }
     }
   });
-}
-
-// Planes and spatial sizes of an adaptive-pooling pair [..., H, W] -> [..., P, Q].
-struct AdaptiveShape {
-  int64_t planes, h, w, p, q;
-};
-AdaptiveShape adaptive_shape(const char* op, const Tensor& in, const Tensor& out) {
-  OCTET_CHECK(in.dim() >= 2 && out.dim() == in.dim(), op, ": expected input and output of equal rank >= 2, got ",
-              in.shape(), " and ", out.shape());
-  OCTET_CHECK(in.is_contiguous() && out.is_contiguous(), op, ": expected contiguous tensors");
-  OCTET_CHECK(in.dtype() == out.dtype(), op, ": dtypes differ: ", in.dtype(), " and ", out.dtype());
-  AdaptiveShape a{1, in.size(-2), in.size(-1), out.size(-2), out.size(-1)};
-  for (int64_t d = 0; d + 2 < in.dim(); ++d) {
-    OCTET_CHECK(in.size(d) == out.size(d), op, ": leading dims differ: ", in.shape(), " and ", out.shape());
-    a.planes *= in.size(d);
-  }
-  OCTET_CHECK(a.p > 0 && a.q > 0, op, ": expected a positive output size, got ", out.shape());
-  return a;
 }
 
 }  // namespace

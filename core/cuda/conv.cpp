@@ -29,8 +29,12 @@
 #include "core/cuda/depthwise.h"
 #include "core/cuda/kernels.h"
 #include "core/cuda/libraries.h"
+#include "core/kernel_checks.h"
 
 namespace octet::cuda {
+
+using kernels::check_conv_grads;
+using kernels::check_conv_operands;
 
 namespace {
 
@@ -268,12 +272,10 @@ void* at_sample(const Tensor& t, int64_t n0, int64_t per_sample) {
   return static_cast<char*>(t.raw_data()) + n0 * per_sample * static_cast<int64_t>(dtype_size(t.dtype()));
 }
 
+// The shared operand checks, and the dtypes cuDNN and the direct kernels take.
 void check_operands(const char* op, const Conv2dGeometry& g, const Tensor& x, const Tensor& w) {
-  OCTET_CHECK(x.is_contiguous() && w.is_contiguous(), op, ": expected contiguous input and weight");
-  OCTET_CHECK(x.dtype() == w.dtype(), op, ": dtypes differ: input ", x.dtype(), ", weight ", w.dtype());
+  check_conv_operands(op, g, x, w);
   OCTET_CHECK(x.dtype() == DType::f32 || x.dtype() == DType::f64, op, ": expected dtype f32 or f64, got ", x.dtype());
-  OCTET_CHECK(x.numel() == g.n * g.c * g.h * g.w && w.numel() == g.k * (g.c / g.groups) * g.r * g.s, op,
-              ": operand sizes do not match the geometry: input ", x.shape(), ", weight ", w.shape());
 }
 
 // Runs fn; a failure inside cuDNN gets the convolution's shape appended to its message.
@@ -362,13 +364,7 @@ void conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, c
 void conv2d_backward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& dout, const Tensor& dx,
                      const Tensor& dw) {
   check_operands("conv2d_backward", g, x, w);
-  OCTET_CHECK(dout.is_contiguous() && dout.dtype() == x.dtype() && dout.numel() == g.n * g.k * g.p * g.q,
-              "conv2d_backward: expected a contiguous ", x.dtype(), " dout of ", g.n * g.k * g.p * g.q,
-              " elements, got ", dout.dtype(), " ", dout.shape());
-  OCTET_CHECK(!dx.defined() || (dx.is_contiguous() && dx.dtype() == x.dtype() && dx.numel() == x.numel()),
-              "conv2d_backward: dx must be contiguous and match the input ", x.shape());
-  OCTET_CHECK(!dw.defined() || (dw.is_contiguous() && dw.dtype() == x.dtype() && dw.numel() == w.numel()),
-              "conv2d_backward: dw must be contiguous and match the weight ", w.shape());
+  check_conv_grads("conv2d_backward", g, x, w, dout, dx, dw);
   if (!dx.defined() && !dw.defined()) return;
   if (g.n == 0) {  // an empty batch: dx is empty, dw sums nothing
     if (dw.defined() && dw.numel() > 0)

@@ -6,8 +6,11 @@
 // bit-identical to the CPU and deterministic.
 #include "core/cuda/device_util.cuh"
 #include "core/cuda/kernels.h"
+#include "core/kernel_checks.h"
 
 namespace octet::cuda {
+
+using kernels::check_rows;
 
 namespace {
 
@@ -32,12 +35,6 @@ void check_indices(const Tensor& index, int64_t limit, const char* op) {
   if (pos == FirstHit::kNone) return;
   const int64_t i = static_cast<int64_t>(pos);
   OCTET_FAIL(op, ": index ", read_element(p, i), " at position ", i, " is out of range [0, ", limit, ")");
-}
-
-void check_rows(std::initializer_list<Tensor> ts, const char* op) {
-  for (const Tensor& t : ts)
-    OCTET_CHECK(t.dim() == 2 && t.is_contiguous(), op, ": kernel requires contiguous 2-D tensors, got shape ",
-                t.shape());
 }
 
 // ---------------------------------------------------------------- kernels

@@ -18,8 +18,11 @@
 #include "core/cuda/cuda_util.h"
 #include "core/cuda/kernels.h"
 #include "core/cuda/launch.cuh"
+#include "core/kernel_checks.h"
 
 namespace octet::cuda {
+
+using kernels::check_bn;
 
 namespace {
 
@@ -187,13 +190,6 @@ __global__ void grad_input_kernel(const T* __restrict__ dout, const T* __restric
     const I ch = (idx / s) % c;
     dx[idx] = coef[ch] * (dout[idx] - coef[c + ch] - (x[idx] - coef[3 * c + ch]) * coef[2 * c + ch]);
   }
-}
-
-void check_bn(const char* op, const Tensor& x, std::initializer_list<Tensor> per_channel) {
-  OCTET_CHECK(x.dim() == 3 && x.is_contiguous(), op, ": kernel requires a contiguous [N, C, S] input, got ", x.shape());
-  for (const Tensor& t : per_channel)
-    OCTET_CHECK(!t.defined() || (t.numel() == x.size(1) && t.is_contiguous() && t.dtype() == x.dtype()), op,
-                ": per-channel tensors must be contiguous ", x.dtype(), " [", x.size(1), "]");
 }
 
 template <typename T>

@@ -1,0 +1,57 @@
+#include "core/kernel_checks.h"
+
+#include "core/error.h"
+
+namespace octet::kernels {
+
+void check_rows(std::initializer_list<Tensor> ts, const char* op) {
+  for (const Tensor& t : ts)
+    OCTET_CHECK(t.dim() == 2 && t.is_contiguous(), op, ": kernel requires contiguous 2-D tensors, got shape ",
+                t.shape());
+}
+
+void check_plane_tensor(const char* op, const char* what, const Tensor& t, int64_t numel) {
+  OCTET_CHECK(t.is_contiguous() && t.numel() == numel, op, ": expected a contiguous ", what, " of ", numel,
+              " elements, got shape ", t.shape());
+}
+
+AdaptiveShape adaptive_shape(const char* op, const Tensor& in, const Tensor& out) {
+  OCTET_CHECK(in.dim() >= 2 && out.dim() == in.dim(), op, ": expected input and output of equal rank >= 2, got ",
+              in.shape(), " and ", out.shape());
+  OCTET_CHECK(in.is_contiguous() && out.is_contiguous(), op, ": expected contiguous tensors");
+  OCTET_CHECK(in.dtype() == out.dtype(), op, ": dtypes differ: ", in.dtype(), " and ", out.dtype());
+  AdaptiveShape a{1, in.size(-2), in.size(-1), out.size(-2), out.size(-1)};
+  for (int64_t d = 0; d + 2 < in.dim(); ++d) {
+    OCTET_CHECK(in.size(d) == out.size(d), op, ": leading dims differ: ", in.shape(), " and ", out.shape());
+    a.planes *= in.size(d);
+  }
+  OCTET_CHECK(a.p > 0 && a.q > 0, op, ": expected a positive output size, got ", out.shape());
+  return a;
+}
+
+void check_bn(const char* op, const Tensor& x, std::initializer_list<Tensor> per_channel) {
+  OCTET_CHECK(x.dim() == 3 && x.is_contiguous(), op, ": kernel requires a contiguous [N, C, S] input, got ", x.shape());
+  for (const Tensor& t : per_channel)
+    OCTET_CHECK(!t.defined() || (t.numel() == x.size(1) && t.is_contiguous() && t.dtype() == x.dtype()), op,
+                ": per-channel tensors must be contiguous ", x.dtype(), " [", x.size(1), "]");
+}
+
+void check_conv_operands(const char* op, const Conv2dGeometry& g, const Tensor& x, const Tensor& w) {
+  OCTET_CHECK(x.is_contiguous() && w.is_contiguous(), op, ": expected contiguous input and weight");
+  OCTET_CHECK(x.dtype() == w.dtype(), op, ": dtypes differ: input ", x.dtype(), ", weight ", w.dtype());
+  OCTET_CHECK(x.numel() == g.n * g.c * g.h * g.w && w.numel() == g.k * (g.c / g.groups) * g.r * g.s, op,
+              ": operand sizes do not match the geometry: input ", x.shape(), ", weight ", w.shape());
+}
+
+void check_conv_grads(const char* op, const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& dout,
+                      const Tensor& dx, const Tensor& dw) {
+  OCTET_CHECK(dout.is_contiguous() && dout.dtype() == x.dtype() && dout.numel() == g.n * g.k * g.p * g.q, op,
+              ": expected a contiguous ", x.dtype(), " dout of ", g.n * g.k * g.p * g.q, " elements, got ",
+              dout.dtype(), " ", dout.shape());
+  OCTET_CHECK(!dx.defined() || (dx.is_contiguous() && dx.dtype() == x.dtype() && dx.numel() == x.numel()), op,
+              ": dx must be contiguous and match the input ", x.shape());
+  OCTET_CHECK(!dw.defined() || (dw.is_contiguous() && dw.dtype() == x.dtype() && dw.numel() == w.numel()), op,
+              ": dw must be contiguous and match the weight ", w.shape());
+}
+
+}  // namespace octet::kernels

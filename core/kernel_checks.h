@@ -1,0 +1,34 @@
+// Operand checks shared by the CPU and CUDA kernels (core/cpu/, core/cuda/): shapes, contiguity
+// and dtypes, which do not depend on the device. Each throws an octet::Error naming `op`.
+//   check_rows({x, index, out}, "gather");   AdaptiveShape a = adaptive_shape(op, in, out);
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+
+#include "core/kernels.h"
+
+namespace octet::kernels {
+
+// Every tensor is contiguous and 2-D.
+void check_rows(std::initializer_list<Tensor> ts, const char* op);
+
+// t is contiguous with `numel` elements (a pooling input or output, called `what`).
+void check_plane_tensor(const char* op, const char* what, const Tensor& t, int64_t numel);
+
+// Planes and spatial sizes of an adaptive-pooling pair [..., H, W] -> [..., P, Q].
+struct AdaptiveShape {
+  int64_t planes, h, w, p, q;
+};
+AdaptiveShape adaptive_shape(const char* op, const Tensor& in, const Tensor& out);
+
+// Batch norm: x a contiguous [N, C, S]; each defined per-channel tensor contiguous [C] of x's dtype.
+void check_bn(const char* op, const Tensor& x, std::initializer_list<Tensor> per_channel);
+
+// Convolution input and weight: contiguous, one dtype, sizes matching the geometry.
+void check_conv_operands(const char* op, const Conv2dGeometry& g, const Tensor& x, const Tensor& w);
+// Convolution backward: dout [N,K,P,Q] and (where defined) dx, dw contiguous, of x's dtype and size.
+void check_conv_grads(const char* op, const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& dout,
+                      const Tensor& dx, const Tensor& dw);
+
+}  // namespace octet::kernels
