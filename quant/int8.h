@@ -1,0 +1,100 @@
+// Unified INT8 training (Zhu et al., CVPR 2020; ../shared/papers/NOTES.md): symmetric per-tensor
+// INT8 quantization of a layer's input, weight and output gradient. This header is the contract
+// shared by the CPU kernels, the CUDA kernels, the autograd op (quant/int8_conv.h), the gradient
+// clip search (DSGC) and the layers and trainer that use them.
+//
+// Definition (every implementation gives the same codes bit for bit):
+//   clip c > 0 (finite), inv = 127.0f / c (one float division, on the host), y = x * inv (float);
+//   y is clamped to [-127, 127] (so |x| > c saturates; -128 is never produced);
+//   round to nearest (forward tensors): q = nearbyint(y), ties to even;
+//   stochastic rounding (gradients):      q = floor(y + u), u uniform in [0, 1) drawn for element
+//                                           i from (seed, i) alone (sr_uniform), so a result does not
+//                                           depend on threads or blocking, and the GPU draws the same u;
+//   NaN -> 0. Dequantized: x_hat = q * scale with scale = c / 127.0f (float).
+// A tensor whose clip is 0 (all zeros) quantizes to zeros with scale 0.
+// int8 x int8 products are accumulated in int32 and rescaled once: y = float(acc) * (sa * sb).
+//   float c = int8_absmax(x);  float inv = int8_inv_scale(c);
+//   int8_t q = int8_round_nearest(x[i], inv);           float back = q * int8_scale(c);
+//   int8_t g = int8_round_stochastic(dy[i], inv, sr_uniform(seed, i));
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "core/generator.h"
+#include "core/hostdevice.h"
+
+namespace octet::quant {
+
+inline constexpr float kInt8Max = 127.0f;
+
+// ---- element functions (OCTET_HD: the CPU loops and the CUDA kernels call the same code)
+
+// 127 / clip, or 0 for clip 0 (every code is then 0).
+OCTET_HD inline float int8_inv_scale(float clip) { return clip > 0.0f ? kInt8Max / clip : 0.0f; }
+// clip / 127: the value of one step.
+OCTET_HD inline float int8_scale(float clip) { return clip / kInt8Max; }
+
+OCTET_HD inline float int8_clamped(float x, float inv) {
+  const float y = x * inv;
+  if (std::isnan(y)) return 0.0f;
+  return y < -kInt8Max ? -kInt8Max : (y > kInt8Max ? kInt8Max : y);
+}
+
+OCTET_HD inline int8_t int8_round_nearest(float x, float inv) {
+  return static_cast<int8_t>(std::nearbyint(int8_clamped(x, inv)));
+}
+
+// u in [0, 1); floor(127 + u) = 127, so the clamp before the rounding is enough.
+OCTET_HD inline int8_t int8_round_stochastic(float x, float inv, float u) {
+  return static_cast<int8_t>(std::floor(int8_clamped(x, inv) + u));
+}
+
+// The uniform draw of element i for stochastic rounding: one Philox4x32 block per four elements
+// (core/generator.h), word i % 4 of block i / 4, 24 random bits.
+OCTET_HD inline float sr_uniform(uint64_t seed, uint64_t i) {
+  return uniform_float(philox_at(seed, 0, i >> 2)[i & 3]);
+}
+
+// ---- per-layer configuration and telemetry
+
+// What an INT8 layer does; the recipe's `quant.*` keys fill it (tools/recipe.h).
+struct Int8Config {
+  bool stochastic_rounding = true;    // gradients; forward tensors always round to nearest
+  bool dsgc = true;                   // gradient clip by cosine-distance search, else max|g|
+  int64_t clip_update_period = 100;   // backward passes between two DSGC searches
+  bool dclr = true;                   // scale the layer's lr by max(exp(-alpha d_c), beta)
+  double dclr_alpha = 20.0, dclr_beta = 0.1;
+  double cos_distance_warn = 0.1;     // the trainer warns when a layer's d_c crosses this
+};
+
+// What one INT8 layer saw in its latest forward and backward passes; the op writes it, the
+// optimizer's DCLR scale and the metrics read it, checkpoints save it (so a resume continues the
+// same clip schedule and random draws).
+struct Int8Stats {
+  float input_clip = 0.0f, weight_clip = 0.0f;  // max|x|, max|w| of the latest forward
+  float grad_clip = 0.0f;                       // the clip of the latest output gradient
+  // 1 - cos(dy, dequantized dy) of the latest backward (NaN before the first backward)
+  double cos_distance = std::numeric_limits<double>::quiet_NaN();
+  int64_t backward_steps = 0;  // backward passes so far (DSGC runs when it is a multiple of the period)
+  int64_t searches = 0;        // DSGC searches so far
+};
+
+// The state an INT8 layer shares with its autograd nodes (a std::shared_ptr held by the layer):
+// the backward pass reads the config and the seed and updates the stats.
+struct Int8Layer {
+  Int8Config config;
+  Int8Stats stats;
+  uint64_t seed = 0;  // stochastic rounding of backward pass t draws from a seed mixed from (seed, t)
+};
+
+// DCLR's learning-rate factor phi(d_c) = max(exp(-alpha * d_c), beta); 1 while d_c is NaN (no
+// backward yet).
+inline double dclr_scale(double cos_distance, double alpha, double beta) {
+  if (std::isnan(cos_distance)) return 1.0;
+  const double s = std::exp(-alpha * cos_distance);
+  return s > beta ? s : beta;
+}
+
+}  // namespace octet::quant
