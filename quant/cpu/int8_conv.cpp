@@ -2,9 +2,10 @@
 // CMakeLists.txt): every clone of the rescale loops rounds float(acc) * scale and + bias apart.
 #include "quant/cpu/int8_conv.h"
 
+#include "quant/cpu/int8_conv_detail.h"
+
 #include <algorithm>
 #include <cstring>
-#include <mutex>
 #include <vector>
 
 #include "core/parallel.h"
@@ -13,10 +14,14 @@
 
 namespace octet::quant::cpu {
 
+using namespace detail;
+
 namespace {
 
 // Scratch per thread per block of positions (im2col codes + int32 GEMM output).
 constexpr int64_t kChunkBytes = int64_t{1} << 20;
+// Columns of one position block of the weight gradient (whose GEMMs reduce over positions).
+constexpr int64_t kDwColBytes = int64_t{8} << 20;
 // Products of two codes in [-127, 127] an int32 sum can always hold: 2^17 * 127^2 < 2^31.
 constexpr int64_t kMaxInt32Terms = int64_t{1} << 17;
 
@@ -28,76 +33,15 @@ T* scratch(Tensor& keep, int64_t n) {
   return static_cast<T*>(keep.raw_data());
 }
 
-// Output positions o in [lo, hi) whose input index o*stride + base falls inside [0, limit).
-void valid_range(int64_t base, int64_t stride, int64_t limit, int64_t out_len, int64_t& lo, int64_t& hi) {
-  lo = base >= 0 ? 0 : (-base + stride - 1) / stride;
-  const int64_t last = limit - 1 - base;
-  hi = last < 0 ? 0 : std::min(out_len, last / stride + 1);
-  lo = std::min(lo, hi);
-}
-
-// fn(p, ih, iw0, q_lo, q_hi) for each output row p of tap (r, s) whose input row ih is inside the
-// image; output columns [q_lo, q_hi) read input column iw0 + q*stride_w.
-template <typename Fn>
-void for_tap_rows(const Conv2dGeometry& g, int64_t r, int64_t s, Fn fn) {
-  int64_t q_lo, q_hi;
-  const int64_t iw0 = s * g.dil_w - g.pad_w;
-  valid_range(iw0, g.stride_w, g.w, g.q, q_lo, q_hi);
-  for (int64_t p = 0; p < g.p; ++p) {
-    const int64_t ih = p * g.stride_h - g.pad_h + r * g.dil_h;
-    if (ih >= 0 && ih < g.h) fn(p, ih, iw0, q_lo, q_hi);
-  }
-}
-
 bool is_pointwise(const Conv2dGeometry& g) {
   return g.r == 1 && g.s == 1 && g.stride_h == 1 && g.stride_w == 1 && g.pad_h == 0 && g.pad_w == 0;
 }
 
-bool is_depthwise(const Conv2dGeometry& g) { return g.groups == g.c && g.groups > 1 && g.k % g.c == 0; }
-
 // ---------------------------------------------------------------- element loops
 
-// out[i] = float(acc[i]) * scale + bias
-OCTET_SIMD_CLONES void rescale_run(const int32_t* acc, int64_t n, float scale, float bias, float* out) {
-  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(acc[i]) * scale + bias;
-}
-
-// acc[q] += w * x[iw0 + q*stride] for q in [lo, hi)
-OCTET_SIMD_CLONES void tap_gather(int32_t* acc, const int8_t* x, int64_t iw0, int64_t lo, int64_t hi, int64_t stride,
-                                  int32_t w) {
-  if (stride == 1) {
-    for (int64_t q = lo; q < hi; ++q) acc[q] += w * static_cast<int32_t>(x[iw0 + q]);
-  } else {
-    for (int64_t q = lo; q < hi; ++q) acc[q] += w * static_cast<int32_t>(x[iw0 + q * stride]);
-  }
-}
-
-// acc[iw0 + q*stride] += w * dy[q] for q in [lo, hi)
-OCTET_SIMD_CLONES void tap_scatter(int32_t* acc, const int8_t* dy, int64_t iw0, int64_t lo, int64_t hi, int64_t stride,
-                                   int32_t w) {
-  if (stride == 1) {
-    for (int64_t q = lo; q < hi; ++q) acc[iw0 + q] += w * static_cast<int32_t>(dy[q]);
-  } else {
-    for (int64_t q = lo; q < hi; ++q) acc[iw0 + q * stride] += w * static_cast<int32_t>(dy[q]);
-  }
-}
-
 // acc[iw0 + q*stride] += col[q] for q in [lo, hi)
-OCTET_SIMD_CLONES void add_scatter(int32_t* acc, const int32_t* col, int64_t iw0, int64_t lo, int64_t hi,
-                                   int64_t stride) {
+inline void add_scatter(int32_t* acc, const int32_t* col, int64_t iw0, int64_t lo, int64_t hi, int64_t stride) {
   for (int64_t q = lo; q < hi; ++q) acc[iw0 + q * stride] += col[q];
-}
-
-// sum dy[q] * x[iw0 + q*stride] for q in [lo, hi)
-OCTET_SIMD_CLONES int32_t tap_dot(const int8_t* dy, const int8_t* x, int64_t iw0, int64_t lo, int64_t hi,
-                                  int64_t stride) {
-  int32_t s = 0;
-  if (stride == 1) {
-    for (int64_t q = lo; q < hi; ++q) s += static_cast<int32_t>(dy[q]) * static_cast<int32_t>(x[iw0 + q]);
-  } else {
-    for (int64_t q = lo; q < hi; ++q) s += static_cast<int32_t>(dy[q]) * static_cast<int32_t>(x[iw0 + q * stride]);
-  }
-  return s;
 }
 
 // ---------------------------------------------------------------- position blocks
@@ -175,18 +119,22 @@ void im2col_chunk(const Conv2dGeometry& g, const int8_t* x, int64_t j0, int64_t 
   });
 }
 
-// out[n][k][pq] = float(y[k][j - j0]) * scale + bias[k] for the positions of the block.
+// out[n][k][pq] = float(y[k][j - j0]) * scale + bias[k] for the positions of the block, k in [k0, k1).
+OCTET_SIMD_CLONES void rescale_rows(const Conv2dGeometry& g, const int32_t* y, int64_t j0, int64_t j1, float scale,
+                                    const float* bias, float* out, int64_t k0, int64_t k1) {
+  const int64_t nc = j1 - j0, pq = g.p * g.q;
+  for (int64_t k = k0; k < k1; ++k) {
+    const float b = bias ? bias[k] : 0.0f;
+    for_sample_runs(g, j0, j1, [&](int64_t n, int64_t pq0, int64_t pq1, int64_t off) {
+      rescale_run(y + k * nc + off, pq1 - pq0, scale, b, out + (n * g.k + k) * pq + pq0);
+    });
+  }
+}
+
 void rescale_chunk(const Conv2dGeometry& g, const int32_t* y, int64_t j0, int64_t j1, float scale, const float* bias,
                    float* out) {
-  const int64_t nc = j1 - j0, pq = g.p * g.q;
-  parallel_for(0, g.k, std::max<int64_t>(1, 16384 / nc), [&](int64_t k0, int64_t k1) {
-    for (int64_t k = k0; k < k1; ++k) {
-      const float b = bias ? bias[k] : 0.0f;
-      for_sample_runs(g, j0, j1, [&](int64_t n, int64_t pq0, int64_t pq1, int64_t off) {
-        rescale_run(y + k * nc + off, pq1 - pq0, scale, b, out + (n * g.k + k) * pq + pq0);
-      });
-    }
-  });
+  parallel_for(0, g.k, std::max<int64_t>(1, 16384 / (j1 - j0)),
+               [&](int64_t k0, int64_t k1) { rescale_rows(g, y, j0, j1, scale, bias, out, k0, k1); });
 }
 
 // ---------------------------------------------------------------- general path
@@ -231,6 +179,23 @@ void backward_input_transposed(const Conv2dGeometry& g, const int8_t* dy, const 
   gemm_conv(t, dy, wt.data(), scale, nullptr, dx);
 }
 
+// dx[c] for c in [c0, c1) of one sample from its columns dcol [C*R*S, PQ]; acc: H*W scratch.
+OCTET_SIMD_CLONES void col2im_planes(const Conv2dGeometry& g, const int32_t* dcol, float scale, float* dx, int64_t c0,
+                                     int64_t c1, int32_t* acc) {
+  const int64_t pq = g.p * g.q, hw = g.h * g.w;
+  for (int64_t c = c0; c < c1; ++c) {
+    std::fill(acc, acc + hw, 0);
+    for (int64_t r = 0; r < g.r; ++r)
+      for (int64_t s = 0; s < g.s; ++s) {
+        const int32_t* src = dcol + ((c * g.r + r) * g.s + s) * pq;
+        for_tap_rows(g, r, s, [&](int64_t p, int64_t ih, int64_t iw0, int64_t q_lo, int64_t q_hi) {
+          add_scatter(acc + ih * g.w, src + p * g.q, iw0, q_lo, q_hi, g.stride_w);
+        });
+      }
+    rescale_run(acc, hw, scale, 0.0f, dx + c * hw);
+  }
+}
+
 // dx for strides > 1, per sample: dcol [C*R*S, PQ] = W_g^T dy_g (int32), col2im into int32 planes.
 void backward_input_col2im(const Conv2dGeometry& g, const int8_t* dy, const int8_t* w, float scale, float* dx) {
   const int64_t pq = g.p * g.q, total = g.n * pq, hw = g.h * g.w;
@@ -244,17 +209,7 @@ void backward_input_col2im(const Conv2dGeometry& g, const int8_t* dy, const int8
                   dcol + grp * crs * pq, pq, false);
       parallel_for(0, g.c, 1, [&](int64_t c0, int64_t c1) {
         std::vector<int32_t> acc(static_cast<size_t>(hw));
-        for (int64_t c = c0; c < c1; ++c) {
-          std::fill(acc.begin(), acc.end(), 0);
-          for (int64_t r = 0; r < g.r; ++r)
-            for (int64_t s = 0; s < g.s; ++s) {
-              const int32_t* src = dcol + ((c * g.r + r) * g.s + s) * pq;
-              for_tap_rows(g, r, s, [&](int64_t p, int64_t ih, int64_t iw0, int64_t q_lo, int64_t q_hi) {
-                add_scatter(acc.data() + ih * g.w, src + p * g.q, iw0, q_lo, q_hi, g.stride_w);
-              });
-            }
-          rescale_run(acc.data(), hw, scale, 0.0f, dx + (n * g.c + c) * hw);
-        }
+        col2im_planes(g, dcol, scale, dx + n * g.c * hw, c0, c1, acc.data());
       });
     }
   };
@@ -264,126 +219,67 @@ void backward_input_col2im(const Conv2dGeometry& g, const int8_t* dy, const int8
     samples(0, g.n);
 }
 
-// dw [K, C/g*R*S] = sum over blocks of dy_g [kg, block] . col_g^T [block, crs]: int32 per stretch
-// of at most kMaxInt32Terms positions, int64 beyond.
+// dw [K, C/g*R*S] = sum over position blocks of dy_g [kg, block] . col_g^T [block, crs]. The GEMMs
+// reduce over positions, so the blocks are large (a few MB of columns, at most kMaxInt32Terms
+// positions) and taken in order; each block's GEMM is split across the threads by disjoint tiles
+// of the int32 accumulator (rows of dW or columns, whichever is longer), so no thread needs a
+// private dW. Past kMaxInt32Terms positions the int32 sums move into int64.
 void gemm_backward_weight(const Conv2dGeometry& g, const int8_t* x, const int8_t* dy, float scale, float* dw) {
   const int64_t total = g.n * g.p * g.q, cg = g.c / g.groups, kg = g.k / g.groups, crs = cg * g.r * g.s;
-  const int64_t wn = g.k * crs;
+  const int64_t wn = g.k * crs, col_rows = g.c * g.r * g.s;
   const bool pointwise = is_pointwise(g);
-  const Chunks ch = plan_chunks(total, pointwise ? 64 : g.c * g.r * g.s);
-  std::vector<int64_t> sum(static_cast<size_t>(wn), 0);
-  std::mutex sum_mutex;
-  for_chunks(ch, [&](int64_t c0, int64_t c1) {
-    Tensor keep_col, keep_part;
-    int8_t* col = pointwise ? nullptr : scratch<int8_t>(keep_col, g.c * g.r * g.s * ch.size);
-    int32_t* part = scratch<int32_t>(keep_part, wn);
-    std::vector<int64_t> local(static_cast<size_t>(wn), 0);
-    int64_t terms = 0;  // positions summed into `part` so far
-    auto flush = [&] {
-      for (int64_t i = 0; i < wn; ++i) local[i] += part[i];
+  const int64_t block = std::min({total, kMaxInt32Terms, std::max<int64_t>(1024, kDwColBytes / col_rows)});
+  Tensor keep_col, keep_part;
+  int8_t* col = pointwise ? nullptr : scratch<int8_t>(keep_col, col_rows * block);
+  int32_t* part = scratch<int32_t>(keep_part, wn);
+  std::vector<int64_t> sum(total > kMaxInt32Terms ? static_cast<size_t>(wn) : 0, 0);
+  // Tiles: per group, the longer of dW's kg rows and crs columns cut into `tiles` pieces.
+  const int64_t threads = get_num_threads();
+  const int64_t tiles = std::max<int64_t>(1, (threads + g.groups - 1) / g.groups);
+  const bool split_rows = kg >= crs;
+  const int64_t tile = ((split_rows ? kg : crs) + tiles - 1) / tiles;
+  int64_t terms = 0;  // positions summed into `part`
+  for (int64_t j0 = 0; j0 < total; j0 += block) {
+    const int64_t j1 = std::min(total, j0 + block), nc = j1 - j0;
+    if (terms > 0 && terms + nc > kMaxInt32Terms) {
+      for (int64_t i = 0; i < wn; ++i) sum[i] += part[i];
       terms = 0;
-    };
-    for (int64_t chunk = c0; chunk < c1; ++chunk) {
-      const int64_t j0 = chunk * ch.size, j1 = std::min(total, j0 + ch.size), nc = j1 - j0;
-      if (terms > 0 && terms + nc > kMaxInt32Terms) flush();
-      if (!pointwise) im2col_chunk(g, x, j0, j1, col);
-      for (int64_t grp = 0; grp < g.groups; ++grp) {
-        const int8_t* b = pointwise ? x + grp * cg * total + j0 : col + grp * crs * nc;
-        int8_gemm(false, true, kg, crs, nc, dy + grp * kg * total + j0, total, b, pointwise ? total : nc,
-                  part + grp * kg * crs, crs, terms > 0);
+    }
+    if (!pointwise) im2col_chunk(g, x, j0, j1, col);
+    const int64_t ldb = pointwise ? total : nc;
+    parallel_for(0, g.groups * tiles, 1, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        const int64_t grp = t / tiles, lo = (t % tiles) * tile, hi = std::min(split_rows ? kg : crs, lo + tile);
+        if (lo >= hi) continue;
+        const int8_t* a = dy + grp * kg * total + j0;                                    // [kg, nc], ld total
+        const int8_t* b = pointwise ? x + grp * cg * total + j0 : col + grp * crs * nc;  // [crs, nc]
+        int32_t* c = part + grp * kg * crs;
+        if (split_rows)
+          int8_gemm(false, true, hi - lo, crs, nc, a + lo * total, total, b, ldb, c + lo * crs, crs, terms > 0);
+        else
+          int8_gemm(false, true, kg, hi - lo, nc, a, total, b + lo * ldb, ldb, c + lo, crs, terms > 0);
       }
-      terms += nc;
-    }
-    if (terms > 0) flush();
-    std::lock_guard<std::mutex> lock(sum_mutex);  // integer sums: the order does not matter
-    for (int64_t i = 0; i < wn; ++i) sum[i] += local[i];
-  });
-  for (int64_t i = 0; i < wn; ++i) dw[i] = static_cast<float>(sum[i]) * scale;
-}
-
-// ---------------------------------------------------------------- depthwise (direct)
-// Output channel k reads input channel k / m, m = K / C the channel multiplier.
-
-int64_t grain_for(int64_t work_per_item) { return std::max<int64_t>(1, 32768 / std::max<int64_t>(1, work_per_item)); }
-
-void depthwise_forward(const Conv2dGeometry& g, const int8_t* x, const int8_t* w, float scale, const float* bias,
-                       float* out) {
-  const int64_t m = g.k / g.c, pq = g.p * g.q, hw = g.h * g.w, rs = g.r * g.s;
-  parallel_for(0, g.n * g.k, grain_for(pq * rs), [&](int64_t b0, int64_t b1) {
-    std::vector<int32_t> acc(static_cast<size_t>(pq));
-    for (int64_t nk = b0; nk < b1; ++nk) {
-      const int64_t n = nk / g.k, k = nk % g.k;
-      const int8_t* xc = x + ((k / m) * g.n + n) * hw;
-      std::fill(acc.begin(), acc.end(), 0);
-      for (int64_t r = 0; r < g.r; ++r)
-        for (int64_t s = 0; s < g.s; ++s) {
-          const int32_t wv = w[k * rs + r * g.s + s];
-          if (wv == 0) continue;
-          for_tap_rows(g, r, s, [&](int64_t p, int64_t ih, int64_t iw0, int64_t q_lo, int64_t q_hi) {
-            tap_gather(acc.data() + p * g.q, xc + ih * g.w, iw0, q_lo, q_hi, g.stride_w, wv);
-          });
-        }
-      rescale_run(acc.data(), pq, scale, bias ? bias[k] : 0.0f, out + nk * pq);
-    }
-  });
-}
-
-// dx plane (n, c) gathers from its m output channels.
-void depthwise_backward_input(const Conv2dGeometry& g, const int8_t* dy, const int8_t* w, float scale, float* dx) {
-  const int64_t m = g.k / g.c, pq = g.p * g.q, hw = g.h * g.w, rs = g.r * g.s;
-  parallel_for(0, g.n * g.c, grain_for(m * pq * rs), [&](int64_t b0, int64_t b1) {
-    std::vector<int32_t> acc(static_cast<size_t>(hw));
-    for (int64_t nc = b0; nc < b1; ++nc) {
-      const int64_t n = nc / g.c, c = nc % g.c;
-      std::fill(acc.begin(), acc.end(), 0);
-      for (int64_t k = c * m; k < (c + 1) * m; ++k) {
-        const int8_t* dyk = dy + (k * g.n + n) * pq;
-        for (int64_t r = 0; r < g.r; ++r)
-          for (int64_t s = 0; s < g.s; ++s) {
-            const int32_t wv = w[k * rs + r * g.s + s];
-            if (wv == 0) continue;
-            for_tap_rows(g, r, s, [&](int64_t p, int64_t ih, int64_t iw0, int64_t q_lo, int64_t q_hi) {
-              tap_scatter(acc.data() + ih * g.w, dyk + p * g.q, iw0, q_lo, q_hi, g.stride_w, wv);
-            });
-          }
-      }
-      rescale_run(acc.data(), hw, scale, 0.0f, dx + nc * hw);
-    }
-  });
-}
-
-// dw[k][r][s] = sum over n, p, q; each row's sum fits int32 (Q < 2^17), the total is int64.
-void depthwise_backward_weight(const Conv2dGeometry& g, const int8_t* x, const int8_t* dy, float scale, float* dw) {
-  const int64_t m = g.k / g.c, pq = g.p * g.q, hw = g.h * g.w, rs = g.r * g.s;
-  parallel_for(0, g.k, grain_for(g.n * pq * rs), [&](int64_t k0, int64_t k1) {
-    for (int64_t k = k0; k < k1; ++k)
-      for (int64_t r = 0; r < g.r; ++r)
-        for (int64_t s = 0; s < g.s; ++s) {
-          int64_t acc = 0;
-          for (int64_t n = 0; n < g.n; ++n) {
-            const int8_t* xc = x + ((k / m) * g.n + n) * hw;
-            const int8_t* dyk = dy + (k * g.n + n) * pq;
-            for_tap_rows(g, r, s, [&](int64_t p, int64_t ih, int64_t iw0, int64_t q_lo, int64_t q_hi) {
-              acc += tap_dot(dyk + p * g.q, xc + ih * g.w, iw0, q_lo, q_hi, g.stride_w);
-            });
-          }
-          dw[k * rs + r * g.s + s] = static_cast<float>(acc) * scale;
-        }
-  });
+    });
+    terms += nc;
+  }
+  for (int64_t i = 0; i < wn; ++i)
+    dw[i] = static_cast<float>(sum.empty() ? int64_t{part[i]} : sum[i] + part[i]) * scale;
 }
 
 // ---------------------------------------------------------------- operand checks
 
 void check_codes(const char* op, const char* what, const Tensor& t, int64_t numel) {
-  OCTET_CHECK(t.defined() && t.device().is_cpu() && t.dtype() == DType::i8 && t.is_contiguous() && t.numel() == numel,
-              op, ": expected ", what, " as contiguous i8 CPU codes of ", numel, " elements, got ",
-              t.defined() ? detail::str_cat(t.dtype(), " ", t.shape(), " on ", t.device()) : std::string("undefined"));
+  OCTET_CHECK(
+      t.defined() && t.device().is_cpu() && t.dtype() == DType::i8 && t.is_contiguous() && t.numel() == numel, op,
+      ": expected ", what, " as contiguous i8 CPU codes of ", numel, " elements, got ",
+      t.defined() ? ::octet::detail::str_cat(t.dtype(), " ", t.shape(), " on ", t.device()) : std::string("undefined"));
 }
 
 void check_f32(const char* op, const char* what, const Tensor& t, int64_t numel) {
-  OCTET_CHECK(t.defined() && t.device().is_cpu() && t.dtype() == DType::f32 && t.is_contiguous() && t.numel() == numel,
-              op, ": expected ", what, " as a contiguous f32 CPU tensor of ", numel, " elements, got ",
-              t.defined() ? detail::str_cat(t.dtype(), " ", t.shape(), " on ", t.device()) : std::string("undefined"));
+  OCTET_CHECK(
+      t.defined() && t.device().is_cpu() && t.dtype() == DType::f32 && t.is_contiguous() && t.numel() == numel, op,
+      ": expected ", what, " as a contiguous f32 CPU tensor of ", numel, " elements, got ",
+      t.defined() ? ::octet::detail::str_cat(t.dtype(), " ", t.shape(), " on ", t.device()) : std::string("undefined"));
 }
 
 void check_geometry(const char* op, const Conv2dGeometry& g) {

@@ -231,18 +231,26 @@ CosineSums cosine_sums_nearest(const float* g, int64_t n, float inv) {
 
 void quantize_transposed(const float* src, int64_t outer, int64_t inner, int64_t len, float inv, Int8Rounding rounding,
                          uint64_t seed, int8_t* dst, CosineSums* sums) {
-  // Work items: each plane cut into runs of at most kQuantBlock elements.
-  const int64_t runs = std::max<int64_t>(1, num_blocks(len)), planes = outer * inner;
-  std::vector<CosineSums> part(sums ? static_cast<size_t>(planes * runs) : 0);
-  const int64_t grain = std::max<int64_t>(1, kQuantBlock / std::max<int64_t>(1, len));
-  parallel_for(0, planes * runs, grain, [&](int64_t w0, int64_t w1) {
-    for (int64_t w = w0; w < w1; ++w) {
-      const int64_t plane = w / runs, begin = (w % runs) * kQuantBlock, end = std::min(len, begin + kQuantBlock);
-      const int64_t o = plane / inner, i = plane % inner;
-      const float* x = src + plane * len + begin;
-      int8_t* q = dst + (i * outer + o) * len + begin;
-      quantize_run(x, end - begin, inv, rounding, seed, static_cast<uint64_t>(plane * len + begin), q);
-      if (sums) part[w] = sums_run(x, q, end - begin);
+  // Fixed blocks of the flat source (so the sums do not depend on the threads), quantized in one
+  // run each and scattered plane piece by plane piece: planes can be as short as 16 elements (4x4
+  // feature maps), too short to be work items of their own.
+  const int64_t n = outer * inner * len;
+  const bool in_place = outer == 1 || inner == 1;  // the transposition is the identity
+  std::vector<CosineSums> part(sums ? static_cast<size_t>(num_blocks(n)) : 0);
+  parallel_for(0, num_blocks(n), 1, [&](int64_t b0, int64_t b1) {
+    std::vector<int8_t> tmp(in_place ? 0 : static_cast<size_t>(kQuantBlock));
+    for (int64_t b = b0; b < b1; ++b) {
+      const int64_t begin = b * kQuantBlock, end = std::min(n, begin + kQuantBlock);
+      int8_t* q = in_place ? dst + begin : tmp.data();
+      quantize_run(src + begin, end - begin, inv, rounding, seed, static_cast<uint64_t>(begin), q);
+      if (sums) part[b] = sums_run(src + begin, q, end - begin);
+      if (in_place) continue;
+      for (int64_t j = begin; j < end;) {
+        const int64_t plane = j / len, l0 = j % len, l1 = std::min(len, l0 + (end - j));
+        const int64_t o = plane / inner, i = plane % inner;
+        std::memcpy(dst + (i * outer + o) * len + l0, q + (j - begin), static_cast<size_t>(l1 - l0));
+        j += l1 - l0;
+      }
     }
   });
   if (sums) {

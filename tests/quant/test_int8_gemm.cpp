@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -122,6 +123,18 @@ TEST(Int8Gemm, ActivePathIsSupported) {
   if (!cpu::dnnl_int8_gemm_exact()) {
     EXPECT_THROW(cpu::set_int8_gemm_path(Int8GemmPath::dnnl), Error);
   }
+}
+
+// ctest runs the INT8 suites once more as "int8_without_vnni" with ONEDNN_MAX_CPU_ISA=AVX512_CORE
+// (tests/CMakeLists.txt): oneDNN then saturates, the probe must see it and the reference path
+// must serve every GEMM and conv (the other tests check the results).
+TEST(Int8Gemm, ProbeSeesSaturationWithoutVnni) {
+  const char* isa = std::getenv("ONEDNN_MAX_CPU_ISA");
+  if (isa == nullptr || std::string(isa) != "AVX512_CORE")
+    GTEST_SKIP() << "runs in the ctest int8_without_vnni (ONEDNN_MAX_CPU_ISA=AVX512_CORE)";
+  EXPECT_FALSE(cpu::dnnl_int8_gemm_exact());
+  EXPECT_EQ(cpu::int8_gemm_path(), Int8GemmPath::reference);
+  EXPECT_THROW(cpu::set_int8_gemm_path(Int8GemmPath::dnnl), Error);
 }
 
 TEST(Int8Gemm, RejectsBadArguments) {
