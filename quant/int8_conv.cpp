@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "core/autograd.h"
 #include "core/kernels.h"
@@ -103,7 +104,7 @@ Tensor int8_conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, const C
     const bool rx = x.requires_grad(), rw = w.requires_grad(), rb = bias.defined() && bias.requires_grad();
     autograd::record(kOp, {x, w, bias}, {out}, [=](const Grads& gr) {
       Tensor dy = gr[0].contiguous();
-      Tensor dx, dw;
+      Tensor dx, dw, db;
       if (rx || rw) {
         Int8Layer& L = *layer;
         const int64_t step = L.stats.backward_steps;
@@ -111,8 +112,15 @@ Tensor int8_conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, const C
         const Int8Rounding rounding = L.config.stochastic_rounding ? Int8Rounding::stochastic : Int8Rounding::nearest;
         Tensor dyq = empty({g.k, g.n, g.p, g.q}, DType::i8);
         cpu::CosineSums sums;
+        std::vector<double> dy_sums(rb ? static_cast<size_t>(g.k) : 0);  // the bias gradient, same pass
         cpu::quantize_transposed(dy.data<float>(), g.n, g.k, g.p * g.q, int8_inv_scale(clip), rounding,
-                                 int8_backward_seed(L.seed, step), dyq.data<int8_t>(), &sums);
+                                 int8_backward_seed(L.seed, step), dyq.data<int8_t>(), &sums,
+                                 rb ? dy_sums.data() : nullptr);
+        if (rb) {
+          db = empty({g.k}, DType::f32);
+          float* d = db.data<float>();
+          for (int64_t k = 0; k < g.k; ++k) d[k] = static_cast<float>(dy_sums[k]);
+        }
         // A NaN or infinite dy (or clip) must not turn into zeros: it makes the gradients NaN.
         const float sdy =
             sums.finite && std::isfinite(clip) ? int8_scale(clip) : std::numeric_limits<float>::quiet_NaN();
@@ -128,7 +136,8 @@ Tensor int8_conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, const C
         L.stats.cos_distance = cpu::cosine_distance(sums);
         ++L.stats.backward_steps;
       }
-      return Grads{dx, dw, rb ? sum(dy, {0, 2, 3}) : Tensor()};
+      if (rb && !db.defined()) db = sum(dy, {0, 2, 3});
+      return Grads{dx, dw, db};
     });
   }
   return out;

@@ -19,7 +19,8 @@
 // stats.cos_distance = d_c of the codes actually used, grad_clip = the clip, backward_steps + 1
 // (searches + 1 when it searched). Then dx = conv-transpose(q(dy), q(w)) * (sdy * sw) and
 // dw = q(dy) x im2col(q(x)) * (sdy * sx), from the int8 codes kept by the forward (x's codes are
-// a quarter of its floats; the float x is not kept); the bias gradient is the float sum of dy.
+// a quarter of its floats; the float x is not kept); the bias gradient is the per-channel sum of
+// the float dy, accumulated in double by the same pass that quantizes dy.
 // A non-finite dy makes dx and dw NaN (d_c NaN) rather than being quantized to silent zeros.
 // The quantization happens only for gradients someone needs: if neither x nor w requires grad,
 // the backward only sums dy for the bias and leaves the stats alone.

@@ -12,8 +12,10 @@
 //     dil*(R-1) - pad), so the same im2col + GEMM path serves and no int32 column matrix is
 //     scattered; for stride > 1, per sample: GEMM W^T dy into int32 columns, col2im into an int32
 //     plane, rescale.
-//   dw: GEMM dy . im2col(x)^T per position block, summed over blocks.
-//   Depthwise (groups == C, K = m*C): direct kernels with int32 plane accumulators.
+//   dw: GEMM dy . im2col(x)^T over large position blocks taken in order, each GEMM split across the
+//     threads by tiles of the int32 accumulator; int64 beyond 2^17 positions.
+//   Depthwise (groups == C, K = m*C): direct int32 kernels (quant/cpu/int8_depthwise.cpp), for
+//     stride 1 one long loop per tap over a zero-padded block of samples.
 // Integer sums are exact, so no result depends on the thread count or the blocking.
 //   cpu::int8_conv2d_forward(geom, xq, wq, sx * sw, bias, out);
 #pragma once

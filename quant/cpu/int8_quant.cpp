@@ -176,6 +176,17 @@ OCTET_SIMD_CLONES CosineSums nearest_sums_run(const float* g, int64_t n, float i
   return a.total();
 }
 
+// sum x[i] in double over eight lanes, combined in lane order.
+OCTET_SIMD_CLONES double sum_run(const float* x, int64_t n) {
+  V8d acc = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) acc += __builtin_convertvector(load8(x + i), V8d);
+  if (i < n) acc += __builtin_convertvector(load_tail(x + i, n - i), V8d);
+  double s = 0.0;
+  for (int l = 0; l < 8; ++l) s += acc[l];
+  return s;
+}
+
 OCTET_SIMD_CLONES void dequantize_run(const int8_t* q, int64_t n, float scale, float* out) {
   for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(q[i]) * scale;
 }
@@ -230,25 +241,29 @@ CosineSums cosine_sums_nearest(const float* g, int64_t n, float inv) {
 }
 
 void quantize_transposed(const float* src, int64_t outer, int64_t inner, int64_t len, float inv, Int8Rounding rounding,
-                         uint64_t seed, int8_t* dst, CosineSums* sums) {
+                         uint64_t seed, int8_t* dst, CosineSums* sums, double* inner_sums) {
   // Fixed blocks of the flat source (so the sums do not depend on the threads), quantized in one
   // run each and scattered plane piece by plane piece: planes can be as short as 16 elements (4x4
   // feature maps), too short to be work items of their own.
-  const int64_t n = outer * inner * len;
+  const int64_t n = outer * inner * len, blocks = num_blocks(n);
   const bool in_place = outer == 1 || inner == 1;  // the transposition is the identity
-  std::vector<CosineSums> part(sums ? static_cast<size_t>(num_blocks(n)) : 0);
-  parallel_for(0, num_blocks(n), 1, [&](int64_t b0, int64_t b1) {
+  std::vector<CosineSums> part(sums ? static_cast<size_t>(blocks) : 0);
+  // (plane, sum of the plane's elements inside the block) per block, for inner_sums.
+  std::vector<std::vector<std::pair<int64_t, double>>> pieces(inner_sums ? static_cast<size_t>(blocks) : 0);
+  parallel_for(0, blocks, 1, [&](int64_t b0, int64_t b1) {
     std::vector<int8_t> tmp(in_place ? 0 : static_cast<size_t>(kQuantBlock));
     for (int64_t b = b0; b < b1; ++b) {
       const int64_t begin = b * kQuantBlock, end = std::min(n, begin + kQuantBlock);
       int8_t* q = in_place ? dst + begin : tmp.data();
       quantize_run(src + begin, end - begin, inv, rounding, seed, static_cast<uint64_t>(begin), q);
       if (sums) part[b] = sums_run(src + begin, q, end - begin);
-      if (in_place) continue;
       for (int64_t j = begin; j < end;) {
         const int64_t plane = j / len, l0 = j % len, l1 = std::min(len, l0 + (end - j));
-        const int64_t o = plane / inner, i = plane % inner;
-        std::memcpy(dst + (i * outer + o) * len + l0, q + (j - begin), static_cast<size_t>(l1 - l0));
+        if (inner_sums) pieces[b].emplace_back(plane, sum_run(src + j, l1 - l0));
+        if (!in_place) {
+          const int64_t o = plane / inner, i = plane % inner;
+          std::memcpy(dst + (i * outer + o) * len + l0, q + (j - begin), static_cast<size_t>(l1 - l0));
+        }
         j += l1 - l0;
       }
     }
@@ -256,6 +271,15 @@ void quantize_transposed(const float* src, int64_t outer, int64_t inner, int64_t
   if (sums) {
     *sums = CosineSums();
     for (const CosineSums& p : part) *sums += p;
+  }
+  if (inner_sums) {
+    std::vector<double> plane_sums(static_cast<size_t>(outer * inner), 0.0);
+    for (const auto& block : pieces)
+      for (const auto& [plane, sum] : block) plane_sums[plane] += sum;
+    for (int64_t i = 0; i < inner; ++i) {
+      inner_sums[i] = 0.0;
+      for (int64_t o = 0; o < outer; ++o) inner_sums[i] += plane_sums[o * inner + i];
+    }
   }
 }
 

@@ -60,8 +60,10 @@ CosineSums cosine_sums_nearest(const float* g, int64_t n, float inv);
 // of output positions of one channel is one contiguous run for the GEMMs. Element (o, i, l) is
 // element (o*inner + i)*len + l of src for stochastic rounding (the index in the tensor's own
 // row-major order, so the codes do not depend on the layout). With `sums`, also the cosine
-// statistics of the whole quantization.
+// statistics of the whole quantization; with `inner_sums` ([inner] doubles), the sum of each inner
+// index's float values over outer and len (the conv's bias gradient, from the same pass over dy),
+// in a fixed order.
 void quantize_transposed(const float* src, int64_t outer, int64_t inner, int64_t len, float inv, Int8Rounding rounding,
-                         uint64_t seed, int8_t* dst, CosineSums* sums = nullptr);
+                         uint64_t seed, int8_t* dst, CosineSums* sums = nullptr, double* inner_sums = nullptr);
 
 }  // namespace octet::quant::cpu

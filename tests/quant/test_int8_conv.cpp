@@ -50,6 +50,10 @@ std::vector<ConvCase> conv_cases() {
       {"depthwise_x2", 2, 3, 8, 7, 6, 3, 3, Conv2dOptions().padding(1).groups(3)},
       {"depthwise_nonsquare", 1, 4, 7, 10, 8, 3, 2, Conv2dOptions().stride(1, 2).padding(1, 1).dilation(2, 1).groups(4),
        false},
+      {"depthwise_dilated", 2, 4, 9, 8, 4, 3, 3, Conv2dOptions().padding(2, 1).dilation(2, 1).groups(4)},
+      {"depthwise_big_pad", 1, 3, 5, 5, 3, 3, 3, Conv2dOptions().padding(3).groups(3)},
+      // 30x30 planes padded to 32x32: 16 samples per block of the wide kernels, so 20 make two.
+      {"depthwise_two_blocks", 20, 2, 30, 30, 2, 3, 3, Conv2dOptions().padding(1).groups(2)},
       {"pointwise", 2, 5, 6, 7, 4, 1, 1, Conv2dOptions()},
       {"pointwise_groups", 2, 4, 5, 3, 6, 1, 1, Conv2dOptions().groups(2)},
       {"pointwise_stride2", 1, 3, 7, 5, 2, 1, 1, Conv2dOptions().stride(2)},

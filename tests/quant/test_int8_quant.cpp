@@ -66,7 +66,10 @@ TEST(Int8Quant, TransposedQuantizerMatchesFlatOne) {
   for (Int8Rounding r : {Int8Rounding::nearest, Int8Rounding::stochastic}) {
     std::vector<int8_t> t(x.numel());
     cpu::CosineSums sums;
-    cpu::quantize_transposed(x.data<float>(), 3, 5, 1111, inv, r, 9, t.data(), &sums);
+    std::vector<double> inner_sums(5);
+    cpu::quantize_transposed(x.data<float>(), 3, 5, 1111, inv, r, 9, t.data(), &sums, inner_sums.data());
+    std::vector<double> want_inner = sum(x.to(DType::f64), {0, 2}).to_vector<double>();
+    for (int i = 0; i < 5; ++i) EXPECT_NEAR(inner_sums[i], want_inner[i], 1e-9);
     std::vector<int8_t> flat = codes_of(int8_quantize(x, int8_absmax(x), r, 9));
     double gq = 0, gg = 0, qq = 0;
     const float* xv = x.data<float>();
