@@ -2,13 +2,12 @@
 // CMakeLists.txt): every clone of the rescale loops rounds float(acc) * scale and + bias apart.
 #include "quant/cpu/int8_conv.h"
 
-#include "quant/cpu/int8_conv_detail.h"
-
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
 #include "core/parallel.h"
+#include "quant/cpu/int8_conv_detail.h"
 #include "quant/cpu/int8_gemm.h"
 #include "quant/cpu/simd_clones.h"
 
@@ -22,8 +21,6 @@ namespace {
 constexpr int64_t kChunkBytes = int64_t{1} << 20;
 // Columns of one position block of the weight gradient (whose GEMMs reduce over positions).
 constexpr int64_t kDwColBytes = int64_t{8} << 20;
-// Products of two codes in [-127, 127] an int32 sum can always hold: 2^17 * 127^2 < 2^31.
-constexpr int64_t kMaxInt32Terms = int64_t{1} << 17;
 
 // Uninitialized scratch of n elements of T from octet's caching allocator (fresh pages per call
 // would cost as much as the work); `keep` owns it.
@@ -40,7 +37,8 @@ bool is_pointwise(const Conv2dGeometry& g) {
 // ---------------------------------------------------------------- element loops
 
 // acc[iw0 + q*stride] += col[q] for q in [lo, hi)
-inline void add_scatter(int32_t* acc, const int32_t* col, int64_t iw0, int64_t lo, int64_t hi, int64_t stride) {
+OCTET_SIMD_INLINE void add_scatter(int32_t* acc, const int32_t* col, int64_t iw0, int64_t lo, int64_t hi,
+                                   int64_t stride) {
   for (int64_t q = lo; q < hi; ++q) acc[iw0 + q * stride] += col[q];
 }
 
@@ -75,7 +73,7 @@ void for_chunks(const Chunks& ch, Fn fn) {
 // fn(n, pq0, pq1, offset) for the runs of positions [j0, j1) inside one sample; offset is the run's
 // first column in the block.
 template <typename Fn>
-void for_sample_runs(const Conv2dGeometry& g, int64_t j0, int64_t j1, Fn fn) {
+OCTET_SIMD_INLINE void for_sample_runs(const Conv2dGeometry& g, int64_t j0, int64_t j1, Fn fn) {
   const int64_t pq = g.p * g.q;
   for (int64_t j = j0; j < j1;) {
     const int64_t n = j / pq, pq0 = j % pq, pq1 = std::min(pq, pq0 + (j1 - j));
@@ -84,20 +82,48 @@ void for_sample_runs(const Conv2dGeometry& g, int64_t j0, int64_t j1, Fn fn) {
   }
 }
 
+// One row (c, r, s) of the columns of a "same" stride-1 conv (P = H, Q = W) for the positions
+// [pq0, pq1) of one sample: the input plane shifted by (r*dh - ph)*W + (s*dw - pw), so a single copy
+// of the overlapping span; the padding rows fall outside the plane and the columns that wrapped
+// around a row edge are zeroed afterwards.
+void im2col_same_run(const Conv2dGeometry& g, const int8_t* plane, int64_t r, int64_t s, int64_t pq0, int64_t pq1,
+                     int8_t* dst) {
+  const int64_t hw = g.h * g.w, d = s * g.dil_w - g.pad_w, shift = (r * g.dil_h - g.pad_h) * g.w + d;
+  const int64_t a = std::clamp(-shift, pq0, pq1), b = std::clamp(hw - shift, pq0, pq1);  // copy [a, b)
+  std::memset(dst, 0, static_cast<size_t>(a - pq0));
+  if (b > a) std::memcpy(dst + (a - pq0), plane + a + shift, static_cast<size_t>(b - a));
+  std::memset(dst + (std::max(a, b) - pq0), 0, static_cast<size_t>(pq1 - std::max(a, b)));
+  if (d == 0) return;
+  // Columns q with q + d outside [0, W): [0, -d) on the left or [W - d, W) on the right.
+  const int64_t z0 = d < 0 ? 0 : g.w - d, z1 = d < 0 ? std::min(-d, g.w) : g.w;
+  for (int64_t row = pq0 / g.w; row * g.w < pq1; ++row) {
+    const int64_t lo = std::max(pq0, row * g.w + std::max<int64_t>(z0, 0)), hi = std::min(pq1, row * g.w + z1);
+    if (hi > lo) std::memset(dst + (lo - pq0), 0, static_cast<size_t>(hi - lo));
+  }
+}
+
 // col[(c*R + r)*S + s][j - j0] = x[c][n][ih][iw] of position j = (n, p, q), 0 in the padding;
 // x is [C][N][H][W].
 void im2col_chunk(const Conv2dGeometry& g, const int8_t* x, int64_t j0, int64_t j1, int8_t* col) {
-  const int64_t nc = j1 - j0, rows = g.c * g.r * g.s, hw = g.h * g.w;
+  const int64_t nc = j1 - j0, rows = g.c * g.r * g.s, hw = g.h * g.w, pq = g.p * g.q;
+  const bool same = g.stride_h == 1 && g.stride_w == 1 && g.p == g.h && g.q == g.w;
   parallel_for(0, rows, std::max<int64_t>(1, 16384 / nc), [&](int64_t row0, int64_t row1) {
     for (int64_t row = row0; row < row1; ++row) {
       const int64_t s = row % g.s, r = (row / g.s) % g.r, c = row / (g.r * g.s);
       const int8_t* xc = x + c * g.n * hw;
       int8_t* dst = col + row * nc;
+      if (same) {
+        for_sample_runs(g, j0, j1, [&](int64_t n, int64_t pq0, int64_t pq1, int64_t off) {
+          im2col_same_run(g, xc + n * hw, r, s, pq0, pq1, dst + off);
+        });
+        continue;
+      }
       int64_t q_lo, q_hi;
       const int64_t iw0 = s * g.dil_w - g.pad_w;
       valid_range(iw0, g.stride_w, g.w, g.q, q_lo, q_hi);
+      // Walk the positions row by row: (n, p, q0) advance without divisions.
+      int64_t n = j0 / pq, p = (j0 % pq) / g.q, q0 = j0 % g.q;
       for (int64_t j = j0; j < j1;) {
-        const int64_t n = j / (g.p * g.q), pq = j % (g.p * g.q), p = pq / g.q, q0 = pq % g.q;
         const int64_t q1 = std::min(g.q, q0 + (j1 - j));
         int8_t* d = dst + (j - j0);  // d[q - q0] for q in [q0, q1)
         const int64_t ih = p * g.stride_h - g.pad_h + r * g.dil_h;
@@ -114,6 +140,8 @@ void im2col_chunk(const Conv2dGeometry& g, const int8_t* x, int64_t j0, int64_t 
           std::memset(d + (b - q0), 0, static_cast<size_t>(q1 - b));
         }
         j += q1 - q0;
+        q0 = 0;
+        if (++p == g.p) p = 0, ++n;
       }
     }
   });

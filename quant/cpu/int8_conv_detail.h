@@ -7,13 +7,15 @@
 #include <cstdint>
 
 #include "core/kernels.h"
+#include "quant/cpu/simd_clones.h"
 
 namespace octet::quant::cpu::detail {
 
 using kernels::Conv2dGeometry;
 
 // Output positions o in [lo, hi) whose input index o*stride + base falls inside [0, limit).
-inline void valid_range(int64_t base, int64_t stride, int64_t limit, int64_t out_len, int64_t& lo, int64_t& hi) {
+OCTET_SIMD_INLINE void valid_range(int64_t base, int64_t stride, int64_t limit, int64_t out_len, int64_t& lo,
+                                   int64_t& hi) {
   lo = base >= 0 ? 0 : (-base + stride - 1) / stride;
   const int64_t last = limit - 1 - base;
   hi = last < 0 ? 0 : std::min(out_len, last / stride + 1);
@@ -23,7 +25,7 @@ inline void valid_range(int64_t base, int64_t stride, int64_t limit, int64_t out
 // fn(p, ih, iw0, q_lo, q_hi) for each output row p of tap (r, s) whose input row ih is inside the
 // image; output columns [q_lo, q_hi) read input column iw0 + q*stride_w.
 template <typename Fn>
-void for_tap_rows(const Conv2dGeometry& g, int64_t r, int64_t s, Fn fn) {
+OCTET_SIMD_INLINE void for_tap_rows(const Conv2dGeometry& g, int64_t r, int64_t s, Fn fn) {
   int64_t q_lo, q_hi;
   const int64_t iw0 = s * g.dil_w - g.pad_w;
   valid_range(iw0, g.stride_w, g.w, g.q, q_lo, q_hi);
@@ -35,7 +37,7 @@ void for_tap_rows(const Conv2dGeometry& g, int64_t r, int64_t s, Fn fn) {
 
 // out[i] = float(acc[i]) * scale + bias. Inline, so that it is compiled into each per-ISA kernel
 // (OCTET_SIMD_CLONES) that calls it: a dispatched call per short row would cost more than the row.
-inline void rescale_run(const int32_t* acc, int64_t n, float scale, float bias, float* out) {
+OCTET_SIMD_INLINE void rescale_run(const int32_t* acc, int64_t n, float scale, float bias, float* out) {
   for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(acc[i]) * scale + bias;
 }
 

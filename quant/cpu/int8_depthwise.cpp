@@ -24,7 +24,8 @@ namespace {
 // ---------------------------------------------------------------- rows (any stride)
 
 // acc[q] += w * x[iw0 + q*stride] for q in [lo, hi)
-inline void tap_gather(int32_t* acc, const int8_t* x, int64_t iw0, int64_t lo, int64_t hi, int64_t stride, int32_t w) {
+OCTET_SIMD_INLINE void tap_gather(int32_t* acc, const int8_t* x, int64_t iw0, int64_t lo, int64_t hi, int64_t stride,
+                                  int32_t w) {
   if (stride == 1) {
     for (int64_t q = lo; q < hi; ++q) acc[q] += w * static_cast<int32_t>(x[iw0 + q]);
   } else {
@@ -33,8 +34,8 @@ inline void tap_gather(int32_t* acc, const int8_t* x, int64_t iw0, int64_t lo, i
 }
 
 // acc[iw0 + q*stride] += w * dy[q] for q in [lo, hi)
-inline void tap_scatter(int32_t* acc, const int8_t* dy, int64_t iw0, int64_t lo, int64_t hi, int64_t stride,
-                        int32_t w) {
+OCTET_SIMD_INLINE void tap_scatter(int32_t* acc, const int8_t* dy, int64_t iw0, int64_t lo, int64_t hi, int64_t stride,
+                                   int32_t w) {
   if (stride == 1) {
     for (int64_t q = lo; q < hi; ++q) acc[iw0 + q] += w * static_cast<int32_t>(dy[q]);
   } else {
@@ -43,7 +44,8 @@ inline void tap_scatter(int32_t* acc, const int8_t* dy, int64_t iw0, int64_t lo,
 }
 
 // sum dy[q] * x[iw0 + q*stride] for q in [lo, hi)
-inline int32_t tap_dot(const int8_t* dy, const int8_t* x, int64_t iw0, int64_t lo, int64_t hi, int64_t stride) {
+OCTET_SIMD_INLINE int32_t tap_dot(const int8_t* dy, const int8_t* x, int64_t iw0, int64_t lo, int64_t hi,
+                                  int64_t stride) {
   int32_t s = 0;
   if (stride == 1) {
     for (int64_t q = lo; q < hi; ++q) s += static_cast<int32_t>(dy[q]) * static_cast<int32_t>(x[iw0 + q]);
@@ -147,11 +149,11 @@ inline void embed_planes(const int8_t* src, int64_t nb, int64_t h, int64_t w, in
       std::memcpy(dst + (n * hp + y + oy) * wp + ox, src + (n * h + y) * w, static_cast<size_t>(w));
 }
 
-inline void wide_tap(int32_t* acc, const int8_t* x, int64_t len, int32_t w) {
+OCTET_SIMD_INLINE void wide_tap(int32_t* acc, const int8_t* x, int64_t len, int32_t w) {
   for (int64_t i = 0; i < len; ++i) acc[i] += w * static_cast<int32_t>(x[i]);
 }
 
-inline int32_t wide_dot(const int8_t* a, const int8_t* b, int64_t len) {
+OCTET_SIMD_INLINE int32_t wide_dot(const int8_t* a, const int8_t* b, int64_t len) {
   int32_t s = 0;
   for (int64_t i = 0; i < len; ++i) s += static_cast<int32_t>(a[i]) * static_cast<int32_t>(b[i]);
   return s;

@@ -19,20 +19,20 @@ namespace {
 constexpr float kRoundMagic = 0x1.8p23f;  // 1.5 * 2^23: adding it leaves no fraction bits
 
 // int8_clamped of quant/int8.h, written with selects.
-inline float clamped(float x, float inv) {
+OCTET_SIMD_INLINE float clamped(float x, float inv) {
   float y = x * inv;
   y = y == y ? y : 0.0f;
   y = y < -kInt8Max ? -kInt8Max : y;
   return y > kInt8Max ? kInt8Max : y;
 }
 // nearbyint for |y| <= 2^22 in the default rounding mode (ties to even).
-inline float round_even(float y) { return (y + kRoundMagic) - kRoundMagic; }
+OCTET_SIMD_INLINE float round_even(float y) { return (y + kRoundMagic) - kRoundMagic; }
 // floor for |v| < 2^31.
-inline float floor_small(float v) {
+OCTET_SIMD_INLINE float floor_small(float v) {
   const float t = static_cast<float>(static_cast<int32_t>(v));
   return t > v ? t - 1.0f : t;
 }
-inline int8_t to_code(float r) { return static_cast<int8_t>(static_cast<int32_t>(r)); }
+OCTET_SIMD_INLINE int8_t to_code(float r) { return static_cast<int8_t>(static_cast<int32_t>(r)); }
 
 // max |x| on the bit patterns: for non-negative floats the integer order is the float order, and
 // every NaN pattern lies above infinity's, so a NaN wins the max and survives (no float max
@@ -110,7 +110,7 @@ struct Lanes {
   V8d gq = {}, gg = {}, qq = {};
   uint32_t max_bits = 0;  // of |g|, for the finiteness check
 
-  void add(V8f g, V8d q) {
+  OCTET_SIMD_INLINE void add(V8f g, V8d q) {
     const V8d gv = __builtin_convertvector(g, V8d);
     gq += gv * q, gg += gv * gv, qq += q * q;
   }
@@ -122,20 +122,20 @@ struct Lanes {
   }
 };
 
-V8f load8(const float* p) {
+OCTET_SIMD_INLINE V8f load8(const float* p) {
   V8f v;
   std::memcpy(&v, p, sizeof v);
   return v;
 }
 // The last n < 8 elements, zero-padded (a zero adds nothing to any sum).
-V8f load_tail(const float* p, int64_t n) {
+OCTET_SIMD_INLINE V8f load_tail(const float* p, int64_t n) {
   V8f v = {};
   for (int64_t l = 0; l < n; ++l) v[l] = p[l];
   return v;
 }
 
 // clamped() and round_even() on eight lanes.
-V8d nearest8(V8f g, float inv) {
+OCTET_SIMD_INLINE V8d nearest8(V8f g, float inv) {
   V8f y = g * inv;
   y = y == y ? y : V8f{};
   y = y < -kInt8Max ? -kInt8Max : y;
