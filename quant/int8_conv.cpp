@@ -102,7 +102,9 @@ Tensor int8_conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, const C
 
   if (autograd::needs_grad({x, w, bias})) {
     const bool rx = x.requires_grad(), rw = w.requires_grad(), rb = bias.defined() && bias.requires_grad();
-    autograd::record(kOp, {x, w, bias}, {out}, [=](const Grads& gr) {
+    // Keep only the codes a gradient needs: dx reads w's, dw reads x's.
+    const Tensor keep_wq = rx ? wq : Tensor(), keep_xq = rw ? xq : Tensor();
+    autograd::record(kOp, {x, w, bias}, {out}, [=, wq = keep_wq, xq = keep_xq](const Grads& gr) {
       Tensor dy = gr[0].contiguous();
       Tensor dx, dw, db;
       if (rx || rw) {
