@@ -80,9 +80,9 @@ void split_phases(const Conv2dGeometry& g, const Phases& v, const int8_t* x, int
         for (int64_t i = 0; i < v.hph; ++i) {
           const int64_t y = i * v.sh + a - g.pad_h;
           if (y < 0 || y >= g.h) continue;
-          const int8_t* row = x + (n * g.h + y) * g.w + b - g.pad_w;
+          const int8_t* row = x + (n * g.h + y) * g.w;
           int8_t* d = dst + (n * v.hph + i) * v.wph;
-          for (int64_t j = j_lo; j < j_hi; ++j) d[j] = row[j * v.sw];
+          for (int64_t j = j_lo; j < j_hi; ++j) d[j] = row[j * v.sw + b - g.pad_w];
         }
     }
 }
