@@ -22,13 +22,21 @@ namespace octet::quant::cpu::detail {
 
 namespace {
 
-// Planes [nb][h][w] copied into a zeroed [nb][hp][wp] block at row oy, column ox.
-void embed_planes(const int8_t* src, int64_t nb, int64_t h, int64_t w, int64_t hp, int64_t wp, int64_t oy, int64_t ox,
-                  int8_t* dst) {
+// Planes [nb][h][w] copied into a zeroed [nb][hp][wp] block at row oy, column ox. Rows of small
+// planes are a few bytes: copied inline (a memcpy call per 4- or 8-byte row cost more than the
+// convolution of the block).
+OCTET_SIMD_INLINE void embed_planes(const int8_t* src, int64_t nb, int64_t h, int64_t w, int64_t hp, int64_t wp,
+                                    int64_t oy, int64_t ox, int8_t* dst) {
   std::memset(dst, 0, static_cast<size_t>(nb * hp * wp));
   for (int64_t n = 0; n < nb; ++n)
-    for (int64_t y = 0; y < h; ++y)
-      std::memcpy(dst + (n * hp + y + oy) * wp + ox, src + (n * h + y) * w, static_cast<size_t>(w));
+    for (int64_t y = 0; y < h; ++y) {
+      int8_t* __restrict d = dst + (n * hp + y + oy) * wp + ox;
+      const int8_t* __restrict s = src + (n * h + y) * w;
+      if (w >= 64)
+        std::memcpy(d, s, static_cast<size_t>(w));
+      else
+        for (int64_t x = 0; x < w; ++x) d[x] = s[x];
+    }
 }
 
 OCTET_SIMD_INLINE void wide_tap(int32_t* acc, const int8_t* x, int64_t len, int32_t w) {
@@ -68,7 +76,8 @@ Phases make_phases(const Conv2dGeometry& g) {
 }
 
 // xph[phase][n][i][j] = x[n][i*sh + a - ph][j*sw + b - pw] (0 outside) for `cnt` samples [cnt][H][W].
-void split_phases(const Conv2dGeometry& g, const Phases& v, const int8_t* x, int64_t cnt, int8_t* xph) {
+OCTET_SIMD_INLINE void split_phases(const Conv2dGeometry& g, const Phases& v, const int8_t* x, int64_t cnt,
+                                    int8_t* xph) {
   if (v.count() == 1) return embed_planes(x, cnt, g.h, g.w, v.hph, v.wph, g.pad_h, g.pad_w, xph);
   std::memset(xph, 0, static_cast<size_t>(v.count() * v.nb * v.plane()));
   for (int64_t a = 0; a < v.sh; ++a)
@@ -144,10 +153,12 @@ OCTET_SIMD_CLONES void wide_backward_input_items(const Conv2dGeometry& g, const 
         float* d = dx + ((n0 + n) * g.c + c) * hw + h * g.w;
         if (v.sw == 1) {
           rescale_run(row + g.pad_w, g.w, scale, 0.0f, d);
-        } else {
-          for (int64_t xx = 0; xx < g.w; ++xx) {
-            const int64_t col = xx + g.pad_w;
-            d[xx] = static_cast<float>(row[(col % v.sw) * phase_len + col / v.sw]) * scale;
+        } else {  // padded column j*sw + b is dx column j*sw + b - pw
+          for (int64_t b = 0; b < v.sw; ++b) {
+            int64_t j_lo, j_hi;
+            valid_range(b - g.pad_w, v.sw, g.w, v.wph, j_lo, j_hi);
+            const int32_t* src = row + b * phase_len;
+            for (int64_t j = j_lo; j < j_hi; ++j) d[j * v.sw + b - g.pad_w] = static_cast<float>(src[j]) * scale;
           }
         }
       }

@@ -200,7 +200,7 @@ OCTET_SIMD_CLONES CosineSums nearest_sums_run(const float* g, int64_t n, float i
 }
 
 // sum x[i] in double over eight lanes, combined in lane order.
-OCTET_SIMD_CLONES double sum_run(const float* x, int64_t n) {
+OCTET_SIMD_INLINE double sum_run(const float* x, int64_t n) {
   V8d acc = {};
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) acc += __builtin_convertvector(load8(x + i), V8d);
@@ -208,6 +208,23 @@ OCTET_SIMD_CLONES double sum_run(const float* x, int64_t n) {
   double s = 0.0;
   for (int l = 0; l < 8; ++l) s += acc[l];
   return s;
+}
+
+// The plane pieces of source elements [begin, end) (planes of `len`): with `piece_sums`, each
+// piece's float sum (in order); with `dst`, the codes q[0, end - begin) copied to plane (o, i)'s
+// place [inner][outer][len]. One call per block: pieces can be 16 elements long.
+OCTET_SIMD_CLONES void scatter_pieces(const float* src, const int8_t* q, int64_t begin, int64_t end, int64_t outer,
+                                      int64_t inner, int64_t len, int8_t* dst, double* piece_sums) {
+  int64_t piece = 0;
+  for (int64_t j = begin; j < end; ++piece) {
+    const int64_t plane = j / len, l0 = j % len, l1 = std::min(len, l0 + (end - j));
+    if (piece_sums) piece_sums[piece] = sum_run(src + j, l1 - l0);
+    if (dst) {
+      const int64_t o = plane / inner, i = plane % inner;
+      std::memcpy(dst + (i * outer + o) * len + l0, q + (j - begin), static_cast<size_t>(l1 - l0));
+    }
+    j += l1 - l0;
+  }
 }
 
 OCTET_SIMD_CLONES void dequantize_run(const int8_t* q, int64_t n, float scale, float* out) {
@@ -271,8 +288,12 @@ void quantize_transposed(const float* src, int64_t outer, int64_t inner, int64_t
   const int64_t n = outer * inner * len, blocks = num_blocks(n);
   const bool in_place = outer == 1 || inner == 1;  // the transposition is the identity
   std::vector<CosineSums> part(sums ? static_cast<size_t>(blocks) : 0);
-  // (plane, sum of the plane's elements inside the block) per block, for inner_sums.
-  std::vector<std::vector<std::pair<int64_t, double>>> pieces(inner_sums ? static_cast<size_t>(blocks) : 0);
+  // A block [b*B, (b+1)*B) meets planes first_plane(b) .. its last one; their partial sums.
+  auto first_plane = [&](int64_t b) { return b * kQuantBlock / len; };
+  auto planes_in = [&](int64_t b) { return (std::min(n, (b + 1) * kQuantBlock) - 1) / len - first_plane(b) + 1; };
+  std::vector<int64_t> piece_start(inner_sums ? static_cast<size_t>(blocks + 1) : 0, 0);
+  for (int64_t b = 0; inner_sums && b < blocks; ++b) piece_start[b + 1] = piece_start[b] + planes_in(b);
+  std::vector<double> pieces(inner_sums ? static_cast<size_t>(piece_start[blocks]) : 0);
   parallel_for(0, blocks, 1, [&](int64_t b0, int64_t b1) {
     std::vector<int8_t> tmp(in_place ? 0 : static_cast<size_t>(kQuantBlock));
     for (int64_t b = b0; b < b1; ++b) {
@@ -280,15 +301,9 @@ void quantize_transposed(const float* src, int64_t outer, int64_t inner, int64_t
       int8_t* q = in_place ? dst + begin : tmp.data();
       quantize_run(src + begin, end - begin, inv, rounding, seed, static_cast<uint64_t>(begin), q);
       if (sums) part[b] = sums_run(src + begin, q, end - begin);
-      for (int64_t j = begin; j < end;) {
-        const int64_t plane = j / len, l0 = j % len, l1 = std::min(len, l0 + (end - j));
-        if (inner_sums) pieces[b].emplace_back(plane, sum_run(src + j, l1 - l0));
-        if (!in_place) {
-          const int64_t o = plane / inner, i = plane % inner;
-          std::memcpy(dst + (i * outer + o) * len + l0, q + (j - begin), static_cast<size_t>(l1 - l0));
-        }
-        j += l1 - l0;
-      }
+      if (inner_sums || !in_place)
+        scatter_pieces(src, q, begin, end, outer, inner, len, in_place ? nullptr : dst,
+                       inner_sums ? pieces.data() + piece_start[b] : nullptr);
     }
   });
   if (sums) {
@@ -297,8 +312,8 @@ void quantize_transposed(const float* src, int64_t outer, int64_t inner, int64_t
   }
   if (inner_sums) {
     std::vector<double> plane_sums(static_cast<size_t>(outer * inner), 0.0);
-    for (const auto& block : pieces)
-      for (const auto& [plane, sum] : block) plane_sums[plane] += sum;
+    for (int64_t b = 0; b < blocks; ++b)
+      for (int64_t k = 0; k < planes_in(b); ++k) plane_sums[first_plane(b) + k] += pieces[piece_start[b] + k];
     for (int64_t i = 0; i < inner; ++i) {
       inner_sums[i] = 0.0;
       for (int64_t o = 0; o < outer; ++o) inner_sums[i] += plane_sums[o * inner + i];
