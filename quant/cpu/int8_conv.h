@@ -14,8 +14,8 @@
 //     plane, rescale.
 //   dw: GEMM dy . im2col(x)^T over large position blocks taken in order, each GEMM split across the
 //     threads by tiles of the int32 accumulator; int64 beyond 2^17 positions.
-//   Depthwise (groups == C, K = m*C): direct int32 kernels (quant/cpu/int8_depthwise.cpp), for
-//     stride 1 one long loop per tap over a zero-padded block of samples.
+//   Depthwise (groups == C, K = m*C): direct int32 kernels (quant/cpu/int8_depthwise.cpp), one
+//     long loop per tap over a zero-padded block of samples (strides through phase planes).
 // Integer sums are exact, so no result depends on the thread count or the blocking.
 //   cpu::int8_conv2d_forward(geom, xq, wq, sx * sw, bias, out);
 #pragma once
