@@ -91,6 +91,13 @@ void encode_isa(Isa isa, const float* x, int64_t n, float absmax, const SearchTr
   detail::encode_portable(x, n, absmax, tree, codes);
 }
 
+void decode_isa(Isa isa, const uint8_t* codes, int64_t n, float absmax, const float* map, float* out) {
+#ifdef OCTET_CPU_X86
+  if (isa == Isa::avx512) return detail::decode_avx512(codes, n, absmax, map, out);
+#endif
+  detail::decode_portable(codes, n, absmax, map, out);  // AVX2: the scalar lookup was fastest
+}
+
 void check_isa(Isa isa, const char* op) {
   OCTET_CHECK(isa_supported(isa), op, ": ISA ", isa_name(isa), " is not supported by this CPU or build");
 }
@@ -107,8 +114,8 @@ void quantize_block(Isa isa, const float* x, int64_t n, const float* map, uint8_
 }
 
 void dequantize_block(Isa isa, const uint8_t* codes, int64_t n, float absmax, const float* map, float* out) {
-  check_isa(isa, "quant::cpu::dequantize_block");  // one lookup loop serves every ISA
-  detail::decode_portable(codes, n, absmax, map, out);
+  check_isa(isa, "quant::cpu::dequantize_block");
+  decode_isa(isa, codes, n, absmax, map, out);
 }
 
 namespace {
@@ -132,10 +139,11 @@ void quantize_blocks(const float* x, int64_t n, int64_t block_size, const float*
 
 void dequantize_blocks(const uint8_t* codes, int64_t n, int64_t block_size, const float* absmax, const float* map,
                        float* out) {
+  const Isa isa = active_isa();
   parallel_for(0, (n + block_size - 1) / block_size, block_grain(block_size), [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b) {
       int64_t begin = b * block_size, len = std::min(block_size, n - begin);
-      detail::decode_portable(codes + begin, len, absmax[b], map, out + begin);
+      decode_isa(isa, codes + begin, len, absmax[b], map, out + begin);
     }
   });
 }
