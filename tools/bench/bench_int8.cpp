@@ -1,0 +1,155 @@
+// INT8 convolution benchmark (CPU): per-layer forward and forward+backward time of int8_conv2d
+// (quant/int8_conv.h: stochastic rounding and DSGC on, as in training) against the FP32 conv2d
+// (oneDNN primitives) on ResNet-50 and MobileNetV2-CIFAR layer shapes, the INT8/FP32 ratio from
+// the same run, the DSGC search (run once per clip_update_period steps, not in the step time),
+// and the int8 GEMM (oneDNN s8s8s32 and the reference loops) at 1024^3 beside SGEMM.
+//   build/tools/bench/octet_bench_int8 [--threads 2] [--reps 3] [--batch 32] [--only SUBSTRING]
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/octet.h"
+#include "quant/cpu/int8_gemm.h"
+#include "quant/dsgc.h"
+#include "quant/int8_conv.h"
+#include "tools/bench/bench_util.h"
+
+using namespace octet;
+using octet::bench::best_time;
+
+namespace {
+
+struct Layer {
+  const char* name;
+  int64_t c, hw, k, kernel, stride, groups;
+};
+
+// ResNet-50 (ImageNet, v1.5: the stride sits on the 3x3) and MobileNetV2 for CIFAR (32x32 input,
+// expansion 6): input channels, spatial size, output channels, kernel, stride, groups.
+const Layer kLayers[] = {
+    {"R50 conv2 1x1 56x56 64->64", 64, 56, 64, 1, 1, 1},
+    {"R50 conv2 3x3 56x56 64->64", 64, 56, 64, 3, 1, 1},
+    {"R50 conv2 1x1 56x56 64->256 (expand)", 64, 56, 256, 1, 1, 1},
+    {"R50 conv2 1x1 56x56 256->64 (reduce)", 256, 56, 64, 1, 1, 1},
+    {"R50 conv3 3x3 s2 56x56 128->128", 128, 56, 128, 3, 2, 1},
+    {"R50 conv3 3x3 28x28 128->128", 128, 28, 128, 3, 1, 1},
+    {"R50 conv4 3x3 14x14 256->256", 256, 14, 256, 3, 1, 1},
+    {"R50 conv4 1x1 14x14 256->1024 (expand)", 256, 14, 1024, 1, 1, 1},
+    {"R50 conv5 3x3 7x7 512->512", 512, 7, 512, 3, 1, 1},
+    {"R50 conv5 1x1 7x7 512->2048 (expand)", 512, 7, 2048, 1, 1, 1},
+    {"MV2 1x1 32x32 24->144 (expand)", 24, 32, 144, 1, 1, 1},
+    {"MV2 dw 3x3 32x32 144", 144, 32, 144, 3, 1, 144},
+    {"MV2 1x1 32x32 144->24 (project)", 144, 32, 24, 1, 1, 1},
+    {"MV2 dw 3x3 s2 32x32 144", 144, 32, 144, 3, 2, 144},
+    {"MV2 dw 3x3 16x16 192", 192, 16, 192, 3, 1, 192},
+    {"MV2 1x1 16x16 32->192 (expand)", 32, 16, 192, 1, 1, 1},
+    {"MV2 dw 3x3 8x8 384", 384, 8, 384, 3, 1, 384},
+    {"MV2 1x1 8x8 384->64 (project)", 384, 8, 64, 1, 1, 1},
+    {"MV2 dw 3x3 4x4 960", 960, 4, 960, 3, 1, 960},
+    {"MV2 1x1 4x4 160->960 (expand)", 160, 4, 960, 1, 1, 1},
+};
+
+struct Times {
+  double fwd, step;
+};
+
+// Forward alone (no graph) and forward + backward to x and w, best of `reps`.
+template <typename Conv>
+Times time_conv(int reps, const Tensor& x, const Tensor& w, const Tensor& dy, Conv conv) {
+  Times t{};
+  t.fwd = best_time(reps, [&] {
+    NoGradGuard no_grad;
+    conv(x, w);
+  });
+  t.step = best_time(reps, [&] {
+    x.set_grad(Tensor());
+    w.set_grad(Tensor());
+    conv(x, w).backward(dy);
+  });
+  return t;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int threads = 2, reps = 3;
+  int64_t batch = 32;
+  std::string only;  // run only the layers whose name contains this
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--threads"))
+      threads = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--reps"))
+      reps = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--batch"))
+      batch = std::atoll(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--only"))
+      only = argv[i + 1];
+  }
+  set_num_threads(threads);
+  Generator gen(0);
+
+  std::printf("octet INT8 conv benchmark: %d thread(s), batch %lld, best of %d; int8 GEMM path: %s\n\n", threads,
+              static_cast<long long>(batch), reps,
+              std::string(quant::cpu::int8_gemm_path_name(quant::cpu::int8_gemm_path())).c_str());
+
+  {  // GEMMs at 1024^3
+    const int64_t n = 1024;
+    const double ops = 2.0 * n * n * n;
+    Tensor a = randn({n, n}, DType::f32, &gen), b = randn({n, n}, DType::f32, &gen);
+    const double ts = best_time(reps + 2, [&] { mm(a, b); });
+    std::vector<int8_t> ia(n * n), ib(n * n);
+    for (int64_t i = 0; i < n * n; ++i)
+      ia[i] = static_cast<int8_t>(i * 37 % 255 - 127), ib[i] = static_cast<int8_t>(i * 91 % 255 - 127);
+    std::vector<int32_t> c(n * n);
+    std::printf("| GEMM 1024^3                          |       ms |  GOP/s |\n|---|---|---|\n");
+    std::printf("| SGEMM f32 (octet mm: oneDNN)         | %8.2f | %6.0f |\n", ts * 1e3, ops / ts / 1e9);
+    for (auto path : {quant::cpu::Int8GemmPath::dnnl, quant::cpu::Int8GemmPath::reference}) {
+      if (!quant::cpu::int8_gemm_path_supported(path)) continue;
+      const double t = best_time(path == quant::cpu::Int8GemmPath::dnnl ? reps + 2 : 1, [&] {
+        quant::cpu::int8_gemm(path, false, false, n, n, n, ia.data(), n, ib.data(), n, c.data(), n, false);
+      });
+      std::printf("| int8 s8s8s32 (%-9s)             | %8.2f | %6.0f |\n",
+                  std::string(quant::cpu::int8_gemm_path_name(path)).c_str(), t * 1e3, ops / t / 1e9);
+    }
+    std::printf("\n");
+  }
+
+  std::printf(
+      "| layer (batch %3lld)                        | FP32 fwd | FP32 f+b | INT8 fwd | INT8 f+b | INT8/FP32 f+b | "
+      "DSGC search |\n",
+      static_cast<long long>(batch));
+  std::printf("|---|---|---|---|---|---|---|\n");
+  double fp32_total = 0, int8_total = 0;
+  for (const Layer& l : kLayers) {
+    if (!only.empty() && std::string(l.name).find(only) == std::string::npos) continue;
+    Tensor x = randn({batch, l.c, l.hw, l.hw}, DType::f32, &gen).requires_grad_(true);
+    Tensor w = (randn({l.k, l.c / l.groups, l.kernel, l.kernel}, DType::f32, &gen) * 0.1).requires_grad_(true);
+    const Conv2dOptions opts = Conv2dOptions().stride(l.stride).padding(l.kernel / 2).groups(l.groups);
+    Tensor y;
+    {
+      NoGradGuard no_grad;
+      y = conv2d(x, w, Tensor(), opts);
+    }
+    Tensor dy = randn(y.shape(), DType::f32, &gen) * 1e-3;
+    const Times fp =
+        time_conv(reps, x, w, dy, [&](const Tensor& a, const Tensor& b) { return conv2d(a, b, {}, opts); });
+    // Training settings: stochastic rounding, DSGC every 100 steps. The warm-up call of the step
+    // timing is backward 0, which searches; the timed ones reuse its clip.
+    auto layer = std::make_shared<quant::Int8Layer>();
+    const Times q = time_conv(
+        reps, x, w, dy, [&](const Tensor& a, const Tensor& b) { return quant::int8_conv2d(a, b, {}, opts, layer); });
+    const double search = best_time(1, [&] { quant::dsgc_search(dy); });
+    fp32_total += fp.step, int8_total += q.step;
+    std::printf("| %-40s | %8.2f | %8.2f | %8.2f | %8.2f | %13.2f | %11.2f |\n", l.name, fp.fwd * 1e3, fp.step * 1e3,
+                q.fwd * 1e3, q.step * 1e3, q.step / fp.step, search * 1e3);
+  }
+  std::printf("| %-40s |          | %8.2f |          | %8.2f | %13.2f |             |\n", "sum of the layers",
+              fp32_total * 1e3, int8_total * 1e3, int8_total / fp32_total);
+  std::printf(
+      "\nTimes in ms. f+b: forward + backward to input and weight. DSGC search: one search on this "
+      "layer's dy (amortized over clip_update_period = 100 steps; not in f+b).\n");
+  return 0;
+}
