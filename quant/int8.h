@@ -7,9 +7,11 @@
 //   clip c > 0 (finite), inv = 127.0f / c (one float division, on the host), y = x * inv (float);
 //   y is clamped to [-127, 127] (so |x| > c saturates; -128 is never produced);
 //   round to nearest (forward tensors): q = nearbyint(y), ties to even;
-//   stochastic rounding (gradients):      q = floor(y + u), u uniform in [0, 1) drawn for element
-//                                           i from (seed, i) alone (sr_uniform), so a result does not
-//                                           depend on threads or blocking, and the GPU draws the same u;
+//   stochastic rounding (gradients):      q = min(floor(y + u), 127), u uniform in [0, 1) drawn for
+//                                           element i from (seed, i) alone (sr_uniform), so a result
+//                                           does not depend on threads or blocking, and the GPU draws
+//                                           the same u (y + u is a float sum: 127 + u rounds to 128.0f
+//                                           for u > 1 - 2^-18, hence the min);
 //   NaN -> 0. Dequantized: x_hat = q * scale with scale = c / 127.0f (float).
 // A tensor whose clip is 0 (all zeros) quantizes to zeros with scale 0.
 // int8 x int8 products are accumulated in int32 and rescaled once: y = float(acc) * (sa * sb).
@@ -46,9 +48,11 @@ OCTET_HD inline int8_t int8_round_nearest(float x, float inv) {
   return static_cast<int8_t>(std::nearbyint(int8_clamped(x, inv)));
 }
 
-// u in [0, 1); floor(127 + u) = 127, so the clamp before the rounding is enough.
+// u in [0, 1), but y + u is rounded to float: 127.0f + u == 128.0f once u > 1 - 2^-18, and
+// casting 128 to int8 wraps to -128 (a saturated gradient would flip sign), so clamp again.
 OCTET_HD inline int8_t int8_round_stochastic(float x, float inv, float u) {
-  return static_cast<int8_t>(std::floor(int8_clamped(x, inv) + u));
+  const float r = std::floor(int8_clamped(x, inv) + u);
+  return static_cast<int8_t>(r < kInt8Max ? r : kInt8Max);
 }
 
 // The uniform draw of element i for stochastic rounding: one Philox4x32 block per four elements

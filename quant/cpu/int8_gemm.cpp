@@ -1,0 +1,142 @@
+// int8 GEMM paths (quant/cpu/int8_gemm.h): oneDNN's s8s8s32 GEMM and the plain reference loops.
+#include "quant/cpu/int8_gemm.h"
+
+#include <oneapi/dnnl/dnnl.h>
+
+#include <algorithm>
+#include <atomic>
+#include <vector>
+
+#include "core/error.h"
+#include "core/parallel.h"
+#include "quant/cpu/simd_clones.h"
+
+namespace octet::quant::cpu {
+
+namespace {
+
+// c[j] += a * b[j]
+OCTET_SIMD_CLONES void axpy_row(int32_t a, const int8_t* b, int64_t n, int32_t* c) {
+  for (int64_t j = 0; j < n; ++j) c[j] += a * static_cast<int32_t>(b[j]);
+}
+
+// sum a[i] * b[i]
+OCTET_SIMD_CLONES int32_t dot_row(const int8_t* a, const int8_t* b, int64_t n) {
+  int32_t s = 0;
+  for (int64_t i = 0; i < n; ++i) s += static_cast<int32_t>(a[i]) * static_cast<int32_t>(b[i]);
+  return s;
+}
+
+void gemm_reference(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const int8_t* a, int64_t lda,
+                    const int8_t* b, int64_t ldb, int32_t* c, int64_t ldc, bool accumulate) {
+  const int64_t grain = std::max<int64_t>(1, (1 << 16) / std::max<int64_t>(1, n * k));
+  parallel_for(0, m, grain, [&](int64_t i0, int64_t i1) {
+    std::vector<int8_t> arow(static_cast<size_t>(k));  // row i of op(A), contiguous
+    for (int64_t i = i0; i < i1; ++i) {
+      for (int64_t kk = 0; kk < k; ++kk) arow[kk] = trans_a ? a[kk * lda + i] : a[i * lda + kk];
+      int32_t* crow = c + i * ldc;
+      if (trans_b) {
+        for (int64_t j = 0; j < n; ++j) crow[j] = (accumulate ? crow[j] : 0) + dot_row(arow.data(), b + j * ldb, k);
+      } else {
+        if (!accumulate) std::fill(crow, crow + n, 0);
+        for (int64_t kk = 0; kk < k; ++kk)
+          if (arow[kk] != 0) axpy_row(arow[kk], b + kk * ldb, n, crow);
+      }
+    }
+  });
+}
+
+void gemm_dnnl(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const int8_t* a, int64_t lda,
+               const int8_t* b, int64_t ldb, int32_t* c, int64_t ldc, bool accumulate) {
+  const int32_t c_offset = 0;
+  // alpha 1 and beta 0 or 1: oneDNN adds the int32 products exactly (tested with accumulation).
+  const dnnl_status_t st = dnnl_gemm_s8s8s32(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', 'F', m, n, k, 1.0f, a, lda, 0, b,
+                                             ldb, 0, accumulate ? 1.0f : 0.0f, c, ldc, &c_offset);
+  OCTET_CHECK(st == dnnl_success, "int8_gemm: oneDNN s8s8s32 GEMM failed with status ", static_cast<int>(st),
+              " for M=", m, " N=", n, " K=", k, " lda=", lda, " ldb=", ldb, " ldc=", ldc);
+}
+
+// A product whose u8 x s8 pair sums overflow s16 (255 * 127 * 2 > 32767) where oneDNN lacks VNNI,
+// plus pseudo-random codes over the whole range, against the reference loops.
+bool probe_dnnl_exact() {
+  constexpr int64_t m = 7, n = 9, k = 67;
+  std::vector<int8_t> a(m * k), b(k * n);
+  uint32_t state = 12345u;
+  auto next = [&] {
+    state = state * 1664525u + 1013904223u;
+    return static_cast<int8_t>(static_cast<int32_t>(state >> 24) - 128);
+  };
+  for (int64_t i = 0; i < m * k; ++i) a[i] = i < 2 * k ? (i < k ? 127 : -127) : next();
+  for (int64_t i = 0; i < k * n; ++i) b[i] = i % n < 2 ? (i % n == 0 ? 127 : -127) : next();
+  std::vector<int32_t> want(m * n), got(m * n, -1);
+  gemm_reference(false, false, m, n, k, a.data(), k, b.data(), n, want.data(), n, false);
+  if (dnnl_gemm_s8s8s32('N', 'N', 'F', m, n, k, 1.0f, a.data(), k, 0, b.data(), n, 0, 0.0f, got.data(), n,
+                        std::vector<int32_t>{0}.data()) != dnnl_success)
+    return false;
+  return got == want;
+}
+
+Int8GemmPath best_path() { return dnnl_int8_gemm_exact() ? Int8GemmPath::dnnl : Int8GemmPath::reference; }
+
+std::atomic<Int8GemmPath>& active() {
+  static std::atomic<Int8GemmPath> path{best_path()};
+  return path;
+}
+
+}  // namespace
+
+std::string_view int8_gemm_path_name(Int8GemmPath path) {
+  switch (path) {
+    case Int8GemmPath::reference:
+      return "reference";
+    case Int8GemmPath::dnnl:
+      return "dnnl";
+  }
+  return "unknown";
+}
+
+bool dnnl_int8_gemm_exact() {
+  static const bool exact = probe_dnnl_exact();
+  return exact;
+}
+
+bool int8_gemm_path_supported(Int8GemmPath path) {
+  return path == Int8GemmPath::reference || (path == Int8GemmPath::dnnl && dnnl_int8_gemm_exact());
+}
+
+Int8GemmPath int8_gemm_path() { return active().load(); }
+
+Int8GemmPath set_int8_gemm_path(Int8GemmPath path) {
+  OCTET_CHECK(int8_gemm_path_supported(path), "set_int8_gemm_path: path ", int8_gemm_path_name(path),
+              " is not supported on this CPU",
+              path == Int8GemmPath::dnnl ? " (oneDNN's s8s8s32 GEMM saturates here: no VNNI)" : "");
+  return active().exchange(path);
+}
+
+void int8_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const int8_t* a, int64_t lda,
+               const int8_t* b, int64_t ldb, int32_t* c, int64_t ldc, bool accumulate) {
+  int8_gemm(int8_gemm_path(), trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc, accumulate);
+}
+
+void int8_gemm(Int8GemmPath path, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const int8_t* a,
+               int64_t lda, const int8_t* b, int64_t ldb, int32_t* c, int64_t ldc, bool accumulate) {
+  OCTET_CHECK(m >= 0 && n >= 0 && k >= 0, "int8_gemm: expected nonnegative sizes, got M=", m, " N=", n, " K=", k);
+  OCTET_CHECK(lda >= std::max<int64_t>(1, trans_a ? m : k) && ldb >= std::max<int64_t>(1, trans_b ? k : n) &&
+                  ldc >= std::max<int64_t>(1, n),
+              "int8_gemm: leading dimensions too small for M=", m, " N=", n, " K=", k, " (trans_a ", trans_a,
+              ", trans_b ", trans_b, "): lda=", lda, " ldb=", ldb, " ldc=", ldc);
+  OCTET_CHECK(int8_gemm_path_supported(path), "int8_gemm: path ", int8_gemm_path_name(path),
+              " is not supported on this CPU");
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    if (!accumulate)
+      for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, 0);
+    return;
+  }
+  if (path == Int8GemmPath::dnnl)
+    gemm_dnnl(trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc, accumulate);
+  else
+    gemm_reference(trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc, accumulate);
+}
+
+}  // namespace octet::quant::cpu

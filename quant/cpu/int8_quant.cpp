@@ -1,0 +1,254 @@
+// CPU INT8 quantization loops (quant/cpu/int8_quant.h). Built with -ffp-contract=off (see
+// CMakeLists.txt): the AVX-512 / AVX2 clones must not fuse x * inv + magic into one rounding.
+#include "quant/cpu/int8_quant.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "core/parallel.h"
+#include "quant/cpu/simd_clones.h"
+
+namespace octet::quant::cpu {
+
+namespace {
+
+constexpr float kRoundMagic = 0x1.8p23f;  // 1.5 * 2^23: adding it leaves no fraction bits
+
+// int8_clamped of quant/int8.h, written with selects.
+inline float clamped(float x, float inv) {
+  float y = x * inv;
+  y = y == y ? y : 0.0f;
+  y = y < -kInt8Max ? -kInt8Max : y;
+  return y > kInt8Max ? kInt8Max : y;
+}
+// nearbyint for |y| <= 2^22 in the default rounding mode (ties to even).
+inline float round_even(float y) { return (y + kRoundMagic) - kRoundMagic; }
+// floor for |v| < 2^31.
+inline float floor_small(float v) {
+  const float t = static_cast<float>(static_cast<int32_t>(v));
+  return t > v ? t - 1.0f : t;
+}
+inline int8_t to_code(float r) { return static_cast<int8_t>(static_cast<int32_t>(r)); }
+
+// max |x| on the bit patterns: for non-negative floats the integer order is the float order, and
+// every NaN pattern lies above infinity's, so a NaN wins the max and survives (no float max
+// reduction, which the compiler would not vectorize).
+OCTET_SIMD_CLONES uint32_t absmax_bits_run(const float* x, int64_t n) {
+  uint32_t m = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t b;
+    std::memcpy(&b, x + i, 4);
+    b &= 0x7fffffffu;
+    m = m < b ? b : m;
+  }
+  return m;
+}
+
+constexpr uint32_t kInfBits = 0x7f800000u;
+
+float from_bits(uint32_t b) {
+  float f;
+  std::memcpy(&f, &b, 4);
+  return f;
+}
+
+OCTET_SIMD_CLONES void nearest_run(const float* x, int64_t n, float inv, int8_t* q) {
+  for (int64_t i = 0; i < n; ++i) q[i] = to_code(round_even(clamped(x[i], inv)));
+}
+
+// Philox words of counters [ctr, ctr + blocks) (sr_uniform's draws: word i & 3 of counter i >> 2).
+OCTET_SIMD_CLONES void philox_words(uint64_t seed, uint64_t ctr, int64_t blocks, uint32_t* out) {
+  for (int64_t b = 0; b < blocks; ++b) {
+    const std::array<uint32_t, 4> w = philox_at(seed, 0, ctr + static_cast<uint64_t>(b));
+    for (int j = 0; j < 4; ++j) out[4 * b + j] = w[j];
+  }
+}
+
+OCTET_SIMD_CLONES void stochastic_from_words(const float* x, int64_t n, float inv, const uint32_t* words, int8_t* q) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float r = floor_small(clamped(x[i], inv) + uniform_float(words[i]));
+    q[i] = to_code(r < kInt8Max ? r : kInt8Max);
+  }
+}
+
+// Stochastic rounding of x[0, n), x[0] being element `first` of the tensor: words in batches.
+void stochastic_run(const float* x, int64_t n, float inv, uint64_t seed, uint64_t first, int8_t* q) {
+  constexpr int64_t kBatch = 1024;  // elements per batch of draws (4 KB of words, stays in L1)
+  uint32_t words[kBatch + 8];
+  for (int64_t i0 = 0; i0 < n; i0 += kBatch) {
+    const int64_t len = std::min(kBatch, n - i0);
+    const uint64_t lo = first + static_cast<uint64_t>(i0), hi = lo + static_cast<uint64_t>(len) - 1;
+    const uint64_t ctr = lo >> 2;
+    philox_words(seed, ctr, static_cast<int64_t>((hi >> 2) - ctr + 1), words);
+    stochastic_from_words(x + i0, len, inv, words + (lo & 3), q + i0);
+  }
+}
+
+void quantize_run(const float* x, int64_t n, float inv, Int8Rounding rounding, uint64_t seed, uint64_t first,
+                  int8_t* q) {
+  if (rounding == Int8Rounding::nearest)
+    nearest_run(x, n, inv, q);
+  else
+    stochastic_run(x, n, inv, seed, first, q);
+}
+
+// The cosine sums over eight lanes of doubles (element i goes to lane i % 8), combined in lane
+// order: GCC vector types, so every clone adds the same numbers in the same order.
+// The helpers taking and returning these types are internal and inlined into each clone; GCC's
+// note that their ABI would differ between ISAs does not apply.
+#pragma GCC diagnostic ignored "-Wpsabi"
+using V8f = float __attribute__((vector_size(32)));
+using V8d = double __attribute__((vector_size(64)));
+using V8i = int32_t __attribute__((vector_size(32)));
+using V8b = int8_t __attribute__((vector_size(8)));
+
+struct Lanes {
+  V8d gq = {}, gg = {}, qq = {};
+  uint32_t max_bits = 0;  // of |g|, for the finiteness check
+
+  void add(V8f g, V8d q) {
+    const V8d gv = __builtin_convertvector(g, V8d);
+    gq += gv * q, gg += gv * gv, qq += q * q;
+  }
+  CosineSums total() const {
+    CosineSums s;
+    for (int l = 0; l < 8; ++l) s.gq += gq[l], s.gg += gg[l], s.qq += qq[l];
+    s.finite = max_bits < kInfBits;
+    return s;
+  }
+};
+
+V8f load8(const float* p) {
+  V8f v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+// The last n < 8 elements, zero-padded (a zero adds nothing to any sum).
+V8f load_tail(const float* p, int64_t n) {
+  V8f v = {};
+  for (int64_t l = 0; l < n; ++l) v[l] = p[l];
+  return v;
+}
+
+// clamped() and round_even() on eight lanes.
+V8d nearest8(V8f g, float inv) {
+  V8f y = g * inv;
+  y = y == y ? y : V8f{};
+  y = y < -kInt8Max ? -kInt8Max : y;
+  y = y > kInt8Max ? kInt8Max : y;
+  return __builtin_convertvector((y + kRoundMagic) - kRoundMagic, V8d);
+}
+
+OCTET_SIMD_CLONES CosineSums sums_run(const float* g, const int8_t* q, int64_t n) {
+  Lanes a;
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    V8b qb;
+    std::memcpy(&qb, q + i, sizeof qb);
+    a.add(load8(g + i), __builtin_convertvector(qb, V8d));
+  }
+  if (i < n) {
+    V8d qv = {};
+    for (int64_t l = 0; l < n - i; ++l) qv[l] = q[i + l];
+    a.add(load_tail(g + i, n - i), qv);
+  }
+  a.max_bits = absmax_bits_run(g, n);
+  return a.total();
+}
+
+// The same sums with q = round-to-nearest codes computed on the fly (DSGC's inner loop).
+OCTET_SIMD_CLONES CosineSums nearest_sums_run(const float* g, int64_t n, float inv) {
+  Lanes a;
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const V8f v = load8(g + i);
+    a.add(v, nearest8(v, inv));
+  }
+  if (i < n) {
+    const V8f v = load_tail(g + i, n - i);
+    a.add(v, nearest8(v, inv));
+  }
+  a.max_bits = absmax_bits_run(g, n);
+  return a.total();
+}
+
+OCTET_SIMD_CLONES void dequantize_run(const int8_t* q, int64_t n, float scale, float* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(q[i]) * scale;
+}
+
+int64_t num_blocks(int64_t n) { return (n + kQuantBlock - 1) / kQuantBlock; }
+
+// fn(block, begin, end) for the fixed blocks of [0, n), in parallel.
+template <typename Fn>
+void for_blocks(int64_t n, Fn fn) {
+  parallel_for(0, num_blocks(n), 1, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) fn(b, b * kQuantBlock, std::min(n, (b + 1) * kQuantBlock));
+  });
+}
+
+}  // namespace
+
+float absmax(const float* x, int64_t n) {
+  std::vector<uint32_t> block_max(static_cast<size_t>(num_blocks(n)), 0);
+  for_blocks(n, [&](int64_t b, int64_t begin, int64_t end) { block_max[b] = absmax_bits_run(x + begin, end - begin); });
+  uint32_t m = 0;
+  for (uint32_t b : block_max) m = std::max(m, b);
+  return from_bits(m);  // a NaN pattern stays a NaN
+}
+
+void quantize(const float* x, int64_t n, float inv, Int8Rounding rounding, uint64_t seed, uint64_t first,
+              int8_t* codes) {
+  for_blocks(n, [&](int64_t, int64_t begin, int64_t end) {
+    quantize_run(x + begin, end - begin, inv, rounding, seed, first + static_cast<uint64_t>(begin), codes + begin);
+  });
+}
+
+void dequantize(const int8_t* codes, int64_t n, float scale, float* out) {
+  for_blocks(
+      n, [&](int64_t, int64_t begin, int64_t end) { dequantize_run(codes + begin, end - begin, scale, out + begin); });
+}
+
+double cosine_distance(const CosineSums& s) {
+  if (!s.finite) return std::numeric_limits<double>::quiet_NaN();
+  if (s.gg == 0.0) return 0.0;
+  if (s.qq == 0.0) return 1.0;
+  const double d = 1.0 - s.gq / (std::sqrt(s.gg) * std::sqrt(s.qq));
+  return std::clamp(d, 0.0, 2.0);
+}
+
+CosineSums cosine_sums_nearest(const float* g, int64_t n, float inv) {
+  std::vector<CosineSums> part(static_cast<size_t>(num_blocks(n)));
+  for_blocks(n,
+             [&](int64_t b, int64_t begin, int64_t end) { part[b] = nearest_sums_run(g + begin, end - begin, inv); });
+  CosineSums s;
+  for (const CosineSums& p : part) s += p;
+  return s;
+}
+
+void quantize_transposed(const float* src, int64_t outer, int64_t inner, int64_t len, float inv, Int8Rounding rounding,
+                         uint64_t seed, int8_t* dst, CosineSums* sums) {
+  // Work items: each plane cut into runs of at most kQuantBlock elements.
+  const int64_t runs = std::max<int64_t>(1, num_blocks(len)), planes = outer * inner;
+  std::vector<CosineSums> part(sums ? static_cast<size_t>(planes * runs) : 0);
+  const int64_t grain = std::max<int64_t>(1, kQuantBlock / std::max<int64_t>(1, len));
+  parallel_for(0, planes * runs, grain, [&](int64_t w0, int64_t w1) {
+    for (int64_t w = w0; w < w1; ++w) {
+      const int64_t plane = w / runs, begin = (w % runs) * kQuantBlock, end = std::min(len, begin + kQuantBlock);
+      const int64_t o = plane / inner, i = plane % inner;
+      const float* x = src + plane * len + begin;
+      int8_t* q = dst + (i * outer + o) * len + begin;
+      quantize_run(x, end - begin, inv, rounding, seed, static_cast<uint64_t>(plane * len + begin), q);
+      if (sums) part[w] = sums_run(x, q, end - begin);
+    }
+  });
+  if (sums) {
+    *sums = CosineSums();
+    for (const CosineSums& p : part) *sums += p;
+  }
+}
+
+}  // namespace octet::quant::cpu

@@ -1,0 +1,294 @@
+// The INT8 convolution op (quant/int8_conv.h): forward and both gradients against float64
+// convolutions of the dequantized operands for many geometries (strides, padding, dilation,
+// groups, depthwise, 1x1, odd sizes, several GEMM blocks), stochastic rounding and DSGC through the
+// op, the per-layer stats and search schedule, thread-count and GEMM-path determinism, int32
+// overflow safety of dw, non-finite values, requires_grad handling and bad input.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "core/octet.h"
+#include "quant/cpu/int8_gemm.h"
+#include "quant/dsgc.h"
+#include "quant/int8_conv.h"
+#include "quant/int8_tensor.h"
+
+namespace octet::quant {
+namespace {
+
+// The op computes fl(fl(float(acc) * fl(sa * sb)) + bias) from an exact int32 sum: at most four
+// float roundings (2^-24 relative each) of quantities bounded by sum|terms| + |bias|; the f64
+// reference multiplies dequantized operands, each already rounded once to float (two more).
+// Compared against sum|terms| (computed by the same convolution on absolute values): 8 * 2^-24.
+constexpr double kRoundings = 8.0 * 0x1p-24;
+
+struct ConvCase {
+  std::string name;
+  int64_t n, c, h, w, k, r, s;
+  Conv2dOptions opts;
+  bool bias = true;
+};
+
+void PrintTo(const ConvCase& c, std::ostream* os) { *os << c.name; }
+
+std::vector<ConvCase> conv_cases() {
+  return {
+      {"basic3x3", 2, 3, 9, 7, 4, 3, 3, Conv2dOptions().padding(1)},
+      {"stride2", 2, 3, 9, 7, 4, 3, 3, Conv2dOptions().stride(2)},
+      {"stride2_pad1", 2, 4, 10, 9, 6, 3, 3, Conv2dOptions().stride(2).padding(1), false},
+      {"stride_mixed", 1, 3, 10, 6, 4, 3, 2, Conv2dOptions().stride(2, 1).padding(1, 0).dilation(1, 2)},
+      {"dilation2", 1, 2, 11, 9, 3, 3, 3, Conv2dOptions().dilation(2).padding(2)},
+      {"large_pad", 1, 2, 5, 5, 3, 3, 3, Conv2dOptions().padding(3)},
+      {"groups2", 2, 4, 7, 7, 6, 3, 3, Conv2dOptions().padding(1).groups(2)},
+      {"groups3_strided", 1, 6, 9, 8, 3, 2, 3, Conv2dOptions().stride(2, 1).padding(1, 0).groups(3)},
+      {"depthwise", 2, 5, 9, 9, 5, 3, 3, Conv2dOptions().stride(2).padding(1).groups(5)},
+      {"depthwise_x2", 2, 3, 8, 7, 6, 3, 3, Conv2dOptions().padding(1).groups(3)},
+      {"depthwise_nonsquare", 1, 4, 7, 10, 8, 3, 2, Conv2dOptions().stride(1, 2).padding(1, 1).dilation(2, 1).groups(4),
+       false},
+      {"pointwise", 2, 5, 6, 7, 4, 1, 1, Conv2dOptions()},
+      {"pointwise_groups", 2, 4, 5, 3, 6, 1, 1, Conv2dOptions().groups(2)},
+      {"pointwise_stride2", 1, 3, 7, 5, 2, 1, 1, Conv2dOptions().stride(2)},
+      {"pointwise_pad1", 1, 3, 4, 5, 2, 1, 1, Conv2dOptions().padding(1)},
+      {"kernel_equals_input", 2, 2, 4, 3, 3, 4, 3, Conv2dOptions()},
+      {"single_channel_in", 2, 1, 9, 9, 3, 5, 5, Conv2dOptions().padding(2)},
+      {"wide_k", 2, 16, 5, 5, 40, 3, 3, Conv2dOptions().padding(1)},
+      // 3*41*41 = 5043 output positions: two GEMM blocks, split inside a sample and a row.
+      {"two_blocks", 3, 5, 41, 41, 7, 3, 3, Conv2dOptions().padding(1)},
+      {"two_blocks_pointwise", 3, 5, 41, 41, 7, 1, 1, Conv2dOptions()},
+  };
+}
+
+Tensor random(const Shape& shape, uint64_t seed, double scale = 1.0) {
+  Generator g(seed);
+  return randn(shape, {}, &g) * scale;
+}
+
+// The values the op computes with: dequant(quant(t)) in f64.
+Tensor dequantized64(const Tensor& t, float clip, Int8Rounding r = Int8Rounding::nearest, uint64_t seed = 0) {
+  return int8_dequantize(int8_quantize(t, clip, r, seed), clip).to(DType::f64);
+}
+
+std::shared_ptr<Int8Layer> rtn_layer() {
+  auto layer = std::make_shared<Int8Layer>();
+  layer->config.stochastic_rounding = false;
+  layer->config.dsgc = false;
+  return layer;
+}
+
+// |got - want| <= kRoundings * bound, elementwise.
+void expect_within(const Tensor& got, const Tensor& want, const Tensor& bound, const std::string& what) {
+  ASSERT_EQ(got.shape(), want.shape()) << what;
+  std::vector<double> g = got.to_vector<double>(), w = want.to_vector<double>(), b = bound.to_vector<double>();
+  for (size_t i = 0; i < g.size(); ++i)
+    ASSERT_LE(std::abs(g[i] - w[i]), kRoundings * b[i] + 1e-30)
+        << what << " element " << i << ": " << g[i] << " vs " << w[i] << " (bound " << b[i] << ")";
+}
+
+class Int8ConvValues : public ::testing::TestWithParam<ConvCase> {};
+
+TEST_P(Int8ConvValues, ForwardMatchesFloatConvOfDequantized) {
+  const ConvCase& cc = GetParam();
+  Tensor x = random({cc.n, cc.c, cc.h, cc.w}, 1), w = random({cc.k, cc.c / cc.opts.groups_, cc.r, cc.s}, 2, 0.3);
+  Tensor b = cc.bias ? random({cc.k}, 3) : Tensor();
+  auto layer = rtn_layer();
+  Tensor y = int8_conv2d(x, w, b, cc.opts, layer);
+  EXPECT_EQ(layer->stats.input_clip, int8_absmax(x));
+  EXPECT_EQ(layer->stats.weight_clip, int8_absmax(w));
+  Tensor xh = dequantized64(x, int8_absmax(x)), wh = dequantized64(w, int8_absmax(w));
+  Tensor b64 = cc.bias ? b.to(DType::f64) : Tensor();
+  Tensor want = conv2d(xh, wh, b64, cc.opts);
+  Tensor bound = conv2d(abs(xh), abs(wh), cc.bias ? abs(b64) : Tensor(), cc.opts);
+  expect_within(y, want, bound, cc.name + " forward");
+}
+
+TEST_P(Int8ConvValues, BackwardMatchesFloatConvOfDequantized) {
+  const ConvCase& cc = GetParam();
+  for (bool sr : {false, true}) {
+    Tensor x = random({cc.n, cc.c, cc.h, cc.w}, 11).requires_grad_(true);
+    Tensor w = random({cc.k, cc.c / cc.opts.groups_, cc.r, cc.s}, 12, 0.3).requires_grad_(true);
+    Tensor b = cc.bias ? random({cc.k}, 13).requires_grad_(true) : Tensor();
+    auto layer = rtn_layer();
+    layer->config.stochastic_rounding = sr;
+    layer->config.dsgc = sr;  // the searched clip with stochastic rounding, max|dy| with RTN
+    layer->seed = 99;
+    Tensor y = int8_conv2d(x, w, b, cc.opts, layer);
+    Tensor dy = random(y.shape(), 14, 0.01);
+    y.backward(dy);
+    // The reference quantizes dy exactly as the op does: same clip, rounding and seed.
+    const float clip = layer->stats.grad_clip;
+    EXPECT_EQ(clip, sr ? dsgc_search(dy).clip : int8_absmax(dy));
+    const Int8Rounding r = sr ? Int8Rounding::stochastic : Int8Rounding::nearest;
+    const uint64_t seed = int8_backward_seed(99, 0);
+    Tensor dyh = dequantized64(dy, clip, r, seed);
+    Tensor xh = dequantized64(x, int8_absmax(x)).requires_grad_(true);
+    Tensor wh = dequantized64(w, int8_absmax(w)).requires_grad_(true);
+    conv2d(xh, wh, {}, cc.opts).backward(dyh);
+    Tensor xa = abs(xh.detach()).requires_grad_(true), wa = abs(wh.detach()).requires_grad_(true);
+    conv2d(xa, wa, {}, cc.opts).backward(abs(dyh));
+    const std::string tag = cc.name + (sr ? " (SR, DSGC)" : " (RTN)");
+    expect_within(x.grad(), xh.grad(), xa.grad(), tag + " dx");
+    expect_within(w.grad(), wh.grad(), wa.grad(), tag + " dw");
+    if (cc.bias) {
+      std::vector<double> db = b.grad().to_vector<double>(),
+                          want = sum(dy.to(DType::f64), {0, 2, 3}).to_vector<double>();
+      std::vector<double> bound = sum(abs(dy.to(DType::f64)), {0, 2, 3}).to_vector<double>();
+      // A float sum of N*P*Q terms: within N*P*Q roundings of sum|dy|, whatever the order.
+      const double terms = double(y.numel() / cc.k);
+      for (size_t i = 0; i < db.size(); ++i) ASSERT_NEAR(db[i], want[i], terms * 0x1p-24 * bound[i]) << tag << " db";
+    }
+    EXPECT_EQ(layer->stats.backward_steps, 1);
+    EXPECT_EQ(layer->stats.searches, sr ? 1 : 0);
+    EXPECT_NEAR(layer->stats.cos_distance, cosine_distance(dy, clip, r, seed), 1e-12) << tag;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Int8Conv, Int8ConvValues, ::testing::ValuesIn(conv_cases()),
+                         [](const ::testing::TestParamInfo<ConvCase>& info) { return info.param.name; });
+
+// One forward+backward; returns y, dx, dw as vectors.
+std::vector<std::vector<float>> run_once(const ConvCase& cc, bool stochastic) {
+  Tensor x = random({cc.n, cc.c, cc.h, cc.w}, 21).requires_grad_(true);
+  Tensor w = random({cc.k, cc.c / cc.opts.groups_, cc.r, cc.s}, 22, 0.2).requires_grad_(true);
+  auto layer = std::make_shared<Int8Layer>();
+  layer->config.stochastic_rounding = stochastic;
+  layer->seed = 5;
+  Tensor y = int8_conv2d(x, w, {}, cc.opts, layer);
+  y.backward(random(y.shape(), 23));
+  return {y.to_vector<float>(), x.grad().to_vector<float>(), w.grad().to_vector<float>()};
+}
+
+TEST(Int8Conv, DeterministicAcrossThreadsAndGemmPaths) {
+  const int saved_threads = get_num_threads();
+  const cpu::Int8GemmPath saved_path = cpu::int8_gemm_path();
+  for (const ConvCase& cc : {ConvCase{"general", 4, 6, 23, 19, 10, 3, 3, Conv2dOptions().padding(1)},
+                             ConvCase{"strided", 4, 6, 23, 19, 10, 3, 3, Conv2dOptions().stride(2).padding(1)},
+                             ConvCase{"depthwise", 4, 8, 23, 19, 8, 3, 3, Conv2dOptions().padding(1).groups(8)}}) {
+    set_num_threads(1);
+    auto one = run_once(cc, true);
+    set_num_threads(2);
+    auto two = run_once(cc, true);
+    cpu::set_int8_gemm_path(cpu::Int8GemmPath::reference);
+    auto plain = run_once(cc, true);
+    cpu::set_int8_gemm_path(saved_path);
+    for (int i = 0; i < 3; ++i) {
+      EXPECT_EQ(one[i], two[i]) << cc.name << " output " << i;
+      EXPECT_EQ(one[i], plain[i]) << cc.name << " output " << i;
+    }
+  }
+  set_num_threads(saved_threads);
+}
+
+TEST(Int8Conv, StatsAndSearchSchedule) {
+  Tensor x = random({2, 3, 8, 8}, 31).requires_grad_(true), w = random({4, 3, 3, 3}, 32).requires_grad_(true);
+  auto layer = std::make_shared<Int8Layer>();
+  layer->config.clip_update_period = 2;
+  layer->seed = 17;
+  EXPECT_TRUE(std::isnan(layer->stats.cos_distance));
+  std::vector<float> clips;
+  for (int t = 0; t < 5; ++t) {
+    Tensor y = int8_conv2d(x, w, {}, Conv2dOptions().padding(1), layer);
+    Tensor dy = random(y.shape(), 40 + t, 1.0 + t);  // the gradient's scale drifts
+    y.backward(dy);
+    clips.push_back(layer->stats.grad_clip);
+    const float want_clip = t % 2 == 0 ? dsgc_search(dy).clip : clips[t - 1];
+    EXPECT_EQ(layer->stats.grad_clip, want_clip) << "step " << t;
+    EXPECT_NEAR(layer->stats.cos_distance,
+                cosine_distance(dy, want_clip, Int8Rounding::stochastic, int8_backward_seed(17, t)), 1e-12);
+  }
+  EXPECT_EQ(layer->stats.backward_steps, 5);
+  EXPECT_EQ(layer->stats.searches, 3);  // steps 0, 2, 4
+  EXPECT_GT(layer->stats.input_clip, 0.0f);
+  EXPECT_GT(layer->stats.weight_clip, 0.0f);
+}
+
+TEST(Int8Conv, ZeroGradientAtSearchStepSearchesAgain) {
+  Tensor x = random({1, 2, 5, 5}, 51).requires_grad_(true), w = random({3, 2, 3, 3}, 52);
+  auto layer = std::make_shared<Int8Layer>();
+  Tensor y = int8_conv2d(x, w, {}, Conv2dOptions(), layer);
+  y.backward(zeros(y.shape()));
+  EXPECT_EQ(layer->stats.grad_clip, 0.0f);
+  EXPECT_EQ(layer->stats.cos_distance, 0.0);
+  EXPECT_EQ(x.grad().to_vector<float>(), std::vector<float>(x.numel(), 0.0f));
+  y = int8_conv2d(x, w, {}, Conv2dOptions(), layer);
+  y.backward(random(y.shape(), 53));
+  EXPECT_EQ(layer->stats.searches, 2);  // step 1 is not a period boundary, but clip 0 is stale
+  EXPECT_GT(layer->stats.grad_clip, 0.0f);
+}
+
+TEST(Int8Conv, GradOnlyForInputsThatNeedIt) {
+  Tensor x = random({1, 2, 5, 5}, 61), w = random({3, 2, 3, 3}, 62).requires_grad_(true), b = random({3}, 63);
+  auto layer = std::make_shared<Int8Layer>();
+  sum(int8_conv2d(x, w, b, Conv2dOptions(), layer)).backward();
+  EXPECT_FALSE(x.grad().defined());
+  EXPECT_TRUE(w.grad().defined());
+  EXPECT_FALSE(b.grad().defined());
+  // Only the bias needs a gradient: no quantization, no stats.
+  Tensor w2 = random({3, 2, 3, 3}, 64), b2 = random({3}, 65).requires_grad_(true);
+  auto layer2 = std::make_shared<Int8Layer>();
+  sum(int8_conv2d(x, w2, b2, Conv2dOptions(), layer2)).backward();
+  EXPECT_EQ(b2.grad().to_vector<float>(), std::vector<float>(3, 9.0f));  // 3x3 outputs per channel
+  EXPECT_EQ(layer2->stats.backward_steps, 0);
+  // No input needs a gradient: no node.
+  EXPECT_FALSE(int8_conv2d(x, w2, {}, Conv2dOptions(), layer2).requires_grad());
+}
+
+TEST(Int8Conv, NonFiniteValuesPropagate) {
+  std::vector<float> xv = random({1, 2, 6, 6}, 71).to_vector<float>();
+  xv[7] = std::numeric_limits<float>::quiet_NaN();
+  Tensor x = from_vector<float>(xv, {1, 2, 6, 6}), w = random({3, 2, 3, 3}, 72).requires_grad_(true);
+  auto layer = std::make_shared<Int8Layer>();
+  Tensor y = int8_conv2d(x, w, {}, Conv2dOptions().padding(1), layer);
+  for (float v : y.to_vector<float>()) ASSERT_TRUE(std::isnan(v));
+  // A NaN in dy with a reused (finite) clip: the gradients turn NaN, not silently zero.
+  Tensor x2 = random({1, 2, 6, 6}, 73).requires_grad_(true);
+  layer->config.dsgc = true;
+  layer->config.clip_update_period = 100;
+  int8_conv2d(x2, w, {}, Conv2dOptions().padding(1), layer).backward(random({1, 3, 6, 6}, 74));
+  ASSERT_TRUE(std::isfinite(layer->stats.grad_clip));
+  std::vector<float> dyv = random({1, 3, 6, 6}, 75).to_vector<float>();
+  dyv[3] = std::numeric_limits<float>::infinity();
+  int8_conv2d(x2, w, {}, Conv2dOptions().padding(1), layer).backward(from_vector<float>(dyv, {1, 3, 6, 6}));
+  for (float v : x2.grad().to_vector<float>()) ASSERT_TRUE(std::isnan(v));
+  EXPECT_TRUE(std::isnan(layer->stats.cos_distance));
+}
+
+// 2 * 300 * 300 = 180,000 positions of all-maximal codes: dw sums 180,000 * 127^2 > 2^31.
+TEST(Int8Conv, WeightGradientBeyondInt32) {
+  const double positions = 2.0 * 300 * 300;
+  for (int64_t groups : {1, 2}) {
+    Tensor x = full({2, 2, 300, 300}, 1.0), w = full({2, 2 / groups, 1, 1}, 1.0).requires_grad_(true);
+    auto layer = rtn_layer();
+    Tensor y = int8_conv2d(x, w, {}, Conv2dOptions().groups(groups), layer);
+    y.backward(full(y.shape(), 1.0));
+    // codes 127 * 127 per position, rescaled by (1/127)^2: the gradient is the position count.
+    for (float v : w.grad().to_vector<float>()) EXPECT_NEAR(v, positions, positions * 1e-6) << "groups " << groups;
+  }
+}
+
+TEST(Int8Conv, RejectsBadInputs) {
+  auto layer = std::make_shared<Int8Layer>();
+  Tensor x = random({1, 2, 5, 5}, 81), w = random({3, 2, 3, 3}, 82);
+  EXPECT_THROW(int8_conv2d(x, w, {}, {}, nullptr), Error);
+  EXPECT_THROW(int8_conv2d(x.to(DType::f64), w.to(DType::f64), {}, {}, layer), Error);
+  EXPECT_THROW(int8_conv2d(x.flatten(), w, {}, {}, layer), Error);
+  EXPECT_THROW(int8_conv2d(x, random({3, 3, 3, 3}, 83), {}, {}, layer), Error);
+  EXPECT_THROW(int8_conv2d(x, w, random({4}, 84), {}, layer), Error);
+  EXPECT_THROW(int8_conv2d(x, w, {}, Conv2dOptions().stride(0), layer), Error);
+  EXPECT_THROW(int8_conv2d(x, w, {}, Conv2dOptions().groups(3), layer), Error);
+  EXPECT_THROW(int8_conv2d(x, random({3, 2, 7, 7}, 85), {}, {}, layer), Error);
+  layer->config.clip_update_period = 0;
+  EXPECT_THROW(int8_conv2d(x, w, {}, {}, layer), Error);
+  try {
+    int8_conv2d(x, w, {}, {}, nullptr);
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("int8_conv2d"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace octet::quant
