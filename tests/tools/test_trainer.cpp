@@ -148,7 +148,8 @@ TEST(TrainerInt8, FashionMnistRecipeSmoke) {
                                 "log.progress=false",
                                 "checkpoint.dir=" + dir.path() + "/runs",
                                 "quant.clip_update_period=5",
-                                "log.tensorboard=true"};
+                                "log.tensorboard=true",
+                                "train.threads=1"};
   TrainResult res = train(load_recipe(kRecipes + "fashion_mnist_int8.yaml", o), {});
   EXPECT_EQ(res.steps, 12);
   auto losses = train_losses(res.run_dir);
@@ -230,8 +231,9 @@ TEST(Trainer, Cifar10RecipeStartsOnGeneratedData) {
 
 // MobileNetV2 with INT8 convolutions (depthwise ones included) on CIFAR-format generated data
 // whose label is visible (two bright rows at a height set by the label): the loss falls as it does
-// in FP32 (measured once with quant.int8_conv=false: mean loss of epoch 1 -> epoch 3 4.36 -> 2.98
-// in FP32, 4.36 -> 2.19 in INT8; the bound below asks for a 25% drop).
+// in FP32 (measured once with quant.int8_conv=false: mean loss of epoch 1 -> epoch 4 4.83 -> 1.98
+// in FP32, 4.59 -> 1.97 in INT8; the bound below asks for a 40% drop). One thread: under ctest -j2
+// on 2 cores, two 2-thread processes made this test take 90 s instead of 1.5 s.
 TEST(TrainerInt8, Cifar10RecipeTrainsOnGeneratedData) {
   TempDir dir;
   std::string root = dir.path() + "/cifar";
@@ -254,22 +256,22 @@ TEST(TrainerInt8, Cifar10RecipeTrainsOnGeneratedData) {
   }
   std::vector<uint8_t> test_images = batch(8, 0, 9, labels);
   write_cifar10_batch(root + "/test_batch.bin", test_images, labels);
-  Recipe r =
-      load_recipe(kRecipes + "mobilenetv2_cifar10_int8.yaml",
-                  {"data.root=" + root, "data.augment=false", "model.width_mult=0.25", "train.epochs=3",
-                   "train.batch_size=8", "optimizer.lr=0.05", "checkpoint.dir=" + dir.path() + "/runs",
-                   "log.progress=false", "log.every_steps=1", "log.tensorboard=false", "quant.clip_update_period=3"});
+  Recipe r = load_recipe(
+      kRecipes + "mobilenetv2_cifar10_int8.yaml",
+      {"data.root=" + root, "data.augment=false", "model.width_mult=0.25", "train.epochs=4", "train.batch_size=8",
+       "optimizer.lr=0.05", "checkpoint.dir=" + dir.path() + "/runs", "log.progress=false", "log.every_steps=1",
+       "log.tensorboard=false", "quant.clip_update_period=3", "train.threads=1"});
   TrainResult res = train(r, {});
-  EXPECT_EQ(res.steps, 15);  // 40 images, batch 8, 3 epochs
+  EXPECT_EQ(res.steps, 20);  // 40 images, batch 8, 4 epochs
   auto losses = train_losses(res.run_dir);
-  ASSERT_EQ(losses.size(), 15u);
+  ASSERT_EQ(losses.size(), 20u);
   double first = 0, last = 0;
-  for (size_t i = 0; i < 5; ++i) first += losses[i].second / 5, last += losses[10 + i].second / 5;
+  for (size_t i = 0; i < 5; ++i) first += losses[i].second / 5, last += losses[15 + i].second / 5;
   for (const auto& [step, loss] : losses) EXPECT_TRUE(std::isfinite(loss)) << step;
-  EXPECT_LT(last, 0.75 * first) << "epoch 1 mean loss " << first << ", epoch 3 " << last;
+  EXPECT_LT(last, 0.6 * first) << "epoch 1 mean loss " << first << ", epoch 4 " << last;
   EXPECT_TRUE(std::isfinite(res.last_eval.loss));
   auto int8 = records_of(res.run_dir, "int8");
-  ASSERT_EQ(int8.size(), 15u);
+  ASSERT_EQ(int8.size(), 20u);
   const auto& final_stats = int8.back();
   int layers = 0;
   for (auto it = final_stats.begin(); it != final_stats.end(); ++it) {
