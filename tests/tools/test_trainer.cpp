@@ -69,6 +69,15 @@ Recipe mnist_recipe(const TempDir& dir, std::vector<std::string> extra = {}) {
   return load_recipe(kRecipes + "fashion_mnist.yaml", o);
 }
 
+void expect_error(const std::function<void()>& fn, const std::string& fragment) {
+  try {
+    fn();
+    FAIL() << "no error; expected one containing: " << fragment;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+  }
+}
+
 // With 32-bit SGD state, and with 8-bit Adam state (codes and absmax restored exactly).
 class TrainerResume : public ::testing::TestWithParam<std::vector<std::string>> {};
 
@@ -192,6 +201,25 @@ TEST(TrainerInt8, FashionMnistRecipeSmoke) {
   EXPECT_TRUE(tb_has_int8);
 }
 
+// Switching INT8 on at a resume needs stats the checkpoint lacks (an error); switching it off
+// continues in float.
+TEST(TrainerInt8, ResumeSwitchingInt8) {
+  TempDir dir;
+  write_mnist(dir.path() + "/mnist", 48, 16);
+  TrainResult f = train(mnist_recipe(dir, {"log.run_name=f", "train.max_steps=2", "train.threads=1"}), {});
+  expect_error(
+      [&] {
+        train(Recipe(), TrainOptions{f.run_dir, {"quant.int8_conv=true"}, nullptr});
+      },
+      "missing 'features.4.input_clip' (the checkpoint is not of an INT8 run");
+  TrainResult q =
+      train(mnist_recipe(dir, {"log.run_name=q", "train.max_steps=2", "train.threads=1", "quant.int8_conv=true"}), {});
+  EXPECT_EQ(load_checkpoint(q.run_dir + "/last.safetensors").int8.size(), 6u);
+  TrainResult rest = train(Recipe(), TrainOptions{q.run_dir, {"quant.int8_conv=false", "train.max_steps=0"}, nullptr});
+  EXPECT_EQ(rest.steps, 6);  // 2 epochs x 3 batches
+  EXPECT_TRUE(load_checkpoint(q.run_dir + "/last.safetensors").int8.empty());
+}
+
 TEST(Trainer, StopFlagSavesAndReturns) {
   TempDir dir;
   write_mnist(dir.path() + "/mnist", 48, 16);
@@ -302,15 +330,6 @@ TEST(Trainer, ImageNetRecipeStartsOnGeneratedData) {
   TrainResult res = train(r, {});
   EXPECT_EQ(res.steps, 2);
   EXPECT_EQ(res.last_eval.examples, 4);
-}
-
-void expect_error(const std::function<void()>& fn, const std::string& fragment) {
-  try {
-    fn();
-    FAIL() << "no error; expected one containing: " << fragment;
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
-  }
 }
 
 TEST(Trainer, BadRecipesDataAndCheckpoints) {
