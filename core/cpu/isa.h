@@ -35,3 +35,22 @@ void set_active_isa(Isa isa);
 #define OCTET_TARGET_AVX2 __attribute__((target("avx2")))
 #define OCTET_TARGET_AVX512 __attribute__((target("avx512f")))
 #endif
+
+// OCTET_SIMD_CLONES: the other way to the same end, for loops that need no explicit dispatch (the
+// INT8 kernels): GCC compiles the function for AVX-512 (x86-64-v4), AVX2 (x86-64-v3) and baseline
+// x86-64 and the loader picks the version for this CPU (target_clones, an ifunc). It ignores
+// set_active_isa, so a test sees only the version this CPU runs, against the plain path.
+// The helpers a cloned kernel calls are OCTET_SIMD_INLINE: inlined, they are compiled (and
+// vectorized) for the clone's ISA; left as calls they would run the baseline version.
+//   OCTET_SIMD_CLONES void scale_run(const int32_t* acc, int64_t n, float s, float* out);
+//   OCTET_SIMD_INLINE float clamp127(float y);   // called from a cloned kernel
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__)
+#define OCTET_SIMD_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define OCTET_SIMD_CLONES
+#endif
+#if defined(__GNUC__)
+#define OCTET_SIMD_INLINE inline __attribute__((always_inline))
+#else
+#define OCTET_SIMD_INLINE inline
+#endif
