@@ -3,9 +3,11 @@
 // Paths (every one gives the same int32 results, tested on random data with -128/127 extremes and
 // odd sizes):
 //   dnnl       oneDNN's dnnl_gemm_s8s8s32 (JIT, VNNI). Measured on the Zen 5 dev machine, one thread:
-//              650-800 GOP/s on the conv shapes (M 64-512, K 64-4608, N 256-2048), ~3.3x oneDNN's
-//              SGEMM; 1024^3 on two threads 1.4-1.6 TOP/s. oneDNN's matmul primitive (brgemm) was
-//              not faster on these shapes and needs a primitive per shape, so the GEMM API it is.
+//              580-890 GOP/s on 1024^3 and the conv shapes (M 64-512, K 64-4608, N 196-2048), ~3.3x
+//              oneDNN's SGEMM; 1024^3 on two threads 1.4-1.6 TOP/s. dnnl_gemm_u8s8s32 with the
+//              zero-point compensation (codes + 128, A offset 128) ran within 3% of it (interleaved
+//              runs), and oneDNN's matmul primitive (brgemm) was not faster on these shapes and
+//              needs a primitive per shape: s8s8s32 it is, with no offset bookkeeping.
 //   reference  plain loops (int32 accumulation), portable; the fallback and the tests' reference.
 // oneDNN and saturation: without VNNI (AVX-512 or AVX2 but no vpdpbusd), oneDNN computes s8 x s8
 // as (a + 128) x b with vpmaddubsw, whose pairwise s16 sums saturate: measured here with

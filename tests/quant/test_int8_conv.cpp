@@ -10,6 +10,7 @@
 #include <memory>
 #include <ostream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/octet.h"
@@ -51,6 +52,9 @@ std::vector<ConvCase> conv_cases() {
       {"depthwise_nonsquare", 1, 4, 7, 10, 8, 3, 2, Conv2dOptions().stride(1, 2).padding(1, 1).dilation(2, 1).groups(4),
        false},
       {"depthwise_dilated", 2, 4, 9, 8, 4, 3, 3, Conv2dOptions().padding(2, 1).dilation(2, 1).groups(4)},
+      {"depthwise_stride3", 2, 3, 11, 10, 3, 3, 3, Conv2dOptions().stride(3).padding(1).groups(3)},
+      {"depthwise_s2_dilated_x2", 1, 2, 12, 9, 4, 3, 3, Conv2dOptions().stride(2).padding(2).dilation(2).groups(2)},
+      {"depthwise_s2_5x5", 2, 3, 13, 12, 3, 5, 5, Conv2dOptions().stride(2).padding(2).groups(3), false},
       {"depthwise_big_pad", 1, 3, 5, 5, 3, 3, 3, Conv2dOptions().padding(3).groups(3)},
       // 30x30 planes padded to 32x32: 16 samples per block of the wide kernels, so 20 make two.
       {"depthwise_two_blocks", 20, 2, 30, 30, 2, 3, 3, Conv2dOptions().padding(1).groups(2)},
@@ -261,11 +265,12 @@ TEST(Int8Conv, NonFiniteValuesPropagate) {
   EXPECT_TRUE(std::isnan(layer->stats.cos_distance));
 }
 
-// 2 * 300 * 300 = 180,000 positions of all-maximal codes: dw sums 180,000 * 127^2 > 2^31.
+// 2 * 300 * 300 = 180,000 positions of all-maximal codes: dw sums 180,000 * 127^2 > 2^31 (and
+// in the depthwise kernel one sample block alone exceeds 2^17 positions for 1 x 400 x 400).
 TEST(Int8Conv, WeightGradientBeyondInt32) {
-  const double positions = 2.0 * 300 * 300;
-  for (int64_t groups : {1, 2}) {
-    Tensor x = full({2, 2, 300, 300}, 1.0), w = full({2, 2 / groups, 1, 1}, 1.0).requires_grad_(true);
+  for (auto [n, hw, groups] : {std::tuple<int64_t, int64_t, int64_t>{2, 300, 1}, {2, 300, 2}, {1, 400, 2}}) {
+    const double positions = double(n * hw * hw);
+    Tensor x = full({n, 2, hw, hw}, 1.0), w = full({2, 2 / groups, 1, 1}, 1.0).requires_grad_(true);
     auto layer = rtn_layer();
     Tensor y = int8_conv2d(x, w, {}, Conv2dOptions().groups(groups), layer);
     y.backward(full(y.shape(), 1.0));

@@ -3,10 +3,12 @@
 // (oneDNN primitives) on ResNet-50 and MobileNetV2-CIFAR layer shapes, the INT8/FP32 ratio from
 // the same run, the DSGC search (run once per clip_update_period steps, not in the step time),
 // and the int8 GEMM (oneDNN s8s8s32 and the reference loops) at 1024^3 beside SGEMM.
-//   build/tools/bench/octet_bench_int8 [--threads 2] [--reps 3] [--batch 32] [--only SUBSTRING]
+//   build/tools/bench/octet_bench_int8 [--threads 2] [--reps 3] [--passes 1] [--batch 32] [--only SUBSTRING]
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
@@ -75,7 +77,7 @@ Times time_conv(int reps, const Tensor& x, const Tensor& w, const Tensor& dy, Co
 }  // namespace
 
 int main(int argc, char** argv) {
-  int threads = 2, reps = 3;
+  int threads = 2, reps = 3, passes = 1;
   int64_t batch = 32;
   std::string only;  // run only the layers whose name contains this
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -85,14 +87,16 @@ int main(int argc, char** argv) {
       reps = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--batch"))
       batch = std::atoll(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--passes"))
+      passes = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--only"))
       only = argv[i + 1];
   }
   set_num_threads(threads);
   Generator gen(0);
 
-  std::printf("octet INT8 conv benchmark: %d thread(s), batch %lld, best of %d; int8 GEMM path: %s\n\n", threads,
-              static_cast<long long>(batch), reps,
+  std::printf("octet INT8 conv benchmark: %d thread(s), batch %lld, best of %d x %d passes; int8 GEMM path: %s\n\n",
+              threads, static_cast<long long>(batch), reps, passes,
               std::string(quant::cpu::int8_gemm_path_name(quant::cpu::int8_gemm_path())).c_str());
 
   {  // GEMMs at 1024^3
@@ -117,34 +121,50 @@ int main(int argc, char** argv) {
     std::printf("\n");
   }
 
+  // Every cell is the best over `passes` passes through the table (and `reps` runs in each): the
+  // shared machine's slow spells last seconds, so one pass can catch a layer in one of them.
+  struct Cells {
+    double fp_fwd = 1e30, fp_step = 1e30, q_fwd = 1e30, q_step = 1e30, search = 1e30;
+  };
+  std::vector<Cells> cells(std::size(kLayers));
+  for (int pass = 0; pass < passes; ++pass) {
+    for (size_t li = 0; li < std::size(kLayers); ++li) {
+      const Layer& l = kLayers[li];
+      if (!only.empty() && std::string(l.name).find(only) == std::string::npos) continue;
+      Tensor x = randn({batch, l.c, l.hw, l.hw}, DType::f32, &gen).requires_grad_(true);
+      Tensor w = (randn({l.k, l.c / l.groups, l.kernel, l.kernel}, DType::f32, &gen) * 0.1).requires_grad_(true);
+      const Conv2dOptions opts = Conv2dOptions().stride(l.stride).padding(l.kernel / 2).groups(l.groups);
+      Tensor y;
+      {
+        NoGradGuard no_grad;
+        y = conv2d(x, w, Tensor(), opts);
+      }
+      Tensor dy = randn(y.shape(), DType::f32, &gen) * 1e-3;
+      const Times fp =
+          time_conv(reps, x, w, dy, [&](const Tensor& a, const Tensor& b) { return conv2d(a, b, {}, opts); });
+      // Training settings: stochastic rounding, DSGC every 100 steps. The warm-up call of the step
+      // timing is backward 0, which searches; the timed ones reuse its clip.
+      auto layer = std::make_shared<quant::Int8Layer>();
+      const Times q = time_conv(
+          reps, x, w, dy, [&](const Tensor& a, const Tensor& b) { return quant::int8_conv2d(a, b, {}, opts, layer); });
+      const double search = best_time(1, [&] { quant::dsgc_search(dy); });
+      Cells& c = cells[li];
+      c.fp_fwd = std::min(c.fp_fwd, fp.fwd), c.fp_step = std::min(c.fp_step, fp.step);
+      c.q_fwd = std::min(c.q_fwd, q.fwd), c.q_step = std::min(c.q_step, q.step), c.search = std::min(c.search, search);
+    }
+  }
   std::printf(
       "| layer (batch %3lld)                        | FP32 fwd | FP32 f+b | INT8 fwd | INT8 f+b | INT8/FP32 f+b | "
       "DSGC search |\n",
       static_cast<long long>(batch));
   std::printf("|---|---|---|---|---|---|---|\n");
   double fp32_total = 0, int8_total = 0;
-  for (const Layer& l : kLayers) {
-    if (!only.empty() && std::string(l.name).find(only) == std::string::npos) continue;
-    Tensor x = randn({batch, l.c, l.hw, l.hw}, DType::f32, &gen).requires_grad_(true);
-    Tensor w = (randn({l.k, l.c / l.groups, l.kernel, l.kernel}, DType::f32, &gen) * 0.1).requires_grad_(true);
-    const Conv2dOptions opts = Conv2dOptions().stride(l.stride).padding(l.kernel / 2).groups(l.groups);
-    Tensor y;
-    {
-      NoGradGuard no_grad;
-      y = conv2d(x, w, Tensor(), opts);
-    }
-    Tensor dy = randn(y.shape(), DType::f32, &gen) * 1e-3;
-    const Times fp =
-        time_conv(reps, x, w, dy, [&](const Tensor& a, const Tensor& b) { return conv2d(a, b, {}, opts); });
-    // Training settings: stochastic rounding, DSGC every 100 steps. The warm-up call of the step
-    // timing is backward 0, which searches; the timed ones reuse its clip.
-    auto layer = std::make_shared<quant::Int8Layer>();
-    const Times q = time_conv(
-        reps, x, w, dy, [&](const Tensor& a, const Tensor& b) { return quant::int8_conv2d(a, b, {}, opts, layer); });
-    const double search = best_time(1, [&] { quant::dsgc_search(dy); });
-    fp32_total += fp.step, int8_total += q.step;
-    std::printf("| %-40s | %8.2f | %8.2f | %8.2f | %8.2f | %13.2f | %11.2f |\n", l.name, fp.fwd * 1e3, fp.step * 1e3,
-                q.fwd * 1e3, q.step * 1e3, q.step / fp.step, search * 1e3);
+  for (size_t li = 0; li < std::size(kLayers); ++li) {
+    const Cells& c = cells[li];
+    if (c.fp_step >= 1e30) continue;
+    fp32_total += c.fp_step, int8_total += c.q_step;
+    std::printf("| %-40s | %8.2f | %8.2f | %8.2f | %8.2f | %13.2f | %11.2f |\n", kLayers[li].name, c.fp_fwd * 1e3,
+                c.fp_step * 1e3, c.q_fwd * 1e3, c.q_step * 1e3, c.q_step / c.fp_step, c.search * 1e3);
   }
   std::printf("| %-40s |          | %8.2f |          | %8.2f | %13.2f |             |\n", "sum of the layers",
               fp32_total * 1e3, int8_total * 1e3, int8_total / fp32_total);
