@@ -31,3 +31,4 @@
 #include "optim/rmsprop.h"
 #include "optim/schedule.h"
 #include "optim/sgd.h"
+#include "quant/int8_model.h"

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "layers/init.h"
+#include "quant/int8_conv.h"
 
 namespace octet {
 
@@ -31,6 +32,7 @@ void Conv2d::reset_parameters() {
 Tensor Conv2d::forward(const Tensor& x) {
   OCTET_CHECK(x.defined() && x.dim() == 4 && x.size(1) == in_channels_, "Conv2d: expected input [N, ", in_channels_,
               ", H, W], got ", x.defined() ? x.shape() : Shape{});
+  if (int8_) return quant::int8_conv2d(x, weight_, bias_, options_, int8_);
   return conv2d(x, weight_, bias_, options_);
 }
 
@@ -43,6 +45,7 @@ std::string Conv2d::extra_repr() const {
   if (o.dil_h_ != 1 || o.dil_w_ != 1) s += ", dilation=" + pair(o.dil_h_, o.dil_w_);
   if (o.groups_ != 1) s += ", groups=" + std::to_string(o.groups_);
   if (!bias_.defined()) s += ", bias=false";
+  if (int8_) s += ", int8";
   return s;
 }
 

@@ -1,10 +1,17 @@
 // Conv2d: 2-D convolution over NCHW inputs with a square kernel, PyTorch's default initialization.
+// Optionally INT8-trained (Unified INT8, quant/int8_conv.h): input and weight quantized to int8 in
+// the forward pass, the output gradient in the backward pass; the layer's Int8Layer holds the
+// config and the stats the autograd nodes update (quant/int8_model.h converts a whole model).
 //   auto conv = std::make_shared<Conv2d>(3, 16, 3, Conv2dOptions().padding(1), /*bias=*/false);
 //   Tensor y = (*conv)(x);   // [N,3,H,W] -> [N,16,H,W]
+//   conv->set_int8(std::make_shared<quant::Int8Layer>());   // from now on INT8
 #pragma once
+
+#include <memory>
 
 #include "core/ops/conv.h"
 #include "layers/module.h"
+#include "quant/int8.h"
 
 namespace octet {
 
@@ -20,10 +27,18 @@ class Conv2d : public Module {
   std::string extra_repr() const override;
   void reset_parameters();
 
+  // INT8 mode: forward and backward through quant::int8_conv2d with this layer state (shared with
+  // the autograd nodes, which update its stats); nullptr returns to float convolution.
+  void set_int8(std::shared_ptr<quant::Int8Layer> layer) { int8_ = std::move(layer); }
+  const std::shared_ptr<quant::Int8Layer>& int8() const { return int8_; }
+
   int64_t in_channels_, out_channels_, kernel_size_;
   Conv2dOptions options_;
   Tensor weight_;
   Tensor bias_;  // undefined without bias
+
+ private:
+  std::shared_ptr<quant::Int8Layer> int8_;  // null: float
 };
 
 }  // namespace octet

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <map>
 #include <set>
 #include <typeinfo>
@@ -92,6 +93,7 @@ Optimizer::Optimizer(std::vector<ParamGroup> groups, const OptimizerOptions& def
     for (auto& [pname, p] : pg.params) {
       OCTET_CHECK(p.defined(), name, ": parameter '", pname, "' is undefined");
       OCTET_CHECK(seen.insert(pname).second, name, ": parameter name '", pname, "' appears twice");
+      lr_scale_[pname] = 1.0;
       OCTET_CHECK(seen_tensors.insert(p.impl()).second, name, ": parameter '", pname,
                   "' is a tensor already listed under another name (tied weights: list it once)");
       OCTET_CHECK(p.dtype() == DType::f32 || p.dtype() == DType::f64, name, ": parameter '", pname, "' has dtype ",
@@ -124,6 +126,20 @@ void Optimizer::set_lr(size_t group, double lr) {
 double Optimizer::initial_lr(size_t group) const {
   group_options(group);  // range check
   return groups_[group].initial_lr;
+}
+
+void Optimizer::set_lr_scale(const std::string& param, double scale) {
+  auto it = lr_scale_.find(param);
+  OCTET_CHECK(it != lr_scale_.end(), name_, ".set_lr_scale: no parameter named '", param, "'");
+  OCTET_CHECK(std::isfinite(scale) && scale >= 0.0, name_, ".set_lr_scale: expected a finite scale >= 0 for '", param,
+              "', got ", scale);
+  it->second = scale;
+}
+
+double Optimizer::lr_scale(const std::string& param) const {
+  auto it = lr_scale_.find(param);
+  OCTET_CHECK(it != lr_scale_.end(), name_, ".lr_scale: no parameter named '", param, "'");
+  return it->second;
 }
 
 std::unique_ptr<ParamState> Optimizer::make_state(const std::string& name, const Tensor& param,
@@ -183,9 +199,17 @@ void Optimizer::step() {
       OCTET_CHECK(state.buffer_names() == state_buffers(*g.options), name_, ": the options of '", pname,
                   "' were changed after its state was made, so that it needs other state buffers");
       state.set_step(state.step() + 1);
+      // A scaled parameter gets its own copy of the group's options (the update reads lr from them).
+      const OptimizerOptions* options = g.options.get();
+      std::unique_ptr<OptimizerOptions> scaled;
+      if (const double scale = lr_scale_.at(pname); scale != 1.0) {
+        scaled = g.options->clone();
+        scaled->set_lr(g.options->get_lr() * scale);
+        options = scaled.get();
+      }
       // Updates write through data pointers; a non-contiguous parameter is updated in a copy.
       Tensor work = p.contiguous();
-      update(*g.options, work, grad.contiguous(), state);
+      update(*options, work, grad.contiguous(), state);
       if (work.same(p)) {
         p.storage()->bump_version();  // autograd must see that saved copies of p went stale
       } else {

@@ -47,6 +47,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -211,6 +212,15 @@ class Optimizer {
   void set_lr(size_t group, double lr);
   // The lr the group was built with: schedules scale this one.
   double initial_lr(size_t group) const;
+  // A factor on one parameter's lr (1 unless set): step() updates parameter `name` with a clone of
+  // its group's options whose lr is lr * scale, so the factor works the same for every optimizer,
+  // 32- or 8-bit state, on the CPU and on CUDA, and follows the group's schedule. DCLR
+  // (quant/int8.h) sets it per INT8 layer before each step. It is not part of state_dict(): whoever
+  // sets it sets it again after a resume. An unknown name, or a negative or non-finite scale, is an
+  // Error.
+  //   opt.set_lr_scale("features.3.weight", quant::dclr_scale(d_c, 20.0, 0.1));
+  void set_lr_scale(const std::string& name, double scale);
+  double lr_scale(const std::string& name) const;
   // Calls of step() so far (also restored by load_state_dict).
   int64_t steps() const { return steps_; }
   const StateOptions& state_options() const { return state_options_; }
@@ -260,7 +270,8 @@ class Optimizer {
 
   const char* name_;
   StateOptions state_options_;
-  mutable std::vector<Group> groups_;  // states are created lazily, also from const accessors
+  mutable std::vector<Group> groups_;       // states are created lazily, also from const accessors
+  std::map<std::string, double> lr_scale_;  // every parameter's name -> its lr factor
   int64_t steps_ = 0;
 };
 

@@ -8,6 +8,7 @@
 
 #include <vector>
 
+#include "core/cpu/isa.h"
 #include "optim/optimizer.h"
 #include "optim/update_rules.h"
 
@@ -18,7 +19,7 @@ namespace octet {
 // The rule is copied to a local: the compiler then knows that stores to p and the buffers
 // cannot change its scalars, keeps them in registers and vectorizes the loop.
 template <int N, typename Rule, typename T>
-void apply_rule_block(const Rule& rule_ref, T* p, const T* g, int64_t n, T* const* buffers) {
+[[gnu::always_inline]] inline void rule_loop(const Rule& rule_ref, T* p, const T* g, int64_t n, T* const* buffers) {
   const Rule rule = rule_ref;
   T* buf[N > 0 ? N : 1] = {};
   for (int k = 0; k < N; ++k) buf[k] = buffers[k];
@@ -30,18 +31,48 @@ void apply_rule_block(const Rule& rule_ref, T* p, const T* g, int64_t n, T* cons
   }
 }
 
-// `rule` over block b of the parameter p with gradient g (both pointing at element 0).
+// The same loop compiled for each ISA of core/cpu/isa.h (flatten: the rule is inlined and so
+// compiled with the wider vectors); the same IEEE operations in the same order, so every copy
+// gives the same bits.
+template <int N, typename Rule, typename T>
+void rule_loop_portable(const Rule& rule, T* p, const T* g, int64_t n, T* const* buffers) {
+  rule_loop<N>(rule, p, g, n, buffers);
+}
+#ifdef OCTET_CPU_X86
+template <int N, typename Rule, typename T>
+OCTET_TARGET_AVX2 [[gnu::flatten]] void rule_loop_avx2(const Rule& rule, T* p, const T* g, int64_t n,
+                                                       T* const* buffers) {
+  rule_loop<N>(rule, p, g, n, buffers);
+}
+template <int N, typename Rule, typename T>
+OCTET_TARGET_AVX512 [[gnu::flatten]] void rule_loop_avx512(const Rule& rule, T* p, const T* g, int64_t n,
+                                                           T* const* buffers) {
+  rule_loop<N>(rule, p, g, n, buffers);
+}
+#endif
+
+template <int N, typename Rule, typename T>
+void apply_rule_block(cpu::Isa isa, const Rule& rule, T* p, const T* g, int64_t n, T* const* buffers) {
+#ifdef OCTET_CPU_X86
+  if (isa == cpu::Isa::avx512) return rule_loop_avx512<N>(rule, p, g, n, buffers);
+  if (isa == cpu::Isa::avx2) return rule_loop_avx2<N>(rule, p, g, n, buffers);
+#endif
+  rule_loop_portable<N>(rule, p, g, n, buffers);
+}
+
+// `rule` over block b of the parameter p with gradient g (both pointing at element 0), with the
+// loop compiled for `isa`.
 template <typename Rule, typename T>
-void apply_rule(const Rule& rule, T* p, const T* g, const StateBlock<T>& b) {
+void apply_rule(cpu::Isa isa, const Rule& rule, T* p, const T* g, const StateBlock<T>& b) {
   switch (rule.buffers) {
     case 0:
-      return apply_rule_block<0>(rule, p + b.begin, g + b.begin, b.n, b.buffers);
+      return apply_rule_block<0>(isa, rule, p + b.begin, g + b.begin, b.n, b.buffers);
     case 1:
-      return apply_rule_block<1>(rule, p + b.begin, g + b.begin, b.n, b.buffers);
+      return apply_rule_block<1>(isa, rule, p + b.begin, g + b.begin, b.n, b.buffers);
     case 2:
-      return apply_rule_block<2>(rule, p + b.begin, g + b.begin, b.n, b.buffers);
+      return apply_rule_block<2>(isa, rule, p + b.begin, g + b.begin, b.n, b.buffers);
     case 3:
-      return apply_rule_block<3>(rule, p + b.begin, g + b.begin, b.n, b.buffers);
+      return apply_rule_block<3>(isa, rule, p + b.begin, g + b.begin, b.n, b.buffers);
     default:
       OCTET_FAIL("optimizer: a rule with ", rule.buffers, " state buffers (at most ", kMaxStateBuffers, ")");
   }
@@ -76,7 +107,8 @@ void run_rule(const Rule& rule, const Tensor& param, const Tensor& grad, ParamSt
   if (!param.device().is_cpu()) return device_update(rule, param, grad, state, name);
   T* p = param.data<T>();
   const T* g = grad.data<T>();
-  state.for_each_block(BlockUpdate<T>([&](const StateBlock<T>& b) { apply_rule(rule, p, g, b); }));
+  const cpu::Isa isa = cpu::active_isa();
+  state.for_each_block(BlockUpdate<T>([&](const StateBlock<T>& b) { apply_rule(isa, rule, p, g, b); }));
 }
 
 }  // namespace octet

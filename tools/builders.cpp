@@ -191,4 +191,26 @@ std::shared_ptr<LrSchedule> build_schedule(const Recipe& r) {
   return main;
 }
 
+quant::Int8Config int8_config_from(const Recipe& r) {
+  quant::Int8Config c;
+  c.stochastic_rounding = r.boolean("quant.stochastic_rounding");
+  c.dsgc = r.boolean("quant.dsgc");
+  c.clip_update_period = r.integer("quant.clip_update_period");
+  c.dclr = r.boolean("quant.dclr");
+  c.dclr_alpha = r.real("quant.dclr_alpha");
+  c.dclr_beta = r.real("quant.dclr_beta");
+  c.cos_distance_warn = r.real("quant.cos_distance_warn");
+  return c;
+}
+
+std::vector<quant::Int8Conv> build_int8(const Recipe& r, Module& model) {
+  if (!r.boolean("quant.int8_conv")) return {};
+  try {
+    return quant::enable_int8(model, int8_config_from(r), r.boolean("quant.keep_first_last_float"),
+                              static_cast<uint64_t>(r.integer("train.seed")));
+  } catch (const Error& e) {
+    OCTET_FAIL("recipe quant.int8_conv: cannot train model '", r.text("model.name"), "' in INT8: ", e.what());
+  }
+}
+
 }  // namespace octet::tools

@@ -9,6 +9,7 @@
 #include "layers/module.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
+#include "quant/int8_model.h"
 #include "tools/recipe.h"
 
 namespace octet::tools {
@@ -24,5 +25,12 @@ Datasets build_datasets(const Recipe& r, bool need_train, const std::string& roo
 
 std::unique_ptr<Optimizer> build_optimizer(const Recipe& r, const NamedTensors& params);
 std::shared_ptr<LrSchedule> build_schedule(const Recipe& r);
+
+// The quant.* keys as an INT8 layer configuration.
+quant::Int8Config int8_config_from(const Recipe& r);
+// With quant.int8_conv, turns the model's convolutions INT8 (quant::enable_int8, seeded from
+// train.seed) and returns them; without it, nothing. A model it cannot convert is an Error
+// naming quant.int8_conv.
+std::vector<quant::Int8Conv> build_int8(const Recipe& r, Module& model);
 
 }  // namespace octet::tools

@@ -7,7 +7,7 @@ namespace octet::tools {
 
 namespace {
 
-const std::string kModel = "model.", kOptimizer = "optimizer.";
+const std::string kModel = "model.", kOptimizer = "optimizer.", kInt8 = "int8.";
 
 std::string real_text(double v) {
   char buf[64];
@@ -37,11 +37,12 @@ T parse_number(const Metadata& md, const std::string& key, const std::string& pa
 }  // namespace
 
 void save_checkpoint(const std::string& path, const NamedTensors& model, const NamedTensors& optimizer,
-                     const TrainState& s, const std::string& recipe_yaml) {
+                     const TrainState& s, const std::string& recipe_yaml, const NamedTensors& int8) {
   NamedTensors all;
-  all.reserve(model.size() + optimizer.size());
+  all.reserve(model.size() + optimizer.size() + int8.size());
   for (const auto& [k, t] : model) all.emplace_back(kModel + k, t);
   for (const auto& [k, t] : optimizer) all.emplace_back(kOptimizer + k, t);
+  for (const auto& [k, t] : int8) all.emplace_back(kInt8 + k, t);
   Metadata md = {{"format", kCheckpointFormat},
                  {"epoch", std::to_string(s.epoch)},
                  {"batch", std::to_string(s.batch)},
@@ -78,8 +79,10 @@ Checkpoint load_checkpoint(const std::string& path) {
       c.model.emplace_back(k.substr(kModel.size()), t);
     else if (k.rfind(kOptimizer, 0) == 0)
       c.optimizer.emplace_back(k.substr(kOptimizer.size()), t);
+    else if (k.rfind(kInt8, 0) == 0)
+      c.int8.emplace_back(k.substr(kInt8.size()), t);
     else
-      OCTET_FAIL(path, ": unexpected tensor '", k, "' (expected model.* or optimizer.*)");
+      OCTET_FAIL(path, ": unexpected tensor '", k, "' (expected model.*, optimizer.* or int8.*)");
   }
   return c;
 }

@@ -1,6 +1,7 @@
 // Training checkpoints: one safetensors file holding the model (tensors "model.<name>"), the
-// optimizer state ("optimizer.<name>"), and in __metadata__ the training position, the RNG state
-// and the resolved recipe, so a run resumes exactly and `octet eval` can rebuild the model.
+// optimizer state ("optimizer.<name>"), the INT8 layers' stats of an INT8 run ("int8.<layer>.<stat>",
+// tools/int8_run.h), and in __metadata__ the training position, the RNG state and the resolved
+// recipe, so a run resumes exactly and `octet eval` can rebuild the model.
 //   save_checkpoint("runs/x/last.safetensors", model->state_dict(), opt.state_dict(), state, yaml);
 //   Checkpoint c = load_checkpoint("runs/x/last.safetensors");
 #pragma once
@@ -23,6 +24,7 @@ struct TrainState {
 struct Checkpoint {
   NamedTensors model;
   NamedTensors optimizer;
+  NamedTensors int8;  // empty unless the run trains INT8 layers
   TrainState state;
   std::string recipe_yaml;
   std::string path;
@@ -32,7 +34,7 @@ constexpr const char* kCheckpointFormat = "octet-checkpoint-1";
 
 // Written atomically (temporary file + rename): an existing checkpoint is replaced whole or not at all.
 void save_checkpoint(const std::string& path, const NamedTensors& model, const NamedTensors& optimizer,
-                     const TrainState& state, const std::string& recipe_yaml);
+                     const TrainState& state, const std::string& recipe_yaml, const NamedTensors& int8 = {});
 // Rejects files that are not octet checkpoints, or whose metadata is missing or malformed, with an
 // octet::Error naming the file and the problem.
 Checkpoint load_checkpoint(const std::string& path);

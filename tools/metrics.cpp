@@ -76,6 +76,41 @@ Series series_of(const std::vector<MetricRecord>& records, const std::string& sp
   return s;
 }
 
+// INT8 runs (records of split "int8", tools/int8_run.h): per-layer d_c, DCLR lr factor and
+// gradient clip of the layers whose d_c peaked highest (all layers would crowd the legend).
+void int8_charts(std::ostream& os, const std::vector<MetricRecord>& records) {
+  constexpr size_t kMaxLayers = 8;
+  const std::string kSuffix = ".cos_distance";
+  std::map<std::string, double> peak;  // layer -> largest d_c seen
+  for (const auto& r : records) {
+    if (r.split != "int8") continue;
+    for (const auto& [k, v] : r.values) {
+      if (k.size() <= kSuffix.size() || k.compare(k.size() - kSuffix.size(), kSuffix.size(), kSuffix) != 0) continue;
+      double& p = peak.try_emplace(k.substr(0, k.size() - kSuffix.size()), -1.0).first->second;
+      if (std::isfinite(v)) p = std::max(p, v);
+    }
+  }
+  if (peak.empty()) return;
+  std::vector<std::pair<std::string, double>> layers(peak.begin(), peak.end());
+  std::stable_sort(layers.begin(), layers.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  if (layers.size() > kMaxLayers) layers.resize(kMaxLayers);
+  static const char* kColors[kMaxLayers] = {"#d62728", "#ff7f0e", "#1f77b4", "#2ca02c",
+                                            "#9467bd", "#8c564b", "#e377c2", "#17becf"};
+  auto charted = [&](const std::string& stat) {
+    std::vector<Series> out;
+    for (size_t i = 0; i < layers.size(); ++i)
+      out.push_back(series_of(records, "int8", layers[i].first + "." + stat, layers[i].first, kColors[i]));
+    return out;
+  };
+  const std::string which = peak.size() > layers.size() ? detail::str_cat(" (the ", layers.size(), " of ", peak.size(),
+                                                                          " INT8 layers with the largest d_c)")
+                                                        : std::string(" (INT8 layers)");
+  os << "<h3>INT8 layers</h3>";
+  os << chart("gradient cosine distance d_c" + which, charted("cos_distance"));
+  os << chart("DCLR lr factor" + which, charted("lr_scale"));
+  os << chart("gradient clip" + which, charted("grad_clip"));
+}
+
 }  // namespace
 
 MetricsLog::MetricsLog(const std::string& dir, bool resume) : dir_(dir) {
@@ -125,6 +160,7 @@ std::string curves_html(const std::vector<MetricRecord>& records, const std::str
                                      series_of(records, "test", "top1", "test", "#d62728")});
   os << chart("learning rate", {series_of(records, "train", "lr", "lr", "#2ca02c")});
   os << chart("samples/s", {series_of(records, "train", "samples_per_s", "train", "#9467bd")});
+  int8_charts(os, records);
   os << "</body></html>\n";
   return os.str();
 }

@@ -1,5 +1,6 @@
 // Run metrics: one JSON object per line in <run>/metrics.jsonl (machine-readable), and
-// <run>/curves.html, a self-contained page with SVG learning curves a person can open.
+// <run>/curves.html, a self-contained page with SVG learning curves a person can open (plus, for
+// INT8 runs, the d_c, lr factor and gradient clip of the INT8 layers whose d_c peaked highest).
 //   MetricsLog log("runs/x");  log.record({{"split","train"}}, {{"step",100},{"loss",0.4}});
 //   log.write_curves();
 #pragma once
@@ -12,7 +13,8 @@
 namespace octet::tools {
 
 struct MetricRecord {
-  std::string split;                     // "train" (per log interval) or "test" (per epoch)
+  std::string split;                     // "train" (per log interval), "test" (per epoch) or "int8"
+                                         // (per log interval, INT8 layers' stats: tools/int8_run.h)
   std::map<std::string, double> values;  // step, epoch, loss, top1, lr, samples_per_s, ...
 };
 

@@ -2,6 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <cmath>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -63,6 +64,22 @@ const std::vector<SchemaEntry> kSchema = {
     {"schedule.gamma", K::real, "0.1", "step, multistep: decay factor"},
     {"schedule.milestones", K::real_list, "[]", "multistep: epochs at which lr decays"},
     {"schedule.eta_min", K::real, "0.0", "cosine: final learning rate"},
+    // quant: INT8 training of convolutions (Unified INT8; quant/int8.h, quant/int8_model.h)
+    {"quant.int8_conv", K::boolean, "false",
+     "train the model's Conv2d layers in INT8: input and weight (forward) and output gradient (backward) quantized"},
+    {"quant.keep_first_last_float", K::boolean, "true",
+     "keep the first convolution (and the final layer, if it is a convolution) in float, as the paper does"},
+    {"quant.dsgc", K::boolean, "true",
+     "gradient clip by the cosine-distance search (DSGC); false: clip = max|gradient|"},
+    {"quant.clip_update_period", K::integer, "100", "backward passes between two DSGC searches (>= 1)"},
+    {"quant.stochastic_rounding", K::boolean, "true",
+     "stochastic rounding of the INT8 gradients; false: round to nearest"},
+    {"quant.dclr", K::boolean, "true",
+     "scale each INT8 layer's lr by max(exp(-dclr_alpha * d_c), dclr_beta), d_c its gradient's cosine distance"},
+    {"quant.dclr_alpha", K::real, "20.0", "DCLR decay rate alpha (>= 0)"},
+    {"quant.dclr_beta", K::real, "0.1", "DCLR lower bound beta on the lr factor, in (0, 1]"},
+    {"quant.cos_distance_warn", K::real, "0.1",
+     "warn when an INT8 layer's gradient cosine distance d_c rises above this (>= 0)"},
     // train
     {"train.epochs", K::integer, "10", "epochs to train"},
     {"train.batch_size", K::integer, "128", "training batch size"},
@@ -83,6 +100,19 @@ const std::vector<SchemaEntry> kSchema = {
     {"log.every_steps", K::integer, "50", "steps between metric records"},
     {"log.progress", K::boolean, "true", "progress bar on a terminal"},
     {"log.tensorboard", K::boolean, "false", "also write TensorBoard event files"},
+};
+
+// Allowed values of numeric keys beyond their type; convert() checks them.
+struct ValueRange {
+  double lo, hi;
+  bool lo_open;
+  const char* text;
+};
+const std::map<std::string, ValueRange> kRanges = {
+    {"quant.clip_update_period", {1.0, HUGE_VAL, false, ">= 1"}},
+    {"quant.dclr_alpha", {0.0, HUGE_VAL, false, ">= 0"}},
+    {"quant.dclr_beta", {0.0, 1.0, true, "in (0, 1]"}},
+    {"quant.cos_distance_warn", {0.0, HUGE_VAL, false, ">= 0"}},
 };
 
 const SchemaEntry* find_entry(const std::string& key) {
@@ -132,7 +162,7 @@ const char* type_name(KeyType t) {
 }
 
 // Converts a YAML node to the entry's type; `where` names the place for errors.
-RecipeValue convert(const YAML::Node& n, const SchemaEntry& e, const std::string& where) {
+RecipeValue convert_type(const YAML::Node& n, const SchemaEntry& e, const std::string& where) {
   auto bad = [&]() -> RecipeValue {
     OCTET_FAIL(where, ": key '", e.key, "' must be ", type_name(e.type), ", got '", YAML::Dump(n), "'");
   };
@@ -176,6 +206,18 @@ RecipeValue convert(const YAML::Node& n, const SchemaEntry& e, const std::string
     return bad();
   }
   return bad();
+}
+
+// convert_type, then the key's range (kRanges), if it has one.
+RecipeValue convert(const YAML::Node& n, const SchemaEntry& e, const std::string& where) {
+  RecipeValue v = convert_type(n, e, where);
+  auto range = kRanges.find(e.key);
+  if (range == kRanges.end()) return v;
+  const ValueRange& r = range->second;
+  const double x = std::holds_alternative<int64_t>(v) ? static_cast<double>(std::get<int64_t>(v)) : std::get<double>(v);
+  const bool ok = (r.lo_open ? x > r.lo : x >= r.lo) && x <= r.hi;
+  OCTET_CHECK(ok, where, ": key '", e.key, "' must be ", r.text, ", got ", YAML::Dump(n));
+  return v;
 }
 
 std::string at_line(const std::string& source, const YAML::Node& n) {

@@ -15,6 +15,7 @@
 #include "tools/batch_stats.h"
 #include "tools/builders.h"
 #include "tools/checkpoint.h"
+#include "tools/int8_run.h"
 #include "tools/metrics.h"
 #include "tools/progress.h"
 #include "tools/tensorboard.h"
@@ -180,15 +181,26 @@ TrainResult train(const Recipe& recipe_in, const TrainOptions& opts) {
   // optimizer creates its state next to the parameters. Loading a checkpoint copies host tensors
   // into device ones.
   auto model = build_model_from(recipe);
+  Int8Run int8(build_int8(recipe, *model));
   Datasets data = build_datasets(recipe, true);
   use_device(device, recipe.boolean("train.allow_tf32"));
   model->to(device);
   auto optimizer = build_optimizer(recipe, model->named_parameters());
   auto schedule = build_schedule(recipe);
+  bool dropped_int8_stats = false;
   if (resuming) {
     model->load_state_dict(ckpt.model);
     optimizer->load_state_dict(ckpt.optimizer);
     default_generator().set_state(state.rng_seed, state.rng_offset);
+    // The INT8 layers continue their clip schedule and rounding draws where they were.
+    if (!int8.empty()) {
+      try {
+        int8.load_state_dict(ckpt.int8);
+      } catch (const Error& e) {
+        OCTET_FAIL(ckpt.path, ": ", e.what());
+      }
+    }
+    dropped_int8_stats = int8.empty() && !ckpt.int8.empty();
   }
   ckpt = Checkpoint();                           // the tensors now live in the model and optimizer
   if (!resuming) run_dir = new_run_dir(recipe);  // only once everything above was valid
@@ -202,6 +214,16 @@ TrainResult train(const Recipe& recipe_in, const TrainOptions& opts) {
   spdlog::info("{} run {} ({}): model {} with {} parameters, {} training / {} test examples, on {}",
                resuming ? "resuming" : "starting", run_dir, recipe.source(), recipe.text("model.name"),
                model->num_parameters(), data.train->size(), data.test->size(), describe(device));
+  if (!int8.empty()) {
+    std::string names;
+    for (const auto& l : int8.layers()) names += (names.empty() ? "" : ", ") + l.name;
+    const quant::Int8Config& c = int8.layers()[0].layer->config;
+    spdlog::info("INT8 training of {} convolutions ({}); DSGC {} (every {} steps), stochastic rounding {}, DCLR {}",
+                 int8.layers().size(), names, c.dsgc ? "on" : "off", c.clip_update_period,
+                 c.stochastic_rounding ? "on" : "off", c.dclr ? "on" : "off");
+  }
+  if (dropped_int8_stats)
+    spdlog::warn("the checkpoint was trained with INT8 layers; this run (quant.int8_conv: false) continues in float");
 
   const int64_t epochs = recipe.integer("train.epochs"), batch_size = recipe.integer("train.batch_size");
   const int64_t log_every = std::max<int64_t>(1, recipe.integer("log.every_steps"));
@@ -234,7 +256,7 @@ TrainResult train(const Recipe& recipe_in, const TrainOptions& opts) {
     state.rng_seed = default_generator().seed();
     state.rng_offset = default_generator().offset();
     save_checkpoint(run_dir + "/last.safetensors", model->state_dict(), optimizer->state_dict(), state,
-                    recipe.resolved_yaml());
+                    recipe.resolved_yaml(), int8.state_dict());
   };
 
   // Loss and accuracy per step. The CPU reads them every step; a GPU keeps them on the device until
@@ -261,6 +283,10 @@ TrainResult train(const Recipe& recipe_in, const TrainOptions& opts) {
       optimizer->zero_grad();
       loss.backward();
       if (clip > 0) clip_grad_norm(params, clip);
+      if (!int8.empty()) {
+        int8.after_backward(state.step + 1);
+        int8.apply_dclr(*optimizer);  // each INT8 layer's lr factor from this backward pass's d_c
+      }
       optimizer->step();
       ++state.step;
       state.batch = b + 1;
@@ -293,14 +319,18 @@ TrainResult train(const Recipe& recipe_in, const TrainOptions& opts) {
                           {"samples_per_s", secs > 0 ? static_cast<double>(interval_n) / secs : 0.0}}};
         add_memory_stats(device, rec.values);
         metrics.record(rec);
+        if (!int8.empty()) metrics.record(int8.record(state.step, rec.values["epoch"]));
         if (tb) {
           for (const char* k : {"loss", "top1", "lr", "samples_per_s"})
             tb->add_scalar(std::string("train/") + k, static_cast<float>(rec.values[k]), state.step);
+          if (!int8.empty()) int8.add_scalars(*tb, state.step);
           tb->flush();
         }
-        if (!ProgressBar::terminal() || !recipe.boolean("log.progress"))
+        if (!ProgressBar::terminal() || !recipe.boolean("log.progress")) {
           spdlog::info("epoch {} step {}: loss {:.4f} top-1 {:.2f}% lr {:.4g} {:.0f} img/s", epoch + 1, state.step,
                        rec.values["loss"], rec.values["top1"], rec.values["lr"], rec.values["samples_per_s"]);
+          if (!int8.empty()) spdlog::info("{}", int8.summary());
+        }
         interval_loss = 0, interval_n = 0, interval_correct = 0, interval_steps = 0;
         interval_start = Clock::now();
       }
@@ -350,7 +380,7 @@ TrainResult train(const Recipe& recipe_in, const TrainOptions& opts) {
       state.rng_seed = default_generator().seed();
       state.rng_offset = default_generator().offset();
       save_checkpoint(run_dir + "/best.safetensors", model->state_dict(), optimizer->state_dict(), state,
-                      recipe.resolved_yaml());
+                      recipe.resolved_yaml(), int8.state_dict());
     }
     int64_t every = std::max<int64_t>(1, recipe.integer("checkpoint.every_epochs"));
     if ((epoch + 1) % every == 0 || epoch + 1 == epochs) save_last();
@@ -382,6 +412,7 @@ EvalResult evaluate_checkpoint(const std::string& path_in, const std::string& da
   }
   set_num_threads(static_cast<int>(threads));
   auto model = build_model_from(recipe);
+  build_int8(recipe, *model);  // an INT8-trained model is evaluated through its INT8 layers
   model->load_state_dict(c.model);
   use_device(device, recipe.boolean("train.allow_tf32"));
   model->to(device);

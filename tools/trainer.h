@@ -4,6 +4,9 @@
 // last.safetensors (`resume`): same batches, same dropout masks, same losses on the CPU.
 // train.device picks the CPU or a GPU (cuda, cuda:N): the model and batches live there, batches
 // are copied ahead of the step that needs them, and metrics.jsonl adds the GPU's memory counters.
+// With quant.int8_conv the model's convolutions train in INT8 (tools/int8_run.h: DCLR before each
+// optimizer step, per-layer telemetry, the layers' stats in checkpoints); `octet eval` evaluates
+// such a checkpoint through its INT8 layers.
 //   TrainResult r = train(load_recipe("recipes/fashion_mnist.yaml"), {});
 #pragma once
 

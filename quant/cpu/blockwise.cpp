@@ -3,64 +3,12 @@
 #include "quant/cpu/blockwise.h"
 
 #include <algorithm>
-#include <atomic>
 
 #include "core/error.h"
 #include "core/parallel.h"
 #include "quant/block_code.h"
 
 namespace octet::quant::cpu {
-
-// ---- instruction sets
-
-std::string_view isa_name(Isa isa) {
-  switch (isa) {
-    case Isa::portable:
-      return "portable";
-    case Isa::avx2:
-      return "avx2";
-    case Isa::avx512:
-      return "avx512";
-  }
-  return "?";
-}
-
-bool isa_supported(Isa isa) {
-  switch (isa) {
-    case Isa::portable:
-      return true;
-#ifdef OCTET_QUANT_X86
-    case Isa::avx2:
-      return __builtin_cpu_supports("avx2");
-    case Isa::avx512:
-      return __builtin_cpu_supports("avx512f");
-#endif
-    default:
-      return false;
-  }
-}
-
-Isa best_isa() {
-  static const Isa best = isa_supported(Isa::avx512) ? Isa::avx512
-                          : isa_supported(Isa::avx2) ? Isa::avx2
-                                                     : Isa::portable;
-  return best;
-}
-
-namespace {
-std::atomic<int> g_active_isa{-1};  // -1: best_isa()
-}  // namespace
-
-Isa active_isa() {
-  int a = g_active_isa.load(std::memory_order_relaxed);
-  return a < 0 ? best_isa() : static_cast<Isa>(a);
-}
-
-void set_active_isa(Isa isa) {
-  OCTET_CHECK(isa_supported(isa), "quant::cpu::set_active_isa: ISA ", isa_name(isa),
-              " is not supported by this CPU or build (best: ", isa_name(best_isa()), ")");
-  g_active_isa.store(static_cast<int>(isa), std::memory_order_relaxed);
-}
 
 // ---- search trees
 
@@ -128,7 +76,7 @@ void decode_portable(const uint8_t* codes, int64_t n, float absmax, const float*
 namespace {
 
 float absmax_isa(Isa isa, const float* x, int64_t n) {
-#ifdef OCTET_QUANT_X86
+#ifdef OCTET_CPU_X86
   if (isa == Isa::avx512) return detail::absmax_avx512(x, n);
   if (isa == Isa::avx2) return detail::absmax_avx2(x, n);
 #endif
@@ -136,11 +84,18 @@ float absmax_isa(Isa isa, const float* x, int64_t n) {
 }
 
 void encode_isa(Isa isa, const float* x, int64_t n, float absmax, const SearchTree& tree, uint8_t* codes) {
-#ifdef OCTET_QUANT_X86
+#ifdef OCTET_CPU_X86
   if (isa == Isa::avx512) return detail::encode_avx512(x, n, absmax, tree, codes);
   if (isa == Isa::avx2) return detail::encode_avx2(x, n, absmax, tree, codes);
 #endif
   detail::encode_portable(x, n, absmax, tree, codes);
+}
+
+void decode_isa(Isa isa, const uint8_t* codes, int64_t n, float absmax, const float* map, float* out) {
+#ifdef OCTET_CPU_X86
+  if (isa == Isa::avx512) return detail::decode_avx512(codes, n, absmax, map, out);
+#endif
+  detail::decode_portable(codes, n, absmax, map, out);  // AVX2: the scalar lookup was fastest
 }
 
 void check_isa(Isa isa, const char* op) {
@@ -159,8 +114,8 @@ void quantize_block(Isa isa, const float* x, int64_t n, const float* map, uint8_
 }
 
 void dequantize_block(Isa isa, const uint8_t* codes, int64_t n, float absmax, const float* map, float* out) {
-  check_isa(isa, "quant::cpu::dequantize_block");  // one lookup loop serves every ISA
-  detail::decode_portable(codes, n, absmax, map, out);
+  check_isa(isa, "quant::cpu::dequantize_block");
+  decode_isa(isa, codes, n, absmax, map, out);
 }
 
 namespace {
@@ -184,10 +139,11 @@ void quantize_blocks(const float* x, int64_t n, int64_t block_size, const float*
 
 void dequantize_blocks(const uint8_t* codes, int64_t n, int64_t block_size, const float* absmax, const float* map,
                        float* out) {
+  const Isa isa = active_isa();
   parallel_for(0, (n + block_size - 1) / block_size, block_grain(block_size), [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b) {
       int64_t begin = b * block_size, len = std::min(block_size, n - begin);
-      detail::decode_portable(codes + begin, len, absmax[b], map, out + begin);
+      decode_isa(isa, codes + begin, len, absmax[b], map, out + begin);
     }
   });
 }

@@ -1,7 +1,7 @@
 // CPU kernels of block-wise quantization (definition in quant/blockwise.h), with a run-time choice
-// of instruction set: the library is built for baseline x86-64, and the AVX2 / AVX-512 versions
-// are compiled per function (__attribute__((target))) and picked with __builtin_cpu_supports.
-// Every path gives bit-identical codes and absmax; tests check each one against the _ref kernel.
+// of instruction set (core/cpu/isa.h): the AVX2 / AVX-512 versions are compiled per function and
+// picked from the CPU's features. Every path gives bit-identical codes and absmax; tests check
+// each one against the _ref kernel.
 //   cpu::set_active_isa(cpu::Isa::portable);   // e.g. to test or time the fallback
 //   cpu::quantize_block(cpu::Isa::avx512, x, n, map, codes, &absmax);
 //
@@ -9,27 +9,25 @@
 // (breadth-first binary tree) order, node[k] for k in [1, 256), and each element walks 8 levels,
 // k = 2k + (v > node[k]), ending at k = 256 + code -- O(log 256), branch-free. AVX-512 keeps the
 // whole tree in 16 registers and looks nodes up with permutes; AVX2 permutes the first 5 levels
-// and gathers the last 3. Dequantization is a scalar table lookup on every path: it measured
-// faster than vgatherdps (3.5 vs 2.7 G elements/s on Zen 5).
+// and gathers the last 3. Dequantization is a scalar table lookup, except on AVX-512, which keeps
+// the map in 16 registers and looks codes up with permutes (a scalar lookup measured faster than
+// vgatherdps: 3.5 vs 2.7 G elements/s on Zen 5).
 #pragma once
 
 #include <cstdint>
-#include <string_view>
 
+#include "core/cpu/isa.h"
 #include "quant/maps.h"
 
 namespace octet::quant::cpu {
 
-enum class Isa : uint8_t { portable, avx2, avx512 };
-
-std::string_view isa_name(Isa isa);
-// Compiled into this build and supported by this CPU (portable always is).
-bool isa_supported(Isa isa);
-Isa best_isa();
-// The ISA the fast kernels (quant::quantize_block, the tensor-level functions) use: best_isa()
-// unless set; process-wide. set_active_isa throws octet::Error for an unsupported ISA.
-Isa active_isa();
-void set_active_isa(Isa isa);
+// The process-wide ISA choice of core/cpu/isa.h, also under quant::cpu.
+using octet::cpu::active_isa;
+using octet::cpu::best_isa;
+using octet::cpu::Isa;
+using octet::cpu::isa_name;
+using octet::cpu::isa_supported;
+using octet::cpu::set_active_isa;
 
 // Thresholds in Eytzinger order; node[0] unused.
 struct alignas(64) SearchTree {
@@ -56,12 +54,12 @@ float absmax_portable(const float* x, int64_t n);
 // codes[i] = code of x[i] / absmax (NaN -> 0) found in `tree`.
 void encode_portable(const float* x, int64_t n, float absmax, const SearchTree& tree, uint8_t* codes);
 void decode_portable(const uint8_t* codes, int64_t n, float absmax, const float* map, float* out);
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define OCTET_QUANT_X86 1
+#ifdef OCTET_CPU_X86
 float absmax_avx2(const float* x, int64_t n);
 void encode_avx2(const float* x, int64_t n, float absmax, const SearchTree& tree, uint8_t* codes);
 float absmax_avx512(const float* x, int64_t n);
 void encode_avx512(const float* x, int64_t n, float absmax, const SearchTree& tree, uint8_t* codes);
+void decode_avx512(const uint8_t* codes, int64_t n, float absmax, const float* map, float* out);
 #endif
 }  // namespace detail
 

@@ -4,7 +4,7 @@
 // same search tree, the same IEEE division and the same "v > node" comparison.
 #include "quant/cpu/blockwise.h"
 
-#ifdef OCTET_QUANT_X86
+#ifdef OCTET_CPU_X86
 
 // GCC 12's AVX-512 headers build unmasked intrinsics on a self-initialized "undefined" vector,
 // which -Wuninitialized reports once inlined here (GCC bug 105593); the values are never read.
@@ -18,19 +18,17 @@
 
 namespace octet::quant::cpu::detail {
 
-#define OCTET_AVX2 __attribute__((target("avx2")))
-#define OCTET_AVX512 __attribute__((target("avx512f")))
 
 // ---- AVX2: 8 lanes
 
-OCTET_AVX2 static float hmax_avx2(__m256 m) {
+OCTET_TARGET_AVX2 static float hmax_avx2(__m256 m) {
   __m128 r = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
   r = _mm_max_ps(r, _mm_movehl_ps(r, r));
   r = _mm_max_ss(r, _mm_shuffle_ps(r, r, 1));
   return _mm_cvtss_f32(r);
 }
 
-OCTET_AVX2 float absmax_avx2(const float* x, int64_t n) {
+OCTET_TARGET_AVX2 float absmax_avx2(const float* x, int64_t n) {
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
   const __m256 inf = _mm256_set1_ps(std::numeric_limits<float>::infinity());
   __m256 m0 = _mm256_setzero_ps(), m1 = _mm256_setzero_ps();
@@ -48,14 +46,14 @@ OCTET_AVX2 float absmax_avx2(const float* x, int64_t n) {
 }
 
 // One tree level: k = 2k + (v > t).
-OCTET_AVX2 static inline __m256i step_avx2(__m256 v, __m256 t, __m256i k) {
+OCTET_TARGET_AVX2 static inline __m256i step_avx2(__m256 v, __m256 t, __m256i k) {
   __m256i gt = _mm256_castps_si256(_mm256_cmp_ps(v, t, _CMP_GT_OQ));  // -1 where v > t
   return _mm256_sub_epi32(_mm256_add_epi32(k, k), gt);
 }
 
 // The nodes [8m, 16m) of one level (m = 1 or 2 registers of 8) for each lane's k: each register
 // permuted by the low 3 bits of k, bit 3 picks between them.
-OCTET_AVX2 static inline __m256 node_avx2(__m256i k, const float* level, int regs) {
+OCTET_TARGET_AVX2 static inline __m256 node_avx2(__m256i k, const float* level, int regs) {
   __m256 r0 = _mm256_permutevar8x32_ps(_mm256_load_ps(level), k);
   if (regs == 1) return r0;
   __m256 r1 = _mm256_permutevar8x32_ps(_mm256_load_ps(level + 8), k);
@@ -64,7 +62,7 @@ OCTET_AVX2 static inline __m256 node_avx2(__m256i k, const float* level, int reg
 
 // Levels 1..5 come from permutes; 6..8 (nodes 32..255) from gathers, which measured faster here
 // than trees of 4..16 permutes and blends (and than unrolling: AVX2 has 16 registers).
-OCTET_AVX2 static inline __m256i codes_avx2(const float* x, __m256 absmax, const SearchTree& tree) {
+OCTET_TARGET_AVX2 static inline __m256i codes_avx2(const float* x, __m256 absmax, const SearchTree& tree) {
   __m256 v = _mm256_div_ps(_mm256_loadu_ps(x), absmax);
   v = _mm256_andnot_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q), v);  // NaN -> 0
   __m256i k = _mm256_set1_epi32(1);
@@ -75,7 +73,7 @@ OCTET_AVX2 static inline __m256i codes_avx2(const float* x, __m256 absmax, const
   return _mm256_sub_epi32(k, _mm256_set1_epi32(256));
 }
 
-OCTET_AVX2 void encode_avx2(const float* x, int64_t n, float absmax, const SearchTree& tree, uint8_t* codes) {
+OCTET_TARGET_AVX2 void encode_avx2(const float* x, int64_t n, float absmax, const SearchTree& tree, uint8_t* codes) {
   const __m256 a = _mm256_set1_ps(absmax);
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
@@ -90,7 +88,7 @@ OCTET_AVX2 void encode_avx2(const float* x, int64_t n, float absmax, const Searc
 
 // ---- AVX-512: 16 lanes, the whole tree in registers
 
-OCTET_AVX512 float absmax_avx512(const float* x, int64_t n) {
+OCTET_TARGET_AVX512 float absmax_avx512(const float* x, int64_t n) {
   const __m512 inf = _mm512_set1_ps(std::numeric_limits<float>::infinity());
   __m512 m0 = _mm512_setzero_ps(), m1 = _mm512_setzero_ps();
   int64_t i = 0;
@@ -109,7 +107,7 @@ struct TreeRegs512 {
   __m512 r[16];  // node[16 * i .. 16 * i + 16)
 };
 
-OCTET_AVX512 static inline __m512i step_avx512(__m512 v, __m512 t, __m512i k) {
+OCTET_TARGET_AVX512 static inline __m512i step_avx512(__m512 v, __m512 t, __m512i k) {
   __mmask16 gt = _mm512_cmp_ps_mask(v, t, _CMP_GT_OQ);
   __m512i k2 = _mm512_add_epi32(k, k);
   return _mm512_mask_add_epi32(k2, gt, k2, _mm512_set1_epi32(1));
@@ -117,7 +115,7 @@ OCTET_AVX512 static inline __m512i step_avx512(__m512 v, __m512 t, __m512i k) {
 
 // The tree node of level 6..8 for each lane's k: bits 0-4 of k index a register pair (vpermt2ps),
 // bits 5 and 6 pick the pair.
-OCTET_AVX512 static inline __m512 node_hi_avx512(__m512i k, const __m512* r, int pairs) {
+OCTET_TARGET_AVX512 static inline __m512 node_hi_avx512(__m512i k, const __m512* r, int pairs) {
   __m512 p0 = _mm512_permutex2var_ps(r[0], k, r[1]);
   if (pairs == 1) return p0;
   __mmask16 b5 = _mm512_test_epi32_mask(k, _mm512_set1_epi32(32));
@@ -129,7 +127,7 @@ OCTET_AVX512 static inline __m512 node_hi_avx512(__m512i k, const __m512* r, int
 
 // Codes of U vectors at once: U independent dependency chains keep the pipelines full.
 template <int U>
-OCTET_AVX512 static inline void codes_avx512(const float* x, __m512 absmax, const TreeRegs512& t, uint8_t* codes) {
+OCTET_TARGET_AVX512 static inline void codes_avx512(const float* x, __m512 absmax, const TreeRegs512& t, uint8_t* codes) {
   __m512 v[U];
   __m512i k[U];
   for (int u = 0; u < U; ++u) {
@@ -149,18 +147,42 @@ OCTET_AVX512 static inline void codes_avx512(const float* x, __m512 absmax, cons
   }
 }
 
-OCTET_AVX512 void encode_avx512(const float* x, int64_t n, float absmax, const SearchTree& tree, uint8_t* codes) {
+OCTET_TARGET_AVX512 void encode_avx512(const float* x, int64_t n, float absmax, const SearchTree& tree, uint8_t* codes) {
   const __m512 a = _mm512_set1_ps(absmax);
   TreeRegs512 t;
   for (int i = 0; i < 16; ++i) t.r[i] = _mm512_load_ps(tree.node + 16 * i);
   int64_t i = 0;
-  for (; i + 16 * 4 <= n; i += 16 * 4) codes_avx512<4>(x + i, a, t, codes + i);
+  for (; i + 16 * 8 <= n; i += 16 * 8) codes_avx512<8>(x + i, a, t, codes + i);
   for (; i + 16 <= n; i += 16) codes_avx512<1>(x + i, a, t, codes + i);
   encode_portable(x + i, n - i, absmax, tree, codes + i);
+}
+
+// map[code] * absmax for 16 codes at a time: the 256-entry map sits in 16 registers; vpermt2ps
+// looks up 32 entries by the code's low 5 bits in each of the 8 register pairs, and bits 5, 6, 7
+// pick the pair (7 blends). The same float multiply as the portable loop, so the same bits.
+OCTET_TARGET_AVX512 void decode_avx512(const uint8_t* codes, int64_t n, float absmax, const float* map,
+                                       float* out) {
+  __m512 r[16];
+  for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(map + 16 * i);
+  const __m512 a = _mm512_set1_ps(absmax);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512i k = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + i)));
+    const __mmask16 b5 = _mm512_test_epi32_mask(k, _mm512_set1_epi32(32));
+    const __mmask16 b6 = _mm512_test_epi32_mask(k, _mm512_set1_epi32(64));
+    const __mmask16 b7 = _mm512_test_epi32_mask(k, _mm512_set1_epi32(128));
+    __m512 pair[8];
+    for (int j = 0; j < 8; ++j) pair[j] = _mm512_permutex2var_ps(r[2 * j], k, r[2 * j + 1]);
+    const __m512 q0 = _mm512_mask_blend_ps(b5, pair[0], pair[1]), q1 = _mm512_mask_blend_ps(b5, pair[2], pair[3]);
+    const __m512 q2 = _mm512_mask_blend_ps(b5, pair[4], pair[5]), q3 = _mm512_mask_blend_ps(b5, pair[6], pair[7]);
+    const __m512 h0 = _mm512_mask_blend_ps(b6, q0, q1), h1 = _mm512_mask_blend_ps(b6, q2, q3);
+    _mm512_storeu_ps(out + i, _mm512_mul_ps(_mm512_mask_blend_ps(b7, h0, h1), a));
+  }
+  decode_portable(codes + i, n - i, absmax, map, out + i);
 }
 
 }  // namespace octet::quant::cpu::detail
 
 #pragma GCC diagnostic pop
 
-#endif  // OCTET_QUANT_X86
+#endif  // OCTET_CPU_X86

@@ -9,7 +9,7 @@
 #include "core/parallel.h"
 #include "quant/cpu/int8_conv_detail.h"
 #include "quant/cpu/int8_gemm.h"
-#include "quant/cpu/simd_clones.h"
+#include "core/cpu/isa.h"
 
 namespace octet::quant::cpu {
 

@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #include "core/kernels.h"
-#include "quant/cpu/simd_clones.h"
+#include "core/cpu/isa.h"
 
 namespace octet::quant::cpu::detail {
 

@@ -16,7 +16,7 @@
 
 #include "core/parallel.h"
 #include "quant/cpu/int8_conv_detail.h"
-#include "quant/cpu/simd_clones.h"
+#include "core/cpu/isa.h"
 
 namespace octet::quant::cpu::detail {
 

@@ -9,7 +9,7 @@
 
 #include "core/error.h"
 #include "core/parallel.h"
-#include "quant/cpu/simd_clones.h"
+#include "core/cpu/isa.h"
 
 namespace octet::quant::cpu {
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "core/parallel.h"
-#include "quant/cpu/simd_clones.h"
+#include "core/cpu/isa.h"
 
 namespace octet::quant::cpu {
 

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <functional>
 
+#include "core/cpu/isa.h"
 #include "core/octet.h"
 #include "optim/lamb.h"
 #include "optim/lars.h"
@@ -215,6 +216,62 @@ TEST(Optim8bit, TrainingTracks32BitAdam) {
   double l32 = run(32), l8 = run(8);
   EXPECT_LT(l32, 0.3);  // it learned something
   EXPECT_NEAR(l8, l32, 0.02 * l32 + 1e-3) << "8-bit " << l8 << " vs 32-bit " << l32;
+}
+
+// The optimizer loops are compiled for each instruction set (core/cpu/isa.h): every path moves
+// parameters and state to the same bits as the portable one, in 32- and 8-bit state, on sizes
+// that leave vector tails and partial quantization blocks, for each optimizer and its variants.
+TEST(OptimIsa, EveryPathGivesThePortableBits) {
+  std::vector<OptCase> all = cases();
+  all.push_back({"adam-l2-amsgrad", [](const NamedTensors& p, const StateOptions& s) {
+                   return std::make_unique<Adam>(p, AdamOptions(1e-3).weight_decay(0.1).amsgrad(true), s);
+                 }});
+  all.push_back({"nesterov-wd", [](const NamedTensors& p, const StateOptions& s) {
+                   return std::make_unique<SGD>(p, SGDOptions(1e-2).momentum(0.9).nesterov(true).weight_decay(1e-2), s);
+                 }});
+  all.push_back({"sgd-plain", [](const NamedTensors& p, const StateOptions& s) {
+                   return std::make_unique<SGD>(p, SGDOptions(1e-2).weight_decay(1e-2), s);
+                 }});
+  all.push_back({"rmsprop-centered-momentum", [](const NamedTensors& p, const StateOptions& s) {
+                   return std::make_unique<RMSprop>(p, RMSpropOptions(1e-3).centered(true).momentum(0.9), s);
+                 }});
+  all.push_back({"lion-wd", [](const NamedTensors& p, const StateOptions& s) {
+                   return std::make_unique<Lion>(p, LionOptions(1e-4).weight_decay(0.1), s);
+                 }});
+  const cpu::Isa saved = cpu::active_isa();
+  // state_dict() plus the parameter after 3 steps, as floats.
+  auto run = [](const OptCase& c, int64_t bits, int64_t n, cpu::Isa isa) {
+    cpu::set_active_isa(isa);
+    Generator g(11);
+    Tensor p = randn({n}, DType::f32, &g).requires_grad_(true);
+    auto opt = c.make({{"w", p}}, StateOptions().bits(bits).min_8bit_size(0).block_size(256));
+    for (int s = 0; s < 3; ++s) {
+      std::vector<float> grad = randn({n}, DType::f32, &g).to_vector<float>();
+      if (s == 1) grad[0] = NAN;  // a non-finite element takes the same path everywhere
+      p.set_grad(from_vector(grad, {n}));
+      opt->step();
+    }
+    // Every value as a double (exact for f32, u8 and i64); NaN written as a marker so == works.
+    std::vector<double> out = p.to(DType::f64).to_vector<double>();
+    for (const auto& [k, t] : opt->state_dict())
+      for (double v : t.to(DType::f64).to_vector<double>()) out.push_back(v);
+    for (double& v : out)
+      if (std::isnan(v)) v = -12345.678;
+    return out;
+  };
+  int tested = 0;
+  for (cpu::Isa isa : {cpu::Isa::avx2, cpu::Isa::avx512}) {
+    if (!cpu::isa_supported(isa)) continue;
+    ++tested;
+    for (const OptCase& c : all)
+      for (int64_t bits : {32, 8})
+        for (int64_t n : {int64_t{1}, int64_t{37}, int64_t{1000}, int64_t{4099}}) {
+          EXPECT_EQ(run(c, bits, n, isa), run(c, bits, n, cpu::Isa::portable))
+              << c.name << " " << bits << "-bit, n = " << n << ", " << cpu::isa_name(isa);
+        }
+  }
+  cpu::set_active_isa(saved);
+  std::cout << "[ optim    ] ISA paths compared with the portable loop: " << tested << "\n";
 }
 
 }  // namespace

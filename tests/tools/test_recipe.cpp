@@ -91,5 +91,36 @@ TEST(Recipe, ErrorsNameFileLineAndKey) {
   EXPECT_THROW(load_recipe("/nonexistent/recipe.yaml"), Error);
 }
 
+TEST(Recipe, QuantKeys) {
+  Recipe r = parse_recipe("", "empty.yaml");
+  EXPECT_FALSE(r.boolean("quant.int8_conv"));  // INT8 only when a recipe asks
+  EXPECT_TRUE(r.boolean("quant.keep_first_last_float"));
+  EXPECT_TRUE(r.boolean("quant.dsgc"));
+  EXPECT_TRUE(r.boolean("quant.dclr"));
+  EXPECT_TRUE(r.boolean("quant.stochastic_rounding"));
+  EXPECT_EQ(r.integer("quant.clip_update_period"), 100);
+  EXPECT_DOUBLE_EQ(r.real("quant.dclr_alpha"), 20.0);
+  EXPECT_DOUBLE_EQ(r.real("quant.dclr_beta"), 0.1);
+  EXPECT_DOUBLE_EQ(r.real("quant.cos_distance_warn"), 0.1);
+  r = parse_recipe("quant:\n  int8_conv: true\n  clip_update_period: 1\n  dclr_beta: 1\n", "q.yaml",
+                   {"quant.dsgc=false", "quant.cos_distance_warn=0"});
+  EXPECT_TRUE(r.boolean("quant.int8_conv"));
+  EXPECT_EQ(r.integer("quant.clip_update_period"), 1);
+  EXPECT_DOUBLE_EQ(r.real("quant.dclr_beta"), 1.0);
+  EXPECT_FALSE(r.boolean("quant.dsgc"));
+  EXPECT_EQ(parse_recipe(r.resolved_yaml(), "resolved.yaml").resolved_yaml(), r.resolved_yaml());
+  // Ranges, with file, line and key like the type errors.
+  expect_error("quant:\n  int8_conv: true\n  clip_update_period: 0\n", {},
+               "r.yaml:3: key 'quant.clip_update_period' must be >= 1, got 0");
+  expect_error("quant:\n  dclr_beta: 0\n", {}, "r.yaml:2: key 'quant.dclr_beta' must be in (0, 1], got 0");
+  expect_error("quant:\n  dclr_beta: 1.5\n", {}, "key 'quant.dclr_beta' must be in (0, 1]");
+  expect_error("quant:\n  dclr_alpha: -1\n", {}, "r.yaml:2: key 'quant.dclr_alpha' must be >= 0");
+  expect_error("quant:\n  cos_distance_warn: .nan\n", {}, "key 'quant.cos_distance_warn' must be >= 0");
+  expect_error("", {"quant.clip_update_period=-5"},
+               "override 'quant.clip_update_period=-5': key 'quant.clip_update_period' must be >= 1");
+  expect_error("quant:\n  int8: true\n", {}, "r.yaml:2: unknown key 'quant.int8' (known keys in quant: int8_conv");
+  expect_error("quant:\n  int8_conv: yes please\n", {}, "r.yaml:2: key 'quant.int8_conv' must be true or false");
+}
+
 }  // namespace
 }  // namespace octet::tools

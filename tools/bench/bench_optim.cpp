@@ -1,8 +1,11 @@
 // Optimizer update throughput: 32-bit vs 8-bit state for Adam and SGD momentum on 2^26 f32
-// parameters (CPU). Reports ms per update per 1B parameters and the effective bandwidth (bytes
-// the update must read and write / time) as a fraction of this machine's copy bandwidth measured
-// in the same run.
+// parameters, on the CPU or a CUDA device. Reports ms per update per 1B parameters and the
+// effective bandwidth (bytes the update must read and write / time) as a fraction of the copy
+// bandwidth of the same device measured in the same run.
 //   build/tools/bench/octet_bench_optim [--threads N] [--log2n 26] [--reps 5]
+//                                       [--device cpu|cuda] [--isa portable|avx2|avx512]
+// --isa picks the CPU loops' instruction set (core/cpu/isa.h; default: the best this CPU has).
+// On CUDA every timed call ends with a device synchronize.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -11,13 +14,53 @@
 #include <memory>
 #include <vector>
 
+#include "core/cpu/isa.h"
+#include "core/cuda.h"
 #include "core/octet.h"
 #include "tools/bench/bench_util.h"
 
 using namespace octet;
 using octet::bench::best_time;
+namespace {
+
+// Copy bandwidth (STREAM "copy"): read + write of a buffer as large as the parameter. On the CPU
+// the larger of memcpy and a plain loop, split over the threads; on CUDA a device-to-device copy.
+double copy_bandwidth(int64_t n, Device device, int reps) {
+  Tensor a = zeros({n}, TensorOptions().device(device)), b = zeros({n}, TensorOptions().device(device));
+  double t = 0;
+  if (device.is_cuda()) {
+    t = best_time(reps, [&] {
+      b.copy_(a);
+      cuda::synchronize();
+    });
+  } else {
+    const float* src = a.data<float>();
+    float* dst = b.data<float>();
+    t = std::min(best_time(reps,
+                           [&] {
+                             parallel_for(0, n, 1 << 18, [&](int64_t lo, int64_t hi) {
+                               std::memcpy(dst + lo, src + lo, static_cast<size_t>(hi - lo) * 4);
+                             });
+                           }),
+                 best_time(reps, [&] {
+                   parallel_for(0, n, 1 << 18, [&](int64_t lo, int64_t hi) {
+                     for (int64_t i = lo; i < hi; ++i) dst[i] = src[i];
+                   });
+                 }));
+  }
+  return 2.0 * 4.0 * static_cast<double>(n) / t;
+}
+
+int usage(const char* what) {
+  std::fprintf(stderr, "octet_bench_optim: %s\n", what);
+  return 2;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   int threads = 2, reps = 5, log2n = 26;
+  std::string device_name = "cpu", isa_name;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--threads"))
       threads = std::atoi(argv[i + 1]);
@@ -25,31 +68,34 @@ int main(int argc, char** argv) {
       reps = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--log2n"))
       log2n = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--device"))
+      device_name = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--isa"))
+      isa_name = argv[i + 1];
+    else
+      return usage((std::string("unknown option ") + argv[i]).c_str());
+  }
+  if (device_name != "cpu" && device_name != "cuda") return usage("--device must be cpu or cuda");
+  const Device device = device_name == "cuda" ? Device::cuda(0) : Device::cpu();
+  if (device.is_cuda() && !cuda::is_available()) return usage("--device cuda: no CUDA device is available");
+  if (!isa_name.empty()) {
+    bool found = false;
+    for (cpu::Isa isa : {cpu::Isa::portable, cpu::Isa::avx2, cpu::Isa::avx512}) {
+      if (isa_name != cpu::isa_name(isa)) continue;
+      if (!cpu::isa_supported(isa)) return usage(("--isa " + isa_name + " is not supported here").c_str());
+      cpu::set_active_isa(isa);
+      found = true;
+    }
+    if (!found) return usage("--isa must be portable, avx2 or avx512");
   }
   set_num_threads(threads);
   const int64_t n = int64_t{1} << log2n;
-  // Copy bandwidth (STREAM "copy"): read + write of a buffer as large as the parameter, as the
-  // larger of memcpy and a plain loop, split over the threads.
-  Tensor a = zeros({n}), b = zeros({n});
-  const float* src = a.data<float>();
-  float* dst = b.data<float>();
-  double tcopy = std::min(best_time(reps,
-                                    [&] {
-                                      parallel_for(0, n, 1 << 18, [&](int64_t lo, int64_t hi) {
-                                        std::memcpy(dst + lo, src + lo, static_cast<size_t>(hi - lo) * 4);
-                                      });
-                                    }),
-                          best_time(reps, [&] {
-                            parallel_for(0, n, 1 << 18, [&](int64_t lo, int64_t hi) {
-                              for (int64_t i = lo; i < hi; ++i) dst[i] = src[i];
-                            });
-                          }));
-  double copy_bw = 2.0 * 4.0 * static_cast<double>(n) / tcopy;
+  const double copy_bw = copy_bandwidth(n, device, reps);
 
   Generator g(0);
-  Tensor p = randn({n}, DType::f32, &g);
+  Tensor p = randn({n}, DType::f32, &g).to(device);
   p.requires_grad_(true);
-  p.set_grad(randn({n}, DType::f32, &g) * 1e-3);
+  p.set_grad((randn({n}, DType::f32, &g) * 1e-3).to(device));
   struct Case {
     const char* name;
     std::function<std::unique_ptr<Optimizer>()> make;
@@ -78,8 +124,14 @@ int main(int argc, char** argv) {
        },
        2 * 4 + 4 + 2 * code},
   };
-  std::printf("octet optimizer update: 2^%d = %lld f32 parameters, %d thread(s), best of %d\n", log2n,
-              static_cast<long long>(n), threads, reps);
+  if (device.is_cuda()) {
+    std::printf("octet optimizer update: 2^%d = %lld f32 parameters on %s, best of %d\n", log2n,
+                static_cast<long long>(n), cuda::device_name(0).c_str(), reps);
+  } else {
+    std::printf("octet optimizer update: 2^%d = %lld f32 parameters, %d thread(s), CPU loops %s, best of %d\n",
+                log2n, static_cast<long long>(n), threads, std::string(cpu::isa_name(cpu::active_isa())).c_str(),
+                reps);
+  }
   std::printf("copy bandwidth (read+write, same run): %.1f GB/s\n\n", copy_bw / 1e9);
   std::printf("| %-20s | %10s | %16s | %12s | %10s | %8s |\n", "optimizer", "ms/update", "ms per 1B params",
               "state B/param", "GB/s", "% copy");
@@ -88,7 +140,10 @@ int main(int argc, char** argv) {
               std::string(10, '-').c_str());
   for (const Case& c : cases) {
     auto opt = c.make();
-    double t = best_time(reps, [&] { opt->step(); });
+    double t = best_time(reps, [&] {
+      opt->step();
+      if (device.is_cuda()) cuda::synchronize();
+    });
     double bw = c.bytes_per_param * static_cast<double>(n) / t;
     std::printf("| %-20s | %10.1f | %16.1f | %12.3f | %10.1f | %7.1f%% |\n", c.name, t * 1e3,
                 t * 1e3 * 1e9 / static_cast<double>(n),
