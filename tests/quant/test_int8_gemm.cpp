@@ -125,7 +125,7 @@ TEST(Int8Gemm, ActivePathIsSupported) {
   }
 }
 
-// ctest runs the INT8 suites once more as "int8_without_vnni" with ONEDNN_MAX_CPU_ISA=AVX512_CORE
+// ctest runs the GEMM and conv suites once more as "int8_without_vnni" with ONEDNN_MAX_CPU_ISA=AVX512_CORE
 // (tests/CMakeLists.txt): oneDNN then saturates, the probe must see it and the reference path
 // must serve every GEMM and conv (the other tests check the results).
 TEST(Int8Gemm, ProbeSeesSaturationWithoutVnni) {
