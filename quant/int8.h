@@ -93,12 +93,19 @@ struct Int8Layer {
   uint64_t seed = 0;  // stochastic rounding of backward pass t draws from a seed mixed from (seed, t)
 };
 
-// DCLR's learning-rate factor phi(d_c) = max(exp(-alpha * d_c), beta); 1 while d_c is NaN (no
-// backward yet).
+// DCLR's learning-rate factor phi(d_c) = max(exp(-alpha * d_c), beta). A NaN d_c is a gradient
+// with non-finite values (quant/int8_conv.h): the largest deviation there is, so beta.
 inline double dclr_scale(double cos_distance, double alpha, double beta) {
-  if (std::isnan(cos_distance)) return 1.0;
+  if (std::isnan(cos_distance)) return beta;
   const double s = std::exp(-alpha * cos_distance);
   return s > beta ? s : beta;
+}
+
+// A layer's DCLR factor now: 1 with DCLR off or before its first backward pass (whose d_c is the
+// NaN the stats start with, not a divergence), else dclr_scale of its latest d_c.
+inline double dclr_scale(const Int8Layer& l) {
+  if (!l.config.dclr || l.stats.backward_steps == 0) return 1.0;
+  return dclr_scale(l.stats.cos_distance, l.config.dclr_alpha, l.config.dclr_beta);
 }
 
 }  // namespace octet::quant

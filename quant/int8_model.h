@@ -6,7 +6,7 @@
 // DCLR factor scales.
 //   auto layers = quant::enable_int8(*model, quant::Int8Config{}, /*keep_first_last_float=*/true, seed);
 //   for (const auto& l : layers) for (const auto& p : l.params)
-//     opt.set_lr_scale(p, quant::dclr_scale(l.layer->stats.cos_distance, 20.0, 0.1));
+//     opt.set_lr_scale(p, quant::dclr_scale(*l.layer));
 #pragma once
 
 #include <cstdint>

@@ -45,9 +45,7 @@ constexpr const char* kTelemetry[] = {"cos_distance", "grad_clip", "input_clip",
 Int8Run::Int8Run(std::vector<quant::Int8Conv> layers) : layers_(std::move(layers)), above_warn_(layers_.size()) {}
 
 double Int8Run::lr_scale(size_t i) const {
-  const quant::Int8Layer& l = *layers_.at(i).layer;
-  if (!l.config.dclr) return 1.0;
-  return quant::dclr_scale(l.stats.cos_distance, l.config.dclr_alpha, l.config.dclr_beta);
+  return quant::dclr_scale(*layers_.at(i).layer);
 }
 
 void Int8Run::apply_dclr(Optimizer& opt) const {
@@ -62,14 +60,23 @@ std::vector<std::string> Int8Run::after_backward(int64_t step) {
   for (size_t i = 0; i < layers_.size(); ++i) {
     const quant::Int8Layer& l = *layers_[i].layer;
     const double d = l.stats.cos_distance, limit = l.config.cos_distance_warn;
-    const bool above = d > limit;  // false while d is NaN (no backward yet)
+    // A NaN d_c before the first backward pass is "not measured yet"; after one it is a gradient
+    // with non-finite values, which counts as above any limit.
+    const bool diverged = std::isnan(d) && l.stats.backward_steps > 0;
+    const bool above = d > limit || diverged;
     if (above && !above_warn_[i]) {
       warned.push_back(layers_[i].name);
-      spdlog::warn(
-          "INT8 layer {}: gradient cosine distance d_c = {:.4g} rose above quant.cos_distance_warn = {:.4g} at step {} "
-          "(gradient clip {:.4g}, lr factor {:.3g}); a d_c that keeps growing comes before INT8 training diverges",
-          layers_[i].name, d, limit, step, l.stats.grad_clip, lr_scale(i));
-    } else if (!above && above_warn_[i] && !std::isnan(d))
+      if (diverged)
+        spdlog::warn(
+            "INT8 layer {}: its output gradient has non-finite values at step {} (d_c is NaN); its lr factor drops "
+            "to quant.dclr_beta = {:.3g} with DCLR on",
+            layers_[i].name, step, l.config.dclr_beta);
+      else
+        spdlog::warn(
+            "INT8 layer {}: gradient cosine distance d_c = {:.4g} rose above quant.cos_distance_warn = {:.4g} at step "
+            "{} (gradient clip {:.4g}, lr factor {:.3g}); a d_c that keeps growing comes before INT8 training diverges",
+            layers_[i].name, d, limit, step, l.stats.grad_clip, lr_scale(i));
+    } else if (!above && above_warn_[i])
       spdlog::info("INT8 layer {}: d_c = {:.4g} is back below {:.4g} at step {}", layers_[i].name, d, limit, step);
     above_warn_[i] = above;
   }

@@ -25,13 +25,14 @@ class Int8Run {
   bool empty() const { return layers_.empty(); }
   const std::vector<quant::Int8Conv>& layers() const { return layers_; }
 
-  // Layer i's lr factor now: dclr_scale of its latest d_c with its config's alpha and beta (1
-  // before its first backward pass), or 1 when its config has DCLR off.
+  // Layer i's lr factor now: quant::dclr_scale(layer) (1 before its first backward pass or with
+  // DCLR off; beta after a non-finite gradient).
   double lr_scale(size_t i) const;
   // Sets every INT8 layer's parameters' lr factor on `opt` (Optimizer::set_lr_scale).
   void apply_dclr(Optimizer& opt) const;
   // Call after each backward pass: warns once when a layer's d_c rises above its
-  // cos_distance_warn, and notes when it falls back below. Returns the layers warned about.
+  // cos_distance_warn or turns NaN (a non-finite gradient), and notes when it falls back below.
+  // Returns the layers warned about.
   std::vector<std::string> after_backward(int64_t step);
 
   // Split "int8": step, epoch, max_cos_distance, and per layer "<layer>.cos_distance",

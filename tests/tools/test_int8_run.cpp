@@ -19,10 +19,18 @@ using octet::testing::TempDir;
 using quant::Int8Conv;
 using quant::Int8Layer;
 
+// A layer whose stats read `cos_distance`; NaN means "no backward pass yet".
 std::shared_ptr<Int8Layer> layer_with(double cos_distance) {
   auto l = std::make_shared<Int8Layer>();
   l->stats.cos_distance = cos_distance;
+  l->stats.backward_steps = std::isnan(cos_distance) ? 0 : 1;
   return l;
+}
+
+// Stats after `steps` backward passes with d_c = cos_distance.
+void set_backward(quant::Int8Stats& s, double cos_distance, int64_t steps = 1) {
+  s.cos_distance = cos_distance;
+  s.backward_steps = steps;
 }
 
 // Two INT8 layers, "conv_a" (weight and bias) and "conv_b" (weight).
@@ -41,8 +49,8 @@ TEST(Int8Run, DclrSetsEachLayersLrFactor) {
   run.apply_dclr(opt);  // no backward yet: d_c is NaN, factor 1
   for (const auto& [n, t] : params) EXPECT_EQ(opt.lr_scale(n), 1.0) << n;
 
-  run.layers()[0].layer->stats.cos_distance = 0.05;  // exp(-20 * 0.05) = e^-1
-  run.layers()[1].layer->stats.cos_distance = 0.5;   // exp(-10) < beta: the floor 0.1
+  set_backward(run.layers()[0].layer->stats, 0.05);  // exp(-20 * 0.05) = e^-1
+  set_backward(run.layers()[1].layer->stats, 0.5);   // exp(-10) < beta: the floor 0.1
   run.apply_dclr(opt);
   EXPECT_DOUBLE_EQ(opt.lr_scale("conv_a.weight"), std::exp(-1.0));
   EXPECT_DOUBLE_EQ(opt.lr_scale("conv_a.bias"), std::exp(-1.0));
@@ -55,6 +63,11 @@ TEST(Int8Run, DclrSetsEachLayersLrFactor) {
   EXPECT_DOUBLE_EQ(opt.lr_scale("conv_a.weight"), std::exp(-0.5));
   EXPECT_EQ(opt.lr_scale("conv_b.weight"), 1.0);
 
+  // A NaN d_c after a backward pass is a non-finite gradient: the largest deviation, the floor.
+  set_backward(run.layers()[0].layer->stats, NAN, 3);
+  run.apply_dclr(opt);
+  EXPECT_EQ(opt.lr_scale("conv_a.weight"), 0.1);
+
   Int8Run unknown({{"conv_x", layer_with(0.0), {"conv_x.weight"}}});
   EXPECT_THROW(unknown.apply_dclr(opt), Error);  // a parameter the optimizer does not have
 }
@@ -65,6 +78,7 @@ TEST(Int8Run, WarnsOncePerCrossing) {
   auto& b = run.layers()[1].layer->stats;
   using Names = std::vector<std::string>;
   EXPECT_EQ(run.after_backward(1), Names{});  // NaN: no backward yet
+  a.backward_steps = b.backward_steps = 1;
   a.cos_distance = 0.05, b.cos_distance = 0.02;
   EXPECT_EQ(run.after_backward(2), Names{});
   a.cos_distance = 0.15;
@@ -78,12 +92,19 @@ TEST(Int8Run, WarnsOncePerCrossing) {
   run.layers()[1].layer->config.cos_distance_warn = 0.5;
   b.cos_distance = 0.6;
   EXPECT_EQ(run.after_backward(7), Names{});  // was above 0.3 > 0.1 before, and is above 0.5 now
+  b.cos_distance = 0.2;
+  EXPECT_EQ(run.after_backward(8), Names{});
+  b.cos_distance = NAN;  // a non-finite gradient after backward passes: a crossing
+  EXPECT_EQ(run.after_backward(9), Names{"conv_b"});
+  b.cos_distance = 0.1;
+  EXPECT_EQ(run.after_backward(10), Names{});
 }
 
 TEST(Int8Run, RecordScalarsAndCurves) {
   Int8Run run(two_layers());
   auto& a = run.layers()[0].layer->stats;
-  a.cos_distance = 0.05, a.grad_clip = 0.25f, a.input_clip = 3.0f, a.weight_clip = 0.5f;
+  set_backward(a, 0.05);
+  a.grad_clip = 0.25f, a.input_clip = 3.0f, a.weight_clip = 0.5f;
   MetricRecord r = run.record(40, 0.5);
   EXPECT_EQ(r.split, "int8");
   EXPECT_EQ(r.values.at("step"), 40.0);
