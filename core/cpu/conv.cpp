@@ -13,6 +13,7 @@
 #include <atomic>
 
 #include "core/cpu/conv_dnnl.h"
+#include "core/cpu/conv_taps.h"
 #include "core/cpu/kernels.h"
 #include "core/cpu/loops.h"
 #include "core/kernel_checks.h"
@@ -35,34 +36,6 @@ int64_t grain_for(int64_t work_per_item) {
 // .data<T>(), which points at a view's first element. Detached, so nothing is recorded.
 Tensor flat(const Tensor& t, int64_t off, int64_t len) { return t.detach().view({t.numel()}).narrow(0, off, len); }
 
-// Output positions o in [lo, hi) whose input index o*stride + base falls inside [0, limit).
-void valid_range(int64_t base, int64_t stride, int64_t limit, int64_t out_len, int64_t& lo, int64_t& hi) {
-  // o*stride + base >= 0  <=>  o >= ceil(-base / stride)
-  lo = base >= 0 ? 0 : (-base + stride - 1) / stride;
-  // o*stride + base <= limit - 1  <=>  o <= floor((limit - 1 - base) / stride)
-  int64_t last = limit - 1 - base;
-  hi = last < 0 ? 0 : std::min(out_len, last / stride + 1);
-  lo = std::min(lo, hi);
-}
-
-// The output rows of one kernel tap (r, s): fn(p, ih, iw0, q_lo, q_hi) for each output row p whose
-// input row ih lies inside the image; output columns [q_lo, q_hi) read input column iw0 + q*stride_w.
-template <typename Fn>
-void for_tap_rows(const Conv2dGeometry& g, int64_t r, int64_t s, Fn fn) {
-  int64_t q_lo, q_hi;
-  const int64_t iw0 = s * g.dil_w - g.pad_w;
-  valid_range(iw0, g.stride_w, g.w, g.q, q_lo, q_hi);
-  for (int64_t p = 0; p < g.p; ++p) {
-    const int64_t ih = p * g.stride_h - g.pad_h + r * g.dil_h;
-    if (ih >= 0 && ih < g.h) fn(p, ih, iw0, q_lo, q_hi);
-  }
-}
-
-bool is_pointwise(const Conv2dGeometry& g) {
-  return g.r == 1 && g.s == 1 && g.stride_h == 1 && g.stride_w == 1 && g.pad_h == 0 && g.pad_w == 0;
-}
-
-bool is_depthwise(const Conv2dGeometry& g) { return g.groups == g.c && g.groups > 1 && g.k % g.c == 0; }
 
 // col[(c*R + r)*S + s][p*Q + q] = x[c][p*sh - ph + r*dh][q*sw - pw + s*dw] (0 in the padding).
 template <typename T>

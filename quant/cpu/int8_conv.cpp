@@ -30,10 +30,6 @@ T* scratch(Tensor& keep, int64_t n) {
   return static_cast<T*>(keep.raw_data());
 }
 
-bool is_pointwise(const Conv2dGeometry& g) {
-  return g.r == 1 && g.s == 1 && g.stride_h == 1 && g.stride_w == 1 && g.pad_h == 0 && g.pad_w == 0;
-}
-
 // ---------------------------------------------------------------- element loops
 
 // acc[iw0 + q*stride] += col[q] for q in [lo, hi)
