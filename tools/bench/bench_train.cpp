@@ -1,11 +1,12 @@
 // Training-step throughput in images/s: forward, cross-entropy, backward and an SGD step
 // (momentum 0.9, weight decay 5e-4) on random inputs. tools/bench/bench_train_torch.py times the
 // same step in PyTorch.
-// - CPU (the default): MobileNetV2 (CIFAR variant) at batch 64 on 32x32 inputs, one line per run.
+// - CPU (the default): MobileNetV2 (CIFAR variant) at batch 64 on 32x32 inputs, one line per run;
+//   `--int8` times the FP32 and the INT8-trained step (quant.int8_conv) in the same run.
 // - `--device cuda`: MobileNetV2-CIFAR at batch 128 (32x32) and ResNet-50 at batch 64 (224x224) on
 //   the GPU, then the same two in PyTorch on the same GPU (this program runs
 //   `bench_train_torch.py --device cuda`), printed side by side as a markdown table.
-//   build/tools/bench/octet_bench_train [--threads N] [--batch B] [--steps S] [--model NAME]
+//   build/tools/bench/octet_bench_train [--threads N] [--batch B] [--steps S] [--model NAME] [--int8]
 //   build/tools/bench/octet_bench_train --device cuda [--steps 20] [--rounds 3] [--warmup 5]
 //                                       [--python python3] [--torch-script PATH|none]
 #include <sys/wait.h>
@@ -23,6 +24,7 @@
 #include "core/cuda.h"
 #include "core/octet.h"
 #include "optim/sgd.h"
+#include "quant/int8_model.h"
 
 using namespace octet;
 
@@ -38,37 +40,78 @@ Tensor cyclic_labels(int64_t batch, int64_t classes) {
   return from_vector(labels, {batch});
 }
 
-int cpu_main(int threads, int64_t batch, int64_t steps, const std::string& model_name) {
-  set_num_threads(threads);
+// One CPU training setup: a model, its optimizer and a step on fixed inputs.
+struct CpuRun {
+  std::string label;
+  std::shared_ptr<Module> model;
+  std::unique_ptr<SGD> opt;
+  double best = 1e30, total = 0;
+};
+
+// `int8_period` 0: FP32; else every convolution but the first INT8 (quant/int8_model.h, the
+// recipe defaults: DSGC, stochastic rounding) with a DSGC search every int8_period steps.
+CpuRun make_cpu_run(const std::string& model_name, const std::string& label, int64_t int8_period) {
   manual_seed(0);
-  auto model = build_model(ModelOptions().name(model_name).num_classes(10).in_channels(3));
-  model->train();
-  SGD opt(model->named_parameters(), SGDOptions(0.01).momentum(0.9).weight_decay(5e-4));
+  CpuRun r{label, build_model(ModelOptions().name(model_name).num_classes(10).in_channels(3)), nullptr};
+  if (int8_period > 0) {
+    quant::Int8Config cfg;
+    cfg.clip_update_period = int8_period;
+    quant::enable_int8(*r.model, cfg, /*keep_first_last_float=*/true, 0);
+  }
+  r.model->train();
+  r.opt = std::make_unique<SGD>(r.model->named_parameters(), SGDOptions(0.01).momentum(0.9).weight_decay(5e-4));
+  return r;
+}
+
+// With `int8`, FP32 and INT8 steps of the same model are timed in one run, round by round (one
+// step of each per round, so drifting machine load hits both alike), and a third model with a DSGC
+// search every step gives the search's cost; the INT8 step time at the default period of 100
+// steps is the steady step plus a hundredth of that cost.
+int cpu_main(int threads, int64_t batch, int64_t steps, const std::string& model_name, bool int8) {
+  set_num_threads(threads);
+  std::vector<CpuRun> runs;
+  runs.push_back(make_cpu_run(model_name, "FP32", 0));
+  if (int8) {
+    runs.push_back(make_cpu_run(model_name, "INT8 (DSGC every 100 steps, none timed)", 100));
+    runs.push_back(make_cpu_run(model_name, "INT8 (DSGC search every step)", 1));
+  }
   Generator g(1);
   Tensor x = randn({batch, 3, 32, 32}, DType::f32, &g);
   Tensor y = cyclic_labels(batch, 10);
-  auto step = [&] {
-    Tensor loss = cross_entropy((*model)(x), y);
-    opt.zero_grad();
+  auto step = [&](CpuRun& r) {
+    Tensor loss = cross_entropy((*r.model)(x), y);
+    r.opt->zero_grad();
     loss.backward();
-    opt.step();
+    r.opt->step();
     return loss.item();
   };
-  step();
-  step();  // warm-up: oneDNN primitive creation, allocator cache
-  double best = 1e30, total = 0;
-  for (int64_t s = 0; s < steps; ++s) {
-    auto t0 = Clock::now();
-    step();
-    double dt = seconds_since(t0);
-    best = std::min(best, dt);
-    total += dt;
+  for (CpuRun& r : runs) {
+    step(r);
+    step(r);  // warm-up: oneDNN primitive creation, allocator cache, the first DSGC search
   }
-  std::printf(
-      "octet %s train step, batch %lld, %d thread(s): mean %.1f ms, best %.1f ms -> %.1f img/s "
-      "(mean), %.1f img/s (best)\n",
-      model_name.c_str(), static_cast<long long>(batch), threads, 1e3 * total / static_cast<double>(steps), 1e3 * best,
-      static_cast<double>(batch) * static_cast<double>(steps) / total, static_cast<double>(batch) / best);
+  for (int64_t s = 0; s < steps; ++s)
+    for (CpuRun& r : runs) {
+      auto t0 = Clock::now();
+      step(r);
+      double dt = seconds_since(t0);
+      r.best = std::min(r.best, dt);
+      r.total += dt;
+    }
+  const double n = static_cast<double>(steps), b = static_cast<double>(batch);
+  for (const CpuRun& r : runs)
+    std::printf(
+        "octet %s %s train step, batch %lld, %d thread(s): mean %.1f ms, best %.1f ms -> %.1f img/s (mean), %.1f "
+        "img/s (best)\n",
+        model_name.c_str(), r.label.c_str(), static_cast<long long>(batch), threads, 1e3 * r.total / n, 1e3 * r.best,
+        b * n / r.total, b / r.best);
+  if (int8) {
+    const double fp32 = runs[0].total / n, steady = runs[1].total / n, search = runs[2].total / n - steady;
+    const double at100 = steady + search / 100.0;
+    std::printf(
+        "INT8/FP32 step time (means): steady %.3f; DSGC search %.1f ms per search -> with a search every 100 steps "
+        "%.3f\n",
+        steady / fp32, 1e3 * search, at100 / fp32);
+  }
   return 0;
 }
 
@@ -248,30 +291,41 @@ int main(int argc, char** argv) {
   int64_t batch = 64, steps = -1, rounds = 3, warmup = 5;
   std::string model_name = "mobilenetv2_cifar", device = "cpu", python = "python3";
   std::string script = std::string(OCTET_BENCH_DIR) + "/bench_train_torch.py";
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--threads"))
-      threads = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--batch"))
-      batch = std::atoll(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--steps"))
-      steps = std::atoll(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--model"))
-      model_name = argv[i + 1];
-    else if (!std::strcmp(argv[i], "--device"))
-      device = argv[i + 1];
-    else if (!std::strcmp(argv[i], "--rounds"))
-      rounds = std::atoll(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--warmup"))
-      warmup = std::atoll(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--python"))
-      python = argv[i + 1];
-    else if (!std::strcmp(argv[i], "--torch-script"))
-      script = argv[i + 1];
+  bool int8 = false;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--int8")) {
+      int8 = true;
+      continue;
+    }
+    if (i + 1 >= argc) break;
+    const char* v = argv[++i];
+    if (!std::strcmp(argv[i - 1], "--threads"))
+      threads = std::atoi(v);
+    else if (!std::strcmp(argv[i - 1], "--batch"))
+      batch = std::atoll(v);
+    else if (!std::strcmp(argv[i - 1], "--steps"))
+      steps = std::atoll(v);
+    else if (!std::strcmp(argv[i - 1], "--model"))
+      model_name = v;
+    else if (!std::strcmp(argv[i - 1], "--device"))
+      device = v;
+    else if (!std::strcmp(argv[i - 1], "--rounds"))
+      rounds = std::atoll(v);
+    else if (!std::strcmp(argv[i - 1], "--warmup"))
+      warmup = std::atoll(v);
+    else if (!std::strcmp(argv[i - 1], "--python"))
+      python = v;
+    else if (!std::strcmp(argv[i - 1], "--torch-script"))
+      script = v;
+    else {
+      std::fprintf(stderr, "octet_bench_train: unknown option '%s'\n", argv[i - 1]);
+      return 2;
+    }
   }
   if (device == "cuda") return gpu_main(warmup, steps > 0 ? steps : 20, std::max<int64_t>(1, rounds), python, script);
   if (device != "cpu") {
     std::fprintf(stderr, "octet_bench_train: --device must be cpu or cuda, got '%s'\n", device.c_str());
     return 2;
   }
-  return cpu_main(threads, batch, steps > 0 ? steps : 10, model_name);
+  return cpu_main(threads, batch, steps > 0 ? steps : 10, model_name, int8);
 }
