@@ -26,7 +26,8 @@ bool isa_supported(Isa isa) {
     case Isa::avx2:
       return __builtin_cpu_supports("avx2");
     case Isa::avx512:
-      return __builtin_cpu_supports("avx512f");
+      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
 #endif
     default:
       return false;

@@ -32,25 +32,57 @@ void set_active_isa(Isa isa);
 // A function compiled for AVX2 / AVX-512F; call it only when isa_supported says yes. Calls it
 // makes to baseline inline functions may be inlined into it (flatten forces that), so a generic
 // loop body compiles into wider vectors.
+// AVX-512 means F + BW + DQ + VL (x86-64-v4): byte and word lanes in zmm registers for the int8
+// loops; isa_supported(Isa::avx512) checks all four.
 #define OCTET_TARGET_AVX2 __attribute__((target("avx2")))
-#define OCTET_TARGET_AVX512 __attribute__((target("avx512f")))
+#define OCTET_TARGET_AVX512 __attribute__((target("avx2,avx512f,avx512bw,avx512dq,avx512vl")))
 #endif
 
-// OCTET_SIMD_CLONES: the other way to the same end, for loops that need no explicit dispatch (the
-// INT8 kernels): GCC compiles the function for AVX-512 (x86-64-v4), AVX2 (x86-64-v3) and baseline
-// x86-64 and the loader picks the version for this CPU (target_clones, an ifunc). It ignores
-// set_active_isa, so a test sees only the version this CPU runs, against the plain path.
-// The helpers a cloned kernel calls are OCTET_SIMD_INLINE: inlined, they are compiled (and
-// vectorized) for the clone's ISA; left as calls they would run the baseline version.
-//   OCTET_SIMD_CLONES void scale_run(const int32_t* acc, int64_t n, float s, float* out);
-//   OCTET_SIMD_INLINE float clamp127(float y);   // called from a cloned kernel
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__)
-#define OCTET_SIMD_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define OCTET_SIMD_CLONES
-#endif
+// simd_dispatch(fn): fn() compiled for the active ISA, for loops whose plain C++ the compiler
+// vectorizes (the INT8 kernels): one copy of fn per ISA, each a flatten function with that ISA's
+// target, so fn's body and everything it calls inline (OCTET_SIMD_INLINE helpers included) are
+// compiled with its vectors. fn is a lambda capturing by value: the copy the per-ISA function
+// works on is its own, so stores through the kernel's pointers cannot alias the captured values
+// and the loops vectorize. set_active_isa picks the copy, so a test runs every path.
+//   void nearest_run(const float* x, int64_t n, int8_t* q) {
+//     cpu::simd_dispatch([=] { for (int64_t i = 0; i < n; ++i) q[i] = code(x[i]); });
+//   }
 #if defined(__GNUC__)
 #define OCTET_SIMD_INLINE inline __attribute__((always_inline))
 #else
 #define OCTET_SIMD_INLINE inline
 #endif
+
+namespace octet::cpu {
+
+#ifdef OCTET_CPU_X86
+template <typename Fn>
+OCTET_TARGET_AVX512 [[gnu::flatten]] auto simd_avx512(Fn fn) {
+  return fn();
+}
+template <typename Fn>
+OCTET_TARGET_AVX2 [[gnu::flatten]] auto simd_avx2(Fn fn) {
+  return fn();
+}
+#endif
+template <typename Fn>
+[[gnu::flatten]] auto simd_portable(Fn fn) {
+  return fn();
+}
+
+template <typename Fn>
+auto simd_dispatch(Fn fn) {
+#ifdef OCTET_CPU_X86
+  switch (active_isa()) {
+    case Isa::avx512:
+      return simd_avx512(fn);
+    case Isa::avx2:
+      return simd_avx2(fn);
+    default:
+      break;
+  }
+#endif
+  return simd_portable(fn);
+}
+
+}  // namespace octet::cpu

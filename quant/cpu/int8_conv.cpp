@@ -144,15 +144,17 @@ void im2col_chunk(const Conv2dGeometry& g, const int8_t* x, int64_t j0, int64_t 
 }
 
 // out[n][k][pq] = float(y[k][j - j0]) * scale + bias[k] for the positions of the block, k in [k0, k1).
-OCTET_SIMD_CLONES void rescale_rows(const Conv2dGeometry& g, const int32_t* y, int64_t j0, int64_t j1, float scale,
+void rescale_rows(const Conv2dGeometry& g, const int32_t* y, int64_t j0, int64_t j1, float scale,
                                     const float* bias, float* out, int64_t k0, int64_t k1) {
-  const int64_t nc = j1 - j0, pq = g.p * g.q;
-  for (int64_t k = k0; k < k1; ++k) {
-    const float b = bias ? bias[k] : 0.0f;
-    for_sample_runs(g, j0, j1, [&](int64_t n, int64_t pq0, int64_t pq1, int64_t off) {
-      rescale_run(y + k * nc + off, pq1 - pq0, scale, b, out + (n * g.k + k) * pq + pq0);
-    });
-  }
+  return octet::cpu::simd_dispatch([=] {
+    const int64_t nc = j1 - j0, pq = g.p * g.q;
+    for (int64_t k = k0; k < k1; ++k) {
+      const float b = bias ? bias[k] : 0.0f;
+      for_sample_runs(g, j0, j1, [&](int64_t n, int64_t pq0, int64_t pq1, int64_t off) {
+        rescale_run(y + k * nc + off, pq1 - pq0, scale, b, out + (n * g.k + k) * pq + pq0);
+      });
+    }
+  });
 }
 
 void rescale_chunk(const Conv2dGeometry& g, const int32_t* y, int64_t j0, int64_t j1, float scale, const float* bias,
@@ -204,20 +206,22 @@ void backward_input_transposed(const Conv2dGeometry& g, const int8_t* dy, const 
 }
 
 // dx[c] for c in [c0, c1) of one sample from its columns dcol [C*R*S, PQ]; acc: H*W scratch.
-OCTET_SIMD_CLONES void col2im_planes(const Conv2dGeometry& g, const int32_t* dcol, float scale, float* dx, int64_t c0,
+void col2im_planes(const Conv2dGeometry& g, const int32_t* dcol, float scale, float* dx, int64_t c0,
                                      int64_t c1, int32_t* acc) {
-  const int64_t pq = g.p * g.q, hw = g.h * g.w;
-  for (int64_t c = c0; c < c1; ++c) {
-    std::fill(acc, acc + hw, 0);
-    for (int64_t r = 0; r < g.r; ++r)
-      for (int64_t s = 0; s < g.s; ++s) {
-        const int32_t* src = dcol + ((c * g.r + r) * g.s + s) * pq;
-        for_tap_rows(g, r, s, [&](int64_t p, int64_t ih, int64_t iw0, int64_t q_lo, int64_t q_hi) {
-          add_scatter(acc + ih * g.w, src + p * g.q, iw0, q_lo, q_hi, g.stride_w);
-        });
-      }
-    rescale_run(acc, hw, scale, 0.0f, dx + c * hw);
-  }
+  return octet::cpu::simd_dispatch([=] {
+    const int64_t pq = g.p * g.q, hw = g.h * g.w;
+    for (int64_t c = c0; c < c1; ++c) {
+      std::fill(acc, acc + hw, 0);
+      for (int64_t r = 0; r < g.r; ++r)
+        for (int64_t s = 0; s < g.s; ++s) {
+          const int32_t* src = dcol + ((c * g.r + r) * g.s + s) * pq;
+          for_tap_rows(g, r, s, [&](int64_t p, int64_t ih, int64_t iw0, int64_t q_lo, int64_t q_hi) {
+            add_scatter(acc + ih * g.w, src + p * g.q, iw0, q_lo, q_hi, g.stride_w);
+          });
+        }
+      rescale_run(acc, hw, scale, 0.0f, dx + c * hw);
+    }
+  });
 }
 
 // dx for strides > 1, per sample: dcol [C*R*S, PQ] = W_g^T dy_g (int32), col2im into int32 planes.

@@ -20,7 +20,7 @@ using octet::cpu::is_pointwise;
 using octet::cpu::valid_range;
 
 // out[i] = float(acc[i]) * scale + bias. Inline, so that it is compiled into each per-ISA kernel
-// (OCTET_SIMD_CLONES) that calls it: a dispatched call per short row would cost more than the row.
+// (octet::cpu::simd_dispatch) that calls it: a dispatched call per short row would cost more than the row.
 OCTET_SIMD_INLINE void rescale_run(const int32_t* acc, int64_t n, float scale, float bias, float* out) {
   for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(acc[i]) * scale + bias;
 }

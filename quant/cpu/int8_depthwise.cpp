@@ -103,90 +103,96 @@ int64_t grid_len(int64_t cnt, int64_t rows, int64_t stride, int64_t out_h, int64
 }
 
 // Items (k, block) in [i0, i1): out[n][k] for the block's samples, on the grid of the phase planes.
-OCTET_SIMD_CLONES void wide_forward_items(const Conv2dGeometry& g, const Phases& v, const int8_t* x, const int8_t* w,
+void wide_forward_items(const Conv2dGeometry& g, const Phases& v, const int8_t* x, const int8_t* w,
                                           float scale, const float* bias, float* out, int64_t i0, int64_t i1,
                                           int8_t* xph, int32_t* acc) {
-  const int64_t m = g.k / g.c, hw = g.h * g.w, pq = g.p * g.q, rs = g.r * g.s, nblocks = v.blocks(g.n);
-  for (int64_t item = i0; item < i1; ++item) {
-    const int64_t k = item / nblocks, n0 = (item % nblocks) * v.nb, cnt = std::min(v.nb, g.n - n0);
-    split_phases(g, v, x + ((k / m) * g.n + n0) * hw, cnt, xph);
-    const int64_t len = grid_len(cnt, v.hph, v.wph, g.p, g.q);
-    std::fill(acc, acc + len, 0);
-    for (int64_t r = 0; r < g.r; ++r)
-      for (int64_t s = 0; s < g.s; ++s) {
-        const int8_t* src = xph + v.phase(g, r, s) * v.nb * v.plane() + v.offset(g, r, s, v.wph);
-        wide_tap(acc, src, len, w[k * rs + r * g.s + s]);
-      }
-    const float b = bias ? bias[k] : 0.0f;
-    for (int64_t n = 0; n < cnt; ++n)
-      for (int64_t p = 0; p < g.p; ++p)
-        rescale_run(acc + (n * v.hph + p) * v.wph, g.q, scale, b, out + ((n0 + n) * g.k + k) * pq + p * g.q);
-  }
+  return octet::cpu::simd_dispatch([=] {
+    const int64_t m = g.k / g.c, hw = g.h * g.w, pq = g.p * g.q, rs = g.r * g.s, nblocks = v.blocks(g.n);
+    for (int64_t item = i0; item < i1; ++item) {
+      const int64_t k = item / nblocks, n0 = (item % nblocks) * v.nb, cnt = std::min(v.nb, g.n - n0);
+      split_phases(g, v, x + ((k / m) * g.n + n0) * hw, cnt, xph);
+      const int64_t len = grid_len(cnt, v.hph, v.wph, g.p, g.q);
+      std::fill(acc, acc + len, 0);
+      for (int64_t r = 0; r < g.r; ++r)
+        for (int64_t s = 0; s < g.s; ++s) {
+          const int8_t* src = xph + v.phase(g, r, s) * v.nb * v.plane() + v.offset(g, r, s, v.wph);
+          wide_tap(acc, src, len, w[k * rs + r * g.s + s]);
+        }
+      const float b = bias ? bias[k] : 0.0f;
+      for (int64_t n = 0; n < cnt; ++n)
+        for (int64_t p = 0; p < g.p; ++p)
+          rescale_run(acc + (n * v.hph + p) * v.wph, g.q, scale, b, out + ((n0 + n) * g.k + k) * pq + p * g.q);
+    }
+  });
 }
 
 // Items (c, block): the padded dx of phase (a, b) at (i, j) sums w[r][s] * dy[i - oy][j - ox] over
 // the taps of that phase (oy, ox their offsets): dy sits at (oy_max, ox_max) in a zeroed block of
 // rows hd = hph + oy_max and columns wd = wph + ox_max, and each tap is one loop over the block.
-OCTET_SIMD_CLONES void wide_backward_input_items(const Conv2dGeometry& g, const Phases& v, const int8_t* dy,
+void wide_backward_input_items(const Conv2dGeometry& g, const Phases& v, const int8_t* dy,
                                                  const int8_t* w, float scale, float* dx, int64_t i0, int64_t i1,
                                                  int8_t* dyp, int32_t* acc) {
-  const int64_t m = g.k / g.c, hw = g.h * g.w, pq = g.p * g.q, rs = g.r * g.s, nblocks = v.blocks(g.n);
-  const int64_t oy_max = (g.r - 1) * g.dil_h / v.sh, ox_max = (g.s - 1) * g.dil_w / v.sw;
-  const int64_t hd = v.hph + oy_max, wd = v.wph + ox_max, phase_len = v.nb * hd * wd;
-  for (int64_t item = i0; item < i1; ++item) {
-    const int64_t c = item / nblocks, n0 = (item % nblocks) * v.nb, cnt = std::min(v.nb, g.n - n0);
-    const int64_t len = grid_len(cnt, hd, wd, v.hph, v.wph);
-    for (int64_t ph = 0; ph < v.count(); ++ph) std::fill(acc + ph * phase_len, acc + ph * phase_len + len, 0);
-    for (int64_t k = c * m; k < (c + 1) * m; ++k) {
-      embed_planes(dy + (k * g.n + n0) * pq, cnt, g.p, g.q, hd, wd, oy_max, ox_max, dyp);
-      for (int64_t r = 0; r < g.r; ++r)
-        for (int64_t s = 0; s < g.s; ++s) {
-          const int64_t back = oy_max * wd + ox_max - v.offset(g, r, s, wd);  // >= 0
-          wide_tap(acc + v.phase(g, r, s) * phase_len, dyp + back, len, w[k * rs + r * g.s + s]);
-        }
-    }
-    // dx[h][x] is padded (h + ph, x + pw): phase ((h + ph) % sh, (x + pw) % sw), cell ((h + ph) / sh, ...).
-    for (int64_t n = 0; n < cnt; ++n)
-      for (int64_t h = 0; h < g.h; ++h) {
-        const int64_t y = h + g.pad_h;
-        const int32_t* row = acc + (y % v.sh) * v.sw * phase_len + (n * hd + y / v.sh) * wd;
-        float* d = dx + ((n0 + n) * g.c + c) * hw + h * g.w;
-        if (v.sw == 1) {
-          rescale_run(row + g.pad_w, g.w, scale, 0.0f, d);
-        } else {  // padded column j*sw + b is dx column j*sw + b - pw
-          for (int64_t b = 0; b < v.sw; ++b) {
-            int64_t j_lo, j_hi;
-            valid_range(b - g.pad_w, v.sw, g.w, v.wph, j_lo, j_hi);
-            const int32_t* src = row + b * phase_len;
-            for (int64_t j = j_lo; j < j_hi; ++j) d[j * v.sw + b - g.pad_w] = static_cast<float>(src[j]) * scale;
+  return octet::cpu::simd_dispatch([=] {
+    const int64_t m = g.k / g.c, hw = g.h * g.w, pq = g.p * g.q, rs = g.r * g.s, nblocks = v.blocks(g.n);
+    const int64_t oy_max = (g.r - 1) * g.dil_h / v.sh, ox_max = (g.s - 1) * g.dil_w / v.sw;
+    const int64_t hd = v.hph + oy_max, wd = v.wph + ox_max, phase_len = v.nb * hd * wd;
+    for (int64_t item = i0; item < i1; ++item) {
+      const int64_t c = item / nblocks, n0 = (item % nblocks) * v.nb, cnt = std::min(v.nb, g.n - n0);
+      const int64_t len = grid_len(cnt, hd, wd, v.hph, v.wph);
+      for (int64_t ph = 0; ph < v.count(); ++ph) std::fill(acc + ph * phase_len, acc + ph * phase_len + len, 0);
+      for (int64_t k = c * m; k < (c + 1) * m; ++k) {
+        embed_planes(dy + (k * g.n + n0) * pq, cnt, g.p, g.q, hd, wd, oy_max, ox_max, dyp);
+        for (int64_t r = 0; r < g.r; ++r)
+          for (int64_t s = 0; s < g.s; ++s) {
+            const int64_t back = oy_max * wd + ox_max - v.offset(g, r, s, wd);  // >= 0
+            wide_tap(acc + v.phase(g, r, s) * phase_len, dyp + back, len, w[k * rs + r * g.s + s]);
+          }
+      }
+      // dx[h][x] is padded (h + ph, x + pw): phase ((h + ph) % sh, (x + pw) % sw), cell ((h + ph) / sh, ...).
+      for (int64_t n = 0; n < cnt; ++n)
+        for (int64_t h = 0; h < g.h; ++h) {
+          const int64_t y = h + g.pad_h;
+          const int32_t* row = acc + (y % v.sh) * v.sw * phase_len + (n * hd + y / v.sh) * wd;
+          float* d = dx + ((n0 + n) * g.c + c) * hw + h * g.w;
+          if (v.sw == 1) {
+            rescale_run(row + g.pad_w, g.w, scale, 0.0f, d);
+          } else {  // padded column j*sw + b is dx column j*sw + b - pw
+            for (int64_t b = 0; b < v.sw; ++b) {
+              int64_t j_lo, j_hi;
+              valid_range(b - g.pad_w, v.sw, g.w, v.wph, j_lo, j_hi);
+              const int32_t* src = row + b * phase_len;
+              for (int64_t j = j_lo; j < j_hi; ++j) d[j * v.sw + b - g.pad_w] = static_cast<float>(src[j]) * scale;
+            }
           }
         }
-      }
-  }
+    }
+  });
 }
 
 // Channels k in [k0, k1): dw[k][r][s] = sum over blocks of dot(dy embedded at (0, 0) in the phase
 // grid, the tap's phase plane shifted by its offset), in int32 over stretches of at most 2^17
 // positions and int64 across them.
-OCTET_SIMD_CLONES void wide_backward_weight_channels(const Conv2dGeometry& g, const Phases& v, const int8_t* x,
+void wide_backward_weight_channels(const Conv2dGeometry& g, const Phases& v, const int8_t* x,
                                                      const int8_t* dy, float scale, float* dw, int64_t k0, int64_t k1,
                                                      int8_t* xph, int8_t* dyw, int64_t* acc) {
-  const int64_t m = g.k / g.c, hw = g.h * g.w, pq = g.p * g.q, rs = g.r * g.s;
-  for (int64_t k = k0; k < k1; ++k) {
-    std::fill(acc, acc + rs, 0);
-    for (int64_t n0 = 0; n0 < g.n; n0 += v.nb) {
-      const int64_t cnt = std::min(v.nb, g.n - n0), len = grid_len(cnt, v.hph, v.wph, g.p, g.q);
-      split_phases(g, v, x + ((k / m) * g.n + n0) * hw, cnt, xph);
-      embed_planes(dy + (k * g.n + n0) * pq, cnt, g.p, g.q, v.hph, v.wph, 0, 0, dyw);
-      for (int64_t r = 0; r < g.r; ++r)
-        for (int64_t s = 0; s < g.s; ++s) {
-          const int8_t* src = xph + v.phase(g, r, s) * v.nb * v.plane() + v.offset(g, r, s, v.wph);
-          for (int64_t i = 0; i < len; i += kMaxInt32Terms)  // int32 per stretch, int64 across
-            acc[r * g.s + s] += wide_dot(dyw + i, src + i, std::min(kMaxInt32Terms, len - i));
-        }
+  return octet::cpu::simd_dispatch([=] {
+    const int64_t m = g.k / g.c, hw = g.h * g.w, pq = g.p * g.q, rs = g.r * g.s;
+    for (int64_t k = k0; k < k1; ++k) {
+      std::fill(acc, acc + rs, 0);
+      for (int64_t n0 = 0; n0 < g.n; n0 += v.nb) {
+        const int64_t cnt = std::min(v.nb, g.n - n0), len = grid_len(cnt, v.hph, v.wph, g.p, g.q);
+        split_phases(g, v, x + ((k / m) * g.n + n0) * hw, cnt, xph);
+        embed_planes(dy + (k * g.n + n0) * pq, cnt, g.p, g.q, v.hph, v.wph, 0, 0, dyw);
+        for (int64_t r = 0; r < g.r; ++r)
+          for (int64_t s = 0; s < g.s; ++s) {
+            const int8_t* src = xph + v.phase(g, r, s) * v.nb * v.plane() + v.offset(g, r, s, v.wph);
+            for (int64_t i = 0; i < len; i += kMaxInt32Terms)  // int32 per stretch, int64 across
+              acc[r * g.s + s] += wide_dot(dyw + i, src + i, std::min(kMaxInt32Terms, len - i));
+          }
+      }
+      for (int64_t i = 0; i < rs; ++i) dw[k * rs + i] = static_cast<float>(acc[i]) * scale;
     }
-    for (int64_t i = 0; i < rs; ++i) dw[k * rs + i] = static_cast<float>(acc[i]) * scale;
-  }
+  });
 }
 
 }  // namespace

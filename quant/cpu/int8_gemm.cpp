@@ -16,15 +16,19 @@ namespace octet::quant::cpu {
 namespace {
 
 // c[j] += a * b[j]
-OCTET_SIMD_CLONES void axpy_row(int32_t a, const int8_t* b, int64_t n, int32_t* c) {
-  for (int64_t j = 0; j < n; ++j) c[j] += a * static_cast<int32_t>(b[j]);
+void axpy_row(int32_t a, const int8_t* b, int64_t n, int32_t* c) {
+  return octet::cpu::simd_dispatch([=] {
+    for (int64_t j = 0; j < n; ++j) c[j] += a * static_cast<int32_t>(b[j]);
+  });
 }
 
 // sum a[i] * b[i]
-OCTET_SIMD_CLONES int32_t dot_row(const int8_t* a, const int8_t* b, int64_t n) {
-  int32_t s = 0;
-  for (int64_t i = 0; i < n; ++i) s += static_cast<int32_t>(a[i]) * static_cast<int32_t>(b[i]);
-  return s;
+int32_t dot_row(const int8_t* a, const int8_t* b, int64_t n) {
+  return octet::cpu::simd_dispatch([=] {
+    int32_t s = 0;
+    for (int64_t i = 0; i < n; ++i) s += static_cast<int32_t>(a[i]) * static_cast<int32_t>(b[i]);
+    return s;
+  });
 }
 
 void gemm_reference(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const int8_t* a, int64_t lda,

@@ -37,15 +37,17 @@ OCTET_SIMD_INLINE int8_t to_code(float r) { return static_cast<int8_t>(static_ca
 // max |x| on the bit patterns: for non-negative floats the integer order is the float order, and
 // every NaN pattern lies above infinity's, so a NaN wins the max and survives (no float max
 // reduction, which the compiler would not vectorize).
-OCTET_SIMD_CLONES uint32_t absmax_bits_run(const float* x, int64_t n) {
-  uint32_t m = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    uint32_t b;
-    std::memcpy(&b, x + i, 4);
-    b &= 0x7fffffffu;
-    m = m < b ? b : m;
-  }
-  return m;
+uint32_t absmax_bits_run(const float* x, int64_t n) {
+  return octet::cpu::simd_dispatch([=] {
+    uint32_t m = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      uint32_t b;
+      std::memcpy(&b, x + i, 4);
+      b &= 0x7fffffffu;
+      m = m < b ? b : m;
+    }
+    return m;
+  });
 }
 
 constexpr uint32_t kInfBits = 0x7f800000u;
@@ -56,46 +58,52 @@ float from_bits(uint32_t b) {
   return f;
 }
 
-OCTET_SIMD_CLONES void nearest_run(const float* x, int64_t n, float inv, int8_t* q) {
-  for (int64_t i = 0; i < n; ++i) q[i] = to_code(round_even(clamped(x[i], inv)));
+void nearest_run(const float* x, int64_t n, float inv, int8_t* q) {
+  return octet::cpu::simd_dispatch([=] {
+    for (int64_t i = 0; i < n; ++i) q[i] = to_code(round_even(clamped(x[i], inv)));
+  });
 }
 
 // Philox words of counters [ctr, ctr + blocks) (sr_uniform's draws: word i & 3 of counter i >> 2):
 // the rounds of philox4x32 (core/generator.h) run on a structure of arrays, 256 counters at a time,
 // which GCC vectorizes 1.7x better than the one-block function in a loop (measured on AVX-512);
 // the tests compare every code with the element functions.
-OCTET_SIMD_CLONES void philox_words(uint64_t seed, uint64_t ctr, int64_t blocks, uint32_t* out) {
-  constexpr uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u, kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
-  constexpr int64_t kLanes = 256;
-  alignas(64) uint32_t c0[kLanes], c1[kLanes], c2[kLanes], c3[kLanes];
-  for (int64_t b0 = 0; b0 < blocks; b0 += kLanes) {
-    const int64_t nb = std::min(kLanes, blocks - b0);
-    for (int64_t b = 0; b < nb; ++b) {
-      const uint64_t c = ctr + static_cast<uint64_t>(b0 + b);
-      c0[b] = static_cast<uint32_t>(c), c1[b] = static_cast<uint32_t>(c >> 32), c2[b] = 0, c3[b] = 0;
-    }
-    uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
-    for (int r = 0; r < 10; ++r) {
+void philox_words(uint64_t seed, uint64_t ctr, int64_t blocks, uint32_t* out) {
+  return octet::cpu::simd_dispatch([=] {
+    constexpr uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u, kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
+    constexpr int64_t kLanes = 256;
+    alignas(64) uint32_t c0[kLanes], c1[kLanes], c2[kLanes], c3[kLanes];
+    for (int64_t b0 = 0; b0 < blocks; b0 += kLanes) {
+      const int64_t nb = std::min(kLanes, blocks - b0);
       for (int64_t b = 0; b < nb; ++b) {
-        const uint64_t p0 = static_cast<uint64_t>(kM0) * c0[b], p1 = static_cast<uint64_t>(kM1) * c2[b];
-        const uint32_t n0 = static_cast<uint32_t>(p1 >> 32) ^ c1[b] ^ k0;
-        const uint32_t n2 = static_cast<uint32_t>(p0 >> 32) ^ c3[b] ^ k1;
-        c1[b] = static_cast<uint32_t>(p1), c3[b] = static_cast<uint32_t>(p0), c0[b] = n0, c2[b] = n2;
+        const uint64_t c = ctr + static_cast<uint64_t>(b0 + b);
+        c0[b] = static_cast<uint32_t>(c), c1[b] = static_cast<uint32_t>(c >> 32), c2[b] = 0, c3[b] = 0;
       }
-      k0 += kW0, k1 += kW1;
+      uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
+      for (int r = 0; r < 10; ++r) {
+        for (int64_t b = 0; b < nb; ++b) {
+          const uint64_t p0 = static_cast<uint64_t>(kM0) * c0[b], p1 = static_cast<uint64_t>(kM1) * c2[b];
+          const uint32_t n0 = static_cast<uint32_t>(p1 >> 32) ^ c1[b] ^ k0;
+          const uint32_t n2 = static_cast<uint32_t>(p0 >> 32) ^ c3[b] ^ k1;
+          c1[b] = static_cast<uint32_t>(p1), c3[b] = static_cast<uint32_t>(p0), c0[b] = n0, c2[b] = n2;
+        }
+        k0 += kW0, k1 += kW1;
+      }
+      for (int64_t b = 0; b < nb; ++b) {
+        uint32_t* o = out + 4 * (b0 + b);
+        o[0] = c0[b], o[1] = c1[b], o[2] = c2[b], o[3] = c3[b];
+      }
     }
-    for (int64_t b = 0; b < nb; ++b) {
-      uint32_t* o = out + 4 * (b0 + b);
-      o[0] = c0[b], o[1] = c1[b], o[2] = c2[b], o[3] = c3[b];
-    }
-  }
+  });
 }
 
-OCTET_SIMD_CLONES void stochastic_from_words(const float* x, int64_t n, float inv, const uint32_t* words, int8_t* q) {
-  for (int64_t i = 0; i < n; ++i) {
-    const float r = floor_small(clamped(x[i], inv) + uniform_float(words[i]));
-    q[i] = to_code(r < kInt8Max ? r : kInt8Max);
-  }
+void stochastic_from_words(const float* x, int64_t n, float inv, const uint32_t* words, int8_t* q) {
+  return octet::cpu::simd_dispatch([=] {
+    for (int64_t i = 0; i < n; ++i) {
+      const float r = floor_small(clamped(x[i], inv) + uniform_float(words[i]));
+      q[i] = to_code(r < kInt8Max ? r : kInt8Max);
+    }
+  });
 }
 
 // Stochastic rounding of x[0, n), x[0] being element `first` of the tensor: words in batches.
@@ -166,37 +174,41 @@ OCTET_SIMD_INLINE V8d nearest8(V8f g, float inv) {
   return __builtin_convertvector((y + kRoundMagic) - kRoundMagic, V8d);
 }
 
-OCTET_SIMD_CLONES CosineSums sums_run(const float* g, const int8_t* q, int64_t n) {
-  Lanes a;
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    V8b qb;
-    std::memcpy(&qb, q + i, sizeof qb);
-    a.add(load8(g + i), __builtin_convertvector(qb, V8d));
-  }
-  if (i < n) {
-    V8d qv = {};
-    for (int64_t l = 0; l < n - i; ++l) qv[l] = q[i + l];
-    a.add(load_tail(g + i, n - i), qv);
-  }
-  a.max_bits = absmax_bits_run(g, n);
-  return a.total();
+CosineSums sums_run(const float* g, const int8_t* q, int64_t n) {
+  return octet::cpu::simd_dispatch([=] {
+    Lanes a;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+      V8b qb;
+      std::memcpy(&qb, q + i, sizeof qb);
+      a.add(load8(g + i), __builtin_convertvector(qb, V8d));
+    }
+    if (i < n) {
+      V8d qv = {};
+      for (int64_t l = 0; l < n - i; ++l) qv[l] = q[i + l];
+      a.add(load_tail(g + i, n - i), qv);
+    }
+    a.max_bits = absmax_bits_run(g, n);
+    return a.total();
+  });
 }
 
 // The same sums with q = round-to-nearest codes computed on the fly (DSGC's inner loop).
-OCTET_SIMD_CLONES CosineSums nearest_sums_run(const float* g, int64_t n, float inv) {
-  Lanes a;
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const V8f v = load8(g + i);
-    a.add(v, nearest8(v, inv));
-  }
-  if (i < n) {
-    const V8f v = load_tail(g + i, n - i);
-    a.add(v, nearest8(v, inv));
-  }
-  a.max_bits = absmax_bits_run(g, n);
-  return a.total();
+CosineSums nearest_sums_run(const float* g, int64_t n, float inv) {
+  return octet::cpu::simd_dispatch([=] {
+    Lanes a;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+      const V8f v = load8(g + i);
+      a.add(v, nearest8(v, inv));
+    }
+    if (i < n) {
+      const V8f v = load_tail(g + i, n - i);
+      a.add(v, nearest8(v, inv));
+    }
+    a.max_bits = absmax_bits_run(g, n);
+    return a.total();
+  });
 }
 
 // sum x[i] in double over eight lanes, combined in lane order.
@@ -213,22 +225,26 @@ OCTET_SIMD_INLINE double sum_run(const float* x, int64_t n) {
 // The plane pieces of source elements [begin, end) (planes of `len`): with `piece_sums`, each
 // piece's float sum (in order); with `dst`, the codes q[0, end - begin) copied to plane (o, i)'s
 // place [inner][outer][len]. One call per block: pieces can be 16 elements long.
-OCTET_SIMD_CLONES void scatter_pieces(const float* src, const int8_t* q, int64_t begin, int64_t end, int64_t outer,
+void scatter_pieces(const float* src, const int8_t* q, int64_t begin, int64_t end, int64_t outer,
                                       int64_t inner, int64_t len, int8_t* dst, double* piece_sums) {
-  int64_t piece = 0;
-  for (int64_t j = begin; j < end; ++piece) {
-    const int64_t plane = j / len, l0 = j % len, l1 = std::min(len, l0 + (end - j));
-    if (piece_sums) piece_sums[piece] = sum_run(src + j, l1 - l0);
-    if (dst) {
-      const int64_t o = plane / inner, i = plane % inner;
-      std::memcpy(dst + (i * outer + o) * len + l0, q + (j - begin), static_cast<size_t>(l1 - l0));
+  return octet::cpu::simd_dispatch([=] {
+    int64_t piece = 0;
+    for (int64_t j = begin; j < end; ++piece) {
+      const int64_t plane = j / len, l0 = j % len, l1 = std::min(len, l0 + (end - j));
+      if (piece_sums) piece_sums[piece] = sum_run(src + j, l1 - l0);
+      if (dst) {
+        const int64_t o = plane / inner, i = plane % inner;
+        std::memcpy(dst + (i * outer + o) * len + l0, q + (j - begin), static_cast<size_t>(l1 - l0));
+      }
+      j += l1 - l0;
     }
-    j += l1 - l0;
-  }
+  });
 }
 
-OCTET_SIMD_CLONES void dequantize_run(const int8_t* q, int64_t n, float scale, float* out) {
-  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(q[i]) * scale;
+void dequantize_run(const int8_t* q, int64_t n, float scale, float* out) {
+  return octet::cpu::simd_dispatch([=] {
+    for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(q[i]) * scale;
+  });
 }
 
 int64_t num_blocks(int64_t n) { return (n + kQuantBlock - 1) / kQuantBlock; }

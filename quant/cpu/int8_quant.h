@@ -10,8 +10,9 @@
 // round-to-nearest of a clamped |y| <= 127 is (y + 1.5*2^23) - 1.5*2^23 (ties to even, as
 // nearbyint in the default rounding mode), floor is a truncation corrected by one. Work is cut
 // into fixed blocks, and sums are combined in block order, so no result depends on the threads.
-// Each loop is compiled for AVX-512, AVX2 and baseline x86-64 and picked at load time (GCC
-// target_clones); the file is built with -ffp-contract=off so no version fuses a multiply-add.
+// Each loop is compiled for AVX-512, AVX2 and baseline x86-64 and picked by the active ISA
+// (octet::cpu::simd_dispatch, core/cpu/isa.h; cpu::set_active_isa chooses, so tests run every
+// copy); the library is built with -ffp-contract=off so no copy fuses a multiply-add.
 #pragma once
 
 #include <cstdint>

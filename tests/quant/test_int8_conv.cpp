@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/octet.h"
+#include "core/cpu/isa.h"
 #include "quant/cpu/int8_gemm.h"
 #include "quant/dsgc.h"
 #include "quant/int8_conv.h"
@@ -189,6 +190,46 @@ TEST(Int8Conv, DeterministicAcrossThreadsAndGemmPaths) {
     }
   }
   set_num_threads(saved_threads);
+}
+
+// The INT8 kernels are compiled per ISA (core/cpu/isa.h, simd_dispatch): every copy gives the
+// portable copy's bits -- quantizers (nearest and stochastic), absmax, dequantization, DSGC's
+// cosine sums and the conv kernels (GEMM reference loops and depthwise) -- on every geometry.
+TEST(Int8Conv, EveryIsaGivesThePortableBits) {
+  const octet::cpu::Isa saved_isa = octet::cpu::active_isa();
+  const cpu::Int8GemmPath saved_path = cpu::int8_gemm_path();
+  cpu::set_int8_gemm_path(cpu::Int8GemmPath::reference);  // its row loops are per-ISA too
+  auto run_all = [] {
+    std::vector<std::vector<float>> out;
+    for (const ConvCase& cc : conv_cases())
+      for (bool stochastic : {false, true})
+        for (auto& v : run_once(cc, stochastic)) out.push_back(std::move(v));
+    // Odd lengths, values on rounding boundaries and beyond the clip.
+    for (int64_t n : {1, 7, 63, 1001, 100003}) {
+      Tensor x = random({n}, 40 + static_cast<uint64_t>(n), 3.0);
+      const float clip = int8_absmax(x) * 0.7f;
+      out.push_back({int8_absmax(x), static_cast<float>(cosine_distance(x, clip)),
+                     static_cast<float>(cosine_distance(x, clip, Int8Rounding::stochastic, 9))});
+      for (Int8Rounding r : {Int8Rounding::nearest, Int8Rounding::stochastic}) {
+        Tensor q = int8_quantize(x, clip, r, 11);
+        out.push_back(q.to(DType::f32).to_vector<float>());
+        out.push_back(int8_dequantize(q, clip).to_vector<float>());
+      }
+    }
+    return out;
+  };
+  octet::cpu::set_active_isa(octet::cpu::Isa::portable);
+  const auto portable = run_all();
+  for (octet::cpu::Isa isa : {octet::cpu::Isa::avx2, octet::cpu::Isa::avx512}) {
+    if (!octet::cpu::isa_supported(isa)) continue;
+    octet::cpu::set_active_isa(isa);
+    const auto got = run_all();
+    ASSERT_EQ(got.size(), portable.size());
+    for (size_t i = 0; i < got.size(); ++i)
+      ASSERT_EQ(got[i], portable[i]) << octet::cpu::isa_name(isa) << ", result " << i;
+  }
+  octet::cpu::set_active_isa(saved_isa);
+  cpu::set_int8_gemm_path(saved_path);
 }
 
 TEST(Int8Conv, StatsAndSearchSchedule) {
