@@ -12,7 +12,8 @@
 // its gradients) is NaN: a diverged input stays visible downstream instead of silently turning
 // into zeros. (An element quantizer given a finite clip still maps a NaN element to 0, as
 // quant/int8.h defines; the conv op checks its gradient for non-finite values itself.)
-// Device: CPU (a CUDA tensor is an octet::Error naming the function until the CUDA kernels exist).
+// Devices: CPU, and CUDA in builds with the CUDA backend (quant/cuda/int8_quant.h), with the same
+// codes bit for bit; a tensor on another device is an octet::Error naming the function.
 #pragma once
 
 #include <cstdint>

@@ -299,5 +299,31 @@ TEST(Int8Conv, RejectsBadInputs) {
   }
 }
 
+// The CUDA kernel path setting (quant/int8_conv.h): names, parsing, the process-wide switch; the
+// CPU kernels ignore it.
+TEST(Int8Conv, CudaPathSetting) {
+  for (Int8ConvPath p : {Int8ConvPath::automatic, Int8ConvPath::dp4a, Int8ConvPath::tensor_core, Int8ConvPath::direct})
+    EXPECT_EQ(parse_int8_conv_path(int8_conv_path_name(p)), p);
+  EXPECT_EQ(parse_int8_conv_path("automatic"), Int8ConvPath::automatic);
+  EXPECT_EQ(int8_conv_path_name(Int8ConvPath::tensor_core), "tensor_core");
+  try {
+    parse_int8_conv_path("fastest");
+    ADD_FAILURE() << "no error for an unknown path";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'fastest'"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(set_int8_conv_path(static_cast<Int8ConvPath>(9)), Error);
+
+  Tensor x = random({2, 3, 6, 6}, 91), w = random({4, 3, 3, 3}, 92);
+  auto layer = std::make_shared<Int8Layer>();
+  const std::vector<float> before = int8_conv2d(x, w, {}, Conv2dOptions().padding(1), layer).to_vector<float>();
+  const Int8ConvPath saved = set_int8_conv_path(Int8ConvPath::tensor_core);
+  EXPECT_EQ(int8_conv_path(), Int8ConvPath::tensor_core);
+  EXPECT_EQ(int8_conv2d(x, w, {}, Conv2dOptions().padding(1), layer).to_vector<float>(), before);
+  EXPECT_EQ(set_int8_conv_path(saved), Int8ConvPath::tensor_core);
+  for (Int8ConvPath p : int8_conv_chosen_paths(x, w, Conv2dOptions().padding(1)))
+    EXPECT_EQ(p, Int8ConvPath::automatic);  // nothing to choose on the CPU
+}
+
 }  // namespace
 }  // namespace octet::quant
