@@ -24,11 +24,7 @@ namespace {
 Tensor f32_tensor(const Tensor& g, const char* op) {
   OCTET_CHECK(g.defined(), op, ": expected a defined tensor");
   OCTET_CHECK(g.dtype() == DType::f32, op, ": expected dtype f32, got ", g.dtype());
-#ifdef OCTET_WITH_CUDA
-  OCTET_CHECK(g.device().is_cpu() || g.device().is_cuda(), op, ": no INT8 kernels for device ", g.device());
-#else
-  OCTET_CHECK(g.device().is_cpu(), op, ": no INT8 kernels for device ", g.device(), " in this build (CPU only)");
-#endif
+  check_int8_device(g.device(), op);
   return g.detach().contiguous();
 }
 

@@ -14,20 +14,11 @@ namespace octet::quant {
 
 namespace {
 
-// The INT8 kernels run on the CPU, or on a CUDA device in builds with CUDA.
-void check_device(Device d, const char* op) {
-#ifdef OCTET_WITH_CUDA
-  OCTET_CHECK(d.is_cpu() || d.is_cuda(), op, ": no INT8 kernels for device ", d);
-#else
-  OCTET_CHECK(d.is_cpu(), op, ": no INT8 kernels for device ", d, " in this build (CPU only)");
-#endif
-}
-
 // A detached contiguous f32 tensor with x's values, on x's device.
 Tensor f32_input(const Tensor& x, const char* op) {
   OCTET_CHECK(x.defined(), op, ": expected a defined tensor");
   OCTET_CHECK(x.dtype() == DType::f32, op, ": expected dtype f32, got ", x.dtype());
-  check_device(x.device(), op);
+  check_int8_device(x.device(), op);
   return x.detach().contiguous();
 }
 
@@ -64,7 +55,7 @@ Tensor int8_quantize(const Tensor& x, float clip, Int8Rounding rounding, uint64_
 Tensor int8_dequantize(const Tensor& q, float clip) {
   OCTET_CHECK(q.defined(), "int8_dequantize: expected a defined tensor");
   OCTET_CHECK(q.dtype() == DType::i8, "int8_dequantize: expected dtype i8, got ", q.dtype());
-  check_device(q.device(), "int8_dequantize");
+  check_int8_device(q.device(), "int8_dequantize");
   Tensor c = q.contiguous();
   Tensor out = empty(q.shape(), TensorOptions(DType::f32).device(q.device()));
 #ifdef OCTET_WITH_CUDA
@@ -76,6 +67,14 @@ Tensor int8_dequantize(const Tensor& q, float clip) {
 #endif
   cpu::dequantize(c.data<int8_t>(), c.numel(), int8_scale(clip), out.data<float>());
   return out;
+}
+
+void check_int8_device(Device d, const char* op) {
+#ifdef OCTET_WITH_CUDA
+  OCTET_CHECK(d.is_cpu() || d.is_cuda(), op, ": no INT8 kernels for device ", d);
+#else
+  OCTET_CHECK(d.is_cpu(), op, ": no INT8 kernels for device ", d, " in this build (CPU only)");
+#endif
 }
 
 uint64_t int8_backward_seed(uint64_t layer_seed, int64_t step) {

@@ -38,13 +38,7 @@ Conv2dGeometry checked_geometry(const Tensor& x, const Tensor& w, const Tensor& 
   OCTET_CHECK(x.dtype() == DType::f32, kOp, ": expected an f32 input, got ", x.dtype());
   OCTET_CHECK(w.dtype() == DType::f32, kOp, ": expected an f32 weight, got ", w.dtype());
   OCTET_CHECK(w.device() == x.device(), kOp, ": input is on ", x.device(), " but weight is on ", w.device());
-#ifdef OCTET_WITH_CUDA
-  OCTET_CHECK(x.device().is_cpu() || x.device().is_cuda(), kOp, ": no INT8 convolution kernels for device ",
-              x.device());
-#else
-  OCTET_CHECK(x.device().is_cpu(), kOp, ": no INT8 convolution kernels for device ", x.device(),
-              " in this build (CPU only)");
-#endif
+  check_int8_device(x.device(), kOp);
   OCTET_CHECK(o.stride_h_ > 0 && o.stride_w_ > 0, kOp, ": expected positive stride, got (", o.stride_h_, ", ",
               o.stride_w_, ")");
   OCTET_CHECK(o.dil_h_ > 0 && o.dil_w_ > 0, kOp, ": expected positive dilation, got (", o.dil_h_, ", ", o.dil_w_, ")");

@@ -42,4 +42,8 @@ Tensor int8_dequantize(const Tensor& q, float clip);
 // and layers draw unrelated streams; the CUDA path calls the same function on the host.
 uint64_t int8_backward_seed(uint64_t layer_seed, int64_t step);
 
+// An octet::Error naming `op` unless INT8 kernels run on device d: the CPU, and CUDA devices in
+// builds with the CUDA backend.
+void check_int8_device(Device d, const char* op);
+
 }  // namespace octet::quant

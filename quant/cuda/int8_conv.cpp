@@ -6,11 +6,12 @@
 // never results, and a training run's numbers do not depend on it.
 #include <cuda_runtime.h>
 
+#include <array>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <mutex>
-#include <tuple>
 #include <vector>
 
 #include "core/cuda.h"
@@ -25,28 +26,14 @@ namespace {
 
 enum Product : int { kForward = 0, kBackwardInput = 1, kBackwardWeight = 2 };
 
-using Key = std::tuple<int, int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-                       int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>;
+// (device, product, the geometry's 16 fields).
+using Key = std::array<int64_t, 18>;
+static_assert(sizeof(Conv2dGeometry) == 16 * sizeof(int64_t), "Conv2dGeometry: sixteen int64 fields");
 
 Key key_of(Product product, const Conv2dGeometry& g) {
-  return {::octet::cuda::current_device(),
-          product,
-          g.n,
-          g.c,
-          g.h,
-          g.w,
-          g.k,
-          g.r,
-          g.s,
-          g.p,
-          g.q,
-          g.stride_h,
-          g.stride_w,
-          g.pad_h,
-          g.pad_w,
-          g.dil_h,
-          g.dil_w,
-          g.groups};
+  Key key{::octet::cuda::current_device(), product};
+  std::memcpy(key.data() + 2, &g, sizeof g);
+  return key;
 }
 
 struct Choices {

@@ -129,22 +129,18 @@ OCTET_HD inline int32_t backward_input_weight_word(const Conv2dGeometry& g, cons
   return pack4(q[0], q[1], q[2], q[3]);
 }
 
-// Packed weight words, row k of forward_weight_word (words per row `words`).
-struct ForwardWeightWords {
+// The packed weight words of the dp4a path: `rows` rows of `words` words, row k of the forward
+// (forward_weight_word) or, for dx, row c (backward_input_weight_word).
+struct PackedWeights {
   Conv2dGeometry g;
   const int8_t* wq;
   int64_t words;
+  bool for_dx;
   int32_t* out;
-  OCTET_HD void operator()(int64_t i) const { out[i] = forward_weight_word(g, wq, i / words, i % words); }
-};
-
-// Packed weight words, row c of backward_input_weight_word.
-struct BackwardInputWeightWords {
-  Conv2dGeometry g;
-  const int8_t* wq;
-  int64_t words;
-  int32_t* out;
-  OCTET_HD void operator()(int64_t i) const { out[i] = backward_input_weight_word(g, wq, i / words, i % words); }
+  OCTET_HD void operator()(int64_t i) const {
+    out[i] = for_dx ? backward_input_weight_word(g, wq, i / words, i % words)
+                    : forward_weight_word(g, wq, i / words, i % words);
+  }
 };
 
 // Forward: out[n][grp*K/g + m][p][q] = float(C[m][j]) * scale + bias. wpack holds the words of

@@ -75,28 +75,25 @@ inline constexpr int64_t kTcBlockBytes = int64_t{64} << 20;
 
 // ---------------------------------------------------------------- dp4a
 
-template <class Exec>
-bool forward_dp4a(Exec& ex, const ForwardArgs& a) {
-  const ops::ForwardOps probe{a.g, {a.x, a.inv}, nullptr, a.scale, a.bias, a.out};
-  const int64_t words = probe.words();
-  int32_t* wpack = ex.template scratch<int32_t>(a.g.k * words);
-  ex.map(a.g.k * words, ops::ForwardWeightWords{a.g, a.wq, words, wpack});
-  ops::ForwardOps o = probe;
-  o.wpack = wpack;
-  ex.dp4a(o, words);
+// Packs the weights into dp4a words (one row per GEMM row of every group), then the GEMM.
+template <class Exec, class Ops>
+bool dp4a_with_packed_weights(Exec& ex, Ops op, const int8_t* wq, bool for_dx) {
+  const int64_t rows = op.rows() * op.g.groups, words = op.words();
+  int32_t* wpack = ex.template scratch<int32_t>(rows * words);
+  ex.map(rows * words, ops::PackedWeights{op.g, wq, words, for_dx, wpack});
+  op.wpack = wpack;
+  ex.dp4a(op, words);
   return true;
 }
 
 template <class Exec>
+bool forward_dp4a(Exec& ex, const ForwardArgs& a) {
+  return dp4a_with_packed_weights(ex, ops::ForwardOps{a.g, {a.x, a.inv}, nullptr, a.scale, a.bias, a.out}, a.wq, false);
+}
+
+template <class Exec>
 bool backward_input_dp4a(Exec& ex, const BackwardInputArgs& a) {
-  const ops::BackwardInputOps probe{a.g, a.dy, a.ld, nullptr, a.scale, a.dx};
-  const int64_t words = probe.words();
-  int32_t* wpack = ex.template scratch<int32_t>(a.g.c * words);
-  ex.map(a.g.c * words, ops::BackwardInputWeightWords{a.g, a.wq, words, wpack});
-  ops::BackwardInputOps o = probe;
-  o.wpack = wpack;
-  ex.dp4a(o, words);
-  return true;
+  return dp4a_with_packed_weights(ex, ops::BackwardInputOps{a.g, a.dy, a.ld, nullptr, a.scale, a.dx}, a.wq, true);
 }
 
 template <class Exec>

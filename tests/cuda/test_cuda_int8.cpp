@@ -19,6 +19,7 @@
 #include "quant/int8_model.h"
 #include "quant/int8_tensor.h"
 #include "tests/cuda/parity.h"
+#include "tests/quant/int8_conv_cases.h"
 #include "tools/int8_run.h"
 
 namespace octet::quant {
@@ -127,45 +128,18 @@ TEST_F(CudaInt8Quant, CosineDistanceAndDsgcSearch) {
 
 // ---------------------------------------------------------------- the convolution
 
-struct ConvCase {
-  std::string name;
-  int64_t n, c, h, w, k, r, s;
-  Conv2dOptions opts;
-  bool bias = true;
-  double scale = 1.0;  // > 1: every value +-scale, so every code is +-127
-};
-
-std::vector<ConvCase> conv_cases() {
-  return {
-      {"basic3x3", 2, 3, 9, 7, 4, 3, 3, Conv2dOptions().padding(1)},
-      {"stride2", 2, 3, 9, 7, 4, 3, 3, Conv2dOptions().stride(2)},
-      {"stride2_pad1_odd_channels", 2, 5, 10, 9, 7, 3, 3, Conv2dOptions().stride(2).padding(1), false},
-      {"stride_mixed_dilated", 1, 3, 10, 6, 4, 3, 2, Conv2dOptions().stride(2, 1).padding(1, 0).dilation(1, 2)},
-      {"stride3", 2, 6, 11, 10, 5, 3, 3, Conv2dOptions().stride(3).padding(1)},
-      {"dilation2", 1, 2, 11, 9, 3, 3, 3, Conv2dOptions().dilation(2).padding(2)},
-      {"large_pad", 1, 2, 5, 5, 3, 3, 3, Conv2dOptions().padding(3)},
-      {"groups2", 2, 4, 7, 7, 6, 3, 3, Conv2dOptions().padding(1).groups(2)},
-      {"groups3_strided", 1, 6, 9, 8, 3, 2, 3, Conv2dOptions().stride(2, 1).padding(1, 0).groups(3)},
-      {"groups4_wide", 2, 36, 9, 9, 44, 3, 3, Conv2dOptions().padding(1).groups(4)},
-      {"depthwise", 2, 5, 9, 9, 5, 3, 3, Conv2dOptions().stride(2).padding(1).groups(5)},
-      {"depthwise_x2", 2, 3, 8, 7, 6, 3, 3, Conv2dOptions().padding(1).groups(3)},
-      {"depthwise_nonsquare", 1, 4, 7, 10, 8, 3, 2, Conv2dOptions().stride(1, 2).padding(1, 1).dilation(2, 1).groups(4),
-       false},
-      {"depthwise_s2_5x5", 2, 3, 13, 12, 3, 5, 5, Conv2dOptions().stride(2).padding(2).groups(3), false},
-      {"depthwise_mv2", 8, 96, 16, 16, 96, 3, 3, Conv2dOptions().padding(1).groups(96)},
-      {"pointwise", 2, 5, 6, 7, 4, 1, 1, Conv2dOptions()},
-      {"pointwise_stride2_pad1", 1, 3, 7, 5, 2, 1, 1, Conv2dOptions().stride(2).padding(1)},
-      {"pointwise_expand", 4, 64, 7, 7, 1024, 1, 1, Conv2dOptions(), false},
-      {"kernel_equals_input", 2, 2, 4, 3, 3, 4, 3, Conv2dOptions()},
-      {"single_channel_in", 2, 1, 9, 9, 3, 5, 5, Conv2dOptions().padding(2)},
-      {"wide_k", 2, 16, 5, 5, 40, 3, 3, Conv2dOptions().padding(1)},
-      {"saturated", 2, 9, 6, 6, 6, 3, 3, Conv2dOptions().padding(1), true, 1e6},
-      // Tiles of the DP4A kernel in both dimensions, several dw splits, one GEMM block.
-      {"resnet_like", 4, 64, 28, 28, 96, 3, 3, Conv2dOptions().padding(1), false},
-      {"resnet_like_s2", 4, 64, 28, 28, 128, 3, 3, Conv2dOptions().stride(2).padding(1), false},
-      // Over kMaxInt32Terms (2^17) output positions: dw sums cross into int64 on every path.
-      {"many_positions", 40, 3, 60, 60, 8, 3, 3, Conv2dOptions().padding(1)},
-  };
+// The shared geometries, and some at real layer sizes: tiles of the DP4A kernel in both
+// dimensions, many dw splits, a wide pointwise layer, a MobileNetV2 depthwise layer, and one past
+// kMaxInt32Terms (2^17) output positions, where the dw sums cross into int64 on every path.
+std::vector<Int8ConvCase> conv_cases() {
+  std::vector<Int8ConvCase> all = int8_conv_cases();
+  all.push_back({"groups4_wide", 2, 36, 9, 9, 44, 3, 3, Conv2dOptions().padding(1).groups(4)});
+  all.push_back({"depthwise_mv2", 8, 96, 16, 16, 96, 3, 3, Conv2dOptions().padding(1).groups(96)});
+  all.push_back({"pointwise_expand", 4, 64, 7, 7, 1024, 1, 1, Conv2dOptions(), false});
+  all.push_back({"resnet_like", 4, 64, 28, 28, 96, 3, 3, Conv2dOptions().padding(1), false});
+  all.push_back({"resnet_like_s2", 4, 64, 28, 28, 128, 3, 3, Conv2dOptions().stride(2).padding(1), false});
+  all.push_back({"many_positions", 40, 3, 60, 60, 8, 3, 3, Conv2dOptions().padding(1)});
+  return all;
 }
 
 // Sets the CUDA kernel path for a scope.
@@ -187,7 +161,7 @@ struct RunResult {
 
 // Forward and backward of int8_conv2d on `device` (stochastic rounding, the clip of max|dy|, so
 // that both devices use the same clip; DSGC has its own test above).
-RunResult run_conv(const ConvCase& cc, Device device) {
+RunResult run_conv(const Int8ConvCase& cc, Device device) {
   Tensor x = randn_cpu({cc.n, cc.c, cc.h, cc.w}, 21), w = randn_cpu({cc.k, cc.c / cc.opts.groups_, cc.r, cc.s}, 22);
   if (cc.scale > 1.0) x = sign(x) * cc.scale, w = sign(w) * cc.scale;
   x = x.to(device).requires_grad_(true), w = w.to(device).requires_grad_(true);
@@ -203,7 +177,7 @@ RunResult run_conv(const ConvCase& cc, Device device) {
 }
 
 class CudaInt8Conv : public testing::CudaParityTest,
-                     public ::testing::WithParamInterface<std::tuple<Int8ConvPath, ConvCase>> {};
+                     public ::testing::WithParamInterface<std::tuple<Int8ConvPath, Int8ConvCase>> {};
 
 TEST_P(CudaInt8Conv, MatchesCpuBitForBit) {
   const auto& [path, cc] = GetParam();
@@ -232,7 +206,7 @@ INSTANTIATE_TEST_SUITE_P(Paths, CudaInt8Conv,
                          ::testing::Combine(::testing::Values(Int8ConvPath::automatic, Int8ConvPath::dp4a,
                                                               Int8ConvPath::tensor_core, Int8ConvPath::direct),
                                             ::testing::ValuesIn(conv_cases())),
-                         [](const ::testing::TestParamInfo<std::tuple<Int8ConvPath, ConvCase>>& info) {
+                         [](const ::testing::TestParamInfo<std::tuple<Int8ConvPath, Int8ConvCase>>& info) {
                            return std::string(int8_conv_path_name(std::get<0>(info.param))) + "_" +
                                   std::get<1>(info.param).name;
                          });

@@ -20,6 +20,7 @@
 #include "quant/cpu/int8_quant.h"
 #include "quant/cuda/int8_conv_paths.h"
 #include "quant/int8_tensor.h"
+#include "tests/quant/int8_conv_cases.h"
 
 namespace octet::quant {
 namespace {
@@ -96,54 +97,12 @@ class HostExec {
   std::vector<std::unique_ptr<void, void (*)(void*)>> buffers_;
 };
 
-struct Case {
-  std::string name;
-  int64_t n, c, h, w, k, r, s;
-  Conv2dOptions opts;
-  bool bias = true;
-  double scale = 1.0;  // of x; w and dy are drawn the same way
-};
-
-void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
-
-std::vector<Case> cases() {
-  return {
-      {"basic3x3", 2, 3, 9, 7, 4, 3, 3, Conv2dOptions().padding(1)},
-      {"stride2", 2, 3, 9, 7, 4, 3, 3, Conv2dOptions().stride(2)},
-      {"stride2_pad1_odd_channels", 2, 5, 10, 9, 7, 3, 3, Conv2dOptions().stride(2).padding(1), false},
-      {"stride_mixed_dilated", 1, 3, 10, 6, 4, 3, 2, Conv2dOptions().stride(2, 1).padding(1, 0).dilation(1, 2)},
-      {"stride3", 2, 6, 11, 10, 5, 3, 3, Conv2dOptions().stride(3).padding(1)},
-      {"dilation2", 1, 2, 11, 9, 3, 3, 3, Conv2dOptions().dilation(2).padding(2)},
-      {"large_pad", 1, 2, 5, 5, 3, 3, 3, Conv2dOptions().padding(3)},
-      {"groups2", 2, 4, 7, 7, 6, 3, 3, Conv2dOptions().padding(1).groups(2)},
-      {"groups3_strided", 1, 6, 9, 8, 3, 2, 3, Conv2dOptions().stride(2, 1).padding(1, 0).groups(3)},
-      {"groups2_wide", 1, 18, 6, 5, 22, 3, 3, Conv2dOptions().padding(1).groups(2)},
-      {"depthwise", 2, 5, 9, 9, 5, 3, 3, Conv2dOptions().stride(2).padding(1).groups(5)},
-      {"depthwise_x2", 2, 3, 8, 7, 6, 3, 3, Conv2dOptions().padding(1).groups(3)},
-      {"depthwise_nonsquare", 1, 4, 7, 10, 8, 3, 2, Conv2dOptions().stride(1, 2).padding(1, 1).dilation(2, 1).groups(4),
-       false},
-      {"depthwise_s2_5x5", 2, 3, 13, 12, 3, 5, 5, Conv2dOptions().stride(2).padding(2).groups(3), false},
-      {"pointwise", 2, 5, 6, 7, 4, 1, 1, Conv2dOptions()},
-      {"pointwise_stride2_pad1", 1, 3, 7, 5, 2, 1, 1, Conv2dOptions().stride(2).padding(1)},
-      {"kernel_equals_input", 2, 2, 4, 3, 3, 4, 3, Conv2dOptions()},
-      {"single_channel_in", 2, 1, 9, 9, 3, 5, 5, Conv2dOptions().padding(2)},
-      {"wide_k", 2, 16, 5, 5, 40, 3, 3, Conv2dOptions().padding(1)},
-      // Every code +-127 (all |values| equal the clip): the extremes of the int32 sums.
-      {"saturated", 2, 9, 6, 6, 6, 3, 3, Conv2dOptions().padding(1), true, 1e6},
-      // 2 * 50 * 50 = 5000 output positions: two dw splits of 4096 (DP4A) and many GEMM blocks.
-      {"many_positions", 2, 3, 50, 50, 4, 3, 3, Conv2dOptions().padding(1)},
-  };
-}
-
-Conv2dGeometry geometry(const Case& c) {
-  const Conv2dOptions& o = c.opts;
-  Conv2dGeometry g{};
-  g.n = c.n, g.c = c.c, g.h = c.h, g.w = c.w, g.k = c.k, g.r = c.r, g.s = c.s;
-  g.p = (c.h + 2 * o.pad_h_ - o.dil_h_ * (c.r - 1) - 1) / o.stride_h_ + 1;
-  g.q = (c.w + 2 * o.pad_w_ - o.dil_w_ * (c.s - 1) - 1) / o.stride_w_ + 1;
-  g.stride_h = o.stride_h_, g.stride_w = o.stride_w_, g.pad_h = o.pad_h_, g.pad_w = o.pad_w_;
-  g.dil_h = o.dil_h_, g.dil_w = o.dil_w_, g.groups = o.groups_;
-  return g;
+// The shared geometries, plus one with 2 * 50 * 50 = 5000 output positions: two dw splits of
+// 4096 (DP4A) and many blocks of positions (tensor core).
+std::vector<Int8ConvCase> cases() {
+  std::vector<Int8ConvCase> all = int8_conv_cases();
+  all.push_back({"many_positions", 2, 3, 50, 50, 4, 3, 3, Conv2dOptions().padding(1)});
+  return all;
 }
 
 // Seeded values; "saturated" clamps them to +-scale, so every code is +-127.
@@ -173,9 +132,9 @@ struct Reference {
   Tensor out, dx, dw;
 };
 
-Reference reference(const Case& c) {
+Reference reference(const Int8ConvCase& c) {
   Reference r;
-  const Conv2dGeometry& g = r.g = geometry(c);
+  const Conv2dGeometry& g = r.g = int8_conv_geometry(c);
   r.x = values({g.n, g.c, g.h, g.w}, 1, c.scale);
   r.w = values({g.k, g.c / g.groups, g.r, g.s}, 2, c.scale);
   r.dy = values({g.n, g.k, g.p, g.q}, 3, c.scale);
@@ -216,7 +175,7 @@ int8_t* device_dy(HostExec& ex, const Reference& r, int64_t* ld) {
 // A tiny tensor-core block budget, so the paths run several blocks of samples and of positions.
 constexpr int64_t kSmallBlockBytes = 4096;
 
-class Int8KernelEmulation : public ::testing::TestWithParam<Case> {};
+class Int8KernelEmulation : public ::testing::TestWithParam<Int8ConvCase> {};
 
 TEST_P(Int8KernelEmulation, ForwardEveryPathMatchesCpu) {
   const Reference r = reference(GetParam());
@@ -283,7 +242,7 @@ TEST_P(Int8KernelEmulation, BackwardWeightEveryPathMatchesCpu) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Paths, Int8KernelEmulation, ::testing::ValuesIn(cases()),
-                         [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
+                         [](const ::testing::TestParamInfo<Int8ConvCase>& info) { return info.param.name; });
 
 TEST(Int8KernelEmulationWords, PackAndDp4aKeepSignsAndExtremes) {
   EXPECT_EQ(ops::pack4(1, 2, 3, 4), 0x04030201);
@@ -297,8 +256,8 @@ TEST(Int8KernelEmulationWords, PackAndDp4aKeepSignsAndExtremes) {
 
 TEST(Int8KernelEmulationWords, TapSourceInvertsTheConvolution) {
   // Every (output position, tap) reaches exactly the input it reads, and nothing else maps back.
-  for (const Case& c : cases()) {
-    const Conv2dGeometry g = geometry(c);
+  for (const Int8ConvCase& c : cases()) {
+    const Conv2dGeometry g = int8_conv_geometry(c);
     int64_t hits = 0, expected = 0;
     for (int64_t p = 0; p < g.p; ++p)
       for (int64_t q = 0; q < g.q; ++q)
