@@ -1,7 +1,7 @@
-// Convolution geometries the INT8 kernel tests share (tests/quant/test_int8_cuda_emulation.cpp,
-// tests/cuda/test_cuda_int8.cpp): odd sizes, channel counts that are not multiples of four,
-// strides, padding (larger than the kernel too), dilation, groups, depthwise, pointwise, a kernel
-// as large as the input, and one whose every code is +-127.
+// Convolution geometries the INT8 convolution tests share (tests/quant/test_int8_conv.cpp,
+// tests/quant/test_int8_cuda_emulation.cpp, tests/cuda/test_cuda_int8.cpp): odd sizes, channel counts that are not
+// multiples of four, strides, padding (larger than the kernel too), dilation, groups, depthwise, pointwise, a kernel as
+// large as the input, and one whose every code is +-127.
 //   for (const Int8ConvCase& c : int8_conv_cases()) { Conv2dGeometry g = int8_conv_geometry(c); ... }
 #pragma once
 
@@ -41,8 +41,15 @@ inline std::vector<Int8ConvCase> int8_conv_cases() {
       {"depthwise_x2", 2, 3, 8, 7, 6, 3, 3, Conv2dOptions().padding(1).groups(3)},
       {"depthwise_nonsquare", 1, 4, 7, 10, 8, 3, 2, Conv2dOptions().stride(1, 2).padding(1, 1).dilation(2, 1).groups(4),
        false},
+      {"depthwise_dilated", 2, 4, 9, 8, 4, 3, 3, Conv2dOptions().padding(2, 1).dilation(2, 1).groups(4)},
+      {"depthwise_stride3", 2, 3, 11, 10, 3, 3, 3, Conv2dOptions().stride(3).padding(1).groups(3)},
+      {"depthwise_s2_dilated_x2", 1, 2, 12, 9, 4, 3, 3, Conv2dOptions().stride(2).padding(2).dilation(2).groups(2)},
       {"depthwise_s2_5x5", 2, 3, 13, 12, 3, 5, 5, Conv2dOptions().stride(2).padding(2).groups(3), false},
+      {"depthwise_big_pad", 1, 3, 5, 5, 3, 3, 3, Conv2dOptions().padding(3).groups(3)},
       {"pointwise", 2, 5, 6, 7, 4, 1, 1, Conv2dOptions()},
+      {"pointwise_groups", 2, 4, 5, 3, 6, 1, 1, Conv2dOptions().groups(2)},
+      {"pointwise_stride2", 1, 3, 7, 5, 2, 1, 1, Conv2dOptions().stride(2)},
+      {"pointwise_pad1", 1, 3, 4, 5, 2, 1, 1, Conv2dOptions().padding(1)},
       {"pointwise_stride2_pad1", 1, 3, 7, 5, 2, 1, 1, Conv2dOptions().stride(2).padding(1)},
       {"kernel_equals_input", 2, 2, 4, 3, 3, 4, 3, Conv2dOptions()},
       {"single_channel_in", 2, 1, 9, 9, 3, 5, 5, Conv2dOptions().padding(2)},

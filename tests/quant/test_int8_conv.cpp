@@ -18,6 +18,7 @@
 #include "quant/dsgc.h"
 #include "quant/int8_conv.h"
 #include "quant/int8_tensor.h"
+#include "tests/quant/int8_conv_cases.h"
 
 namespace octet::quant {
 namespace {
@@ -28,47 +29,20 @@ namespace {
 // Compared against sum|terms| (computed by the same convolution on absolute values): 8 * 2^-24.
 constexpr double kRoundings = 8.0 * 0x1p-24;
 
-struct ConvCase {
-  std::string name;
-  int64_t n, c, h, w, k, r, s;
-  Conv2dOptions opts;
-  bool bias = true;
-};
+using ConvCase = Int8ConvCase;
 
-void PrintTo(const ConvCase& c, std::ostream* os) { *os << c.name; }
-
+// The shared geometries (random values: the all-+-127 case is the kernels' concern, covered by the
+// emulation and GPU tests) plus blockings of the CPU kernels.
 std::vector<ConvCase> conv_cases() {
-  return {
-      {"basic3x3", 2, 3, 9, 7, 4, 3, 3, Conv2dOptions().padding(1)},
-      {"stride2", 2, 3, 9, 7, 4, 3, 3, Conv2dOptions().stride(2)},
-      {"stride2_pad1", 2, 4, 10, 9, 6, 3, 3, Conv2dOptions().stride(2).padding(1), false},
-      {"stride_mixed", 1, 3, 10, 6, 4, 3, 2, Conv2dOptions().stride(2, 1).padding(1, 0).dilation(1, 2)},
-      {"dilation2", 1, 2, 11, 9, 3, 3, 3, Conv2dOptions().dilation(2).padding(2)},
-      {"large_pad", 1, 2, 5, 5, 3, 3, 3, Conv2dOptions().padding(3)},
-      {"groups2", 2, 4, 7, 7, 6, 3, 3, Conv2dOptions().padding(1).groups(2)},
-      {"groups3_strided", 1, 6, 9, 8, 3, 2, 3, Conv2dOptions().stride(2, 1).padding(1, 0).groups(3)},
-      {"depthwise", 2, 5, 9, 9, 5, 3, 3, Conv2dOptions().stride(2).padding(1).groups(5)},
-      {"depthwise_x2", 2, 3, 8, 7, 6, 3, 3, Conv2dOptions().padding(1).groups(3)},
-      {"depthwise_nonsquare", 1, 4, 7, 10, 8, 3, 2, Conv2dOptions().stride(1, 2).padding(1, 1).dilation(2, 1).groups(4),
-       false},
-      {"depthwise_dilated", 2, 4, 9, 8, 4, 3, 3, Conv2dOptions().padding(2, 1).dilation(2, 1).groups(4)},
-      {"depthwise_stride3", 2, 3, 11, 10, 3, 3, 3, Conv2dOptions().stride(3).padding(1).groups(3)},
-      {"depthwise_s2_dilated_x2", 1, 2, 12, 9, 4, 3, 3, Conv2dOptions().stride(2).padding(2).dilation(2).groups(2)},
-      {"depthwise_s2_5x5", 2, 3, 13, 12, 3, 5, 5, Conv2dOptions().stride(2).padding(2).groups(3), false},
-      {"depthwise_big_pad", 1, 3, 5, 5, 3, 3, 3, Conv2dOptions().padding(3).groups(3)},
-      // 30x30 planes padded to 32x32: 16 samples per block of the wide kernels, so 20 make two.
-      {"depthwise_two_blocks", 20, 2, 30, 30, 2, 3, 3, Conv2dOptions().padding(1).groups(2)},
-      {"pointwise", 2, 5, 6, 7, 4, 1, 1, Conv2dOptions()},
-      {"pointwise_groups", 2, 4, 5, 3, 6, 1, 1, Conv2dOptions().groups(2)},
-      {"pointwise_stride2", 1, 3, 7, 5, 2, 1, 1, Conv2dOptions().stride(2)},
-      {"pointwise_pad1", 1, 3, 4, 5, 2, 1, 1, Conv2dOptions().padding(1)},
-      {"kernel_equals_input", 2, 2, 4, 3, 3, 4, 3, Conv2dOptions()},
-      {"single_channel_in", 2, 1, 9, 9, 3, 5, 5, Conv2dOptions().padding(2)},
-      {"wide_k", 2, 16, 5, 5, 40, 3, 3, Conv2dOptions().padding(1)},
-      // 3*41*41 = 5043 output positions: two GEMM blocks, split inside a sample and a row.
-      {"two_blocks", 3, 5, 41, 41, 7, 3, 3, Conv2dOptions().padding(1)},
-      {"two_blocks_pointwise", 3, 5, 41, 41, 7, 1, 1, Conv2dOptions()},
-  };
+  std::vector<ConvCase> all;
+  for (const ConvCase& c : int8_conv_cases())
+    if (c.scale == 1.0) all.push_back(c);
+  // 30x30 planes padded to 32x32: 16 samples per block of the wide kernels, so 20 make two.
+  all.push_back({"depthwise_two_blocks", 20, 2, 30, 30, 2, 3, 3, Conv2dOptions().padding(1).groups(2)});
+  // 3*41*41 = 5043 output positions: two GEMM blocks, split inside a sample and a row.
+  all.push_back({"two_blocks", 3, 5, 41, 41, 7, 3, 3, Conv2dOptions().padding(1)});
+  all.push_back({"two_blocks_pointwise", 3, 5, 41, 41, 7, 1, 1, Conv2dOptions()});
+  return all;
 }
 
 Tensor random(const Shape& shape, uint64_t seed, double scale = 1.0) {
