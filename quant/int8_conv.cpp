@@ -271,12 +271,12 @@ Int8ConvPath set_int8_conv_path(Int8ConvPath path) {
   return path_setting().exchange(path);
 }
 
-std::array<Int8ConvPath, 3> int8_conv_chosen_paths(const Tensor& x, const Tensor& w, const Conv2dOptions& opts) {
+std::array<Int8ConvPath, 3> int8_conv_last_paths(const Tensor& x, const Tensor& w, const Conv2dOptions& opts) {
   std::array<Int8ConvPath, 3> none{Int8ConvPath::automatic, Int8ConvPath::automatic, Int8ConvPath::automatic};
 #ifdef OCTET_WITH_CUDA
   if (x.defined() && x.device().is_cuda()) {
     ::octet::cuda::DeviceGuard on(x.device().index);
-    return cuda::chosen_paths(checked_geometry(x, w, Tensor(), opts));
+    return cuda::last_paths(checked_geometry(x, w, Tensor(), opts));
   }
 #endif
   return none;

@@ -71,8 +71,9 @@ Int8ConvPath parse_int8_conv_path(std::string_view name);
 // Process-wide; set_int8_conv_path returns the previous setting.
 Int8ConvPath int8_conv_path();
 Int8ConvPath set_int8_conv_path(Int8ConvPath path);
-// The paths the automatic choice settled on for the forward, dx and dw of this convolution on x's
-// CUDA device ("auto" for a product not chosen yet, on the CPU, and in builds without CUDA).
-std::array<Int8ConvPath, 3> int8_conv_chosen_paths(const Tensor& x, const Tensor& w, const Conv2dOptions& opts);
+// The paths that ran last for the forward, dx and dw of this convolution's geometry on x's CUDA
+// device: the forced one, or where it could not run (and when none is forced) the automatic choice;
+// "auto" for a product that has not run, on the CPU, and in builds without CUDA.
+std::array<Int8ConvPath, 3> int8_conv_last_paths(const Tensor& x, const Tensor& w, const Conv2dOptions& opts);
 
 }  // namespace octet::quant

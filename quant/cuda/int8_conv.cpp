@@ -36,9 +36,10 @@ Key key_of(Product product, const Conv2dGeometry& g) {
   return key;
 }
 
+// Per (device, product, geometry): the automatic choice, and the path that ran last.
 struct Choices {
   std::mutex mutex;
-  std::map<Key, Int8ConvPath> chosen;
+  std::map<Key, Int8ConvPath> chosen, last;
 };
 
 Choices& choices() {
@@ -46,10 +47,10 @@ Choices& choices() {
   return *c;
 }
 
-Int8ConvPath cached(const Key& key) {
+Int8ConvPath lookup(const std::map<Key, Int8ConvPath>& m, const Key& key) {
   std::lock_guard<std::mutex> lock(choices().mutex);
-  auto it = choices().chosen.find(key);
-  return it == choices().chosen.end() ? Int8ConvPath::automatic : it->second;
+  auto it = m.find(key);
+  return it == m.end() ? Int8ConvPath::automatic : it->second;
 }
 
 // Milliseconds of one run of `path` (false: it cannot run this geometry).
@@ -69,17 +70,15 @@ bool time_path(bool (*runner)(Int8ConvPath, const Args&), Int8ConvPath path, con
   return true;
 }
 
-// Runs one product by the forced, cached or (first time) fastest path.
+// The automatic choice for `key`: the cached one, or (first time) the fastest candidate, cached.
 template <class Args>
-void run(Product product, const Conv2dGeometry& g, const Args& args, bool (*runner)(Int8ConvPath, const Args&)) {
-  const Int8ConvPath forced = int8_conv_path();
-  if (forced != Int8ConvPath::automatic && runner(forced, args)) return;
-  const Key key = key_of(product, g);
-  const Int8ConvPath known = cached(key);
+Int8ConvPath run_automatic(const Key& key, const Conv2dGeometry& g, const Args& args,
+                           bool (*runner)(Int8ConvPath, const Args&)) {
+  const Int8ConvPath known = lookup(choices().chosen, key);
   if (known != Int8ConvPath::automatic) {
     OCTET_CHECK(runner(known, args), "int8_conv2d: the CUDA path ", int8_conv_path_name(known),
                 " chosen for this geometry can no longer run it");
-    return;
+    return known;
   }
   Int8ConvPath best = Int8ConvPath::automatic;
   if (ops::is_depthwise(g)) {
@@ -95,6 +94,18 @@ void run(Product product, const Conv2dGeometry& g, const Args& args, bool (*runn
   OCTET_CHECK(best != Int8ConvPath::automatic, "int8_conv2d: no CUDA kernel path can run this geometry");
   std::lock_guard<std::mutex> lock(choices().mutex);
   choices().chosen.emplace(key, best);
+  return best;
+}
+
+// Runs one product by the forced path where it can run, else by the automatic choice.
+template <class Args>
+void run(Product product, const Conv2dGeometry& g, const Args& args, bool (*runner)(Int8ConvPath, const Args&)) {
+  const Key key = key_of(product, g);
+  const Int8ConvPath forced = int8_conv_path();
+  const Int8ConvPath used =
+      forced != Int8ConvPath::automatic && runner(forced, args) ? forced : run_automatic(key, g, args, runner);
+  std::lock_guard<std::mutex> lock(choices().mutex);
+  choices().last[key] = used;
 }
 
 Tensor device_like(const Shape& shape, DType dtype, const Tensor& like) {
@@ -159,8 +170,10 @@ Int8ConvGrads int8_conv2d_backward(const Conv2dGeometry& g, const Tensor& dy, co
   return r;
 }
 
-std::array<Int8ConvPath, 3> chosen_paths(const Conv2dGeometry& g) {
-  return {cached(key_of(kForward, g)), cached(key_of(kBackwardInput, g)), cached(key_of(kBackwardWeight, g))};
+std::array<Int8ConvPath, 3> last_paths(const Conv2dGeometry& g) {
+  const auto& last = choices().last;
+  return {lookup(last, key_of(kForward, g)), lookup(last, key_of(kBackwardInput, g)),
+          lookup(last, key_of(kBackwardWeight, g))};
 }
 
 }  // namespace octet::quant::cuda

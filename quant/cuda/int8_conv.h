@@ -47,8 +47,8 @@ Int8ConvGrads int8_conv2d_backward(const Conv2dGeometry& g, const Tensor& dy, co
                                    const Tensor& wq, float clip, Int8Rounding rounding, uint64_t seed, float sx,
                                    float sw, Int8ConvWants wants);
 
-// The paths the automatic choice settled on for g on the current device, for the forward, dx and
-// dw (automatic where it has not chosen yet); for logs and benchmarks.
-std::array<Int8ConvPath, 3> chosen_paths(const Conv2dGeometry& g);
+// The paths that ran last for the forward, dx and dw of g on the current device (automatic where a
+// product has not run); for tests, logs and benchmarks.
+std::array<Int8ConvPath, 3> last_paths(const Conv2dGeometry& g);
 
 }  // namespace octet::quant::cuda

@@ -6,6 +6,7 @@
 // OCTET_CUDA_TESTS_ON_CPU=1 runs them CPU against CPU (a check of the tests only).
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -157,6 +158,7 @@ class PathGuard {
 struct RunResult {
   Tensor y, dx, dw, db;
   Int8Stats stats;
+  std::array<Int8ConvPath, 3> paths;  // that ran the forward, dx and dw
 };
 
 // Forward and backward of int8_conv2d on `device` (stochastic rounding, the clip of max|dy|, so
@@ -173,7 +175,8 @@ RunResult run_conv(const Int8ConvCase& cc, Device device) {
   Tensor dy = randn_cpu(y.shape(), 24, cc.scale > 1.0 ? cc.scale : 1e-2);
   if (cc.scale > 1.0) dy = sign(dy) * cc.scale;
   y.backward(dy.to(device));
-  return {y.detach(), x.grad(), w.grad(), cc.bias ? b.grad() : Tensor(), layer->stats};
+  return {
+      y.detach(), x.grad(), w.grad(), cc.bias ? b.grad() : Tensor(), layer->stats, int8_conv_last_paths(x, w, cc.opts)};
 }
 
 class CudaInt8Conv : public testing::CudaParityTest,
@@ -200,6 +203,19 @@ TEST_P(CudaInt8Conv, MatchesCpuBitForBit) {
   EXPECT_EQ(got.stats.grad_clip, want.stats.grad_clip) << tag;
   EXPECT_NEAR(got.stats.cos_distance, want.stats.cos_distance, kCosDistance) << tag;
   EXPECT_EQ(got.stats.backward_steps, 1) << tag;
+  if (testing::cpu_selftest()) return;
+  // The forced path ran where it applies: dp4a always, direct on depthwise convs, tensor_core
+  // wherever cuBLASLt has int8 algorithms (on a current GPU, every non-depthwise shape here).
+  const bool depthwise = cc.opts.groups_ == cc.c && cc.c > 1 && cc.k % cc.c == 0;
+  for (Int8ConvPath p : got.paths) {
+    if (path == Int8ConvPath::dp4a || (path == Int8ConvPath::direct && depthwise) ||
+        (path == Int8ConvPath::tensor_core && !depthwise))
+      EXPECT_EQ(p, path) << tag << ": ran " << int8_conv_path_name(p);
+    else if (depthwise && path != Int8ConvPath::tensor_core)
+      EXPECT_EQ(p, Int8ConvPath::direct) << tag << ": the automatic choice for a depthwise conv";
+    else
+      EXPECT_NE(p, Int8ConvPath::automatic) << tag;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Paths, CudaInt8Conv,
@@ -260,11 +276,11 @@ TEST_F(CudaInt8ConvOp, AutomaticChoiceIsMadeOncePerGeometry) {
   auto layer = std::make_shared<Int8Layer>();
   sum(int8_conv2d(x, w, Tensor(), plain, layer)).backward();
   sum(int8_conv2d(x, wd, Tensor(), depthwise, layer)).backward();
-  for (Int8ConvPath p : int8_conv_chosen_paths(x, w, plain))
+  for (Int8ConvPath p : int8_conv_last_paths(x, w, plain))
     EXPECT_TRUE(p == Int8ConvPath::dp4a || p == Int8ConvPath::tensor_core) << int8_conv_path_name(p);
-  for (Int8ConvPath p : int8_conv_chosen_paths(x, wd, depthwise)) EXPECT_EQ(p, Int8ConvPath::direct);
+  for (Int8ConvPath p : int8_conv_last_paths(x, wd, depthwise)) EXPECT_EQ(p, Int8ConvPath::direct);
   // Not run yet: nothing chosen.
-  for (Int8ConvPath p : int8_conv_chosen_paths(x, w, Conv2dOptions().padding(2))) EXPECT_EQ(p, Int8ConvPath::automatic);
+  for (Int8ConvPath p : int8_conv_last_paths(x, w, Conv2dOptions().padding(2))) EXPECT_EQ(p, Int8ConvPath::automatic);
 }
 
 // ---------------------------------------------------------------- training

@@ -295,7 +295,7 @@ TEST(Int8Conv, CudaPathSetting) {
   EXPECT_EQ(int8_conv_path(), Int8ConvPath::tensor_core);
   EXPECT_EQ(int8_conv2d(x, w, {}, Conv2dOptions().padding(1), layer).to_vector<float>(), before);
   EXPECT_EQ(set_int8_conv_path(saved), Int8ConvPath::tensor_core);
-  for (Int8ConvPath p : int8_conv_chosen_paths(x, w, Conv2dOptions().padding(1)))
+  for (Int8ConvPath p : int8_conv_last_paths(x, w, Conv2dOptions().padding(1)))
     EXPECT_EQ(p, Int8ConvPath::automatic);  // nothing to choose on the CPU
 }
 

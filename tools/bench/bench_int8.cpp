@@ -155,9 +155,13 @@ int run_cuda(int reps, int64_t batch, const std::string& only) {
     Tensor dy = randn(y.shape(), DType::f32, &gen).to(dev) * 1e-3;
     const Times fp =
         time_conv(reps, x, w, dy, [&](const Tensor& a, const Tensor& b) { return conv2d(a, b, {}, opts); });
+    // Times of a forced path; 0 (printed "-") where it did not run every product itself.
     auto forced = [&](quant::Int8ConvPath p) {
       quant::set_int8_conv_path(p);
-      return time_int8(reps, x, w, dy, opts);
+      const Times t = time_int8(reps, x, w, dy, opts);
+      for (quant::Int8ConvPath used : quant::int8_conv_last_paths(x, w, opts))
+        if (p != quant::Int8ConvPath::automatic && used != p) return Times{0, 0};
+      return t;
     };
     // The generic kernels on a depthwise layer: dp4a packs one channel per four; tensor_core would
     // run one GEMM per channel, so it is left out there.
@@ -165,7 +169,7 @@ int run_cuda(int reps, int64_t batch, const std::string& only) {
     const Times tc = depthwise ? Times{0, 0} : forced(quant::Int8ConvPath::tensor_core);
     const Times direct = depthwise ? forced(quant::Int8ConvPath::direct) : Times{0, 0};
     const Times aut = forced(quant::Int8ConvPath::automatic);
-    const auto chosen = quant::int8_conv_chosen_paths(x, w, opts);
+    const auto chosen = quant::int8_conv_last_paths(x, w, opts);
     fp32_total += fp.step, auto_total += aut.step;
     std::printf("| %s | %.3f | %.3f | %.3f | %.3f | %s | %s | %s | %.3f | %s/%s/%s | %.2f | %s | %.2f |\n", l.name,
                 fp.fwd * 1e3, fp.step * 1e3, dp4a.fwd * 1e3, dp4a.step * 1e3, ms_or_dash(tc.fwd).c_str(),
