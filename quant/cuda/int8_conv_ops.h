@@ -43,6 +43,14 @@ inline constexpr int64_t kRowAlign = 16;
 OCTET_HD inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 OCTET_HD inline int64_t round_up(int64_t v, int64_t m) { return ceil_div(v, m) * m; }
 
+// a / b and a % b (a >= 0, b > 0 here), in 32-bit arithmetic when both fit: the kernels' index
+// math is mostly divisions, and a 64-bit division costs several times a 32-bit one on the GPU.
+OCTET_HD inline int64_t idiv(int64_t a, int64_t b) {
+  if (((a | b) >> 31) == 0) return static_cast<int64_t>(static_cast<uint32_t>(a) / static_cast<uint32_t>(b));
+  return a / b;
+}
+OCTET_HD inline int64_t imod(int64_t a, int64_t b) { return a - idiv(a, b) * b; }
+
 // Codes q0..q3 (each in [-128, 127]) as the bytes 0..3 of one word, the operand order of dp4a.
 OCTET_HD inline int32_t pack4(int32_t q0, int32_t q1, int32_t q2, int32_t q3) {
   const uint32_t w = (static_cast<uint32_t>(q0) & 0xffu) | (static_cast<uint32_t>(q1) & 0xffu) << 8 |
@@ -78,8 +86,8 @@ OCTET_HD inline float rescale(int64_t acc, float scale, float bias) { return sta
 
 inline bool is_depthwise(const Conv2dGeometry& g) { return g.groups == g.c && g.groups > 1 && g.k % g.c == 0; }
 
-OCTET_HD inline int64_t in_per_group(const Conv2dGeometry& g) { return g.c / g.groups; }
-OCTET_HD inline int64_t out_per_group(const Conv2dGeometry& g) { return g.k / g.groups; }
+OCTET_HD inline int64_t in_per_group(const Conv2dGeometry& g) { return idiv(g.c, g.groups); }
+OCTET_HD inline int64_t out_per_group(const Conv2dGeometry& g) { return idiv(g.k, g.groups); }
 OCTET_HD inline int64_t positions(const Conv2dGeometry& g) { return g.n * g.p * g.q; }
 // The row length of the channel-major dy codes.
 OCTET_HD inline int64_t dy_ld(const Conv2dGeometry& g) { return round_up(positions(g), kRowAlign); }
@@ -94,8 +102,8 @@ struct InputCodes {
   }
   // im2col element: reduction index t = (c*R + r)*S + s of group grp at output position j.
   OCTET_HD int32_t im2col(const Conv2dGeometry& g, int64_t grp, int64_t t, int64_t j) const {
-    const int64_t s = t % g.s, r = (t / g.s) % g.r, c = grp * in_per_group(g) + t / (g.r * g.s);
-    const int64_t q = j % g.q, p = (j / g.q) % g.p, n = j / (g.p * g.q);
+    const int64_t ts = idiv(t, g.s), s = t - ts * g.s, c = grp * in_per_group(g) + idiv(ts, g.r), r = imod(ts, g.r);
+    const int64_t jq = idiv(j, g.q), q = j - jq * g.q, n = idiv(jq, g.p), p = jq - n * g.p;
     return at(g, n, c, p * g.stride_h - g.pad_h + r * g.dil_h, q * g.stride_w - g.pad_w + s * g.dil_w);
   }
 };
@@ -105,16 +113,16 @@ struct InputCodes {
 OCTET_HD inline bool tap_source(const Conv2dGeometry& g, int64_t h, int64_t w, int64_t r, int64_t s, int64_t& p,
                                 int64_t& q) {
   const int64_t hp = h + g.pad_h - r * g.dil_h, wp = w + g.pad_w - s * g.dil_w;
-  if (hp < 0 || wp < 0 || hp % g.stride_h != 0 || wp % g.stride_w != 0) return false;
-  p = hp / g.stride_h, q = wp / g.stride_w;
-  return p < g.p && q < g.q;
+  if (hp < 0 || wp < 0) return false;
+  p = idiv(hp, g.stride_h), q = idiv(wp, g.stride_w);
+  return p * g.stride_h == hp && q * g.stride_w == wp && p < g.p && q < g.q;
 }
 
 // ---------------------------------------------------------------- DP4A operands
 
 // Word u of forward weight row k (a global output channel): w[k][4c4 + i][r][s], i = 0..3.
 OCTET_HD inline int32_t forward_weight_word(const Conv2dGeometry& g, const int8_t* wq, int64_t k, int64_t u) {
-  const int64_t cg = in_per_group(g), c4s = ceil_div(cg, 4), tap = u / c4s, c0 = (u % c4s) * 4;
+  const int64_t cg = in_per_group(g), c4s = ceil_div(cg, 4), tap = idiv(u, c4s), c0 = (u - tap * c4s) * 4;
   int32_t q[4];
   for (int i = 0; i < 4; ++i) q[i] = c0 + i < cg ? wq[(k * cg + c0 + i) * g.r * g.s + tap] : 0;
   return pack4(q[0], q[1], q[2], q[3]);
@@ -123,9 +131,9 @@ OCTET_HD inline int32_t forward_weight_word(const Conv2dGeometry& g, const int8_
 // Word u of dx weight row c (a global input channel): w[grp*K/g + 4k4 + i][c % (C/g)][r][s].
 OCTET_HD inline int32_t backward_input_weight_word(const Conv2dGeometry& g, const int8_t* wq, int64_t c, int64_t u) {
   const int64_t cg = in_per_group(g), kg = out_per_group(g), k4s = ceil_div(kg, 4);
-  const int64_t grp = c / cg, tap = u / k4s, k0 = (u % k4s) * 4;
+  const int64_t grp = idiv(c, cg), tap = idiv(u, k4s), k0 = (u - tap * k4s) * 4;
   int32_t q[4];
-  for (int i = 0; i < 4; ++i) q[i] = k0 + i < kg ? wq[((grp * kg + k0 + i) * cg + c % cg) * g.r * g.s + tap] : 0;
+  for (int i = 0; i < 4; ++i) q[i] = k0 + i < kg ? wq[((grp * kg + k0 + i) * cg + c - grp * cg) * g.r * g.s + tap] : 0;
   return pack4(q[0], q[1], q[2], q[3]);
 }
 
@@ -138,8 +146,8 @@ struct PackedWeights {
   bool for_dx;
   int32_t* out;
   OCTET_HD void operator()(int64_t i) const {
-    out[i] = for_dx ? backward_input_weight_word(g, wq, i / words, i % words)
-                    : forward_weight_word(g, wq, i / words, i % words);
+    const int64_t row = idiv(i, words), u = i - row * words;
+    out[i] = for_dx ? backward_input_weight_word(g, wq, row, u) : forward_weight_word(g, wq, row, u);
   }
 };
 
@@ -158,8 +166,9 @@ struct ForwardOps {
   OCTET_HD int64_t words() const { return g.r * g.s * ceil_div(in_per_group(g), 4); }
   OCTET_HD int32_t a(int64_t grp, int64_t m, int64_t u) const { return wpack[(grp * rows() + m) * words() + u]; }
   OCTET_HD int32_t b(int64_t grp, int64_t u, int64_t j) const {
-    const int64_t cg = in_per_group(g), c4s = ceil_div(cg, 4), tap = u / c4s, c0 = grp * cg + (u % c4s) * 4;
-    const int64_t r = tap / g.s, s = tap % g.s, q = j % g.q, p = (j / g.q) % g.p, n = j / (g.p * g.q);
+    const int64_t cg = in_per_group(g), c4s = ceil_div(cg, 4), tap = idiv(u, c4s), c0 = grp * cg + (u - tap * c4s) * 4;
+    const int64_t r = idiv(tap, g.s), s = tap - r * g.s;
+    const int64_t jq = idiv(j, g.q), q = j - jq * g.q, n = idiv(jq, g.p), p = jq - n * g.p;
     const int64_t ih = p * g.stride_h - g.pad_h + r * g.dil_h, iw = q * g.stride_w - g.pad_w + s * g.dil_w;
     const int64_t c_end = (grp + 1) * cg;
     int32_t v[4];
@@ -167,8 +176,8 @@ struct ForwardOps {
     return pack4(v[0], v[1], v[2], v[3]);
   }
   OCTET_HD void store(int64_t grp, int64_t m, int64_t j, int32_t acc) const {
-    const int64_t k = grp * rows() + m, pq = g.p * g.q, n = j / pq;
-    out[(n * g.k + k) * pq + j % pq] = rescale(acc, scale, bias ? bias[k] : 0.0f);
+    const int64_t k = grp * rows() + m, pq = g.p * g.q, n = idiv(j, pq);
+    out[(n * g.k + k) * pq + j - n * pq] = rescale(acc, scale, bias ? bias[k] : 0.0f);
   }
 };
 
@@ -187,18 +196,18 @@ struct BackwardInputOps {
   OCTET_HD int64_t words() const { return g.r * g.s * ceil_div(out_per_group(g), 4); }
   OCTET_HD int32_t a(int64_t grp, int64_t m, int64_t u) const { return wpack[(grp * rows() + m) * words() + u]; }
   OCTET_HD int32_t b(int64_t grp, int64_t u, int64_t j) const {
-    const int64_t kg = out_per_group(g), k4s = ceil_div(kg, 4), tap = u / k4s, k0 = (u % k4s) * 4;
-    const int64_t w = j % g.w, h = (j / g.w) % g.h, n = j / (g.h * g.w);
+    const int64_t kg = out_per_group(g), k4s = ceil_div(kg, 4), tap = idiv(u, k4s), k0 = (u - tap * k4s) * 4;
+    const int64_t jw = idiv(j, g.w), w = j - jw * g.w, n = idiv(jw, g.h), h = jw - n * g.h, r = idiv(tap, g.s);
     int64_t p, q;
-    if (!tap_source(g, h, w, tap / g.s, tap % g.s, p, q)) return 0;
+    if (!tap_source(g, h, w, r, tap - r * g.s, p, q)) return 0;
     const int8_t* col = dy + (grp * kg + k0) * ld + (n * g.p + p) * g.q + q;
     int32_t v[4];
     for (int i = 0; i < 4; ++i) v[i] = k0 + i < kg ? col[i * ld] : 0;
     return pack4(v[0], v[1], v[2], v[3]);
   }
   OCTET_HD void store(int64_t grp, int64_t m, int64_t j, int32_t acc) const {
-    const int64_t hw = g.h * g.w, n = j / hw;
-    dx[(n * g.c + grp * rows() + m) * hw + j % hw] = rescale(acc, scale, 0.0f);
+    const int64_t hw = g.h * g.w, n = idiv(j, hw);
+    dx[(n * g.c + grp * rows() + m) * hw + j - n * hw] = rescale(acc, scale, 0.0f);
   }
 };
 
@@ -263,7 +272,7 @@ struct ForwardColumns {
   int64_t grp, j0, rows, kr;
   int8_t* colt;
   OCTET_HD void operator()(int64_t i) const {
-    const int64_t jl = i / kr, t = i % kr;
+    const int64_t jl = idiv(i, kr), t = i - jl * kr;
     colt[i] = static_cast<int8_t>(jl < rows && t < in_per_group(g) * g.r * g.s ? x.im2col(g, grp, t, j0 + jl) : 0);
   }
 };
@@ -274,7 +283,7 @@ struct PaddedWeights {
   int64_t crs, kr;
   int8_t* out;
   OCTET_HD void operator()(int64_t i) const {
-    const int64_t k = i / kr, t = i % kr;
+    const int64_t k = idiv(i, kr), t = i - k * kr;
     out[i] = t < crs ? wq[k * crs + t] : int8_t{0};
   }
 };
@@ -288,8 +297,9 @@ struct ForwardRescale {
   const float* bias;
   float* out;
   OCTET_HD void operator()(int64_t i) const {
-    const int64_t kk = i / rows, jl = i % rows, k = grp * out_per_group(g) + kk, j = j0 + jl, pq = g.p * g.q;
-    out[(j / pq * g.k + k) * pq + j % pq] = rescale(c[kk * ldc + jl], scale, bias ? bias[k] : 0.0f);
+    const int64_t kk = idiv(i, rows), jl = i - kk * rows, k = grp * out_per_group(g) + kk, j = j0 + jl, pq = g.p * g.q;
+    const int64_t n = idiv(j, pq);
+    out[(n * g.k + k) * pq + j - n * pq] = rescale(c[kk * ldc + jl], scale, bias ? bias[k] : 0.0f);
   }
 };
 
@@ -301,7 +311,7 @@ struct GradientRows {
   int64_t ld, grp, j0, rows, kgp;
   int8_t* dyt;
   OCTET_HD void operator()(int64_t i) const {
-    const int64_t jl = i / kgp, kk = i % kgp;
+    const int64_t jl = idiv(i, kgp), kk = i - jl * kgp;
     dyt[i] = jl < rows && kk < out_per_group(g) ? dy[(grp * out_per_group(g) + kk) * ld + j0 + jl] : int8_t{0};
   }
 };
@@ -313,7 +323,8 @@ struct TransposedWeights {
   int64_t kgp;
   int8_t* out;
   OCTET_HD void operator()(int64_t i) const {
-    const int64_t crs = in_per_group(g) * g.r * g.s, kk = i % kgp, t = (i / kgp) % crs, grp = i / (kgp * crs);
+    const int64_t crs = in_per_group(g) * g.r * g.s, ik = idiv(i, kgp), kk = i - ik * kgp, grp = idiv(ik, crs),
+                  t = ik - grp * crs;
     out[i] = kk < out_per_group(g) ? wq[(grp * out_per_group(g) + kk) * crs + t] : int8_t{0};
   }
 };
@@ -327,8 +338,8 @@ struct Col2im {
   float scale;
   float* dx;
   OCTET_HD void operator()(int64_t i) const {
-    const int64_t hw = g.h * g.w, cg = in_per_group(g), w = i % g.w, h = (i / g.w) % g.h, c = (i / hw) % cg,
-                  nl = i / (hw * cg);
+    const int64_t cg = in_per_group(g), iw = idiv(i, g.w), w = i - iw * g.w, ih = idiv(iw, g.h), h = iw - ih * g.h,
+                  nl = idiv(ih, cg), c = ih - nl * cg, hw = g.h * g.w;
     int64_t acc = 0;
     for (int64_t r = 0; r < g.r; ++r)
       for (int64_t s = 0; s < g.s; ++s) {
@@ -347,7 +358,7 @@ struct WeightColumns {
   int64_t grp, j0, len;
   int8_t* col;
   OCTET_HD void operator()(int64_t i) const {
-    const int64_t t = i / len, j = j0 + i % len;
+    const int64_t t = idiv(i, len), j = j0 + i - t * len;
     col[i] = static_cast<int8_t>(t < in_per_group(g) * g.r * g.s && j < positions(g) ? x.im2col(g, grp, t, j) : 0);
   }
 };
@@ -358,7 +369,7 @@ struct AccumulateWeights {
   int64_t ldc, crs, kg, grp;
   int64_t* acc;
   OCTET_HD void operator()(int64_t i) const {
-    const int64_t kk = i / crs, t = i % crs;
+    const int64_t kk = idiv(i, crs), t = i - kk * crs;
     acc[(grp * kg + kk) * crs + t] += c[kk * ldc + t];
   }
 };
@@ -382,8 +393,8 @@ struct DepthwiseForward {
   const float* bias;
   float* out;
   OCTET_HD void operator()(int64_t i) const {
-    const int64_t q = i % g.q, p = (i / g.q) % g.p, k = (i / (g.p * g.q)) % g.k, n = i / (g.p * g.q * g.k);
-    const int64_t c = k / (g.k / g.c);
+    const int64_t iq = idiv(i, g.q), q = i - iq * g.q, ip = idiv(iq, g.p), p = iq - ip * g.p, n = idiv(ip, g.k),
+                  k = ip - n * g.k, c = idiv(k, idiv(g.k, g.c));
     int32_t acc = 0;
     for (int64_t r = 0; r < g.r; ++r)
       for (int64_t s = 0; s < g.s; ++s)
@@ -404,8 +415,8 @@ struct DepthwiseBackwardInput {
   float scale;
   float* dx;
   OCTET_HD void operator()(int64_t i) const {
-    const int64_t w = i % g.w, h = (i / g.w) % g.h, c = (i / (g.h * g.w)) % g.c, n = i / (g.h * g.w * g.c);
-    const int64_t mult = g.k / g.c;
+    const int64_t iw = idiv(i, g.w), w = i - iw * g.w, ih = idiv(iw, g.h), h = iw - ih * g.h, n = idiv(ih, g.c),
+                  c = ih - n * g.c, mult = idiv(g.k, g.c);
     int32_t acc = 0;
     for (int64_t r = 0; r < g.r; ++r)
       for (int64_t s = 0; s < g.s; ++s) {
@@ -429,13 +440,13 @@ struct DepthwiseWeightTerms {
   OCTET_HD int64_t rows() const { return g.k * g.r * g.s; }
   OCTET_HD int64_t cols() const { return positions(g); }
   OCTET_HD int32_t operator()(int64_t row, int64_t j) const {
-    const int64_t rs = g.r * g.s, k = row / rs, t = row % rs;
+    const int64_t rs = g.r * g.s, k = idiv(row, rs), t = row - k * rs;
     const int8_t d = dy[k * ld + j];
     if (d == 0) return 0;
     // In-group reduction index t = (0*R + r)*S + s: the group is input channel k / m.
-    const int64_t mult = g.k / g.c, q = j % g.q, p = (j / g.q) % g.p, n = j / (g.p * g.q);
-    return static_cast<int32_t>(d) * x.at(g, n, k / mult, p * g.stride_h - g.pad_h + (t / g.s) * g.dil_h,
-                                          q * g.stride_w - g.pad_w + (t % g.s) * g.dil_w);
+    const int64_t jq = idiv(j, g.q), q = j - jq * g.q, n = idiv(jq, g.p), p = jq - n * g.p, r = idiv(t, g.s);
+    return static_cast<int32_t>(d) * x.at(g, n, idiv(k, idiv(g.k, g.c)), p * g.stride_h - g.pad_h + r * g.dil_h,
+                                          q * g.stride_w - g.pad_w + (t - r * g.s) * g.dil_w);
   }
 };
 

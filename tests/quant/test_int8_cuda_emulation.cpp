@@ -254,6 +254,14 @@ TEST(Int8KernelEmulationWords, PackAndDp4aKeepSignsAndExtremes) {
   EXPECT_EQ(ops::dp4a(ops::pack4(-127, -127, -127, -127), ops::pack4(127, 127, 127, 127), -7), -7 - 4 * 16129);
 }
 
+TEST(Int8KernelEmulationWords, DivisionsIn32And64Bits) {
+  for (int64_t a : {int64_t{0}, int64_t{7}, int64_t{2147483647}, int64_t{2147483648}, int64_t{1} << 40, int64_t{-7}})
+    for (int64_t b : {int64_t{1}, int64_t{3}, int64_t{2147483647}, int64_t{2147483648}, int64_t{1} << 33}) {
+      EXPECT_EQ(ops::idiv(a, b), a / b) << a << " / " << b;
+      EXPECT_EQ(ops::imod(a, b), a % b) << a << " % " << b;
+    }
+}
+
 TEST(Int8KernelEmulationWords, TapSourceInvertsTheConvolution) {
   // Every (output position, tap) reaches exactly the input it reads, and nothing else maps back.
   for (const Int8ConvCase& c : cases()) {
