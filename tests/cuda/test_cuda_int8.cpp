@@ -8,20 +8,24 @@
 
 #include <array>
 #include <cmath>
+#include <filesystem>
 #include <limits>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "core/octet.h"
+#include "data/mnist.h"
 #include "models/registry.h"
 #include "quant/dsgc.h"
 #include "quant/int8_conv.h"
 #include "quant/int8_model.h"
 #include "quant/int8_tensor.h"
 #include "tests/cuda/parity.h"
+#include "tests/data/temp_dir.h"
 #include "tests/quant/int8_conv_cases.h"
 #include "tools/int8_run.h"
+#include "tools/trainer.h"
 
 namespace octet::quant {
 namespace {
@@ -327,6 +331,39 @@ TEST_F(CudaInt8Training, MobileNetV2StepsTrackTheCpu) {
       EXPECT_NEAR(got[i], want[i], tol * std::abs(want[i])) << (dsgc ? "DSGC" : "max|g| clip") << " step " << i;
     }
   }
+}
+
+// The trainer end to end (recipes/fashion_mnist_int8.yaml: SmallCnn, its second convolution in
+// INT8, DSGC, DCLR) with train.device cuda against cpu on generated MNIST-format digits whose label
+// is the position of a bright column. Same tolerance argument as above; a real GPU run.
+TEST_F(CudaInt8Training, TrainerRecipeOnCudaTracksTheCpu) {
+  if (testing::cpu_selftest()) GTEST_SKIP() << "trains on a real GPU only";
+  testing::TempDir dir;
+  const std::string root = dir.path() + "/digits";
+  std::filesystem::create_directories(root);
+  constexpr int64_t kImages = 64;
+  std::vector<uint8_t> pixels(static_cast<size_t>(kImages) * 28 * 28, 0), labels;
+  for (int64_t i = 0; i < kImages; ++i) {
+    labels.push_back(static_cast<uint8_t>(i % 10));
+    for (int64_t row = 0; row < 28; ++row) pixels[static_cast<size_t>((i * 28 + row) * 28 + 3 + 2 * (i % 10))] = 255;
+  }
+  for (const std::string split : {"train", "t10k"}) {
+    write_idx(root + "/" + split + "-images-idx3-ubyte", pixels, {kImages, 28, 28});
+    write_idx(root + "/" + split + "-labels-idx1-ubyte", labels, {kImages});
+  }
+  auto run = [&](const std::string& device) {
+    return tools::train(tools::load_recipe(std::string(OCTET_TESTS_DIR) + "/../recipes/fashion_mnist_int8.yaml",
+                                           {"data.dataset=mnist", "data.root=" + root, "train.epochs=2",
+                                            "train.batch_size=16", "train.eval_batch_size=16", "log.progress=false",
+                                            "checkpoint.dir=" + dir.path() + "/runs", "log.run_name=" + device,
+                                            "train.device=" + device, "quant.clip_update_period=3", "model.dropout=0"}),
+                        {});
+  };
+  const tools::TrainResult cpu = run("cpu"), gpu = run("cuda");
+  EXPECT_EQ(gpu.steps, cpu.steps);
+  EXPECT_EQ(gpu.last_eval.examples, cpu.last_eval.examples);
+  ASSERT_TRUE(std::isfinite(gpu.last_eval.loss));
+  EXPECT_NEAR(gpu.last_eval.loss, cpu.last_eval.loss, 2e-2 * std::max(1.0, cpu.last_eval.loss));
 }
 
 }  // namespace
