@@ -2,10 +2,8 @@
 // three kernels, each a template over the operand functions of quant/cuda/int8_conv_ops.h:
 //   map_kernel       f(i) over [0, n) in a grid-stride loop (packing, im2col, rescale, col2im,
 //                    the depthwise forward and dx);
-//   dp4a_gemm_kernel the DP4A GEMM: a block computes a 64 x 64 tile of C (256 threads, 4 x 4 each)
-//                    over its split of the words, staging 8 words of A's 64 rows and B's 64 columns
-//                    in shared memory per step (the operand functions quantize x and pack the four
-//                    codes of a word as they load it) and passing each int32 sum to ops.store;
+//   dp4a_gemm_kernel the DP4A GEMM, a block per 64 x 64 tile of C and split of the words, its phases
+//                    in quant/cuda/int8_dp4a.h (shared with the host emulation of the tests);
 //   sum_rows_kernel  a block per (row, run of kSumRun terms): int32 sum in a fixed tree, then one
 //                    64-bit atomic add (the depthwise dw).
 // Built with --fmad=false (CMakeLists.txt), so the rescales round like the CPU's.
@@ -17,6 +15,7 @@
 #include "core/cuda/cuda_util.h"
 #include "core/cuda/launch.cuh"
 #include "quant/cuda/int8_conv_kernels.h"
+#include "quant/cuda/int8_dp4a.h"
 #include "quant/cuda/int8_gemm_lt.h"
 
 namespace octet::quant::cuda {
@@ -27,64 +26,31 @@ using ::octet::cuda::first_index;
 using ::octet::cuda::grid_stride;
 using ::octet::cuda::stream;
 
-constexpr int kTileRows = 64, kTileCols = 64, kTileWords = 8, kGemmThreads = 256;
-static_assert(kGemmThreads == (kTileRows / 4) * (kTileCols / 4), "one thread per 4 x 4 outputs");
 constexpr int kSumThreads = 256;
 constexpr int64_t kSumRun = 4096;  // terms per block of sum_rows: an exact int32 sum
 static_assert(kSumRun <= ops::kMaxInt32Terms, "sum_rows runs must fit an int32 sum");
-constexpr int64_t kMaxGridYZ = 65535;
+using ops::kMaxGridYZ;
 
 template <class F>
 __global__ void map_kernel(F f, int64_t n) {
   for (int64_t i = first_index(); i < n; i += grid_stride()) f(i);
 }
 
-// Block (x, y, z): columns [64x, 64x + 64), rows [64y, 64y + 64), group grp0 + z / splits and
-// words [split * split_words, ...) of split z % splits.
+// The DP4A GEMM, one block per tile of C (quant/cuda/int8_dp4a.h).
 template <class Ops>
-__global__ void __launch_bounds__(kGemmThreads)
+__global__ void __launch_bounds__(ops::kTileThreads)
     dp4a_gemm_kernel(Ops op, int64_t grp0, int64_t split_words, int64_t splits) {
-  __shared__ __align__(16) int32_t as[kTileWords][kTileRows];
-  __shared__ __align__(16) int32_t bs[kTileWords][kTileCols];
-  const int64_t rows = op.rows(), cols = op.cols(), words = op.words();
-  const int64_t grp = grp0 + blockIdx.z / splits, split = blockIdx.z % splits;
-  const int64_t m0 = static_cast<int64_t>(blockIdx.y) * kTileRows, n0 = static_cast<int64_t>(blockIdx.x) * kTileCols;
-  const int64_t u_begin = split * split_words, u_end = min(words, u_begin + split_words);
-  const int tid = static_cast<int>(threadIdx.x), tx = tid % (kTileCols / 4), ty = tid / (kTileCols / 4);
+  __shared__ ops::Dp4aTile tile;
+  const ops::Dp4aBlock blk = ops::dp4a_block(op, blockIdx.x, blockIdx.y, blockIdx.z, grp0, split_words, splits);
+  const int tid = static_cast<int>(threadIdx.x);
   int32_t acc[4][4] = {};
-  for (int64_t u0 = u_begin; u0 < u_end; u0 += kTileWords) {
-    // A: consecutive threads read consecutive words of a row (weights and dy rows are row-major).
-    for (int i = tid; i < kTileWords * kTileRows; i += kGemmThreads) {
-      const int mm = i / kTileWords, uu = i % kTileWords;
-      const int64_t m = m0 + mm, u = u0 + uu;
-      as[uu][mm] = m < rows && u < u_end ? op.a(grp, m, u) : 0;
-    }
-    // B: consecutive threads read consecutive columns (neighbouring positions of x or dy).
-    for (int i = tid; i < kTileWords * kTileCols; i += kGemmThreads) {
-      const int uu = i / kTileCols, nn = i % kTileCols;
-      const int64_t n = n0 + nn, u = u0 + uu;
-      bs[uu][nn] = n < cols && u < u_end ? op.b(grp, u, n) : 0;
-    }
+  for (int64_t u0 = blk.u_begin; u0 < blk.u_end; u0 += ops::kTileWords) {
+    ops::dp4a_load(op, blk, u0, tid, tile);
     __syncthreads();
-#pragma unroll
-    for (int uu = 0; uu < kTileWords; ++uu) {
-      const int4 av = *reinterpret_cast<const int4*>(&as[uu][ty * 4]);
-      const int4 bv = *reinterpret_cast<const int4*>(&bs[uu][tx * 4]);
-      const int32_t a[4] = {av.x, av.y, av.z, av.w}, b[4] = {bv.x, bv.y, bv.z, bv.w};
-#pragma unroll
-      for (int i = 0; i < 4; ++i)
-#pragma unroll
-        for (int j = 0; j < 4; ++j) acc[i][j] = ops::dp4a(a[i], b[j], acc[i][j]);
-    }
+    ops::dp4a_accumulate(tile, tid, acc);
     __syncthreads();
   }
-#pragma unroll
-  for (int i = 0; i < 4; ++i)
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int64_t m = m0 + ty * 4 + i, n = n0 + tx * 4 + j;
-      if (m < rows && n < cols) op.store(grp, m, n, acc[i][j]);
-    }
+  ops::dp4a_store(op, blk, tid, acc);
 }
 
 // Block (x, y): row x, terms [y * kSumRun, (y + 1) * kSumRun) of it.
@@ -130,18 +96,16 @@ class CudaExec {
 
   template <class Ops>
   void dp4a(const Ops& op, int64_t split_words) {
-    const int64_t rows = op.rows(), cols = op.cols(), words = op.words(), groups = op.g.groups;
-    if (rows <= 0 || cols <= 0 || words <= 0) return;
-    const int64_t splits = ops::ceil_div(words, split_words);
-    const int64_t grid_x = ops::ceil_div(cols, kTileCols), grid_y = ops::ceil_div(rows, kTileRows);
-    OCTET_CHECK(grid_x <= 0x7fffffff && grid_y <= kMaxGridYZ && splits <= kMaxGridYZ,
-                "quant::cuda int8 DP4A GEMM: ", rows, " x ", cols, " outputs in ", splits,
+    const ops::Dp4aGrid grid = ops::dp4a_grid(op, split_words);
+    if (grid.x <= 0 || grid.y <= 0 || op.words() <= 0) return;
+    OCTET_CHECK(grid.x <= 0x7fffffff && grid.y <= kMaxGridYZ && grid.splits <= kMaxGridYZ,
+                "quant::cuda int8 DP4A GEMM: ", op.rows(), " x ", op.cols(), " outputs in ", grid.splits,
                 " splits exceed the launch grid");
-    const int64_t groups_per_launch = std::max<int64_t>(1, kMaxGridYZ / splits);
-    for (int64_t g0 = 0; g0 < groups; g0 += groups_per_launch) {
-      const int64_t z = std::min(groups_per_launch, groups - g0) * splits;
-      const dim3 grid(static_cast<unsigned>(grid_x), static_cast<unsigned>(grid_y), static_cast<unsigned>(z));
-      dp4a_gemm_kernel<<<grid, kGemmThreads, 0, stream()>>>(op, g0, split_words, splits);
+    const int64_t groups_per_launch = std::max<int64_t>(1, kMaxGridYZ / grid.splits);
+    for (int64_t g0 = 0; g0 < grid.groups; g0 += groups_per_launch) {
+      const int64_t z = std::min(groups_per_launch, grid.groups - g0) * grid.splits;
+      const dim3 blocks(static_cast<unsigned>(grid.x), static_cast<unsigned>(grid.y), static_cast<unsigned>(z));
+      dp4a_gemm_kernel<<<blocks, ops::kTileThreads, 0, stream()>>>(op, g0, split_words, grid.splits);
       OCTET_CUDA_LAUNCH("quant::cuda::dp4a_gemm_kernel");
     }
   }

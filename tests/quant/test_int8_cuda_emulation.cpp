@@ -1,11 +1,13 @@
-// The CUDA INT8 convolution's operand mapping, run on the CPU: every path of
-// quant/cuda/int8_conv_paths.h (dp4a, tensor_core, direct) driven by a host executor that runs
-// each map functor as a loop, the DP4A GEMM as plain sums of dp4a words, the depthwise dw sums and
-// the tensor-core GEMMs as cuBLASLt defines them ("TN", checking its layout rules and 16-byte
-// alignment), over scratch memory filled with garbage. Forward, dx and dw must equal the CPU
-// kernels (quant/cpu/int8_conv.h) bit for bit for the same codes. This checks, on any machine,
-// the index math, packing, padding, blocking and rescaling the GPU kernels share with it; what it
-// cannot check is the DP4A kernel's tiling, the launches and cuBLASLt itself (tests/cuda/ on a GPU).
+// The CUDA INT8 convolution run on the CPU: every path of quant/cuda/int8_conv_paths.h (dp4a,
+// tensor_core, direct) driven by a host executor that runs each map functor as a loop, the DP4A
+// kernel's blocks one by one through the same phases (quant/cuda/int8_dp4a.h: tile loads, dp4a
+// sums, stores; all threads of a phase before the next, as __syncthreads orders them), the
+// depthwise dw sums, and the tensor-core GEMMs as cuBLASLt defines them ("TN", checking its layout
+// rules and 16-byte alignment), over scratch memory filled with garbage. Forward, dx and dw must
+// equal the CPU kernels (quant/cpu/int8_conv.h) bit for bit for the same codes. This checks, on
+// any machine, the index math, packing, tiling, padding, blocking and rescaling of the GPU paths;
+// what it cannot check is the launches themselves, CUDA's intrinsics and cuBLASLt (tests/cuda/ on a
+// GPU).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -19,6 +21,7 @@
 #include "quant/cpu/int8_conv.h"
 #include "quant/cpu/int8_quant.h"
 #include "quant/cuda/int8_conv_paths.h"
+#include "quant/cuda/int8_dp4a.h"
 #include "quant/int8_tensor.h"
 #include "tests/quant/int8_conv_cases.h"
 
@@ -33,11 +36,13 @@ class HostExec {
  public:
   explicit HostExec(int64_t block_bytes) : block_bytes_(block_bytes) {}
 
-  // 64-byte aligned, filled with a garbage pattern (device memory is not zeroed either).
+  // Exactly n elements (so that AddressSanitizer, in the int8_emulation_asan test, sees a read past
+  // the end), 16-byte aligned by malloc as the GEMM checks need, filled with a garbage pattern
+  // (device memory is not zeroed either).
   template <class T>
   T* scratch(int64_t n) {
-    const size_t bytes = (static_cast<size_t>(std::max<int64_t>(n, 1)) * sizeof(T) + 63) / 64 * 64;
-    void* p = std::aligned_alloc(64, bytes);
+    const size_t bytes = static_cast<size_t>(std::max<int64_t>(n, 1)) * sizeof(T);
+    void* p = std::malloc(bytes);
     std::memset(p, 0xa5, bytes);
     buffers_.emplace_back(p, &std::free);
     return static_cast<T*>(p);
@@ -50,18 +55,25 @@ class HostExec {
   void map(int64_t n, const F& f) {
     for (int64_t i = 0; i < n; ++i) f(i);
   }
+  // The CUDA kernel's blocks one after another, each running its 256 threads phase by phase
+  // (all loads of a step, then all accumulations), as __syncthreads orders them on the GPU.
   template <class Ops>
   void dp4a(const Ops& op, int64_t split_words) {
-    const int64_t words = op.words();
-    for (int64_t grp = 0; grp < op.g.groups; ++grp)
-      for (int64_t u0 = 0; u0 < words; u0 += split_words)
-        for (int64_t m = 0; m < op.rows(); ++m)
-          for (int64_t n = 0; n < op.cols(); ++n) {
-            int32_t acc = 0;
-            for (int64_t u = u0; u < std::min(words, u0 + split_words); ++u)
-              acc = ops::dp4a(op.a(grp, m, u), op.b(grp, u, n), acc);
-            op.store(grp, m, n, acc);
+    const ops::Dp4aGrid grid = ops::dp4a_grid(op, split_words);
+    for (int64_t z = 0; z < grid.groups * grid.splits; ++z)
+      for (int64_t y = 0; y < grid.y; ++y)
+        for (int64_t x = 0; x < grid.x; ++x) {
+          const ops::Dp4aBlock blk = ops::dp4a_block(op, x, y, z, 0, split_words, grid.splits);
+          int32_t sums[ops::kTileThreads][4][4] = {};
+          ops::Dp4aTile tile;
+          std::memset(&tile, 0xa5, sizeof tile);
+          for (int64_t u0 = blk.u_begin; u0 < blk.u_end; u0 += ops::kTileWords) {
+            for (int t = 0; t < ops::kTileThreads; ++t) ops::dp4a_load(op, blk, u0, t, tile);
+            for (int t = 0; t < ops::kTileThreads; ++t) ops::dp4a_accumulate(tile, t, sums[t]);
           }
+          for (int t = 0; t < ops::kTileThreads; ++t) ops::dp4a_store(op, blk, t, sums[t]);
+          ++dp4a_blocks;
+        }
   }
   template <class Terms>
   void sum_rows(const Terms& terms, int64_t* acc) {
@@ -90,7 +102,7 @@ class HostExec {
       }
   }
 
-  int64_t gemms = 0;
+  int64_t gemms = 0, dp4a_blocks = 0;
 
  private:
   int64_t block_bytes_;
