@@ -18,9 +18,10 @@
 //         config.stochastic_rounding, else to nearest;
 // stats.cos_distance = d_c of the codes actually used, grad_clip = the clip, backward_steps + 1
 // (searches + 1 when it searched). Then dx = conv-transpose(q(dy), q(w)) * (sdy * sw) and
-// dw = q(dy) x im2col(q(x)) * (sdy * sx), from the int8 codes kept by the forward (x's codes are
-// a quarter of its floats; the float x is not kept); the bias gradient is the per-channel sum of
-// the float dy, accumulated in double by the same pass that quantizes dy.
+// dw = q(dy) x im2col(q(x)) * (sdy * sx), from the int8 codes kept by the forward (on the CPU
+// x's codes, a quarter of its floats; the float x is not kept); the bias gradient is the
+// per-channel sum of the float dy, accumulated in double (on the CPU by the same pass that
+// quantizes dy).
 // A non-finite dy makes dx and dw NaN (d_c NaN) rather than being quantized to silent zeros.
 // The quantization happens only for gradients someone needs: if neither x nor w requires grad,
 // the backward only sums dy for the bias and leaves the stats alone.
@@ -28,7 +29,8 @@
 // direct int8 kernels. Devices: CPU (quant/cpu/int8_conv.h) and CUDA (quant/cuda/int8_conv.h, in
 // builds with the CUDA backend), with the same results bit for bit given the same codes (integer
 // sums are exact; the CUDA codes are the CPU's); only the bias gradient and the cosine statistics
-// are sums of floats, in double in another order (they agree to double rounding). On CUDA the
+// are sums of floats, in double in another order (they agree to double rounding; so can a DSGC
+// clip, except where two search points' d_c tie to double rounding). On CUDA the
 // forward keeps x itself instead of its codes (its kernels quantize x as they load it, the paper's
 // fused quantize+conv) and waits once for the two clips; the backward waits once, for d_c, after
 // its kernels are queued (and a DSGC search waits per evaluation).
