@@ -1,27 +1,100 @@
-// DSGC (quant/dsgc.h): cosine distance of a quantization and the grid + golden-section clip search.
+// DSGC (quant/dsgc.h): cosine distance of a quantization and the grid + golden-section clip search,
+// the same search points on every device: the search runs on the host and asks a device-specific
+// evaluator for d_c at a batch of clips (the CPU loops of quant/cpu/int8_quant.h, or the CUDA
+// kernels of quant/cuda/int8_quant.h, which evaluate up to eight clips per pass over g).
 #include "quant/dsgc.h"
 
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <vector>
 
 #include "core/error.h"
 #include "quant/cpu/int8_quant.h"
+#ifdef OCTET_WITH_CUDA
+#include "core/cuda/kernels.h"
+#include "quant/cuda/int8_quant.h"
+#endif
 
 namespace octet::quant {
 
 namespace {
 
-const float* f32_data(const Tensor& g, Tensor& keep, const char* op) {
+// A detached contiguous f32 tensor with g's values, on g's device (the CPU, or CUDA with the backend).
+Tensor f32_tensor(const Tensor& g, const char* op) {
   OCTET_CHECK(g.defined(), op, ": expected a defined tensor");
   OCTET_CHECK(g.dtype() == DType::f32, op, ": expected dtype f32, got ", g.dtype());
-  OCTET_CHECK(g.device().is_cpu(), op, ": no INT8 kernels for device ", g.device(), " yet (CPU only)");
-  keep = g.detach().contiguous();
-  return keep.data<float>();
+  check_int8_device(g.device(), op);
+  return g.detach().contiguous();
 }
 
 // (sqrt(5) - 1) / 2: the bracket keeps this fraction per golden-section step.
 constexpr double kGolden = 0.6180339887498949;
+
+// d_c (round-to-nearest) at each clip of a batch, in order.
+using Evaluate = std::function<std::vector<double>(const std::vector<float>& clips)>;
+
+void check_options(const DsgcOptions& o) {
+  OCTET_CHECK(o.grid_points >= 1 && o.golden_iterations >= 0,
+              "dsgc_search: expected grid_points >= 1 and golden_iterations >= 0, got ", o.grid_points, " and ",
+              o.golden_iterations);
+}
+
+// The search of quant/dsgc.h given max|g| and an evaluator.
+DsgcResult search(float max_abs, const DsgcOptions& o, const Evaluate& evaluate) {
+  DsgcResult best;
+  if (max_abs == 0.0f) return best;  // all zeros: quantized exactly with any clip
+  if (!std::isfinite(max_abs)) {
+    best.clip = max_abs;
+    best.cos_distance = std::numeric_limits<double>::quiet_NaN();
+    return best;
+  }
+  // Evaluates a batch; keeps the best point in evaluation order (the first of equals).
+  auto eval = [&](const std::vector<double>& points) {
+    std::vector<float> clips;
+    for (double c : points) clips.push_back(static_cast<float>(c));
+    const std::vector<double> d = evaluate(clips);
+    for (size_t i = 0; i < clips.size(); ++i) {
+      ++best.evaluations;
+      if (best.evaluations == 1 || d[i] < best.cos_distance) best.clip = clips[i], best.cos_distance = d[i];
+    }
+    return d;
+  };
+  // Coarse grid, ascending, in one batch.
+  const auto grid = static_cast<double>(o.grid_points);
+  std::vector<double> points;
+  for (int64_t j = 1; j <= o.grid_points; ++j) points.push_back(max_abs * static_cast<double>(j) / grid);
+  const std::vector<double> dg = eval(points);
+  int64_t best_j = 1;
+  double best_d = std::numeric_limits<double>::infinity();
+  for (int64_t j = 1; j <= o.grid_points; ++j)
+    if (dg[static_cast<size_t>(j - 1)] < best_d) best_d = dg[static_cast<size_t>(j - 1)], best_j = j;
+  // Golden-section search inside [c_{j-1}, c_{j+1}] (c_0 = 0 and c_{G+1} = max|g| excluded).
+  double lo = max_abs * static_cast<double>(best_j - 1) / grid;
+  double hi = best_j == o.grid_points ? max_abs : max_abs * static_cast<double>(best_j + 1) / grid;
+  if (o.golden_iterations == 0) return best;
+  double x1 = hi - kGolden * (hi - lo), x2 = lo + kGolden * (hi - lo);
+  const std::vector<double> d12 = eval({x1, x2});
+  double f1 = d12[0], f2 = d12[1];
+  for (int64_t it = 0; it < o.golden_iterations; ++it) {
+    if (f1 <= f2) {
+      hi = x2, x2 = x1, f2 = f1;
+      x1 = hi - kGolden * (hi - lo);
+      f1 = eval({x1})[0];
+    } else {
+      lo = x1, x1 = x2, f1 = f2;
+      x2 = lo + kGolden * (hi - lo);
+      f2 = eval({x2})[0];
+    }
+  }
+  return best;
+}
+
+std::vector<double> cpu_evaluate(const float* g, int64_t n, const std::vector<float>& clips) {
+  std::vector<double> d;
+  for (float c : clips) d.push_back(cpu::cosine_distance(cpu::cosine_sums_nearest(g, n, int8_inv_scale(c))));
+  return d;
+}
 
 }  // namespace
 
@@ -38,63 +111,47 @@ double cosine_distance(const float* g, int64_t n, float clip, Int8Rounding round
 }
 
 double cosine_distance(const Tensor& g, float clip, Int8Rounding rounding, uint64_t seed) {
-  Tensor keep;
-  const float* p = f32_data(g, keep, "cosine_distance");
-  return cosine_distance(p, keep.numel(), clip, rounding, seed);
+  const Tensor c = f32_tensor(g, "cosine_distance");
+#ifdef OCTET_WITH_CUDA
+  if (c.device().is_cuda()) {
+    OCTET_CHECK(!(clip < 0.0f), "cosine_distance: expected a clip >= 0, got ", clip);
+    if (!std::isfinite(clip)) return std::numeric_limits<double>::quiet_NaN();
+    ::octet::cuda::DeviceGuard on(c.device().index);
+    const float inv = int8_inv_scale(clip);
+    if (rounding == Int8Rounding::nearest)
+      return cpu::cosine_distance(cuda::cosine_sums_nearest(c.data<float>(), c.numel(), {inv})[0]);
+    Tensor codes = empty({std::max<int64_t>(c.numel(), 1)}, TensorOptions(DType::i8).device(c.device()));
+    return cpu::cosine_distance(cuda::quantize_channel_major(c.data<float>(), 1, 1, c.numel(), c.numel(), inv, rounding,
+                                                             seed, codes.data<int8_t>())
+                                    .read());
+  }
+#endif
+  return cosine_distance(c.data<float>(), c.numel(), clip, rounding, seed);
 }
 
-DsgcResult dsgc_search(const float* g, int64_t n, const DsgcOptions& o) {
-  OCTET_CHECK(o.grid_points >= 1 && o.golden_iterations >= 0,
-              "dsgc_search: expected grid_points >= 1 and "
-              "golden_iterations >= 0, got ",
-              o.grid_points, " and ", o.golden_iterations);
-  DsgcResult best;
-  const float max_abs = cpu::absmax(g, n);
-  if (max_abs == 0.0f) return best;  // all zeros: quantized exactly with any clip
-  if (!std::isfinite(max_abs)) {
-    best.clip = max_abs;
-    best.cos_distance = std::numeric_limits<double>::quiet_NaN();
-    return best;
-  }
-  auto eval = [&](double c) {
-    const auto clip = static_cast<float>(c);
-    const double d = cpu::cosine_distance(cpu::cosine_sums_nearest(g, n, int8_inv_scale(clip)));
-    ++best.evaluations;
-    if (best.evaluations == 1 || d < best.cos_distance) best.clip = clip, best.cos_distance = d;
-    return d;
-  };
-  // Coarse grid, ascending.
-  const auto grid = static_cast<double>(o.grid_points);
-  int64_t best_j = 1;
-  double best_d = std::numeric_limits<double>::infinity();
-  for (int64_t j = 1; j <= o.grid_points; ++j) {
-    const double d = eval(max_abs * static_cast<double>(j) / grid);
-    if (d < best_d) best_d = d, best_j = j;
-  }
-  // Golden-section search inside [c_{j-1}, c_{j+1}] (c_0 = 0 and c_{G+1} = max|g| excluded).
-  double lo = max_abs * static_cast<double>(best_j - 1) / grid;
-  double hi = best_j == o.grid_points ? max_abs : max_abs * static_cast<double>(best_j + 1) / grid;
-  if (o.golden_iterations == 0) return best;
-  double x1 = hi - kGolden * (hi - lo), x2 = lo + kGolden * (hi - lo);
-  double f1 = eval(x1), f2 = eval(x2);
-  for (int64_t it = 0; it < o.golden_iterations; ++it) {
-    if (f1 <= f2) {
-      hi = x2, x2 = x1, f2 = f1;
-      x1 = hi - kGolden * (hi - lo);
-      f1 = eval(x1);
-    } else {
-      lo = x1, x1 = x2, f1 = f2;
-      x2 = lo + kGolden * (hi - lo);
-      f2 = eval(x2);
-    }
-  }
-  return best;
+DsgcResult dsgc_search(const float* g, int64_t n, const DsgcOptions& options) {
+  check_options(options);
+  return search(cpu::absmax(g, n), options, [&](const std::vector<float>& clips) { return cpu_evaluate(g, n, clips); });
 }
 
 DsgcResult dsgc_search(const Tensor& g, const DsgcOptions& options) {
-  Tensor keep;
-  const float* p = f32_data(g, keep, "dsgc_search");
-  return dsgc_search(p, keep.numel(), options);
+  const Tensor c = f32_tensor(g, "dsgc_search");
+#ifdef OCTET_WITH_CUDA
+  if (c.device().is_cuda()) {
+    check_options(options);
+    ::octet::cuda::DeviceGuard on(c.device().index);
+    const float* p = c.data<float>();
+    const int64_t n = c.numel();
+    return search(cuda::absmax({{p, n}})[0], options, [&](const std::vector<float>& clips) {
+      std::vector<float> invs;
+      for (float clip : clips) invs.push_back(int8_inv_scale(clip));
+      std::vector<double> d;
+      for (const cpu::CosineSums& s : cuda::cosine_sums_nearest(p, n, invs)) d.push_back(cpu::cosine_distance(s));
+      return d;
+    });
+  }
+#endif
+  return dsgc_search(c.data<float>(), c.numel(), options);
 }
 
 }  // namespace octet::quant

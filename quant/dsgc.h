@@ -16,6 +16,10 @@
 // the d_c of what it actually used.
 // Special cases: an all-zero g gives clip 0 and d_c 0; a g with a NaN or infinity gives
 // clip = max|g| (NaN or inf) and d_c NaN without searching.
+// Devices: the Tensor overloads run on the tensor's device -- the CPU, or CUDA in builds with the
+// backend (quant/cuda/int8_quant.h: the same search points, each d_c from a device pass whose double
+// sums add in another order, so a clip can differ from the CPU's only where two search points' d_c
+// tie to double rounding); the pointer overloads read CPU memory.
 #pragma once
 
 #include <cstdint>

@@ -1,20 +1,24 @@
-// Tensor-level INT8 quantization (quant/int8_tensor.h): argument checks and the CPU loops of
-// quant/cpu/int8_quant.h.
+// Tensor-level INT8 quantization (quant/int8_tensor.h): argument checks and dispatch by device to
+// the CPU loops of quant/cpu/int8_quant.h or the CUDA kernels of quant/cuda/int8_quant.h.
 #include <cmath>
 
 #include "core/error.h"
 #include "quant/cpu/int8_quant.h"
 #include "quant/int8_tensor.h"
+#ifdef OCTET_WITH_CUDA
+#include "core/cuda/kernels.h"
+#include "quant/cuda/int8_quant.h"
+#endif
 
 namespace octet::quant {
 
 namespace {
 
-// A detached contiguous f32 CPU tensor with x's values.
+// A detached contiguous f32 tensor with x's values, on x's device.
 Tensor f32_input(const Tensor& x, const char* op) {
   OCTET_CHECK(x.defined(), op, ": expected a defined tensor");
   OCTET_CHECK(x.dtype() == DType::f32, op, ": expected dtype f32, got ", x.dtype());
-  OCTET_CHECK(x.device().is_cpu(), op, ": no INT8 kernels for device ", x.device(), " yet (CPU only)");
+  check_int8_device(x.device(), op);
   return x.detach().contiguous();
 }
 
@@ -22,6 +26,12 @@ Tensor f32_input(const Tensor& x, const char* op) {
 
 float int8_absmax(const Tensor& x) {
   Tensor c = f32_input(x, "int8_absmax");
+#ifdef OCTET_WITH_CUDA
+  if (c.device().is_cuda()) {
+    ::octet::cuda::DeviceGuard on(c.device().index);
+    return cuda::absmax({{c.data<float>(), c.numel()}})[0];
+  }
+#endif
   return cpu::absmax(c.data<float>(), c.numel());
 }
 
@@ -30,7 +40,14 @@ Tensor int8_quantize(const Tensor& x, float clip, Int8Rounding rounding, uint64_
   OCTET_CHECK(!(clip < 0.0f), "int8_quantize: expected a clip >= 0, got ", clip);
   OCTET_CHECK(rounding == Int8Rounding::nearest || rounding == Int8Rounding::stochastic,
               "int8_quantize: unknown rounding ", static_cast<int>(rounding));
-  Tensor q = empty(x.shape(), DType::i8);
+  Tensor q = empty(x.shape(), TensorOptions(DType::i8).device(x.device()));
+#ifdef OCTET_WITH_CUDA
+  if (c.device().is_cuda()) {
+    ::octet::cuda::DeviceGuard on(c.device().index);
+    cuda::quantize(c.data<float>(), c.numel(), int8_inv_scale(clip), rounding, seed, q.data<int8_t>());
+    return q;
+  }
+#endif
   cpu::quantize(c.data<float>(), c.numel(), int8_inv_scale(clip), rounding, seed, 0, q.data<int8_t>());
   return q;
 }
@@ -38,11 +55,26 @@ Tensor int8_quantize(const Tensor& x, float clip, Int8Rounding rounding, uint64_
 Tensor int8_dequantize(const Tensor& q, float clip) {
   OCTET_CHECK(q.defined(), "int8_dequantize: expected a defined tensor");
   OCTET_CHECK(q.dtype() == DType::i8, "int8_dequantize: expected dtype i8, got ", q.dtype());
-  OCTET_CHECK(q.device().is_cpu(), "int8_dequantize: no INT8 kernels for device ", q.device(), " yet (CPU only)");
+  check_int8_device(q.device(), "int8_dequantize");
   Tensor c = q.contiguous();
-  Tensor out = empty(q.shape(), DType::f32);
+  Tensor out = empty(q.shape(), TensorOptions(DType::f32).device(q.device()));
+#ifdef OCTET_WITH_CUDA
+  if (c.device().is_cuda()) {
+    ::octet::cuda::DeviceGuard on(c.device().index);
+    cuda::dequantize(c.data<int8_t>(), c.numel(), int8_scale(clip), out.data<float>());
+    return out;
+  }
+#endif
   cpu::dequantize(c.data<int8_t>(), c.numel(), int8_scale(clip), out.data<float>());
   return out;
+}
+
+void check_int8_device(Device d, const char* op) {
+#ifdef OCTET_WITH_CUDA
+  OCTET_CHECK(d.is_cpu() || d.is_cuda(), op, ": no INT8 kernels for device ", d);
+#else
+  OCTET_CHECK(d.is_cpu(), op, ": no INT8 kernels for device ", d, " in this build (CPU only)");
+#endif
 }
 
 uint64_t int8_backward_seed(uint64_t layer_seed, int64_t step) {

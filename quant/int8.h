@@ -57,20 +57,18 @@ OCTET_HD inline int8_t int8_round_stochastic(float x, float inv, float u) {
 
 // The uniform draw of element i for stochastic rounding: one Philox4x32 block per four elements
 // (core/generator.h), word i % 4 of block i / 4, 24 random bits.
-OCTET_HD inline float sr_uniform(uint64_t seed, uint64_t i) {
-  return uniform_float(philox_at(seed, 0, i >> 2)[i & 3]);
-}
+OCTET_HD inline float sr_uniform(uint64_t seed, uint64_t i) { return uniform_float(philox_at(seed, 0, i >> 2)[i & 3]); }
 
 // ---- per-layer configuration and telemetry
 
 // What an INT8 layer does; the recipe's `quant.*` keys fill it (tools/recipe.h).
 struct Int8Config {
-  bool stochastic_rounding = true;    // gradients; forward tensors always round to nearest
-  bool dsgc = true;                   // gradient clip by cosine-distance search, else max|g|
-  int64_t clip_update_period = 100;   // backward passes between two DSGC searches
-  bool dclr = true;                   // scale the layer's lr by max(exp(-alpha d_c), beta)
+  bool stochastic_rounding = true;   // gradients; forward tensors always round to nearest
+  bool dsgc = true;                  // gradient clip by cosine-distance search, else max|g|
+  int64_t clip_update_period = 100;  // backward passes between two DSGC searches
+  bool dclr = true;                  // scale the layer's lr by max(exp(-alpha d_c), beta)
   double dclr_alpha = 20.0, dclr_beta = 0.1;
-  double cos_distance_warn = 0.1;     // the trainer warns when a layer's d_c crosses this
+  double cos_distance_warn = 0.1;  // the trainer warns when a layer's d_c crosses this
 };
 
 // What one INT8 layer saw in its latest forward and backward passes; the op writes it, the

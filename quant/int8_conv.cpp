@@ -1,9 +1,13 @@
 // The INT8 convolution op (quant/int8_conv.h): checks, quantization of the operands, the device
-// kernels (quant/cpu/int8_conv.h) and the autograd node with the INT8 backward.
+// kernels (quant/cpu/int8_conv.h, or for CUDA tensors the CUDA half quant/cuda/int8_conv.h) and the
+// autograd node with the INT8 backward; the CUDA kernel path setting.
 #include "quant/int8_conv.h"
 
+#include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "core/autograd.h"
@@ -13,6 +17,10 @@
 #include "quant/cpu/int8_quant.h"
 #include "quant/dsgc.h"
 #include "quant/int8_tensor.h"
+#ifdef OCTET_WITH_CUDA
+#include "core/cuda/kernels.h"
+#include "quant/cuda/int8_conv.h"
+#endif
 
 namespace octet::quant {
 
@@ -30,7 +38,7 @@ Conv2dGeometry checked_geometry(const Tensor& x, const Tensor& w, const Tensor& 
   OCTET_CHECK(x.dtype() == DType::f32, kOp, ": expected an f32 input, got ", x.dtype());
   OCTET_CHECK(w.dtype() == DType::f32, kOp, ": expected an f32 weight, got ", w.dtype());
   OCTET_CHECK(w.device() == x.device(), kOp, ": input is on ", x.device(), " but weight is on ", w.device());
-  OCTET_CHECK(x.device().is_cpu(), kOp, ": no INT8 convolution kernels for device ", x.device(), " yet (CPU only)");
+  check_int8_device(x.device(), kOp);
   OCTET_CHECK(o.stride_h_ > 0 && o.stride_w_ > 0, kOp, ": expected positive stride, got (", o.stride_h_, ", ",
               o.stride_w_, ")");
   OCTET_CHECK(o.dil_h_ > 0 && o.dil_w_ > 0, kOp, ": expected positive dilation, got (", o.dil_h_, ", ", o.dil_w_, ")");
@@ -73,6 +81,78 @@ float gradient_clip(const Tensor& dy, Int8Layer& layer) {
   return dsgc_search(dy).clip;
 }
 
+// What the forward keeps for the backward: w's codes for dx; for dw, x's codes [C,N,H,W] (CPU) or
+// x itself (CUDA, whose kernels quantize it again on load, to the same codes).
+struct Kept {
+  Tensor wq, x;
+  float inv_x = 0.0f;
+};
+
+struct Gradients {
+  Tensor dx, dw, db;
+  cpu::CosineSums sums;  // of dy's quantization
+};
+
+// max|x| and max|w| (on CUDA with one wait for both).
+std::array<float, 2> clips_of(const Tensor& x, const Tensor& w) {
+#ifdef OCTET_WITH_CUDA
+  if (x.device().is_cuda()) {
+    ::octet::cuda::DeviceGuard on(x.device().index);
+    return cuda::absmax_pair(x, w);
+  }
+#endif
+  return {int8_absmax(x), int8_absmax(w)};
+}
+
+// Round to nearest at clip = max|.|, x straight into its channel-major codes (one pass over the
+// floats); then the forward kernels.
+Kept forward_cpu(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& bias, float clip_x,
+                 float clip_w, const Tensor& out) {
+  Kept k;
+  k.inv_x = int8_inv_scale(clip_x);
+  k.x = empty({g.c, g.n, g.h, g.w}, DType::i8), k.wq = empty(w.shape(), DType::i8);
+  cpu::quantize_transposed(x.data<float>(), g.n, g.c, g.h * g.w, k.inv_x, Int8Rounding::nearest, 0, k.x.data<int8_t>());
+  cpu::quantize(w.data<float>(), w.numel(), int8_inv_scale(clip_w), Int8Rounding::nearest, 0, 0, k.wq.data<int8_t>());
+  cpu::int8_conv2d_forward(g, k.x, k.wq, int8_scale(clip_x) * int8_scale(clip_w), bias, out);
+  return k;
+}
+
+// dy quantized once (with the bias gradient's sums in the same pass), then dx and dw.
+Gradients backward_cpu(const Conv2dGeometry& g, const Tensor& dy, const Kept& k, float clip, Int8Rounding rounding,
+                       uint64_t seed, float sx, float sw, bool rb) {
+  Gradients r;
+  Tensor dyq = empty({g.k, g.n, g.p, g.q}, DType::i8);
+  std::vector<double> dy_sums(rb ? static_cast<size_t>(g.k) : 0);
+  cpu::quantize_transposed(dy.data<float>(), g.n, g.k, g.p * g.q, int8_inv_scale(clip), rounding, seed,
+                           dyq.data<int8_t>(), &r.sums, rb ? dy_sums.data() : nullptr);
+  if (rb) {
+    r.db = empty({g.k}, DType::f32);
+    float* d = r.db.data<float>();
+    for (int64_t c = 0; c < g.k; ++c) d[c] = static_cast<float>(dy_sums[c]);
+  }
+  // A NaN or infinite dy (or clip) must not turn into zeros: it makes the gradients NaN.
+  const float sdy = r.sums.finite && std::isfinite(clip) ? int8_scale(clip) : std::numeric_limits<float>::quiet_NaN();
+  if (k.wq.defined()) {
+    r.dx = empty({g.n, g.c, g.h, g.w}, DType::f32);
+    cpu::int8_conv2d_backward_input(g, dyq, k.wq, sdy * sw, r.dx);
+  }
+  if (k.x.defined()) {
+    r.dw = empty({g.k, g.c / g.groups, g.r, g.s}, DType::f32);
+    cpu::int8_conv2d_backward_weight(g, k.x, dyq, sdy * sx, r.dw);
+  }
+  return r;
+}
+
+#ifdef OCTET_WITH_CUDA
+Gradients backward_cuda(const Conv2dGeometry& g, const Tensor& dy, const Kept& k, float clip, Int8Rounding rounding,
+                        uint64_t seed, float sx, float sw, bool rb) {
+  ::octet::cuda::DeviceGuard on(dy.device().index);
+  cuda::Int8ConvGrads c = cuda::int8_conv2d_backward(g, dy, k.x, k.inv_x, k.wq, clip, rounding, seed, sx, sw,
+                                                     {k.wq.defined(), k.x.defined(), rb});
+  return {c.dx, c.dw, c.db, c.sums};
+}
+#endif
+
 }  // namespace
 
 Tensor int8_conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2dOptions& opts,
@@ -81,6 +161,9 @@ Tensor int8_conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, const C
   OCTET_CHECK(layer->config.clip_update_period >= 1, kOp, ": expected config.clip_update_period >= 1, got ",
               layer->config.clip_update_period);
   const Conv2dGeometry g = checked_geometry(x, w, bias, opts);
+  const bool record = autograd::needs_grad({x, w, bias});
+  const bool rx = record && x.requires_grad(), rw = record && w.requires_grad();
+  const bool rb = record && bias.defined() && bias.requires_grad();
 
   Tensor xc, wc, bc;
   {
@@ -88,61 +171,115 @@ Tensor int8_conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, const C
     xc = x.detach().contiguous(), wc = w.detach().contiguous();
     bc = bias.defined() ? bias.detach().contiguous() : Tensor();
   }
-  // Forward operands: round to nearest at clip = max|.|; x's codes channel-major [C,N,H,W].
-  const float clip_x = int8_absmax(xc), clip_w = int8_absmax(wc);
+  // Forward operands: round to nearest at clip = max|.|.
+  const std::array<float, 2> clips = clips_of(xc, wc);
+  const float clip_x = clips[0], clip_w = clips[1];
   layer->stats.input_clip = clip_x, layer->stats.weight_clip = clip_w;
-  Tensor xq = empty({g.c, g.n, g.h, g.w}, DType::i8), wq = empty(w.shape(), DType::i8);
-  cpu::quantize_transposed(xc.data<float>(), g.n, g.c, g.h * g.w, int8_inv_scale(clip_x), Int8Rounding::nearest, 0,
-                           xq.data<int8_t>());
-  cpu::quantize(wc.data<float>(), wc.numel(), int8_inv_scale(clip_w), Int8Rounding::nearest, 0, 0, wq.data<int8_t>());
-  const float sx = int8_scale(clip_x), sw = int8_scale(clip_w);
-
-  Tensor out = empty({g.n, g.k, g.p, g.q}, DType::f32);
-  cpu::int8_conv2d_forward(g, xq, wq, sx * sw, bc, out);
-
-  if (autograd::needs_grad({x, w, bias})) {
-    const bool rx = x.requires_grad(), rw = w.requires_grad(), rb = bias.defined() && bias.requires_grad();
-    // Keep only the codes a gradient needs: dx reads w's, dw reads x's.
-    const Tensor keep_wq = rx ? wq : Tensor(), keep_xq = rw ? xq : Tensor();
-    autograd::record(kOp, {x, w, bias}, {out}, [=, wq = keep_wq, xq = keep_xq](const Grads& gr) {
-      Tensor dy = gr[0].contiguous();
-      Tensor dx, dw, db;
-      if (rx || rw) {
-        Int8Layer& L = *layer;
-        const int64_t step = L.stats.backward_steps;
-        const float clip = gradient_clip(dy, L);
-        const Int8Rounding rounding = L.config.stochastic_rounding ? Int8Rounding::stochastic : Int8Rounding::nearest;
-        Tensor dyq = empty({g.k, g.n, g.p, g.q}, DType::i8);
-        cpu::CosineSums sums;
-        std::vector<double> dy_sums(rb ? static_cast<size_t>(g.k) : 0);  // the bias gradient, same pass
-        cpu::quantize_transposed(dy.data<float>(), g.n, g.k, g.p * g.q, int8_inv_scale(clip), rounding,
-                                 int8_backward_seed(L.seed, step), dyq.data<int8_t>(), &sums,
-                                 rb ? dy_sums.data() : nullptr);
-        if (rb) {
-          db = empty({g.k}, DType::f32);
-          float* d = db.data<float>();
-          for (int64_t k = 0; k < g.k; ++k) d[k] = static_cast<float>(dy_sums[k]);
-        }
-        // A NaN or infinite dy (or clip) must not turn into zeros: it makes the gradients NaN.
-        const float sdy =
-            sums.finite && std::isfinite(clip) ? int8_scale(clip) : std::numeric_limits<float>::quiet_NaN();
-        if (rx) {
-          dx = empty(x.shape(), DType::f32);
-          cpu::int8_conv2d_backward_input(g, dyq, wq, sdy * sw, dx);
-        }
-        if (rw) {
-          dw = empty(w.shape(), DType::f32);
-          cpu::int8_conv2d_backward_weight(g, xq, dyq, sdy * sx, dw);
-        }
-        L.stats.grad_clip = clip;
-        L.stats.cos_distance = cpu::cosine_distance(sums);
-        ++L.stats.backward_steps;
-      }
-      if (rb && !db.defined()) db = sum(dy, {0, 2, 3});
-      return Grads{dx, dw, db};
-    });
+  Tensor out = empty({g.n, g.k, g.p, g.q}, TensorOptions(DType::f32).device(x.device()));
+  Kept kept;
+  if (x.device().is_cuda()) {
+#ifdef OCTET_WITH_CUDA
+    ::octet::cuda::DeviceGuard on(x.device().index);
+    kept.wq = cuda::int8_conv2d_forward(g, xc, wc, bc, clip_x, clip_w, out);
+    kept.x = xc, kept.inv_x = int8_inv_scale(clip_x);
+#endif
+  } else {
+    kept = forward_cpu(g, xc, wc, bc, clip_x, clip_w, out);
   }
+  if (!record) return out;
+  // Keep only what a gradient needs: dx reads w's codes, dw reads x's.
+  if (!rx) kept.wq = Tensor();
+  if (!rw) kept.x = Tensor();
+  const float sx = int8_scale(clip_x), sw = int8_scale(clip_w);
+  autograd::record(kOp, {x, w, bias}, {out}, [=](const Grads& gr) {
+    Tensor dy = gr[0].contiguous();
+    Tensor dx, dw, db;
+    if (rx || rw) {
+      Int8Layer& L = *layer;
+      const int64_t step = L.stats.backward_steps;
+      const float clip = gradient_clip(dy, L);
+      const Int8Rounding rounding = L.config.stochastic_rounding ? Int8Rounding::stochastic : Int8Rounding::nearest;
+      const uint64_t seed = int8_backward_seed(L.seed, step);
+      Gradients r;
+#ifdef OCTET_WITH_CUDA
+      if (dy.device().is_cuda())
+        r = backward_cuda(g, dy, kept, clip, rounding, seed, sx, sw, rb);
+      else
+#endif
+        r = backward_cpu(g, dy, kept, clip, rounding, seed, sx, sw, rb);
+      dx = r.dx, dw = r.dw, db = r.db;
+      L.stats.grad_clip = clip;
+      L.stats.cos_distance = cpu::cosine_distance(r.sums);
+      ++L.stats.backward_steps;
+    }
+    if (rb && !db.defined()) db = sum(dy, {0, 2, 3});
+    return Grads{dx, dw, db};
+  });
   return out;
+}
+
+// ---------------------------------------------------------------- CUDA kernel path setting
+
+namespace {
+
+constexpr Int8ConvPath kPaths[] = {Int8ConvPath::automatic, Int8ConvPath::dp4a, Int8ConvPath::tensor_core,
+                                   Int8ConvPath::direct};
+
+// The setting, initialized from OCTET_INT8_CONV_PATH on first use.
+std::atomic<Int8ConvPath>& path_setting() {
+  static std::atomic<Int8ConvPath> setting([] {
+    const char* env = std::getenv("OCTET_INT8_CONV_PATH");
+    if (env == nullptr || *env == '\0') return Int8ConvPath::automatic;
+    try {
+      return parse_int8_conv_path(env);
+    } catch (const Error& e) {
+      OCTET_FAIL("environment variable OCTET_INT8_CONV_PATH: ", e.what());
+    }
+  }());
+  return setting;
+}
+
+}  // namespace
+
+std::string_view int8_conv_path_name(Int8ConvPath path) {
+  switch (path) {
+    case Int8ConvPath::automatic:
+      return "auto";
+    case Int8ConvPath::dp4a:
+      return "dp4a";
+    case Int8ConvPath::tensor_core:
+      return "tensor_core";
+    case Int8ConvPath::direct:
+      return "direct";
+  }
+  return "unknown";
+}
+
+Int8ConvPath parse_int8_conv_path(std::string_view name) {
+  if (name == "automatic") return Int8ConvPath::automatic;
+  for (Int8ConvPath p : kPaths)
+    if (name == int8_conv_path_name(p)) return p;
+  OCTET_FAIL("unknown INT8 convolution path '", std::string(name), "' (expected auto, dp4a, tensor_core or direct)");
+}
+
+Int8ConvPath int8_conv_path() { return path_setting().load(); }
+
+Int8ConvPath set_int8_conv_path(Int8ConvPath path) {
+  bool known = false;
+  for (Int8ConvPath p : kPaths) known = known || p == path;
+  OCTET_CHECK(known, "set_int8_conv_path: unknown path ", static_cast<int>(path));
+  return path_setting().exchange(path);
+}
+
+std::array<Int8ConvPath, 3> int8_conv_last_paths(const Tensor& x, const Tensor& w, const Conv2dOptions& opts) {
+  std::array<Int8ConvPath, 3> none{Int8ConvPath::automatic, Int8ConvPath::automatic, Int8ConvPath::automatic};
+#ifdef OCTET_WITH_CUDA
+  if (x.defined() && x.device().is_cuda()) {
+    ::octet::cuda::DeviceGuard on(x.device().index);
+    return cuda::last_paths(checked_geometry(x, w, Tensor(), opts));
+  }
+#endif
+  return none;
 }
 
 }  // namespace octet::quant

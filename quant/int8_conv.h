@@ -18,17 +18,28 @@
 //         config.stochastic_rounding, else to nearest;
 // stats.cos_distance = d_c of the codes actually used, grad_clip = the clip, backward_steps + 1
 // (searches + 1 when it searched). Then dx = conv-transpose(q(dy), q(w)) * (sdy * sw) and
-// dw = q(dy) x im2col(q(x)) * (sdy * sx), from the int8 codes kept by the forward (x's codes are
-// a quarter of its floats; the float x is not kept); the bias gradient is the per-channel sum of
-// the float dy, accumulated in double by the same pass that quantizes dy.
+// dw = q(dy) x im2col(q(x)) * (sdy * sx), from the int8 codes kept by the forward (on the CPU
+// x's codes, a quarter of its floats; the float x is not kept); the bias gradient is the
+// per-channel sum of the float dy, accumulated in double (on the CPU by the same pass that
+// quantizes dy).
 // A non-finite dy makes dx and dw NaN (d_c NaN) rather than being quantized to silent zeros.
 // The quantization happens only for gradients someone needs: if neither x nor w requires grad,
 // the backward only sums dy for the bias and leaves the stats alone.
 // f32, NCHW, any stride/padding/dilation/groups; depthwise convs (groups == C, K = m*C) run
-// direct int8 kernels. Device: CPU (quant/cpu/int8_conv.h); other devices are an octet::Error.
+// direct int8 kernels. Devices: CPU (quant/cpu/int8_conv.h) and CUDA (quant/cuda/int8_conv.h, in
+// builds with the CUDA backend), with the same results bit for bit given the same codes (integer
+// sums are exact; the CUDA codes are the CPU's); only the bias gradient and the cosine statistics
+// are sums of floats, in double in another order (they agree to double rounding; so can a DSGC
+// clip, except where two search points' d_c tie to double rounding). On CUDA the
+// forward keeps x itself instead of its codes (its kernels quantize x as they load it, the paper's
+// fused quantize+conv) and waits once for the two clips; the backward waits once, for d_c, after
+// its kernels are queued (and a DSGC search waits per evaluation).
 #pragma once
 
+#include <array>
+#include <cstdint>
 #include <memory>
+#include <string_view>
 
 #include "core/ops/conv.h"
 #include "core/tensor.h"
@@ -40,5 +51,31 @@ namespace octet::quant {
 // null; its config is read and its stats written by the forward and the backward.
 Tensor int8_conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2dOptions& opts,
                    const std::shared_ptr<Int8Layer>& layer);
+
+// The CUDA kernel paths of int8_conv2d (quant/cuda/int8_conv.h; the CPU has one set of kernels and
+// ignores this). Every path gives the same results bit for bit, so the choice is about speed only:
+//   dp4a         DP4A implicit GEMM, x quantized inside its loads (the paper's kernel);
+//   tensor_core  int8 im2col + cuBLASLt int8 GEMM on the integer tensor cores;
+//   direct       depthwise convolutions only: one thread per output element;
+//   automatic    per geometry and product (forward, dx, dw), the first call times the candidates
+//                (depthwise: direct; others: tensor_core and dp4a) and keeps the fastest for the
+//                rest of the process, as the paper picks im2col+GEMM or implicit GEMM per layer
+//                before training.
+// A forced path that cannot run a geometry (direct on a non-depthwise conv, or a GEMM shape
+// cuBLASLt has no algorithm for) falls back to the automatic choice there. The initial setting comes
+// from the environment variable OCTET_INT8_CONV_PATH (auto, dp4a, tensor_core or direct; unset:
+// auto); tests and benchmarks switch it with set_int8_conv_path.
+enum class Int8ConvPath : uint8_t { automatic, dp4a, tensor_core, direct };
+
+std::string_view int8_conv_path_name(Int8ConvPath path);  // "auto", "dp4a", "tensor_core", "direct"
+// The path a name (as int8_conv_path_name, or "automatic") stands for; an octet::Error otherwise.
+Int8ConvPath parse_int8_conv_path(std::string_view name);
+// Process-wide; set_int8_conv_path returns the previous setting.
+Int8ConvPath int8_conv_path();
+Int8ConvPath set_int8_conv_path(Int8ConvPath path);
+// The paths that ran last for the forward, dx and dw of this convolution's geometry on x's CUDA
+// device: the forced one, or where it could not run (and when none is forced) the automatic choice;
+// "auto" for a product that has not run, on the CPU, and in builds without CUDA.
+std::array<Int8ConvPath, 3> int8_conv_last_paths(const Tensor& x, const Tensor& w, const Conv2dOptions& opts);
 
 }  // namespace octet::quant

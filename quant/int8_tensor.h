@@ -12,7 +12,8 @@
 // its gradients) is NaN: a diverged input stays visible downstream instead of silently turning
 // into zeros. (An element quantizer given a finite clip still maps a NaN element to 0, as
 // quant/int8.h defines; the conv op checks its gradient for non-finite values itself.)
-// Device: CPU (a CUDA tensor is an octet::Error naming the function until the CUDA kernels exist).
+// Devices: CPU, and CUDA in builds with the CUDA backend (quant/cuda/int8_quant.h), with the same
+// codes bit for bit; a tensor on another device is an octet::Error naming the function.
 #pragma once
 
 #include <cstdint>
@@ -40,5 +41,9 @@ Tensor int8_dequantize(const Tensor& q, float clip);
 // Philox4x32 block keyed by layer_seed at counter (step, "int8"), words 0 and 1. Distinct steps
 // and layers draw unrelated streams; the CUDA path calls the same function on the host.
 uint64_t int8_backward_seed(uint64_t layer_seed, int64_t step);
+
+// An octet::Error naming `op` unless INT8 kernels run on device d: the CPU, and CUDA devices in
+// builds with the CUDA backend.
+void check_int8_device(Device d, const char* op);
 
 }  // namespace octet::quant

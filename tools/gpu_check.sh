@@ -53,6 +53,7 @@ FILTER=${GTEST_FILTER:-*Cuda*}
 declare -A BENCH_ARGS=(
   [octet_bench_train]="--torch-script {bench}/bench_train_torch.py"
   [bench_train_torch]="-"
+  [octet_bench_int8]="--reps 5 --batch 32"
 )
 
 # Libraries the GPU machine provides: the base system and the CUDA toolkit/driver.

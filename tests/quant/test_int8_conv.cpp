@@ -19,6 +19,7 @@
 #include "quant/dsgc.h"
 #include "quant/int8_conv.h"
 #include "quant/int8_tensor.h"
+#include "tests/quant/int8_conv_cases.h"
 
 namespace octet::quant {
 namespace {
@@ -29,47 +30,20 @@ namespace {
 // Compared against sum|terms| (computed by the same convolution on absolute values): 8 * 2^-24.
 constexpr double kRoundings = 8.0 * 0x1p-24;
 
-struct ConvCase {
-  std::string name;
-  int64_t n, c, h, w, k, r, s;
-  Conv2dOptions opts;
-  bool bias = true;
-};
+using ConvCase = Int8ConvCase;
 
-void PrintTo(const ConvCase& c, std::ostream* os) { *os << c.name; }
-
+// The shared geometries (random values: the all-+-127 case is the kernels' concern, covered by the
+// emulation and GPU tests) plus blockings of the CPU kernels.
 std::vector<ConvCase> conv_cases() {
-  return {
-      {"basic3x3", 2, 3, 9, 7, 4, 3, 3, Conv2dOptions().padding(1)},
-      {"stride2", 2, 3, 9, 7, 4, 3, 3, Conv2dOptions().stride(2)},
-      {"stride2_pad1", 2, 4, 10, 9, 6, 3, 3, Conv2dOptions().stride(2).padding(1), false},
-      {"stride_mixed", 1, 3, 10, 6, 4, 3, 2, Conv2dOptions().stride(2, 1).padding(1, 0).dilation(1, 2)},
-      {"dilation2", 1, 2, 11, 9, 3, 3, 3, Conv2dOptions().dilation(2).padding(2)},
-      {"large_pad", 1, 2, 5, 5, 3, 3, 3, Conv2dOptions().padding(3)},
-      {"groups2", 2, 4, 7, 7, 6, 3, 3, Conv2dOptions().padding(1).groups(2)},
-      {"groups3_strided", 1, 6, 9, 8, 3, 2, 3, Conv2dOptions().stride(2, 1).padding(1, 0).groups(3)},
-      {"depthwise", 2, 5, 9, 9, 5, 3, 3, Conv2dOptions().stride(2).padding(1).groups(5)},
-      {"depthwise_x2", 2, 3, 8, 7, 6, 3, 3, Conv2dOptions().padding(1).groups(3)},
-      {"depthwise_nonsquare", 1, 4, 7, 10, 8, 3, 2, Conv2dOptions().stride(1, 2).padding(1, 1).dilation(2, 1).groups(4),
-       false},
-      {"depthwise_dilated", 2, 4, 9, 8, 4, 3, 3, Conv2dOptions().padding(2, 1).dilation(2, 1).groups(4)},
-      {"depthwise_stride3", 2, 3, 11, 10, 3, 3, 3, Conv2dOptions().stride(3).padding(1).groups(3)},
-      {"depthwise_s2_dilated_x2", 1, 2, 12, 9, 4, 3, 3, Conv2dOptions().stride(2).padding(2).dilation(2).groups(2)},
-      {"depthwise_s2_5x5", 2, 3, 13, 12, 3, 5, 5, Conv2dOptions().stride(2).padding(2).groups(3), false},
-      {"depthwise_big_pad", 1, 3, 5, 5, 3, 3, 3, Conv2dOptions().padding(3).groups(3)},
-      // 30x30 planes padded to 32x32: 16 samples per block of the wide kernels, so 20 make two.
-      {"depthwise_two_blocks", 20, 2, 30, 30, 2, 3, 3, Conv2dOptions().padding(1).groups(2)},
-      {"pointwise", 2, 5, 6, 7, 4, 1, 1, Conv2dOptions()},
-      {"pointwise_groups", 2, 4, 5, 3, 6, 1, 1, Conv2dOptions().groups(2)},
-      {"pointwise_stride2", 1, 3, 7, 5, 2, 1, 1, Conv2dOptions().stride(2)},
-      {"pointwise_pad1", 1, 3, 4, 5, 2, 1, 1, Conv2dOptions().padding(1)},
-      {"kernel_equals_input", 2, 2, 4, 3, 3, 4, 3, Conv2dOptions()},
-      {"single_channel_in", 2, 1, 9, 9, 3, 5, 5, Conv2dOptions().padding(2)},
-      {"wide_k", 2, 16, 5, 5, 40, 3, 3, Conv2dOptions().padding(1)},
-      // 3*41*41 = 5043 output positions: two GEMM blocks, split inside a sample and a row.
-      {"two_blocks", 3, 5, 41, 41, 7, 3, 3, Conv2dOptions().padding(1)},
-      {"two_blocks_pointwise", 3, 5, 41, 41, 7, 1, 1, Conv2dOptions()},
-  };
+  std::vector<ConvCase> all;
+  for (const ConvCase& c : int8_conv_cases())
+    if (c.scale == 1.0) all.push_back(c);
+  // 30x30 planes padded to 32x32: 16 samples per block of the wide kernels, so 20 make two.
+  all.push_back({"depthwise_two_blocks", 20, 2, 30, 30, 2, 3, 3, Conv2dOptions().padding(1).groups(2)});
+  // 3*41*41 = 5043 output positions: two GEMM blocks, split inside a sample and a row.
+  all.push_back({"two_blocks", 3, 5, 41, 41, 7, 3, 3, Conv2dOptions().padding(1)});
+  all.push_back({"two_blocks_pointwise", 3, 5, 41, 41, 7, 1, 1, Conv2dOptions()});
+  return all;
 }
 
 Tensor random(const Shape& shape, uint64_t seed, double scale = 1.0) {
@@ -338,6 +312,32 @@ TEST(Int8Conv, RejectsBadInputs) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("int8_conv2d"), std::string::npos) << e.what();
   }
+}
+
+// The CUDA kernel path setting (quant/int8_conv.h): names, parsing, the process-wide switch; the
+// CPU kernels ignore it.
+TEST(Int8Conv, CudaPathSetting) {
+  for (Int8ConvPath p : {Int8ConvPath::automatic, Int8ConvPath::dp4a, Int8ConvPath::tensor_core, Int8ConvPath::direct})
+    EXPECT_EQ(parse_int8_conv_path(int8_conv_path_name(p)), p);
+  EXPECT_EQ(parse_int8_conv_path("automatic"), Int8ConvPath::automatic);
+  EXPECT_EQ(int8_conv_path_name(Int8ConvPath::tensor_core), "tensor_core");
+  try {
+    parse_int8_conv_path("fastest");
+    ADD_FAILURE() << "no error for an unknown path";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'fastest'"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(set_int8_conv_path(static_cast<Int8ConvPath>(9)), Error);
+
+  Tensor x = random({2, 3, 6, 6}, 91), w = random({4, 3, 3, 3}, 92);
+  auto layer = std::make_shared<Int8Layer>();
+  const std::vector<float> before = int8_conv2d(x, w, {}, Conv2dOptions().padding(1), layer).to_vector<float>();
+  const Int8ConvPath saved = set_int8_conv_path(Int8ConvPath::tensor_core);
+  EXPECT_EQ(int8_conv_path(), Int8ConvPath::tensor_core);
+  EXPECT_EQ(int8_conv2d(x, w, {}, Conv2dOptions().padding(1), layer).to_vector<float>(), before);
+  EXPECT_EQ(set_int8_conv_path(saved), Int8ConvPath::tensor_core);
+  for (Int8ConvPath p : int8_conv_last_paths(x, w, Conv2dOptions().padding(1)))
+    EXPECT_EQ(p, Int8ConvPath::automatic);  // nothing to choose on the CPU
 }
 
 }  // namespace

@@ -1,9 +1,15 @@
-// INT8 convolution benchmark (CPU): per-layer forward and forward+backward time of int8_conv2d
-// (quant/int8_conv.h: stochastic rounding and DSGC on, as in training) against the FP32 conv2d
-// (oneDNN primitives) on ResNet-50 and MobileNetV2-CIFAR layer shapes, the INT8/FP32 ratio from
-// the same run, the DSGC search (run once per clip_update_period steps, not in the step time),
-// and the int8 GEMM (oneDNN s8s8s32 and the reference loops) at 1024^3 beside SGEMM.
-//   build/tools/bench/octet_bench_int8 [--threads 2] [--reps 3] [--passes 1] [--batch 32] [--only SUBSTRING]
+// INT8 convolution benchmark: per-layer forward and forward+backward time of int8_conv2d
+// (quant/int8_conv.h: stochastic rounding and DSGC on, as in training) against the FP32 conv2d on
+// ResNet-50 and MobileNetV2-CIFAR layer shapes, with the INT8/FP32 ratios from the same run.
+// - CPU (default): FP32 = oneDNN primitives; also the DSGC search (run once per
+//   clip_update_period steps, not in the step time) and the int8 GEMM (oneDNN s8s8s32 and the
+//   reference loops) at 1024^3 beside SGEMM.
+// - `--device cuda`: FP32 = cuDNN (exact FP32, no TF32), INT8 through each CUDA kernel path forced
+//   in turn (quant/int8_conv.h: dp4a, tensor_core, direct for depthwise layers) and the automatic
+//   per-layer choice, with the paths it chose for forward/dx/dw. Times include the op's host waits
+//   (one per forward for the clips, one per backward for d_c).
+//   build/tools/bench/octet_bench_int8 [--device cpu|cuda] [--threads 2] [--reps 3] [--passes 1] [--batch 32]
+//                                      [--only SUBSTRING]
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -13,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "core/cuda.h"
 #include "core/octet.h"
 #include "quant/cpu/int8_gemm.h"
 #include "quant/dsgc.h"
@@ -58,20 +65,126 @@ struct Times {
   double fwd, step;
 };
 
-// Forward alone (no graph) and forward + backward to x and w, best of `reps`.
+// Forward alone (no graph) and forward + backward to x and w, best of `reps` (on a GPU each run
+// waits for the device).
 template <typename Conv>
 Times time_conv(int reps, const Tensor& x, const Tensor& w, const Tensor& dy, Conv conv) {
+  const bool gpu = x.device().is_cuda();
   Times t{};
   t.fwd = best_time(reps, [&] {
     NoGradGuard no_grad;
     conv(x, w);
+    if (gpu) cuda::synchronize();
   });
   t.step = best_time(reps, [&] {
     x.set_grad(Tensor());
     w.set_grad(Tensor());
     conv(x, w).backward(dy);
+    if (gpu) cuda::synchronize();
   });
   return t;
+}
+
+Conv2dOptions options_of(const Layer& l) {
+  return Conv2dOptions().stride(l.stride).padding(l.kernel / 2).groups(l.groups);
+}
+
+// Training settings: stochastic rounding, DSGC every 100 steps, a fresh layer state per timing.
+// The warm-up call of the step timing is backward 0, which searches; the timed ones reuse its clip.
+Times time_int8(int reps, const Tensor& x, const Tensor& w, const Tensor& dy, const Conv2dOptions& opts) {
+  auto layer = std::make_shared<quant::Int8Layer>();
+  return time_conv(reps, x, w, dy,
+                   [&](const Tensor& a, const Tensor& b) { return quant::int8_conv2d(a, b, {}, opts, layer); });
+}
+
+std::string str_printf(const char* f, double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+// Milliseconds with three decimals, or "-" for a cell not measured (0).
+std::string ms_or_dash(double seconds) { return seconds > 0 ? str_printf("%.3f", seconds * 1e3) : "-"; }
+
+const char* short_name(quant::Int8ConvPath p) {
+  switch (p) {
+    case quant::Int8ConvPath::dp4a:
+      return "dp4a";
+    case quant::Int8ConvPath::tensor_core:
+      return "tc";
+    case quant::Int8ConvPath::direct:
+      return "direct";
+    default:
+      return "?";
+  }
+}
+
+// The CUDA table: FP32 (cuDNN) against each INT8 kernel path and the automatic choice.
+int run_cuda(int reps, int64_t batch, const std::string& only) {
+  if (!cuda::is_available()) {
+    std::fprintf(stderr, "octet_bench_int8 --device cuda: no usable CUDA device (%s)\n",
+                 cuda_compiled() ? "no GPU or driver" : "this build has no CUDA backend");
+    return 1;
+  }
+  cuda::set_allow_tf32(false);
+  const Device dev = Device::cuda(0);
+  std::printf(
+      "octet INT8 conv benchmark on %s (driver CUDA %s, cuDNN %s): batch %lld, best of %d; FP32 = cuDNN "
+      "(FMA math, no TF32)\n\n",
+      cuda::device_name(0).c_str(), cuda::driver_version().c_str(), cuda::cudnn_version().c_str(),
+      static_cast<long long>(batch), reps);
+  std::printf(
+      "| layer (batch %3lld) | FP32 fwd | FP32 f+b | DP4A fwd | DP4A f+b | TC fwd | TC f+b | direct f+b | auto f+b | "
+      "auto paths fwd/dx/dw | DP4A/FP32 | TC/FP32 | auto/FP32 |\n",
+      static_cast<long long>(batch));
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  Generator gen(0);
+  const quant::Int8ConvPath saved = quant::int8_conv_path();
+  double fp32_total = 0, auto_total = 0;
+  for (const Layer& l : kLayers) {
+    if (!only.empty() && std::string(l.name).find(only) == std::string::npos) continue;
+    const bool depthwise = l.groups > 1 && l.groups == l.c;
+    Tensor x = randn({batch, l.c, l.hw, l.hw}, DType::f32, &gen).to(dev).requires_grad_(true);
+    Tensor w = (randn({l.k, l.c / l.groups, l.kernel, l.kernel}, DType::f32, &gen) * 0.1).to(dev).requires_grad_(true);
+    const Conv2dOptions opts = options_of(l);
+    Tensor y;
+    {
+      NoGradGuard no_grad;
+      y = conv2d(x, w, Tensor(), opts);
+    }
+    Tensor dy = randn(y.shape(), DType::f32, &gen).to(dev) * 1e-3;
+    const Times fp =
+        time_conv(reps, x, w, dy, [&](const Tensor& a, const Tensor& b) { return conv2d(a, b, {}, opts); });
+    // Times of a forced path; 0 (printed "-") where it did not run every product itself.
+    auto forced = [&](quant::Int8ConvPath p) {
+      quant::set_int8_conv_path(p);
+      const Times t = time_int8(reps, x, w, dy, opts);
+      for (quant::Int8ConvPath used : quant::int8_conv_last_paths(x, w, opts))
+        if (p != quant::Int8ConvPath::automatic && used != p) return Times{0, 0};
+      return t;
+    };
+    // The generic kernels on a depthwise layer: dp4a packs one channel per four; tensor_core would
+    // run one GEMM per channel, so it is left out there.
+    const Times dp4a = forced(quant::Int8ConvPath::dp4a);
+    const Times tc = depthwise ? Times{0, 0} : forced(quant::Int8ConvPath::tensor_core);
+    const Times direct = depthwise ? forced(quant::Int8ConvPath::direct) : Times{0, 0};
+    const Times aut = forced(quant::Int8ConvPath::automatic);
+    const auto chosen = quant::int8_conv_last_paths(x, w, opts);
+    fp32_total += fp.step, auto_total += aut.step;
+    std::printf("| %s | %.3f | %.3f | %.3f | %.3f | %s | %s | %s | %.3f | %s/%s/%s | %.2f | %s | %.2f |\n", l.name,
+                fp.fwd * 1e3, fp.step * 1e3, dp4a.fwd * 1e3, dp4a.step * 1e3, ms_or_dash(tc.fwd).c_str(),
+                ms_or_dash(tc.step).c_str(), ms_or_dash(direct.step).c_str(), aut.step * 1e3, short_name(chosen[0]),
+                short_name(chosen[1]), short_name(chosen[2]), dp4a.step / fp.step,
+                tc.step > 0 ? str_printf("%.2f", tc.step / fp.step).c_str() : "-", aut.step / fp.step);
+  }
+  quant::set_int8_conv_path(saved);
+  std::printf("| sum of the layers | | %.3f | | | | | | %.3f | | | | %.2f |\n", fp32_total * 1e3, auto_total * 1e3,
+              auto_total / fp32_total);
+  std::printf(
+      "\nTimes in ms. f+b: forward + backward to input and weight (INT8: stochastic rounding, DSGC clip reused "
+      "between searches). TC: im2col + cuBLASLt int8 GEMM (integer tensor cores). auto: the per-layer choice "
+      "(timed once per geometry, then cached).\n");
+  return 0;
 }
 
 }  // namespace
@@ -79,9 +192,11 @@ Times time_conv(int reps, const Tensor& x, const Tensor& w, const Tensor& dy, Co
 int main(int argc, char** argv) {
   int threads = 2, reps = 3, passes = 1;
   int64_t batch = 32;
-  std::string only;  // run only the layers whose name contains this
+  std::string only, device = "cpu";  // run only the layers whose name contains `only`
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--threads"))
+    if (!std::strcmp(argv[i], "--device"))
+      device = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--threads"))
       threads = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--reps"))
       reps = std::atoi(argv[i + 1]);
@@ -91,6 +206,11 @@ int main(int argc, char** argv) {
       passes = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--only"))
       only = argv[i + 1];
+  }
+  if (device == "cuda") return run_cuda(reps, batch, only);
+  if (device != "cpu") {
+    std::fprintf(stderr, "octet_bench_int8: --device must be cpu or cuda, got %s\n", device.c_str());
+    return 2;
   }
   set_num_threads(threads);
   Generator gen(0);
@@ -133,7 +253,7 @@ int main(int argc, char** argv) {
       if (!only.empty() && std::string(l.name).find(only) == std::string::npos) continue;
       Tensor x = randn({batch, l.c, l.hw, l.hw}, DType::f32, &gen).requires_grad_(true);
       Tensor w = (randn({l.k, l.c / l.groups, l.kernel, l.kernel}, DType::f32, &gen) * 0.1).requires_grad_(true);
-      const Conv2dOptions opts = Conv2dOptions().stride(l.stride).padding(l.kernel / 2).groups(l.groups);
+      const Conv2dOptions opts = options_of(l);
       Tensor y;
       {
         NoGradGuard no_grad;
@@ -142,11 +262,7 @@ int main(int argc, char** argv) {
       Tensor dy = randn(y.shape(), DType::f32, &gen) * 1e-3;
       const Times fp =
           time_conv(reps, x, w, dy, [&](const Tensor& a, const Tensor& b) { return conv2d(a, b, {}, opts); });
-      // Training settings: stochastic rounding, DSGC every 100 steps. The warm-up call of the step
-      // timing is backward 0, which searches; the timed ones reuse its clip.
-      auto layer = std::make_shared<quant::Int8Layer>();
-      const Times q = time_conv(
-          reps, x, w, dy, [&](const Tensor& a, const Tensor& b) { return quant::int8_conv2d(a, b, {}, opts, layer); });
+      const Times q = time_int8(reps, x, w, dy, opts);
       const double search = best_time(1, [&] { quant::dsgc_search(dy); });
       Cells& c = cells[li];
       c.fp_fwd = std::min(c.fp_fwd, fp.fwd), c.fp_step = std::min(c.fp_step, fp.step);
