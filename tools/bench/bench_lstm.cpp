@@ -10,7 +10,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
+#include <map>
 #include <string>
 
 #include "core/octet.h"
@@ -31,8 +31,7 @@ Tensor random_ids(const Shape& shape, int64_t vocab, Generator& g) {
 }
 
 struct Args {
-  int threads = 2;
-  int64_t steps = 5, tokens = 200, hidden = 2048, vocab = 10000, batch = 20, bptt = 35, layers = 1;
+  int64_t threads = 2, steps = 5, tokens = 200, hidden = 2048, vocab = 10000, batch = 20, bptt = 35, layers = 1;
 };
 
 void train(LstmLm& lm, const Args& a) {
@@ -61,10 +60,10 @@ void train(LstmLm& lm, const Args& a) {
   }
   const double tokens = static_cast<double>(a.batch * a.bptt);
   std::printf(
-      "octet lstm_lm train, %lld layer(s) x %lld hidden, vocab %lld, batch %lld x bptt %lld, %d thread(s): "
+      "octet lstm_lm train, %lld layer(s) x %lld hidden, vocab %lld, batch %lld x bptt %lld, %lld thread(s): "
       "mean %.1f ms/step, best %.1f ms -> %.0f tokens/s (mean), %.0f tokens/s (best)\n",
       static_cast<long long>(a.layers), static_cast<long long>(a.hidden), static_cast<long long>(a.vocab),
-      static_cast<long long>(a.batch), static_cast<long long>(a.bptt), a.threads,
+      static_cast<long long>(a.batch), static_cast<long long>(a.bptt), static_cast<long long>(a.threads),
       1e3 * total / static_cast<double>(a.steps), 1e3 * best, tokens * static_cast<double>(a.steps) / total,
       tokens / best);
 }
@@ -86,10 +85,10 @@ void infer(LstmLm& lm, const Args& a) {
   for (int64_t i = 10; i < a.tokens + 10; ++i) token(i);
   const double dt = seconds_since(t0);
   std::printf(
-      "octet lstm_lm batch-1 inference, %lld layer(s) x %lld hidden, vocab %lld, %d thread(s): %lld tokens in "
+      "octet lstm_lm batch-1 inference, %lld layer(s) x %lld hidden, vocab %lld, %lld thread(s): %lld tokens in "
       "%.2f s -> %.1f tokens/s (%.2f ms/token; checksum %.3g)\n",
-      static_cast<long long>(a.layers), static_cast<long long>(a.hidden), static_cast<long long>(a.vocab), a.threads,
-      static_cast<long long>(a.tokens), dt, static_cast<double>(a.tokens) / dt,
+      static_cast<long long>(a.layers), static_cast<long long>(a.hidden), static_cast<long long>(a.vocab),
+      static_cast<long long>(a.threads), static_cast<long long>(a.tokens), dt, static_cast<double>(a.tokens) / dt,
       1e3 * dt / static_cast<double>(a.tokens), checksum);
 }
 
@@ -97,31 +96,18 @@ void infer(LstmLm& lm, const Args& a) {
 
 int main(int argc, char** argv) {
   Args a;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string k = argv[i];
-    const long long v = std::atoll(argv[i + 1]);
-    if (k == "--threads")
-      a.threads = static_cast<int>(v);
-    else if (k == "--steps")
-      a.steps = v;
-    else if (k == "--tokens")
-      a.tokens = v;
-    else if (k == "--hidden")
-      a.hidden = v;
-    else if (k == "--vocab")
-      a.vocab = v;
-    else if (k == "--batch")
-      a.batch = v;
-    else if (k == "--bptt")
-      a.bptt = v;
-    else if (k == "--layers")
-      a.layers = v;
-    else {
-      std::fprintf(stderr, "unknown option %s\n", argv[i]);
+  const std::map<std::string, int64_t*> options = {
+      {"--threads", &a.threads}, {"--steps", &a.steps}, {"--tokens", &a.tokens}, {"--hidden", &a.hidden},
+      {"--vocab", &a.vocab},     {"--batch", &a.batch}, {"--bptt", &a.bptt},     {"--layers", &a.layers}};
+  for (int i = 1; i < argc; i += 2) {
+    auto it = options.find(argv[i]);
+    if (it == options.end() || i + 1 >= argc) {
+      std::fprintf(stderr, "unknown option or missing value: %s\n", argv[i]);
       return 2;
     }
+    *it->second = std::atoll(argv[i + 1]);
   }
-  set_num_threads(a.threads);
+  set_num_threads(static_cast<int>(a.threads));
   manual_seed(0);
   LstmLm lm(LstmLmOptions().vocab_size(a.vocab).hidden_size(a.hidden).num_layers(a.layers).dropout(0.5));
   train(lm, a);
