@@ -54,4 +54,26 @@ void check_conv_grads(const char* op, const Conv2dGeometry& g, const Tensor& x, 
               ": dw must be contiguous and match the weight ", w.shape());
 }
 
+int64_t check_lstm_gates(const char* op, const Tensor& gates, const Tensor& bias,
+                         std::initializer_list<Tensor> gate_like, std::initializer_list<Tensor> state_like,
+                         std::initializer_list<Tensor> optional_state_like) {
+  OCTET_CHECK(gates.dim() == 2 && gates.size(1) % 4 == 0 && gates.is_contiguous(), op,
+              ": expected contiguous gates [B, 4H], got shape ", gates.shape());
+  OCTET_CHECK(gates.dtype() == DType::f32 || gates.dtype() == DType::f64, op, ": expected dtype f32 or f64, got ",
+              gates.dtype());
+  const int64_t b = gates.size(0), h = gates.size(1) / 4;
+  auto check = [&](const Tensor& t, const Shape& shape) {
+    OCTET_CHECK(!t.defined() || (t.shape() == shape && t.is_contiguous() && t.dtype() == gates.dtype()), op,
+                ": expected a contiguous ", gates.dtype(), " tensor of shape ", shape, ", got ", t.dtype(), " ",
+                t.shape());
+  };
+  for (const Tensor& t : gate_like) OCTET_CHECK(t.defined(), op, ": an output [B, 4H] is undefined");
+  for (const Tensor& t : state_like) OCTET_CHECK(t.defined(), op, ": a required [B, H] tensor is undefined");
+  check(bias, {4 * h});
+  for (const Tensor& t : gate_like) check(t, {b, 4 * h});
+  for (const Tensor& t : state_like) check(t, {b, h});
+  for (const Tensor& t : optional_state_like) check(t, {b, h});
+  return h;
+}
+
 }  // namespace octet::kernels

@@ -31,4 +31,11 @@ void check_conv_operands(const char* op, const Conv2dGeometry& g, const Tensor& 
 void check_conv_grads(const char* op, const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& dout,
                       const Tensor& dx, const Tensor& dw);
 
+// LSTM gate kernels: `gates` a contiguous float [B, 4H]; the tensors of `gate_like` [B, 4H] and
+// of `state_like` [B, H] defined; those and each defined one of `optional_state_like` [B, H] and
+// bias [4H] contiguous and of gates' dtype. Returns H.
+int64_t check_lstm_gates(const char* op, const Tensor& gates, const Tensor& bias,
+                         std::initializer_list<Tensor> gate_like, std::initializer_list<Tensor> state_like,
+                         std::initializer_list<Tensor> optional_state_like = {});
+
 }  // namespace octet::kernels

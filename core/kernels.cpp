@@ -190,6 +190,18 @@ void index_add_rows(const Tensor& dx, const Tensor& index, const Tensor& src) {
   OCTET_DISPATCH(index_add_rows, d, dx, index, src);
 }
 
+void lstm_gates_forward(const Tensor& gates, const Tensor& bias, const Tensor& c_prev, const Tensor& c,
+                        const Tensor& h) {
+  const Device d = device_of("lstm_gates_forward", {&gates, &bias, &c_prev, &c, &h});
+  OCTET_DISPATCH(lstm_gates_forward, d, gates, bias, c_prev, c, h);
+}
+
+void lstm_gates_backward(const Tensor& act, const Tensor& c_prev, const Tensor& c, const Tensor& dy,
+                         const Tensor& dh_next, const Tensor& dc_next, const Tensor& dgates, const Tensor& dc_prev) {
+  const Device d = device_of("lstm_gates_backward", {&act, &c_prev, &c, &dy, &dh_next, &dc_next, &dgates, &dc_prev});
+  OCTET_DISPATCH(lstm_gates_backward, d, act, c_prev, c, dy, dh_next, dc_next, dgates, dc_prev);
+}
+
 #undef OCTET_DISPATCH
 
 }  // namespace octet::kernels

@@ -112,5 +112,18 @@ void index_select_rows(const Tensor& x, const Tensor& index, const Tensor& out);
 // dx [V, D] += src [n, D] at rows index[i] (serial per row, so deterministic).
 void index_add_rows(const Tensor& dx, const Tensor& index, const Tensor& src);
 
+// One LSTM step's pointwise part (core/rnn_math.h) for every row of a batch: gates [B, 4H] holds
+// the pre-activations (gate order i, f, g, o), bias [4H] (or undefined) is added, and the
+// activations are written back in place for the backward; c_prev [B, H] -> c, h [B, H].
+// Contiguous, one float dtype.
+void lstm_gates_forward(const Tensor& gates, const Tensor& bias, const Tensor& c_prev, const Tensor& c,
+                        const Tensor& h);
+// Its backward from the activations act [B, 4H], c_prev and c [B, H]: the gradient reaching h is
+// dy + dh_next, the one reaching c from the next step dc_next (each may be undefined: zero) ->
+// dgates [B, 4H] (of the pre-activations) and dc_prev [B, H], which may be the same tensor as
+// dc_next (each element is read before it is written).
+void lstm_gates_backward(const Tensor& act, const Tensor& c_prev, const Tensor& c, const Tensor& dy,
+                         const Tensor& dh_next, const Tensor& dc_next, const Tensor& dgates, const Tensor& dc_prev);
+
 }  // namespace kernels
 }  // namespace octet

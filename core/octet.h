@@ -17,6 +17,7 @@
 #include "core/ops/nn.h"
 #include "core/ops/pool.h"
 #include "core/ops/reduce.h"
+#include "core/ops/rnn.h"
 #include "core/parallel.h"
 #include "core/serialization.h"
 #include "core/tensor.h"

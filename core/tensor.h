@@ -154,6 +154,10 @@ struct TensorImpl {
   std::shared_ptr<autograd::Node> grad_fn;  // set on outputs of recorded ops
   uint32_t output_nr = 0;
   std::weak_ptr<autograd::Node> grad_accumulator;  // leaves that require grad
+  // A hint that travels with a parameter to whatever optimizer is built over it: an 8-bit-state
+  // optimizer keeps this parameter's state in 32 bits (StableEmbedding's weight). Set by the owning
+  // layer through Module::mark_keep_32bit_state; views and detached handles do not inherit it.
+  bool keep_32bit_state = false;
 };
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t);

@@ -68,4 +68,11 @@ Tensor kaiming_normal_(Tensor t, double a, FanMode mode, Nonlinearity nl, Genera
   return normal_(std::move(t), 0.0, std, gen);
 }
 
+Tensor xavier_uniform_(Tensor t, double gain, Generator* gen) {
+  Fans f = compute_fans(t);
+  OCTET_CHECK(f.fan_in + f.fan_out > 0, "xavier_uniform_: fans are zero for a weight of shape ", t.shape());
+  double bound = gain * std::sqrt(6.0 / static_cast<double>(f.fan_in + f.fan_out));
+  return uniform_(std::move(t), -bound, bound, gen);
+}
+
 }  // namespace octet::init

@@ -39,4 +39,7 @@ Tensor kaiming_uniform_(Tensor t, double a = 0.0, FanMode mode = FanMode::fan_in
 Tensor kaiming_normal_(Tensor t, double a = 0.0, FanMode mode = FanMode::fan_in,
                        Nonlinearity nl = Nonlinearity::leaky_relu, Generator* gen = nullptr);
 
+// U(-bound, bound) with bound = gain * sqrt(6 / (fan_in + fan_out)) (Glorot & Bengio 2010).
+Tensor xavier_uniform_(Tensor t, double gain = 1.0, Generator* gen = nullptr);
+
 }  // namespace octet::init

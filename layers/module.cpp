@@ -76,6 +76,36 @@ Tensor& Module::register_buffer(const std::string& name, Tensor t) {
   return *buffers_.back().second;
 }
 
+Tensor& Module::set_parameter(const std::string& name, const Tensor& t) {
+  for (auto& [pname, p] : params_) {
+    if (pname != name) continue;
+    OCTET_CHECK(t.defined() && t.is_leaf() && t.requires_grad(), type_name(), "::set_parameter: '", name,
+                "' must be replaced by a leaf that requires grad");
+    OCTET_CHECK(t.shape() == p->shape() && t.dtype() == p->dtype() && t.device() == p->device(), type_name(),
+                "::set_parameter: '", name, "' is ", p->dtype(), " ", p->shape(), " on ", p->device(), ", got ",
+                t.dtype(), " ", t.shape(), " on ", t.device());
+    *p = t;
+    return *p;
+  }
+  OCTET_FAIL(type_name(), "::set_parameter: no parameter named '", name, "' in this module");
+}
+
+void Module::mark_keep_32bit_state(const std::string& name) {
+  for (auto& [pname, p] : params_)
+    if (pname == name) {
+      p->impl()->keep_32bit_state = true;
+      return;
+    }
+  OCTET_FAIL(type_name(), "::mark_keep_32bit_state: no parameter named '", name, "' in this module");
+}
+
+std::vector<std::string> Module::keep_32bit_state_names() const {
+  std::vector<std::string> out;
+  for (const auto& [name, t] : named_parameters())
+    if (t.impl()->keep_32bit_state) out.push_back(name);
+  return out;
+}
+
 void Module::add_child(const std::string& name, std::shared_ptr<Module> m) {
   check_new_name(name, "register_module");
   OCTET_CHECK(m != nullptr, type_name(), "::register_module: module '", name, "' is null");

@@ -39,6 +39,17 @@ class Module : public std::enable_shared_from_this<Module> {
   Tensor& register_parameter(const std::string& name, Tensor t);
   // A buffer of any dtype; it never requires grad.
   Tensor& register_buffer(const std::string& name, Tensor t);
+  // Replaces the tensor registered as parameter `name` of this module by `t`, a leaf that requires
+  // grad with the same shape, dtype and device: weight tying. The layer's own member handle is the
+  // caller's to update too. named_parameters() then lists the shared tensor once.
+  //   decoder->weight_ = decoder->set_parameter("weight", embedding->weight_);
+  Tensor& set_parameter(const std::string& name, const Tensor& t);
+  // Marks parameter `name` of this module (registered directly in it) so that an optimizer with
+  // 8-bit state keeps 32-bit state for it, whoever builds the optimizer (C++ API or CLI): the hint
+  // travels with the tensor (TensorImpl::keep_32bit_state). StableEmbedding marks its weight.
+  void mark_keep_32bit_state(const std::string& name);
+  // Dotted names (as in named_parameters()) of the parameters so marked, here and in descendants.
+  std::vector<std::string> keep_32bit_state_names() const;
   template <class M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> m) {
     add_child(name, m);

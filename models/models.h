@@ -3,6 +3,7 @@
 //   std::cout << net->summary();
 #pragma once
 
+#include "models/lstm_lm.h"
 #include "models/mobilenetv2.h"
 #include "models/registry.h"
 #include "models/resnet.h"

@@ -4,6 +4,7 @@
 #include <functional>
 #include <map>
 
+#include "models/lstm_lm.h"
 #include "models/mobilenetv2.h"
 #include "models/resnet.h"
 #include "models/small_cnn.h"
@@ -41,6 +42,18 @@ const std::map<std::string, Builder>& builders() {
       t["resnet" + std::to_string(depth)] = [depth](const ModelOptions& o) {
         return std::make_shared<CifarResNet>(depth, o.num_classes_, parse_shortcut(o.shortcut_), o.in_channels_);
       };
+    t["lstm_lm"] = [](const ModelOptions& o) {
+      OCTET_CHECK(o.embedding_ == "plain" || o.embedding_ == "stable",
+                  "build_model: embedding must be \"plain\" or \"stable\", got \"", o.embedding_, "\"");
+      return std::make_shared<LstmLm>(LstmLmOptions()
+                                          .vocab_size(o.vocab_size_)
+                                          .embed_dim(o.embed_dim_)
+                                          .hidden_size(o.hidden_size_)
+                                          .num_layers(o.num_layers_)
+                                          .dropout(o.dropout_)
+                                          .tie_weights(o.tie_weights_)
+                                          .stable_embedding(o.embedding_ == "stable"));
+    };
     return t;
   }();
   return table;

@@ -146,6 +146,7 @@ std::unique_ptr<ParamState> Optimizer::make_state(const std::string& name, const
                                                   const OptimizerOptions& options) const {
   const StateOptions& so = state_options_;
   bool eight = so.bits_ == 8 && param.dtype() == DType::f32 && param.numel() >= so.min_8bit_size_ &&
+               !param.impl()->keep_32bit_state &&
                std::none_of(so.keep_32bit_.begin(), so.keep_32bit_.end(),
                             [&](const std::string& pat) { return name_matches(pat, name); });
   std::vector<std::string> buffers = state_buffers(options);

@@ -136,8 +136,9 @@ class DenseState : public ParamState {
 // How state is stored: 32-bit (dense, the parameter's dtype) or 8-bit (block-wise quantized codes
 // and absmax, optim/blockwise_state.h). Only f32 parameters with at least min_8bit_size elements
 // get 8-bit state; names matching a keep_32bit pattern ('*' matches any run of characters, e.g.
-// "*embedding*") keep 32-bit state. Switching bits changes nothing else: same options, formulas
-// and state names (8-bit buffers are saved as "<buffer>.codes" and "<buffer>.absmax").
+// "*embedding*") keep 32-bit state, and so do parameters their layer marked with
+// Module::mark_keep_32bit_state (StableEmbedding's weight), whatever the patterns. Switching bits changes nothing else:
+// same options, formulas and state names (8-bit buffers are saved as "<buffer>.codes" and "<buffer>.absmax").
 //   Adam opt(model.named_parameters(), AdamOptions(1e-3), StateOptions().bits(8));
 struct StateOptions {
   int64_t bits_ = 32;
