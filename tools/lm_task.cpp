@@ -47,9 +47,9 @@ class LanguageModelTask : public Task {
 
   int64_t vocab_size() const override { return corpus_.vocab.size(); }
   std::string describe() const override {
-    return detail::str_cat(corpus_.train.defined() ? corpus_.train.numel() : 0, " training / ", corpus_.valid.numel(),
-                           " valid / ", corpus_.test.numel(), " test tokens, a vocabulary of ", vocab_size(), " ",
-                           corpus_.vocab.level() == TextLevel::word ? "words" : "characters");
+    return detail::str_cat(corpus_.train.defined() ? detail::str_cat(corpus_.train.numel(), " training / ") : "",
+                           corpus_.valid.numel(), " valid / ", corpus_.test.numel(), " test tokens, a vocabulary of ",
+                           vocab_size(), " ", corpus_.vocab.level() == TextLevel::word ? "words" : "characters");
   }
   int64_t batches_per_epoch() const override { return train_.size(); }
   double units_per_step() const override { return static_cast<double>(batch_size_ * bptt_); }

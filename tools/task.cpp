@@ -44,7 +44,8 @@ class ClassificationTask : public Task {
   }
 
   std::string describe() const override {
-    return detail::str_cat(data_.train ? data_.train->size() : 0, " training / ", data_.test->size(), " test examples");
+    return detail::str_cat(data_.train ? detail::str_cat(data_.train->size(), " training / ") : "", data_.test->size(),
+                           " test examples");
   }
   int64_t batches_per_epoch() const override { return loader_->num_batches(); }
   double units_per_step() const override { return static_cast<double>(batch_size_); }

@@ -94,6 +94,14 @@ TEST(RecipeFiles, LanguageModelRecipesBuild) {
     build_schedule(r, &plateau);
     ASSERT_NE(plateau, nullptr);
   }
+  // 8-bit state for the four LSTM matrices; the tied embedding/decoder weight keeps 32-bit state as a
+  // StableEmbedding's (the decoder bias and LayerNorm are under optimizer.min_8bit_size).
+  for (const auto& [embedding, eight_bit] : {std::pair{"stable", 4}, std::pair{"plain", 5}}) {
+    Recipe r =
+        load_recipe(kRecipes + "lstm_lm_wikitext2_medium_8bit.yaml", {std::string("model.embedding=") + embedding});
+    auto model = build_model_from(r, 100);
+    EXPECT_EQ(build_optimizer(r, model->named_parameters())->num_8bit_params(), eight_bit) << embedding;
+  }
   // The paper's model: 1 x 2048 LSTM, dropout 0.5, SGD at lr 20, 40 epochs, batch 20.
   Recipe pb = load_recipe(kRecipes + "lstm_lm_wikitext2.yaml");
   EXPECT_EQ(pb.integer("model.hidden_size"), 2048);
