@@ -14,6 +14,7 @@
 #include "core/octet.h"
 #include "data/toy_grammar.h"
 #include "tests/data/temp_dir.h"
+#include "tests/tools/run_util.h"
 #include "tools/builders.h"
 #include "tools/checkpoint.h"
 #include "tools/generate.h"
@@ -30,17 +31,6 @@ const std::string kRecipes = std::string(OCTET_TESTS_DIR) + "/../recipes/";
 
 // 30k training tokens: 42 segments of 20 x 35 per epoch.
 const ToyGrammarOptions kCorpus = ToyGrammarOptions().train_tokens(30000).valid_tokens(4000).test_tokens(4000);
-
-std::vector<nlohmann::json> records_of(const std::string& run_dir, const std::string& split) {
-  std::ifstream in(run_dir + "/metrics.jsonl");
-  std::vector<nlohmann::json> out;
-  std::string line;
-  while (std::getline(in, line)) {
-    auto j = nlohmann::json::parse(line);
-    if (j["split"] == split) out.push_back(j);
-  }
-  return out;
-}
 
 // A small, fast version of the tiny recipe on the corpus in `dir`/toy.
 Recipe lm_recipe(const TempDir& dir, std::vector<std::string> extra = {}) {
@@ -63,15 +53,6 @@ double unigram_perplexity(const std::string& root) {
   const std::vector<int64_t> valid = c.valid.to_vector<int64_t>();
   for (int64_t id : valid) nll -= std::log((counts[id] + 1) / total);
   return std::exp(nll / static_cast<double>(valid.size()));
-}
-
-void expect_error(const std::function<void()>& fn, const std::string& fragment) {
-  try {
-    fn();
-    FAIL() << "no error; expected one containing: " << fragment;
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
-  }
 }
 
 // Learns, logs perplexity, keeps the vocabulary, evaluates and generates from its checkpoint.
