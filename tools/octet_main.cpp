@@ -47,14 +47,18 @@ int inspect(const std::string& path) {
     if (v.find('\n') == std::string::npos) {
       std::printf("  %s: %s\n", k.c_str(), v.c_str());
     } else {
+      // A language model's vocabulary (task.vocab) runs to thousands of lines: the first ones only.
+      constexpr int kMaxLines = 100;
       std::printf("  %s: |\n", k.c_str());
       size_t start = 0;
+      int lines = 0;
       while (start < v.size()) {
         size_t end = v.find('\n', start);
         if (end == std::string::npos) end = v.size();
-        std::printf("    %s\n", v.substr(start, end - start).c_str());
+        if (lines++ < kMaxLines) std::printf("    %s\n", v.substr(start, end - start).c_str());
         start = end + 1;
       }
+      if (lines > kMaxLines) std::printf("    ... (%d more lines)\n", lines - kMaxLines);
     }
   }
   return 0;
@@ -91,10 +95,12 @@ int main(int argc, char** argv) {
       ->required();
   gen->add_option("--prompt", gen_opts.prompt_, "text to continue (words the vocabulary lacks become <unk>)");
   gen->add_option("--tokens", gen_opts.tokens_, "tokens (words or characters) to sample")
+      ->capture_default_str()
       ->check(CLI::Range(0, 1000000));
   gen->add_option("--temperature", gen_opts.temperature_, "softmax temperature; 0: always the most likely token")
+      ->capture_default_str()
       ->check(CLI::Range(0.0, 1e6));
-  gen->add_option("--seed", gen_opts.seed_, "seed of the sampling");
+  gen->add_option("--seed", gen_opts.seed_, "seed of the sampling")->capture_default_str();
   gen->add_option("--threads", gen_opts.threads_, "CPU threads")->check(CLI::Range(1, 1024));
   gen->add_option("--device", gen_device,
                   "cpu, cuda or cuda:N (default: the recipe's train.device if present, else cpu)");
