@@ -247,6 +247,23 @@ TrainResult train(const Recipe& recipe_in, const TrainOptions& opts) {
     return std::string(buf);
   };
 
+  // Stopped by a signal or train.max_steps: last.safetensors holds the position (state.epoch and
+  // state.batch) to resume from.
+  bool stop_after_epoch = false;
+  auto stop = [&](bool saved) {
+    if (!saved) save("last.safetensors");
+    metrics.write_curves();
+    spdlog::info(
+        "stopped at step {} (epoch {}, batch {} done); checkpoint {}/last.safetensors; continue with "
+        "`octet train --resume {}`",
+        state.step, state.batch == 0 ? state.epoch : state.epoch + 1, state.batch == 0 ? nb : state.batch, run_dir,
+        run_dir);
+    result.stopped = true;
+    result.steps = state.step;
+    drop_file_logs();
+    return result;
+  };
+
   // Loss and accuracy per step. The CPU reads them every step; a GPU keeps them on the device until
   // the next metric record (log.every_steps), so the host waits for it only there, and the
   // progress bar shows the numbers as of that record.
@@ -320,20 +337,13 @@ TrainResult train(const Recipe& recipe_in, const TrainOptions& opts) {
         interval_loss = 0, interval_n = 0, interval_correct = 0;
         interval_start = Clock::now();
       }
-      if (stop_now) {
+      // A stop at the last batch still evaluates the epoch (its best checkpoint, the plateau
+      // schedule), as an uninterrupted run does, and stops after that.
+      if (stop_now && b + 1 < nb) {
         state.epoch = epoch;
-        if (state.batch == nb) state.epoch = epoch + 1, state.batch = 0;
-        save("last.safetensors");
-        metrics.write_curves();
-        spdlog::info(
-            "stopped at step {} (epoch {}, batch {}); checkpoint {}/last.safetensors; continue with "
-            "`octet train --resume {}`",
-            state.step, epoch + 1, b + 1, run_dir, run_dir);
-        result.stopped = true;
-        result.steps = state.step;
-        drop_file_logs();
-        return result;
+        return stop(false);
       }
+      stop_after_epoch = stop_now;
     }
     const std::string train_text = stats_text(epoch_loss / std::max<double>(1, epoch_n), epoch_correct, epoch_n);
     bar.finish(train_text);
@@ -350,8 +360,9 @@ TrainResult train(const Recipe& recipe_in, const TrainOptions& opts) {
                    optimizer->initial_lr(0) * schedule->factor(static_cast<double>(epoch + 1)));
     if (task->improves(ev, state)) save("best.safetensors");
     int64_t every = std::max<int64_t>(1, recipe.integer("checkpoint.every_epochs"));
-    if ((epoch + 1) % every == 0 || epoch + 1 == epochs) save("last.safetensors");
+    if ((epoch + 1) % every == 0 || epoch + 1 == epochs || stop_after_epoch) save("last.safetensors");
     metrics.write_curves();
+    if (stop_after_epoch && epoch + 1 < epochs) return stop(true);
   }
   result.steps = state.step;
   result.final_test = result.last_eval;

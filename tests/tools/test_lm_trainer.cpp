@@ -111,20 +111,23 @@ TEST(LmTrainer, LearnsEvaluatesAndGenerates) {
   expect_error([&] { generate_text(r.run_dir, g.temperature(-1)); }, "--temperature");
 }
 
-// Stopped in the middle of an epoch and at its end, then resumed: the same losses bit for bit
-// (the LSTM state after the last segment, the dropout draws and the plateau schedule's state all
-// come from the checkpoint).
+// Stopped in the middle of an epoch and at its end, then resumed: the same losses and learning
+// rates bit for bit (the LSTM state after the last segment, the dropout draws and the plateau
+// schedule's state all come from the checkpoint).
 TEST(LmTrainer, ResumesExactly) {
   TempDir dir;
   write_toy_grammar(dir.path() + "/toy", ToyGrammarOptions().train_tokens(8000).valid_tokens(2000).test_tokens(2000));
   auto recipe = [&](std::vector<std::string> extra) {
-    extra.insert(extra.end(), {"model.dropout=0.3", "train.epochs=3", "schedule.gamma=0.5"});
+    // At lr 40 the second epoch's validation loss is worse than the first's: the lr halves there.
+    extra.insert(extra.end(), {"model.dropout=0.3", "train.epochs=3", "schedule.gamma=0.5", "optimizer.lr=40"});
     return lm_recipe(dir, extra);
   };
   TrainResult full = train(recipe({"log.run_name=full"}), {});
   const auto want = records_of(full.run_dir, "train");
   ASSERT_EQ(want.size(), 3u * 12u);  // 8000 tokens / 20 streams = 400 per stream: 12 segments
-  for (int64_t stop_at : {17, 12}) {
+  ASSERT_EQ(want.front()["lr"], 40.0);
+  ASSERT_EQ(want.back()["lr"], 20.0);
+  for (int64_t stop_at : {17, 24}) {  // in the middle of epoch 2, and at its end (where the lr halves)
     const std::string name = "part" + std::to_string(stop_at);
     TrainResult part = train(recipe({"log.run_name=" + name, "train.max_steps=" + std::to_string(stop_at)}), {});
     ASSERT_TRUE(part.stopped);
@@ -136,8 +139,11 @@ TEST(LmTrainer, ResumesExactly) {
     for (size_t i = 0; i < want.size(); ++i)
       EXPECT_EQ(got[i]["loss"].get<double>(), want[i]["loss"].get<double>()) << name << ": record " << i;
     EXPECT_EQ(rest.final_test.loss, full.final_test.loss) << name;
-    const auto lr_full = records_of(full.run_dir, "train").back()["lr"].get<double>();
-    EXPECT_EQ(got.back()["lr"].get<double>(), lr_full) << name;
+    for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(got[i]["lr"], want[i]["lr"]) << name << ": record " << i;
+    // Every epoch evaluated once, a stop at an epoch's end included.
+    const auto valid_full = records_of(full.run_dir, "valid"), valid_got = records_of(part.run_dir, "valid");
+    ASSERT_EQ(valid_got.size(), 3u) << name;
+    for (size_t i = 0; i < 3; ++i) EXPECT_EQ(valid_got[i]["loss"], valid_full[i]["loss"]) << name << ": epoch " << i;
   }
 }
 
