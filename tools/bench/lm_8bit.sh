@@ -18,6 +18,7 @@ for cfg in "adam32_stable model.embedding=stable optimizer.state_bits=32" \
   name=$1
   shift
   "$octet" train recipes/lstm_lm_tiny.yaml "${common[@]}" "log.run_name=$name" "$@" > "$runs/$name.out" 2>&1
-  "$octet" eval "$runs/$name" --threads 2 2>/dev/null | sed "s|^$runs/||"
+  grep -E "optimizer adam|epoch [0-9]+/[0-9]+:" "$runs/$name.out" | sed "s/^.*\] /$name: /"
+  "$octet" eval "$runs/$name" --threads 2 2>/dev/null | grep -v "\[info\]" | sed "s|^$runs/||"
 done
 echo "runs in $runs"
