@@ -1,6 +1,8 @@
 #include "tools/lm_task.h"
 
 #include <filesystem>
+#include <map>
+#include <optional>
 
 #include "core/octet.h"
 #include "data/toy_grammar.h"
