@@ -48,6 +48,29 @@ double LinearWarmupSchedule::factor(double epoch) const {
   return ramp * (after_ ? after_->factor(0.0) : 1.0);
 }
 
+PlateauSchedule::PlateauSchedule(double gamma, int64_t patience) : gamma_(gamma), patience_(patience) {
+  OCTET_CHECK(gamma > 0.0 && gamma <= 1.0, "plateau_schedule: expected 0 < gamma <= 1, got ", gamma);
+  OCTET_CHECK(patience >= 0, "plateau_schedule: expected patience >= 0, got ", patience);
+}
+
+bool PlateauSchedule::observe(double loss) {
+  if (loss < state_.best) {  // false for nan
+    state_.best = loss;
+    state_.bad = 0;
+    return false;
+  }
+  if (++state_.bad <= patience_) return false;
+  state_.factor *= gamma_;
+  state_.bad = 0;
+  return true;
+}
+
+void PlateauSchedule::set_state(const State& s) {
+  OCTET_CHECK(std::isfinite(s.factor) && s.factor > 0.0 && s.bad >= 0, "plateau_schedule: invalid state (factor ",
+              s.factor, ", bad evaluations ", s.bad, ")");
+  state_ = s;
+}
+
 std::shared_ptr<LrSchedule> constant_schedule(double value) { return std::make_shared<ConstantSchedule>(value); }
 std::shared_ptr<LrSchedule> step_schedule(double step_size, double gamma) {
   return std::make_shared<StepSchedule>(step_size, gamma);

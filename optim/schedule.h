@@ -1,12 +1,14 @@
 // Learning-rate schedules as functions of training progress in (fractional) epochs, applied every
 // step: lr = initial_lr * factor(epoch) for every parameter group. Being pure functions of the
-// epoch, they need no state in a checkpoint: resuming at step s recomputes the same lr.
+// epoch, they need no state in a checkpoint: resuming at step s recomputes the same lr. The one
+// exception, PlateauSchedule, follows the evaluation loss; its state() goes into checkpoints.
 //   auto sched = linear_warmup_schedule(5, 0.01, cosine_schedule(95, 0.0));
 //   for (int64_t s = 0; ...; ++s) { apply_schedule(opt, *sched, double(s) / steps_per_epoch); opt.step(); }
 // Compute the epoch as steps / steps_per_epoch (not by summing 1/steps_per_epoch), so that the
 // epoch is exact at epoch boundaries and step-wise schedules switch exactly there.
 #pragma once
 
+#include <cmath>
 #include <memory>
 #include <vector>
 
@@ -73,6 +75,30 @@ class LinearWarmupSchedule : public LrSchedule {
  private:
   double warmup_epochs_, start_factor_;
   std::shared_ptr<const LrSchedule> after_;
+};
+
+// Decays by gamma whenever the evaluation loss has not improved on the best so far for more than
+// `patience` evaluations in a row (torch ReduceLROnPlateau in mode "min" without threshold or
+// cooldown). PyTorch's word_language_model example: gamma 0.25, patience 0 (lr / 4 after every
+// epoch whose validation loss is not a new best).
+class PlateauSchedule : public LrSchedule {
+ public:
+  struct State {
+    double factor = 1.0;
+    double best = HUGE_VAL;  // best loss seen
+    int64_t bad = 0;         // evaluations since the best
+  };
+  PlateauSchedule(double gamma, int64_t patience = 0);
+  double factor(double epoch) const override { return state_.factor; }
+  // After each evaluation: returns whether the factor dropped. A non-finite loss never improves.
+  bool observe(double loss);
+  const State& state() const { return state_; }
+  void set_state(const State& s);
+
+ private:
+  double gamma_;
+  int64_t patience_;
+  State state_;
 };
 
 std::shared_ptr<LrSchedule> constant_schedule(double value = 1.0);

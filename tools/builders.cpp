@@ -49,7 +49,7 @@ std::vector<float> floats(const std::vector<double>& v) { return std::vector<flo
 
 }  // namespace
 
-std::shared_ptr<Module> build_model_from(const Recipe& r) {
+std::shared_ptr<Module> build_model_from(const Recipe& r, int64_t vocab_size) {
   return build_model(ModelOptions()
                          .name(r.text("model.name"))
                          .num_classes(r.integer("model.num_classes"))
@@ -57,7 +57,13 @@ std::shared_ptr<Module> build_model_from(const Recipe& r) {
                          .image_size(r.integer("model.image_size"))
                          .width_mult(r.real("model.width_mult"))
                          .dropout(r.real("model.dropout"))
-                         .shortcut(r.text("model.shortcut")));
+                         .shortcut(r.text("model.shortcut"))
+                         .vocab_size(vocab_size)
+                         .embed_dim(r.integer("model.embed_dim"))
+                         .hidden_size(r.integer("model.hidden_size"))
+                         .num_layers(r.integer("model.num_layers"))
+                         .tie_weights(r.boolean("model.tie_weights"))
+                         .embedding(r.text("model.embedding")));
 }
 
 Datasets build_datasets(const Recipe& r, bool need_train, const std::string& root_override) {
@@ -170,7 +176,8 @@ std::unique_ptr<Optimizer> build_optimizer(const Recipe& r, const NamedTensors& 
              "' (known: sgd, adam, adamw, rmsprop, lion, lamb, lars)");
 }
 
-std::shared_ptr<LrSchedule> build_schedule(const Recipe& r) {
+std::shared_ptr<LrSchedule> build_schedule(const Recipe& r, std::shared_ptr<PlateauSchedule>* plateau) {
+  if (plateau) plateau->reset();
   const std::string name = r.text("schedule.name");
   const double epochs = static_cast<double>(r.integer("train.epochs"));
   const double warmup = r.real("schedule.warmup_epochs");
@@ -185,8 +192,15 @@ std::shared_ptr<LrSchedule> build_schedule(const Recipe& r) {
     main = multistep_schedule(r.real_list("schedule.milestones"), r.real("schedule.gamma"));
   else if (name == "cosine")
     main = cosine_schedule(epochs - warmup, r.real("schedule.eta_min") / r.real("optimizer.lr"));
-  else
-    OCTET_FAIL("recipe schedule.name: unknown schedule '", name, "' (known: constant, step, multistep, cosine)");
+  else if (name == "plateau") {
+    const double gamma = r.real("schedule.gamma");
+    OCTET_CHECK(gamma > 0 && gamma <= 1, "recipe schedule.gamma: plateau expects 0 < gamma <= 1, got ", gamma);
+    auto p = std::make_shared<PlateauSchedule>(gamma, r.integer("schedule.patience"));
+    if (plateau) *plateau = p;
+    main = p;
+  } else
+    OCTET_FAIL("recipe schedule.name: unknown schedule '", name,
+               "' (known: constant, step, multistep, cosine, plateau)");
   if (warmup > 0) return linear_warmup_schedule(warmup, r.real("schedule.warmup_start"), main);
   return main;
 }

@@ -14,7 +14,8 @@
 
 namespace octet::tools {
 
-std::shared_ptr<Module> build_model_from(const Recipe& r);
+// `vocab_size`: a language model's vocabulary (from its corpus or checkpoint: tools/task.h).
+std::shared_ptr<Module> build_model_from(const Recipe& r, int64_t vocab_size = 0);
 
 struct Datasets {
   std::shared_ptr<Dataset> train, test;
@@ -24,7 +25,9 @@ struct Datasets {
 Datasets build_datasets(const Recipe& r, bool need_train, const std::string& root_override = "");
 
 std::unique_ptr<Optimizer> build_optimizer(const Recipe& r, const NamedTensors& params);
-std::shared_ptr<LrSchedule> build_schedule(const Recipe& r);
+// With schedule.name plateau, `plateau` (if given) receives the PlateauSchedule inside the result,
+// for the trainer to feed evaluation losses to; otherwise it is set to null.
+std::shared_ptr<LrSchedule> build_schedule(const Recipe& r, std::shared_ptr<PlateauSchedule>* plateau = nullptr);
 
 // The quant.* keys as an INT8 layer configuration.
 quant::Int8Config int8_config_from(const Recipe& r);

@@ -2,12 +2,13 @@
 
 #include <charconv>
 #include <cstdio>
+#include <optional>
 
 namespace octet::tools {
 
 namespace {
 
-const std::string kModel = "model.", kOptimizer = "optimizer.", kInt8 = "int8.";
+const std::string kModel = "model.", kOptimizer = "optimizer.", kInt8 = "int8.", kTask = "task.";
 
 std::string real_text(double v) {
   char buf[64];
@@ -15,9 +16,12 @@ std::string real_text(double v) {
   return buf;
 }
 
+// `fallback` stands in for a key that checkpoints from before its time lack.
 template <typename T>
-T parse_number(const Metadata& md, const std::string& key, const std::string& path) {
+T parse_number(const Metadata& md, const std::string& key, const std::string& path,
+               std::optional<T> fallback = std::nullopt) {
   auto it = md.find(key);
+  if (it == md.end() && fallback) return *fallback;
   OCTET_CHECK(it != md.end(), path, ": checkpoint metadata lacks '", key, "'");
   const std::string& s = it->second;
   T v{};
@@ -37,20 +41,27 @@ T parse_number(const Metadata& md, const std::string& key, const std::string& pa
 }  // namespace
 
 void save_checkpoint(const std::string& path, const NamedTensors& model, const NamedTensors& optimizer,
-                     const TrainState& s, const std::string& recipe_yaml, const NamedTensors& int8) {
+                     const TrainState& s, const std::string& recipe_yaml, const NamedTensors& int8,
+                     const NamedTensors& task, const Metadata& task_metadata) {
   NamedTensors all;
-  all.reserve(model.size() + optimizer.size() + int8.size());
+  all.reserve(model.size() + optimizer.size() + int8.size() + task.size());
   for (const auto& [k, t] : model) all.emplace_back(kModel + k, t);
   for (const auto& [k, t] : optimizer) all.emplace_back(kOptimizer + k, t);
   for (const auto& [k, t] : int8) all.emplace_back(kInt8 + k, t);
+  for (const auto& [k, t] : task) all.emplace_back(kTask + k, t);
   Metadata md = {{"format", kCheckpointFormat},
                  {"epoch", std::to_string(s.epoch)},
                  {"batch", std::to_string(s.batch)},
                  {"step", std::to_string(s.step)},
                  {"best_top1", real_text(s.best_top1)},
+                 {"best_loss", real_text(s.best_loss)},
+                 {"plateau_factor", real_text(s.plateau.factor)},
+                 {"plateau_best", real_text(s.plateau.best)},
+                 {"plateau_bad", std::to_string(s.plateau.bad)},
                  {"rng_seed", std::to_string(s.rng_seed)},
                  {"rng_offset", std::to_string(s.rng_offset)},
                  {"recipe", recipe_yaml}};
+  for (const auto& [k, v] : task_metadata) md.emplace(kTask + k, v);
   save_safetensors(path, all, md);
 }
 
@@ -67,6 +78,10 @@ Checkpoint load_checkpoint(const std::string& path) {
   c.state.batch = parse_number<int64_t>(f.metadata, "batch", path);
   c.state.step = parse_number<int64_t>(f.metadata, "step", path);
   c.state.best_top1 = parse_number<double>(f.metadata, "best_top1", path);
+  c.state.best_loss = parse_number<double>(f.metadata, "best_loss", path, HUGE_VAL);
+  c.state.plateau.factor = parse_number<double>(f.metadata, "plateau_factor", path, 1.0);
+  c.state.plateau.best = parse_number<double>(f.metadata, "plateau_best", path, HUGE_VAL);
+  c.state.plateau.bad = parse_number<int64_t>(f.metadata, "plateau_bad", path, int64_t{0});
   c.state.rng_seed = parse_number<uint64_t>(f.metadata, "rng_seed", path);
   c.state.rng_offset = parse_number<uint64_t>(f.metadata, "rng_offset", path);
   OCTET_CHECK(c.state.epoch >= 0 && c.state.batch >= 0 && c.state.step >= 0, path,
@@ -74,6 +89,8 @@ Checkpoint load_checkpoint(const std::string& path) {
   auto recipe = f.metadata.find("recipe");
   OCTET_CHECK(recipe != f.metadata.end(), path, ": checkpoint metadata lacks 'recipe'");
   c.recipe_yaml = recipe->second;
+  for (const auto& [k, v] : f.metadata)
+    if (k.rfind(kTask, 0) == 0) c.task_metadata.emplace(k.substr(kTask.size()), v);
   for (auto& [k, t] : f.tensors) {
     if (k.rfind(kModel, 0) == 0)
       c.model.emplace_back(k.substr(kModel.size()), t);
@@ -81,8 +98,10 @@ Checkpoint load_checkpoint(const std::string& path) {
       c.optimizer.emplace_back(k.substr(kOptimizer.size()), t);
     else if (k.rfind(kInt8, 0) == 0)
       c.int8.emplace_back(k.substr(kInt8.size()), t);
+    else if (k.rfind(kTask, 0) == 0)
+      c.task.emplace_back(k.substr(kTask.size()), t);
     else
-      OCTET_FAIL(path, ": unexpected tensor '", k, "' (expected model.*, optimizer.* or int8.*)");
+      OCTET_FAIL(path, ": unexpected tensor '", k, "' (expected model.*, optimizer.*, int8.* or task.*)");
   }
   return c;
 }

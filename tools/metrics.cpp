@@ -154,12 +154,20 @@ std::string curves_html(const std::vector<MetricRecord>& records, const std::str
      << "</title><style>body{font-family:sans-serif;margin:20px}figure{display:inline-block;margin:8px}"
         "figcaption{font-weight:bold}</style></head><body><h2>"
      << title << "</h2>";
-  os << chart("loss", {series_of(records, "train", "loss", "train", "#1f77b4"),
-                       series_of(records, "test", "loss", "test", "#d62728")});
-  os << chart("top-1 accuracy (%)", {series_of(records, "train", "top1", "train", "#1f77b4"),
-                                     series_of(records, "test", "top1", "test", "#d62728")});
+  // Per split: train (per log interval), valid and test (per epoch; a language model's test once, at the end).
+  auto splits = [&](const std::string& key) {
+    return std::vector<Series>{series_of(records, "train", key, "train", "#1f77b4"),
+                               series_of(records, "valid", key, "valid", "#ff7f0e"),
+                               series_of(records, "test", key, "test", "#d62728")};
+  };
+  os << chart("loss", splits("loss"));
+  // Language models: perplexity, and top-1 is next-token accuracy.
+  const bool lm = std::any_of(records.begin(), records.end(), [](const auto& r) { return r.values.count("ppl"); });
+  if (lm) os << chart("perplexity", splits("ppl"));
+  os << chart(lm ? "next-token top-1 accuracy (%)" : "top-1 accuracy (%)", splits("top1"));
   os << chart("learning rate", {series_of(records, "train", "lr", "lr", "#2ca02c")});
-  os << chart("samples/s", {series_of(records, "train", "samples_per_s", "train", "#9467bd")});
+  os << chart(lm ? "tokens/s" : "samples/s",
+              {series_of(records, "train", lm ? "tokens_per_s" : "samples_per_s", "train", "#9467bd")});
   int8_charts(os, records);
   os << "</body></html>\n";
   return os.str();

@@ -13,9 +13,10 @@
 namespace octet::tools {
 
 struct MetricRecord {
-  std::string split;                     // "train" (per log interval), "test" (per epoch) or "int8"
-                                         // (per log interval, INT8 layers' stats: tools/int8_run.h)
-  std::map<std::string, double> values;  // step, epoch, loss, top1, lr, samples_per_s, ...
+  std::string split;                     // "train" (per log interval), "test" or "valid" (per epoch),
+                                         // or "int8" (per log interval, INT8 layers' stats: tools/int8_run.h)
+  std::map<std::string, double> values;  // step, epoch, loss, top1, lr, samples_per_s or tokens_per_s,
+                                         // ppl (language models), ...
 };
 
 class MetricsLog {

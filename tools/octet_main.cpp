@@ -1,6 +1,7 @@
 // The `octet` command line:
 //   octet train RECIPE [section.key=value ...] [--resume RUN_OR_CHECKPOINT]
 //   octet eval CHECKPOINT_OR_RUN [--data ROOT] [--device cpu|cuda|cuda:N]
+//   octet generate CHECKPOINT_OR_RUN [--prompt TEXT] [--tokens N] [--temperature T] [--seed S]
 //   octet inspect CHECKPOINT
 //   octet selftest            (a tiny model checked against finite differences)
 //   octet schema              (the recipe keys, as recipes/README.md documents them)
@@ -14,6 +15,7 @@
 
 #include "core/octet.h"
 #include "tools/checkpoint.h"
+#include "tools/generate.h"
 #include "tools/recipe.h"
 #include "tools/selftest.h"
 #include "tools/trainer.h"
@@ -45,14 +47,18 @@ int inspect(const std::string& path) {
     if (v.find('\n') == std::string::npos) {
       std::printf("  %s: %s\n", k.c_str(), v.c_str());
     } else {
+      // A language model's vocabulary (task.vocab) runs to thousands of lines: the first ones only.
+      constexpr int kMaxLines = 100;
       std::printf("  %s: |\n", k.c_str());
       size_t start = 0;
+      int lines = 0;
       while (start < v.size()) {
         size_t end = v.find('\n', start);
         if (end == std::string::npos) end = v.size();
-        std::printf("    %s\n", v.substr(start, end - start).c_str());
+        if (lines++ < kMaxLines) std::printf("    %s\n", v.substr(start, end - start).c_str());
         start = end + 1;
       }
+      if (lines > kMaxLines) std::printf("    ... (%d more lines)\n", lines - kMaxLines);
     }
   }
   return 0;
@@ -71,7 +77,8 @@ int main(int argc, char** argv) {
   train->add_option("overrides", overrides, "section.key=value overrides");
   train->add_option("--resume", resume, "continue a run: its folder or a checkpoint file");
 
-  auto* eval = app.add_subcommand("eval", "evaluate a checkpoint on its recipe's test split");
+  auto* eval = app.add_subcommand(
+      "eval", "evaluate a checkpoint on its recipe's test split (a language model: valid and test perplexity)");
   std::string ckpt, data_root, eval_device;
   int threads = 2;
   eval->add_option("checkpoint", ckpt, "checkpoint file (.safetensors) or run folder (its best checkpoint)")
@@ -80,6 +87,23 @@ int main(int argc, char** argv) {
   eval->add_option("--threads", threads, "CPU threads")->check(CLI::Range(1, 1024));
   eval->add_option("--device", eval_device,
                    "cpu, cuda or cuda:N (default: the recipe's train.device if this machine has it, else cpu)");
+
+  auto* gen = app.add_subcommand("generate", "sample text from a language model's checkpoint");
+  std::string gen_ckpt, gen_device;
+  octet::tools::GenerateOptions gen_opts;
+  gen->add_option("checkpoint", gen_ckpt, "checkpoint file (.safetensors) or run folder (its best checkpoint)")
+      ->required();
+  gen->add_option("--prompt", gen_opts.prompt_, "text to continue (words the vocabulary lacks become <unk>)");
+  gen->add_option("--tokens", gen_opts.tokens_, "tokens (words or characters) to sample")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1000000));
+  gen->add_option("--temperature", gen_opts.temperature_, "softmax temperature; 0: always the most likely token")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e6));
+  gen->add_option("--seed", gen_opts.seed_, "seed of the sampling")->capture_default_str();
+  gen->add_option("--threads", gen_opts.threads_, "CPU threads")->check(CLI::Range(1, 1024));
+  gen->add_option("--device", gen_device,
+                  "cpu, cuda or cuda:N (default: the recipe's train.device if present, else cpu)");
 
   auto* insp = app.add_subcommand("inspect", "list a checkpoint's tensors and metadata");
   std::string insp_path;
@@ -117,9 +141,19 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (*eval) {
-      auto r = octet::tools::evaluate_checkpoint(ckpt, data_root, threads, eval_device);
-      std::printf("%s: %lld examples, loss %.4f, top-1 %.2f%%, top-5 %.2f%%\n", ckpt.c_str(),
-                  static_cast<long long>(r.examples), r.loss, r.top1, r.top5);
+      for (const auto& r : octet::tools::evaluate_checkpoint_splits(ckpt, data_root, threads, eval_device)) {
+        if (r.tokens)
+          std::printf("%s: %s: %lld tokens, loss %.4f, perplexity %.2f\n", ckpt.c_str(), r.split.c_str(),
+                      static_cast<long long>(r.examples), r.loss, r.perplexity());
+        else
+          std::printf("%s: %lld examples, loss %.4f, top-1 %.2f%%, top-5 %.2f%%\n", ckpt.c_str(),
+                      static_cast<long long>(r.examples), r.loss, r.top1, r.top5);
+      }
+      return 0;
+    }
+    if (*gen) {
+      gen_opts.device_ = gen_device;
+      std::printf("%s\n", octet::tools::generate_text(gen_ckpt, gen_opts).text.c_str());
       return 0;
     }
     if (*insp) return inspect(insp_path);

@@ -18,17 +18,30 @@ using K = KeyType;
 const std::vector<SchemaEntry> kSchema = {
     // model: what models/registry.h builds
     {"model.name", K::text, "small_cnn",
-     "small_cnn, mobilenetv2, mobilenetv2_cifar, resnet18, resnet34, resnet50, resnet20, resnet56"},
+     "small_cnn, mobilenetv2, mobilenetv2_cifar, resnet18, resnet34, resnet50, resnet20, resnet56, lstm_lm"},
     {"model.num_classes", K::integer, "10", "classifier outputs"},
     {"model.in_channels", K::integer, "3", "input image channels"},
     {"model.image_size", K::integer, "32", "input height and width (small_cnn)"},
     {"model.width_mult", K::real, "1.0", "MobileNetV2 width multiplier"},
-    {"model.dropout", K::real, "0.2", "dropout before the classifier (MobileNetV2)"},
+    {"model.dropout", K::real, "0.2",
+     "dropout before the classifier (MobileNetV2, small_cnn); lstm_lm: after the embedding, between LSTM layers and "
+     "before the decoder"},
     {"model.shortcut", K::text, "A", "CIFAR ResNet shortcut: A (zero-padding identity) or B (1x1 projection)"},
+    {"model.embed_dim", K::integer, "0", "lstm_lm: embedding size (0: hidden_size)"},
+    {"model.hidden_size", K::integer, "650", "lstm_lm: LSTM hidden units per layer"},
+    {"model.num_layers", K::integer, "1", "lstm_lm: LSTM layers"},
+    {"model.tie_weights", K::boolean, "false",
+     "lstm_lm: the decoder uses the embedding's weight (embed_dim must equal hidden_size)"},
+    {"model.embedding", K::text, "plain",
+     "lstm_lm: plain, or stable (StableEmbedding: Xavier init, LayerNorm, 32-bit optimizer state)"},
     // data
-    {"data.dataset", K::text, "fashion_mnist", "fashion_mnist, mnist, cifar10 or image_folder (ImageNet layout)"},
+    {"data.dataset", K::text, "fashion_mnist",
+     "fashion_mnist, mnist, cifar10, image_folder (ImageNet layout); language models: text (words of a "
+     "WikiText/PTB-style folder), text_chars (its characters) or toy_grammar (a generated corpus, no files)"},
     {"data.root", K::text, "\"\"",
-     "data folder; empty: /usr/share/datasets/fashion-mnist, data/mnist, data/cifar10 or data/imagenet"},
+     "data folder; empty: /usr/share/datasets/fashion-mnist, data/mnist, data/cifar10, data/imagenet or "
+     "data/wikitext-2"},
+    {"data.bptt", K::integer, "35", "text: tokens per truncated-BPTT segment"},
     {"data.augment", K::boolean, "true",
      "training augmentation: CIFAR crop(32, pad 4)+flip; image_folder random-resized-crop+flip"},
     {"data.image_size", K::integer, "224", "image_folder: training crop and evaluation center crop"},
@@ -36,8 +49,9 @@ const std::vector<SchemaEntry> kSchema = {
     {"data.mean", K::real_list, "[]", "per-channel normalization mean; empty: the dataset's usual values"},
     {"data.std", K::real_list, "[]", "per-channel normalization std; empty: the dataset's usual values"},
     {"data.workers", K::integer, "2", "decoding/augmentation threads (0: on the training thread)"},
-    {"data.limit_train", K::integer, "0", "use only the first N training examples (0: all)"},
-    {"data.limit_test", K::integer, "0", "use only the first N test examples (0: all)"},
+    {"data.limit_train", K::integer, "0", "use only the first N training examples (text: tokens) (0: all)"},
+    {"data.limit_test", K::integer, "0",
+     "use only the first N test examples (text: tokens of valid and test) (0: all)"},
     // optimizer
     {"optimizer.name", K::text, "sgd", "sgd, adam, adamw, rmsprop, lion, lamb or lars"},
     {"optimizer.lr", K::real, "0.1", "learning rate (peak, before the schedule)"},
@@ -57,11 +71,14 @@ const std::vector<SchemaEntry> kSchema = {
     {"optimizer.keep_32bit", K::text_list, "[]",
      "parameter name patterns (* matches anything) whose state stays 32-bit, e.g. [\"*embedding*\"]"},
     // schedule
-    {"schedule.name", K::text, "constant", "constant, step, multistep or cosine (applied every step)"},
+    {"schedule.name", K::text, "constant",
+     "constant, step, multistep, cosine (applied every step) or plateau (times gamma after each evaluation whose "
+     "loss is no new best)"},
     {"schedule.warmup_epochs", K::real, "0.0", "linear warm-up length in epochs"},
     {"schedule.warmup_start", K::real, "0.1", "warm-up starts at this fraction of lr"},
     {"schedule.step_size", K::real, "30.0", "step: epochs between decays"},
-    {"schedule.gamma", K::real, "0.1", "step, multistep: decay factor"},
+    {"schedule.gamma", K::real, "0.1", "step, multistep, plateau: decay factor"},
+    {"schedule.patience", K::integer, "0", "plateau: evaluations without a new best loss tolerated before a decay"},
     {"schedule.milestones", K::real_list, "[]", "multistep: epochs at which lr decays"},
     {"schedule.eta_min", K::real, "0.0", "cosine: final learning rate"},
     // quant: INT8 training of convolutions (Unified INT8; quant/int8.h, quant/int8_model.h)
@@ -83,13 +100,14 @@ const std::vector<SchemaEntry> kSchema = {
     // train
     {"train.epochs", K::integer, "10", "epochs to train"},
     {"train.batch_size", K::integer, "128", "training batch size"},
-    {"train.eval_batch_size", K::integer, "256", "evaluation batch size"},
+    {"train.eval_batch_size", K::integer, "256",
+     "evaluation batch size (text: streams of the valid/test text; PyTorch's word_language_model uses 10)"},
     {"train.seed", K::integer, "0", "seed of every random choice (init, shuffling, augmentation, dropout)"},
     {"train.device", K::text, "cpu", "cpu, cuda or cuda:N (the N-th GPU); cuda needs a build with the CUDA backend"},
     {"train.allow_tf32", K::boolean, "false",
      "cuda: let FP32 GEMMs and convolutions use TF32 tensor cores (10-bit mantissa inputs)"},
     {"train.threads", K::integer, "2", "CPU threads for kernels"},
-    {"train.label_smoothing", K::real, "0.0", "cross-entropy label smoothing"},
+    {"train.label_smoothing", K::real, "0.0", "cross-entropy label smoothing (classification)"},
     {"train.clip_grad_norm", K::real, "0.0", "clip gradients to this global L2 norm (0: off)"},
     {"train.max_steps", K::integer, "0", "stop after this many steps in total (0: no limit)"},
     // checkpoint
@@ -113,6 +131,11 @@ const std::map<std::string, ValueRange> kRanges = {
     {"quant.dclr_alpha", {0.0, HUGE_VAL, false, ">= 0"}},
     {"quant.dclr_beta", {0.0, 1.0, true, "in (0, 1]"}},
     {"quant.cos_distance_warn", {0.0, HUGE_VAL, false, ">= 0"}},
+    {"data.bptt", {1.0, HUGE_VAL, false, ">= 1"}},
+    {"schedule.patience", {0.0, HUGE_VAL, false, ">= 0"}},
+    {"model.embed_dim", {0.0, HUGE_VAL, false, ">= 0"}},
+    {"model.hidden_size", {1.0, HUGE_VAL, false, ">= 1"}},
+    {"model.num_layers", {1.0, HUGE_VAL, false, ">= 1"}},
 };
 
 const SchemaEntry* find_entry(const std::string& key) {

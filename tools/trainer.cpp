@@ -9,13 +9,12 @@
 
 #include "core/cuda.h"
 #include "core/octet.h"
-#include "data/loader.h"
-#include "data/prefetch.h"
 #include "optim/clip.h"
 #include "tools/batch_stats.h"
 #include "tools/builders.h"
 #include "tools/checkpoint.h"
 #include "tools/int8_run.h"
+#include "tools/lm_task.h"
 #include "tools/metrics.h"
 #include "tools/progress.h"
 #include "tools/tensorboard.h"
@@ -73,12 +72,6 @@ std::string describe(Device d) {
          cuda::cudnn_version() + ", TF32 " + (cuda::allow_tf32() ? "allowed" : "off") + ")";
 }
 
-Device module_device(const Module& m) {
-  std::vector<Tensor> tensors = m.parameters();
-  if (tensors.empty()) tensors = m.buffers();
-  return tensors.empty() ? Device::cpu() : tensors[0].device();
-}
-
 // Memory of the caching device allocator, for logs and metrics.jsonl (MiB).
 void add_memory_stats(Device d, std::map<std::string, double>& values) {
   if (!d.is_cuda()) return;
@@ -126,37 +119,22 @@ std::string run_dir_of(const std::string& resume) {
   return fs::is_directory(resume) ? resume : fs::path(resume).parent_path().string();
 }
 
-}  // namespace
-
-EvalResult evaluate(Module& model, const std::shared_ptr<Dataset>& data, int64_t batch_size, int64_t workers) {
-  NoGradGuard ng;
-  bool was_training = model.is_training();
-  model.eval();
-  DataLoader loader(data, DataLoaderOptions().batch_size(batch_size).shuffle(false).workers(workers));
-  DevicePrefetcher batches(loader, module_device(model));
-  batches.start_epoch(0);
-  EvalResult r;
-  double loss_sum = 0;
-  int64_t top1 = 0, top5 = 0;
-  BatchStatsQueue stats;
-  auto take = [&] {
-    for (const BatchStats& s : stats.drain()) loss_sum += s.loss, top1 += s.top1, top5 += s.top5, r.examples += s.n;
-  };
-  while (auto batch = batches.next()) {
-    Tensor logits = model(batch->inputs);
-    stats.push(cross_entropy(logits, batch->labels, CrossEntropyOptions().reduction(Reduction::sum)), logits,
-               batch->labels);
-    if (stats.pending() >= 256) take();  // bounds what a GPU keeps queued; the sums do not depend on it
-  }
-  take();
-  model.train(was_training);
-  if (r.examples > 0) {
-    r.loss = loss_sum / static_cast<double>(r.examples);
-    r.top1 = 100.0 * static_cast<double>(top1) / static_cast<double>(r.examples);
-    r.top5 = 100.0 * static_cast<double>(top5) / static_cast<double>(r.examples);
-  }
-  return r;
+// An evaluation's record in metrics.jsonl (split "test" or "valid") and TensorBoard.
+void record_eval(MetricsLog& metrics, TensorBoardWriter* tb, const EvalResult& ev, int64_t step, double epoch,
+                 Device device) {
+  MetricRecord rec{
+      ev.split,
+      {{"step", static_cast<double>(step)}, {"epoch", epoch}, {"loss", ev.loss}, {"top1", ev.top1}, {"top5", ev.top5}}};
+  if (ev.tokens) rec.values["ppl"] = ev.perplexity();
+  add_memory_stats(device, rec.values);
+  metrics.record(rec);
+  if (!tb) return;
+  for (const char* k : {"loss", "top1", "top5", "ppl"})
+    if (rec.values.count(k)) tb->add_scalar(ev.split + "/" + k, static_cast<float>(rec.values[k]), step);
+  tb->flush();
 }
+
+}  // namespace
 
 TrainResult train(const Recipe& recipe_in, const TrainOptions& opts) {
   // ---- where we start: a new run, or a checkpoint's recipe and position
@@ -176,22 +154,29 @@ TrainResult train(const Recipe& recipe_in, const TrainOptions& opts) {
   set_num_threads(static_cast<int>(recipe.integer("train.threads")));
   const uint64_t seed = static_cast<uint64_t>(recipe.integer("train.seed"));
   manual_seed(seed);
+  const int64_t epochs = recipe.integer("train.epochs");
+  OCTET_CHECK(epochs >= 1, "recipe train.epochs: expected >= 1, got ", epochs);
 
-  // The model is initialized on the CPU (the same weights for every device), then moved, before the
-  // optimizer creates its state next to the parameters. Loading a checkpoint copies host tensors
-  // into device ones.
-  auto model = build_model_from(recipe);
+  // The data (and a language model's vocabulary, which sizes the model) come first. The model is
+  // initialized on the CPU (the same weights for every device), then moved, before the optimizer
+  // creates its state next to the parameters. Loading a checkpoint copies host tensors into device
+  // ones.
+  std::unique_ptr<Task> task = make_task(recipe, device, true, resuming ? &ckpt : nullptr);
+  const bool lm = task->vocab_size() > 0;
+  auto model = build_model_from(recipe, task->vocab_size());
   Int8Run int8(build_int8(recipe, *model));
-  Datasets data = build_datasets(recipe, true);
   use_device(device, recipe.boolean("train.allow_tf32"));
   model->to(device);
   auto optimizer = build_optimizer(recipe, model->named_parameters());
-  auto schedule = build_schedule(recipe);
+  std::shared_ptr<PlateauSchedule> plateau;
+  auto schedule = build_schedule(recipe, &plateau);
   bool dropped_int8_stats = false;
   if (resuming) {
     model->load_state_dict(ckpt.model);
     optimizer->load_state_dict(ckpt.optimizer);
     default_generator().set_state(state.rng_seed, state.rng_offset);
+    if (plateau) plateau->set_state(state.plateau);
+    task->load_state(ckpt);
     // The INT8 layers continue their clip schedule and rounding draws where they were.
     if (!int8.empty()) {
       try {
@@ -211,9 +196,8 @@ TrainResult train(const Recipe& recipe_in, const TrainOptions& opts) {
   MetricsLog metrics(run_dir, resuming);
   std::unique_ptr<TensorBoardWriter> tb;
   if (recipe.boolean("log.tensorboard")) tb = std::make_unique<TensorBoardWriter>(run_dir + "/tensorboard");
-  spdlog::info("{} run {} ({}): model {} with {} parameters, {} training / {} test examples, on {}",
-               resuming ? "resuming" : "starting", run_dir, recipe.source(), recipe.text("model.name"),
-               model->num_parameters(), data.train->size(), data.test->size(), describe(device));
+  spdlog::info("{} run {} ({}): model {} with {} parameters, {}, on {}", resuming ? "resuming" : "starting", run_dir,
+               recipe.source(), recipe.text("model.name"), model->num_parameters(), task->describe(), describe(device));
   if (!int8.empty()) {
     std::string names;
     for (const auto& l : int8.layers()) names += (names.empty() ? "" : ", ") + l.name;
@@ -225,22 +209,12 @@ TrainResult train(const Recipe& recipe_in, const TrainOptions& opts) {
   if (dropped_int8_stats)
     spdlog::warn("the checkpoint was trained with INT8 layers; this run (quant.int8_conv: false) continues in float");
 
-  const int64_t epochs = recipe.integer("train.epochs"), batch_size = recipe.integer("train.batch_size");
   const int64_t log_every = std::max<int64_t>(1, recipe.integer("log.every_steps"));
   const int64_t max_steps = recipe.integer("train.max_steps");
-  const double clip = recipe.real("train.clip_grad_norm"), smoothing = recipe.real("train.label_smoothing");
-  OCTET_CHECK(epochs >= 1, "recipe train.epochs: expected >= 1, got ", epochs);
-  OCTET_CHECK(batch_size >= 1, "recipe train.batch_size: expected >= 1, got ", batch_size);
-  DataLoader loader(data.train, DataLoaderOptions()
-                                    .batch_size(batch_size)
-                                    .shuffle(true)
-                                    .drop_last(true)
-                                    .workers(recipe.integer("data.workers"))
-                                    .seed(seed));
-  // On a GPU the prefetcher copies batch b+1 to the device while step b computes.
-  DevicePrefetcher batches(loader, device);
-  const int64_t nb = loader.num_batches();
-  OCTET_CHECK(nb >= 1, "train: ", data.train->size(), " training examples are fewer than one batch of ", batch_size);
+  const double clip = recipe.real("train.clip_grad_norm");
+  const int64_t nb = task->batches_per_epoch();
+  OCTET_CHECK(nb >= 1, "train: the training data makes no batch");
+  const std::string rate_key = lm ? "tokens_per_s" : "samples_per_s";
   std::vector<Tensor> params = model->parameters();
   {
     // The optimizer's memory: bytes of state per parameter (8 for 32-bit Adam, about 2 for 8-bit).
@@ -252,11 +226,42 @@ TrainResult train(const Recipe& recipe_in, const TrainOptions& opts) {
   TrainResult result;
   result.run_dir = run_dir;
 
-  auto save_last = [&]() {
+  auto save = [&](const std::string& name) {
     state.rng_seed = default_generator().seed();
     state.rng_offset = default_generator().offset();
-    save_checkpoint(run_dir + "/last.safetensors", model->state_dict(), optimizer->state_dict(), state,
-                    recipe.resolved_yaml(), int8.state_dict());
+    if (plateau) state.plateau = plateau->state();
+    NamedTensors task_tensors;
+    Metadata task_metadata;
+    task->save_state(task_tensors, task_metadata);
+    save_checkpoint(run_dir + "/" + name, model->state_dict(), optimizer->state_dict(), state, recipe.resolved_yaml(),
+                    int8.state_dict(), task_tensors, task_metadata);
+  };
+  // Loss (and perplexity) or accuracy, as the progress bar and the log show them.
+  auto stats_text = [&](double loss, int64_t correct, int64_t n) {
+    char buf[96];
+    if (lm)
+      std::snprintf(buf, sizeof(buf), "loss %.4f ppl %.2f", loss, std::exp(loss));
+    else
+      std::snprintf(buf, sizeof(buf), "loss %.4f acc %.2f%%", loss,
+                    100.0 * static_cast<double>(correct) / std::max<double>(1, static_cast<double>(n)));
+    return std::string(buf);
+  };
+
+  // Stopped by a signal or train.max_steps: last.safetensors holds the position (state.epoch and
+  // state.batch) to resume from.
+  bool stop_after_epoch = false;
+  auto stop = [&](bool saved) {
+    if (!saved) save("last.safetensors");
+    metrics.write_curves();
+    spdlog::info(
+        "stopped at step {} (epoch {}, batch {} done); checkpoint {}/last.safetensors; continue with "
+        "`octet train --resume {}`",
+        state.step, state.batch == 0 ? state.epoch : state.epoch + 1, state.batch == 0 ? nb : state.batch, run_dir,
+        run_dir);
+    result.stopped = true;
+    result.steps = state.step;
+    drop_file_logs();
+    return result;
   };
 
   // Loss and accuracy per step. The CPU reads them every step; a GPU keeps them on the device until
@@ -267,21 +272,18 @@ TrainResult train(const Recipe& recipe_in, const TrainOptions& opts) {
 
   for (int64_t epoch = state.epoch; epoch < epochs; ++epoch) {
     model->train();
-    batches.start_epoch(epoch, state.batch);
+    task->start_epoch(*model, epoch, state.batch);
     ProgressBar bar("epoch " + std::to_string(epoch + 1) + "/" + std::to_string(epochs), nb,
-                    recipe.boolean("log.progress"), static_cast<double>(batch_size), "img");
+                    recipe.boolean("log.progress"), task->units_per_step(), task->unit());
     double interval_loss = 0, epoch_loss = 0;
-    int64_t interval_n = 0, interval_correct = 0, epoch_n = 0, epoch_correct = 0, interval_steps = 0;
+    int64_t interval_n = 0, interval_correct = 0, epoch_n = 0, epoch_correct = 0;
     auto interval_start = Clock::now();
     for (int64_t b = state.batch; b < nb; ++b) {
-      std::optional<Batch> batch = batches.next();
-      OCTET_CHECK(batch.has_value(), "train: the data loader ended early at batch ", b, " of ", nb);
       double epoch_pos = static_cast<double>(epoch) + static_cast<double>(b) / static_cast<double>(nb);
       apply_schedule(*optimizer, *schedule, epoch_pos);
-      Tensor logits = (*model)(batch->inputs);
-      Tensor loss = cross_entropy(logits, batch->labels, CrossEntropyOptions().label_smoothing(smoothing));
+      StepOutput out = task->step(*model, b);
       optimizer->zero_grad();
-      loss.backward();
+      out.loss.backward();
       if (clip > 0) clip_grad_norm(params, clip);
       if (!int8.empty()) {
         int8.after_backward(state.step + 1);
@@ -291,134 +293,132 @@ TrainResult train(const Recipe& recipe_in, const TrainOptions& opts) {
       ++state.step;
       state.batch = b + 1;
 
-      step_stats.push(loss, logits, batch->labels);
+      step_stats.push(out.loss, out.logits, out.labels);
       bool stop_now = (opts.stop && opts.stop->load()) || (max_steps > 0 && state.step >= max_steps);
       bool record_now = state.step % log_every == 0 || b + 1 == nb || stop_now;
       if (read_every_step || record_now) {
-        for (const BatchStats& s : step_stats.drain()) {
-          double n = static_cast<double>(s.n);
-          interval_loss += s.loss * n, epoch_loss += s.loss * n;
-          interval_n += s.n, epoch_n += s.n, interval_correct += s.top1, epoch_correct += s.top1, ++interval_steps;
+        for (const BatchStats& st : step_stats.drain()) {
+          double n = static_cast<double>(st.n);
+          interval_loss += st.loss * n, epoch_loss += st.loss * n;
+          interval_n += st.n, epoch_n += st.n, interval_correct += st.top1, epoch_correct += st.top1;
         }
       }
-      char stats[128];
-      if (epoch_n > 0)
-        std::snprintf(stats, sizeof(stats), "loss %.4f acc %.2f%% lr %.4g", epoch_loss / static_cast<double>(epoch_n),
-                      100.0 * static_cast<double>(epoch_correct) / static_cast<double>(epoch_n), optimizer->lr(0));
-      else
-        std::snprintf(stats, sizeof(stats), "lr %.4g", optimizer->lr(0));
-      bar.update(b + 1, stats);
+      char lr_text[32];
+      std::snprintf(lr_text, sizeof(lr_text), "lr %.4g", optimizer->lr(0));
+      bar.update(b + 1, epoch_n > 0 ? stats_text(epoch_loss / static_cast<double>(epoch_n), epoch_correct, epoch_n) +
+                                          " " + lr_text
+                                    : std::string(lr_text));
       if (record_now) {
         double secs = std::chrono::duration<double>(Clock::now() - interval_start).count();
+        const double n = static_cast<double>(interval_n);
         MetricRecord rec{"train",
                          {{"step", static_cast<double>(state.step)},
                           {"epoch", static_cast<double>(epoch) + static_cast<double>(b + 1) / static_cast<double>(nb)},
-                          {"loss", interval_loss / static_cast<double>(interval_n)},
-                          {"top1", 100.0 * static_cast<double>(interval_correct) / static_cast<double>(interval_n)},
+                          {"loss", interval_loss / n},
+                          {"top1", 100.0 * static_cast<double>(interval_correct) / n},
                           {"lr", optimizer->lr(0)},
-                          {"samples_per_s", secs > 0 ? static_cast<double>(interval_n) / secs : 0.0}}};
+                          {rate_key, secs > 0 ? n / secs : 0.0}}};
+        if (lm) rec.values["ppl"] = std::exp(rec.values["loss"]);
         add_memory_stats(device, rec.values);
         metrics.record(rec);
         if (!int8.empty()) metrics.record(int8.record(state.step, rec.values["epoch"]));
         if (tb) {
-          for (const char* k : {"loss", "top1", "lr", "samples_per_s"})
-            tb->add_scalar(std::string("train/") + k, static_cast<float>(rec.values[k]), state.step);
+          for (const std::string& k : {std::string("loss"), std::string("top1"), std::string("lr"), rate_key})
+            tb->add_scalar("train/" + k, static_cast<float>(rec.values[k]), state.step);
           if (!int8.empty()) int8.add_scalars(*tb, state.step);
           tb->flush();
         }
         if (!ProgressBar::terminal() || !recipe.boolean("log.progress")) {
-          spdlog::info("epoch {} step {}: loss {:.4f} top-1 {:.2f}% lr {:.4g} {:.0f} img/s", epoch + 1, state.step,
-                       rec.values["loss"], rec.values["top1"], rec.values["lr"], rec.values["samples_per_s"]);
+          spdlog::info("epoch {} step {}: {} lr {:.4g} {:.0f} {}/s", epoch + 1, state.step,
+                       stats_text(rec.values["loss"], interval_correct, interval_n), rec.values["lr"],
+                       rec.values[rate_key], task->unit());
           if (!int8.empty()) spdlog::info("{}", int8.summary());
         }
-        interval_loss = 0, interval_n = 0, interval_correct = 0, interval_steps = 0;
+        interval_loss = 0, interval_n = 0, interval_correct = 0;
         interval_start = Clock::now();
       }
-      if (stop_now) {
+      // A stop at the last batch still evaluates the epoch (its best checkpoint, the plateau
+      // schedule), as an uninterrupted run does, and stops after that.
+      if (stop_now && b + 1 < nb) {
         state.epoch = epoch;
-        if (state.batch == nb) state.epoch = epoch + 1, state.batch = 0;
-        save_last();
-        metrics.write_curves();
-        spdlog::info(
-            "stopped at step {} (epoch {}, batch {}); checkpoint {}/last.safetensors; continue with "
-            "`octet train --resume {}`",
-            state.step, epoch + 1, b + 1, run_dir, run_dir);
-        result.stopped = true;
-        result.steps = state.step;
-        drop_file_logs();
-        return result;
+        return stop(false);
       }
+      stop_after_epoch = stop_now;
     }
-    char stats[96];
-    std::snprintf(stats, sizeof(stats), "loss %.4f acc %.2f%%", epoch_loss / std::max<double>(1, epoch_n),
-                  100.0 * static_cast<double>(epoch_correct) / std::max<double>(1, epoch_n));
-    bar.finish(stats);
+    const std::string train_text = stats_text(epoch_loss / std::max<double>(1, epoch_n), epoch_correct, epoch_n);
+    bar.finish(train_text);
 
-    EvalResult ev =
-        evaluate(*model, data.test, recipe.integer("train.eval_batch_size"), recipe.integer("data.workers"));
+    EvalResult ev = task->evaluate_epoch(*model);
     result.last_eval = ev;
     state.epoch = epoch + 1;
     state.batch = 0;
-    MetricRecord test_rec{"test",
-                          {{"step", static_cast<double>(state.step)},
-                           {"epoch", static_cast<double>(epoch + 1)},
-                           {"loss", ev.loss},
-                           {"top1", ev.top1},
-                           {"top5", ev.top5}}};
-    add_memory_stats(device, test_rec.values);
-    metrics.record(test_rec);
-    if (tb) {
-      tb->add_scalar("test/loss", static_cast<float>(ev.loss), state.step);
-      tb->add_scalar("test/top1", static_cast<float>(ev.top1), state.step);
-      tb->add_scalar("test/top5", static_cast<float>(ev.top5), state.step);
-      tb->flush();
-    }
-    spdlog::info("epoch {}/{}: train loss {:.4f}, test loss {:.4f}, top-1 {:.2f}%, top-5 {:.2f}%{}", epoch + 1, epochs,
-                 epoch_loss / std::max<double>(1, epoch_n), ev.loss, ev.top1, ev.top5, memory_text(device));
-    if (ev.top1 > state.best_top1) {
-      state.best_top1 = ev.top1;
-      state.rng_seed = default_generator().seed();
-      state.rng_offset = default_generator().offset();
-      save_checkpoint(run_dir + "/best.safetensors", model->state_dict(), optimizer->state_dict(), state,
-                      recipe.resolved_yaml(), int8.state_dict());
-    }
+    record_eval(metrics, tb.get(), ev, state.step, static_cast<double>(epoch + 1), device);
+    spdlog::info("epoch {}/{}: train {}, {}{}", epoch + 1, epochs, train_text, describe_eval(ev), memory_text(device));
+    if (plateau && plateau->observe(ev.loss))
+      spdlog::info("{} loss {:.4f} is no better than the best, {:.4f}: lr x {} -> {:.4g}", ev.split, ev.loss,
+                   plateau->state().best, recipe.real("schedule.gamma"),
+                   optimizer->initial_lr(0) * schedule->factor(static_cast<double>(epoch + 1)));
+    if (task->improves(ev, state)) save("best.safetensors");
     int64_t every = std::max<int64_t>(1, recipe.integer("checkpoint.every_epochs"));
-    if ((epoch + 1) % every == 0 || epoch + 1 == epochs) save_last();
+    if ((epoch + 1) % every == 0 || epoch + 1 == epochs || stop_after_epoch) save("last.safetensors");
     metrics.write_curves();
+    if (stop_after_epoch && epoch + 1 < epochs) return stop(true);
   }
   result.steps = state.step;
+  result.final_test = result.last_eval;
+  if (lm) {
+    // As PyTorch's word_language_model example: the test split, with the weights of the best epoch.
+    const std::string best = run_dir + "/best.safetensors";
+    if (fs::exists(best)) model->load_state_dict(load_checkpoint(best).model);
+    result.final_test = task->evaluate_all(*model).back();
+    record_eval(metrics, tb.get(), result.final_test, state.step, static_cast<double>(epochs), device);
+    metrics.write_curves();
+    spdlog::info("{} (the checkpoint of the best validation loss)", describe_eval(result.final_test));
+  }
   spdlog::info("done: {} steps; checkpoints and curves in {}", state.step, run_dir);
   drop_file_logs();
   return result;
 }
 
-EvalResult evaluate_checkpoint(const std::string& path_in, const std::string& data_root, int64_t threads,
-                               const std::string& device_text) {
+CheckpointModel open_checkpoint_model(const std::string& path_in, int64_t threads, const std::string& device_text,
+                                      const std::string& command) {
   // A run folder means its best checkpoint (or the last one, before any epoch finished).
-  std::string path = path_in;
-  if (fs::is_directory(path))
-    path = fs::exists(path + "/best.safetensors") ? path + "/best.safetensors" : path + "/last.safetensors";
-  Checkpoint c = load_checkpoint(path);
-  Recipe recipe = parse_recipe(c.recipe_yaml, path + " (recipe)");
-  Device device = Device::cpu();
+  CheckpointModel m;
+  m.path = path_in;
+  if (fs::is_directory(m.path))
+    m.path = fs::exists(m.path + "/best.safetensors") ? m.path + "/best.safetensors" : m.path + "/last.safetensors";
+  m.checkpoint = load_checkpoint(m.path);
+  m.recipe = parse_recipe(m.checkpoint.recipe_yaml, m.path + " (recipe)");
   if (!device_text.empty()) {
-    device = usable_device(device_text, "eval --device");
+    m.device = usable_device(device_text, command + " --device");
   } else {
     try {  // the recipe's training device when this machine can use it, else the CPU
-      device = usable_device(recipe.text("train.device"), "recipe train.device");
+      m.device = usable_device(m.recipe.text("train.device"), "recipe train.device");
     } catch (const Error& e) {
-      spdlog::info("evaluating on the cpu instead: {}", e.what());
+      spdlog::info("running on the cpu instead: {}", e.what());
     }
   }
   set_num_threads(static_cast<int>(threads));
-  auto model = build_model_from(recipe);
-  build_int8(recipe, *model);  // an INT8-trained model is evaluated through its INT8 layers
-  model->load_state_dict(c.model);
-  use_device(device, recipe.boolean("train.allow_tf32"));
-  model->to(device);
-  spdlog::info("evaluating {} on {}", path, describe(device));
-  Datasets data = build_datasets(recipe, false, data_root);
-  return evaluate(*model, data.test, recipe.integer("train.eval_batch_size"), recipe.integer("data.workers"));
+  const int64_t vocab = is_language_model(m.recipe) ? checkpoint_vocabulary(m.checkpoint).size() : 0;
+  m.model = build_model_from(m.recipe, vocab);
+  build_int8(m.recipe, *m.model);  // an INT8-trained model runs through its INT8 layers
+  m.model->load_state_dict(m.checkpoint.model);
+  use_device(m.device, m.recipe.boolean("train.allow_tf32"));
+  m.model->to(m.device);
+  return m;
+}
+
+std::vector<EvalResult> evaluate_checkpoint_splits(const std::string& path, const std::string& data_root,
+                                                   int64_t threads, const std::string& device) {
+  CheckpointModel m = open_checkpoint_model(path, threads, device);
+  std::unique_ptr<Task> task = make_task(m.recipe, m.device, false, &m.checkpoint, data_root);
+  spdlog::info("evaluating {} on {}: {}", m.path, describe(m.device), task->describe());
+  return task->evaluate_all(*m.model);
+}
+
+EvalResult evaluate_checkpoint(const std::string& path, const std::string& data_root, int64_t threads,
+                               const std::string& device) {
+  return evaluate_checkpoint_splits(path, data_root, threads, device).back();
 }
 
 }  // namespace octet::tools

@@ -1,4 +1,5 @@
-// The training loop behind `octet train` and the evaluation behind `octet eval`.
+// The training loop behind `octet train` and the evaluation behind `octet eval`, for every task
+// (tools/task.h: image classification, and language models trained with truncated BPTT).
 // A run folder holds recipe.yaml (the resolved recipe), train.log, metrics.jsonl, curves.html,
 // last.safetensors / best.safetensors and, if asked, tensorboard/. A run continues exactly from
 // last.safetensors (`resume`): same batches, same dropout masks, same losses on the CPU.
@@ -6,7 +7,9 @@
 // are copied ahead of the step that needs them, and metrics.jsonl adds the GPU's memory counters.
 // With quant.int8_conv the model's convolutions train in INT8 (tools/int8_run.h: DCLR before each
 // optimizer step, per-layer telemetry, the layers' stats in checkpoints); `octet eval` evaluates
-// such a checkpoint through its INT8 layers.
+// such a checkpoint through its INT8 layers. A language model's run logs perplexity, keeps the
+// checkpoint of the best validation loss as best.safetensors, and evaluates it on the test split
+// at the end.
 //   TrainResult r = train(load_recipe("recipes/fashion_mnist.yaml"), {});
 #pragma once
 
@@ -14,9 +17,9 @@
 #include <string>
 #include <vector>
 
-#include "data/dataset.h"
-#include "layers/module.h"
+#include "tools/checkpoint.h"
 #include "tools/recipe.h"
+#include "tools/task.h"
 
 namespace octet::tools {
 
@@ -26,22 +29,15 @@ struct TrainOptions {
   const std::atomic<bool>* stop = nullptr;  // set by SIGINT/SIGTERM: save and return at the next step
 };
 
-struct EvalResult {
-  double loss = 0, top1 = 0, top5 = 0;  // mean loss, accuracies in %
-  int64_t examples = 0;
-};
-
 struct TrainResult {
   std::string run_dir;
-  EvalResult last_eval;
+  EvalResult last_eval;   // after the last epoch: test (classification) or valid (language model)
+  EvalResult final_test;  // the test split at the end: last_eval, or a language model's best checkpoint
   int64_t steps = 0;
   bool stopped = false;  // by a signal or train.max_steps, with a checkpoint written
 };
 
 TrainResult train(const Recipe& recipe, const TrainOptions& opts);
-
-// Runs on the device the model's parameters are on (batches are moved there).
-EvalResult evaluate(Module& model, const std::shared_ptr<Dataset>& data, int64_t batch_size, int64_t workers);
 
 // Evaluates a checkpoint (or a run folder's best.safetensors) on its recipe's test split (or
 // `data_root`): `octet eval`. Training keeps <checkpoint.dir>/latest pointing at the newest run.
@@ -49,5 +45,22 @@ EvalResult evaluate(Module& model, const std::shared_ptr<Dataset>& data, int64_t
 // recipe's train.device when this machine can use it, else the CPU.
 EvalResult evaluate_checkpoint(const std::string& path, const std::string& data_root, int64_t threads,
                                const std::string& device = "");
+// A checkpoint (or a run folder's best.safetensors) with its recipe and its model, rebuilt,
+// loaded and moved to `device` ("cpu", "cuda" or "cuda:N": an octet::Error naming `command`'s
+// --device when not usable here; empty: the recipe's train.device when this machine can use it, else the CPU), in
+// evaluation and generation.
+struct CheckpointModel {
+  std::string path;  // the file
+  Checkpoint checkpoint;
+  Recipe recipe;
+  std::shared_ptr<Module> model;
+  Device device = Device::cpu();
+};
+CheckpointModel open_checkpoint_model(const std::string& path, int64_t threads, const std::string& device = "",
+                                      const std::string& command = "eval");
+
+// Every split `octet eval` reports: test; for a language model valid, then test.
+std::vector<EvalResult> evaluate_checkpoint_splits(const std::string& path, const std::string& data_root,
+                                                   int64_t threads, const std::string& device = "");
 
 }  // namespace octet::tools

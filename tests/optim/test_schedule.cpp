@@ -83,5 +83,41 @@ TEST(Schedule, ApplyScalesInitialLr) {
   EXPECT_THROW(apply_schedule(opt, *s, std::nan("")), Error);
 }
 
+// PyTorch's word_language_model example: lr / 4 after every epoch whose validation loss is not a
+// new best; with patience, only after that many such epochs in a row.
+TEST(Schedule, Plateau) {
+  PlateauSchedule p(0.25);
+  EXPECT_EQ(p.factor(0.0), 1.0);
+  EXPECT_FALSE(p.observe(5.0));
+  EXPECT_FALSE(p.observe(4.0));
+  EXPECT_TRUE(p.observe(4.0));  // equal is no improvement
+  EXPECT_EQ(p.factor(3.0), 0.25);
+  EXPECT_TRUE(p.observe(std::nan("")));
+  EXPECT_EQ(p.factor(4.0), 0.0625);
+  EXPECT_FALSE(p.observe(3.9));
+  EXPECT_EQ(p.state().best, 3.9);
+  PlateauSchedule q(0.5, 2);
+  q.observe(1.0);
+  EXPECT_FALSE(q.observe(1.5));
+  EXPECT_FALSE(q.observe(1.2));
+  EXPECT_TRUE(q.observe(1.1));
+  EXPECT_EQ(q.factor(0.0), 0.5);
+  EXPECT_EQ(q.state().bad, 0);
+  // Its state carries over (a checkpoint), and it composes with a warm-up.
+  PlateauSchedule r(0.5, 2);
+  r.set_state(q.state());
+  EXPECT_EQ(r.factor(0.0), 0.5);
+  EXPECT_EQ(r.state().best, 1.0);
+  auto s = std::make_shared<PlateauSchedule>(0.25);
+  auto warm = linear_warmup_schedule(1.0, 0.0, s);
+  s->observe(2.0);
+  s->observe(2.0);
+  EXPECT_EQ(warm->factor(0.5), 0.125);
+  EXPECT_EQ(warm->factor(7.0), 0.25);
+  EXPECT_THROW(PlateauSchedule(0.0), Error);
+  EXPECT_THROW(PlateauSchedule(0.5, -1), Error);
+  EXPECT_THROW(r.set_state({0.0, 1.0, 0}), Error);
+}
+
 }  // namespace
 }  // namespace octet

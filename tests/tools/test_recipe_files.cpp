@@ -1,6 +1,6 @@
 // The shipped recipes: every file in recipes/ loads and builds (model, INT8 layers, optimizer,
-// schedule), each *_int8.yaml differs from its FP32 twin only in the quant section, and
-// recipes/README.md's key table is the schema's.
+// schedule; language models with a stand-in vocabulary), each *_int8.yaml differs from its FP32
+// twin only in the quant section, and recipes/README.md's key table is the schema's.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -9,6 +9,7 @@
 
 #include "core/octet.h"
 #include "tools/builders.h"
+#include "tools/task.h"
 
 namespace octet::tools {
 namespace {
@@ -40,7 +41,8 @@ std::string without_quant(const Recipe& r) {
 TEST(RecipeFiles, EveryRecipeLoads) {
   std::vector<std::string> files = recipe_files();
   for (const char* f : {"fashion_mnist.yaml", "fashion_mnist_int8.yaml", "mobilenetv2_cifar10.yaml",
-                        "mobilenetv2_cifar10_int8.yaml", "resnet50_imagenet.yaml", "resnet50_imagenet_int8.yaml"})
+                        "mobilenetv2_cifar10_int8.yaml", "resnet50_imagenet.yaml", "resnet50_imagenet_int8.yaml",
+                        "lstm_lm_wikitext2.yaml", "lstm_lm_wikitext2_medium_8bit.yaml", "lstm_lm_tiny.yaml"})
     EXPECT_NE(std::find(files.begin(), files.end(), f), files.end()) << f;
   for (const std::string& f : files) {
     SCOPED_TRACE(f);
@@ -70,6 +72,45 @@ TEST(RecipeFiles, Int8RecipesBuild) {
     for (const auto& l : layers)
       for (const auto& p : l.params) EXPECT_EQ(opt->lr_scale(p), 1.0);  // the names are the optimizer's
   }
+}
+
+// The language-model recipes with a stand-in vocabulary of 100 words (the real one comes from the
+// corpus): the model, its optimizer (8-bit state where asked, the StableEmbedding's 32-bit) and the
+// plateau schedule of PyTorch's word_language_model example.
+TEST(RecipeFiles, LanguageModelRecipesBuild) {
+  for (const auto& [f, state_bits] : {std::pair{"lstm_lm_wikitext2.yaml", 32}, std::pair{"lstm_lm_tiny.yaml", 32},
+                                      std::pair{"lstm_lm_wikitext2_medium_8bit.yaml", 8}}) {
+    SCOPED_TRACE(f);
+    Recipe r = load_recipe(kRecipes + f);
+    EXPECT_TRUE(is_language_model(r));
+    EXPECT_EQ(r.real("train.clip_grad_norm"), 0.25);
+    EXPECT_EQ(r.integer("data.bptt"), 35);
+    EXPECT_EQ(r.integer("optimizer.state_bits"), state_bits);
+    auto model = build_model_from(r, 100);
+    EXPECT_EQ(model->type_name(), "LstmLm");
+    auto opt = build_optimizer(r, model->named_parameters());
+    EXPECT_EQ(opt->num_8bit_params() > 0, state_bits == 8);
+    std::shared_ptr<PlateauSchedule> plateau;
+    build_schedule(r, &plateau);
+    ASSERT_NE(plateau, nullptr);
+  }
+  // 8-bit state for the four LSTM matrices; the tied embedding/decoder weight keeps 32-bit state as a
+  // StableEmbedding's (the decoder bias and LayerNorm are under optimizer.min_8bit_size).
+  for (const auto& [embedding, eight_bit] : {std::pair{"stable", 4}, std::pair{"plain", 5}}) {
+    Recipe r =
+        load_recipe(kRecipes + "lstm_lm_wikitext2_medium_8bit.yaml", {std::string("model.embedding=") + embedding});
+    auto model = build_model_from(r, 100);
+    EXPECT_EQ(build_optimizer(r, model->named_parameters())->num_8bit_params(), eight_bit) << embedding;
+  }
+  // The paper's model: 1 x 2048 LSTM, dropout 0.5, SGD at lr 20, 40 epochs, batch 20.
+  Recipe pb = load_recipe(kRecipes + "lstm_lm_wikitext2.yaml");
+  EXPECT_EQ(pb.integer("model.hidden_size"), 2048);
+  EXPECT_EQ(pb.integer("model.num_layers"), 1);
+  EXPECT_EQ(pb.real("model.dropout"), 0.5);
+  EXPECT_EQ(pb.real("optimizer.lr"), 20.0);
+  EXPECT_EQ(pb.integer("train.epochs"), 40);
+  EXPECT_EQ(pb.integer("train.batch_size"), 20);
+  EXPECT_EQ(pb.integer("train.eval_batch_size"), 10);
 }
 
 TEST(RecipeFiles, Int8ErrorsNameTheKey) {

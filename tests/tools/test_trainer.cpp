@@ -14,6 +14,7 @@
 #include "data/image_folder.h"
 #include "data/mnist.h"
 #include "tests/data/temp_dir.h"
+#include "tests/tools/run_util.h"
 #include "tools/checkpoint.h"
 #include "tools/tensorboard.h"
 #include "tools/trainer.h"
@@ -69,15 +70,6 @@ Recipe mnist_recipe(const TempDir& dir, std::vector<std::string> extra = {}) {
   return load_recipe(kRecipes + "fashion_mnist.yaml", o);
 }
 
-void expect_error(const std::function<void()>& fn, const std::string& fragment) {
-  try {
-    fn();
-    FAIL() << "no error; expected one containing: " << fragment;
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
-  }
-}
-
 // With 32-bit SGD state, and with 8-bit Adam state (codes and absmax restored exactly).
 class TrainerResume : public ::testing::TestWithParam<std::vector<std::string>> {};
 
@@ -130,17 +122,6 @@ INSTANTIATE_TEST_SUITE_P(
                                                "optimizer.min_8bit_size=0", "optimizer.block_size=256"},
                       std::vector<std::string>{"quant.int8_conv=true", "quant.keep_first_last_float=false",
                                                "quant.clip_update_period=4"}));
-
-std::vector<nlohmann::json> records_of(const std::string& run_dir, const std::string& split) {
-  std::ifstream in(run_dir + "/metrics.jsonl");
-  std::vector<nlohmann::json> out;
-  std::string line;
-  while (std::getline(in, line)) {
-    auto j = nlohmann::json::parse(line);
-    if (j["split"] == split) out.push_back(j);
-  }
-  return out;
-}
 
 // A few steps of the INT8 Fashion-MNIST recipe on generated data: it learns, logs every INT8
 // layer's stats and saves them in its checkpoints. (The accuracy comparison with the FP32 twin on
