@@ -31,12 +31,27 @@ struct StbiFree {
   void operator()(stbi_uc* p) const { stbi_image_free(p); }
 };
 
+// Bounds on what an image file may claim, checked on its header before stb allocates anything:
+// 16384 pixels a side and 2^26 pixels in all (a 768 MB f32 tensor) are beyond any training image.
+constexpr int kMaxImageSide = 1 << 14;
+constexpr int64_t kMaxImagePixels = int64_t{1} << 26;
+
 // Decodes one file to f32 [3,H,W] in [0,1].
 Tensor decode_rgb(const std::string& path) {
-  std::vector<uint8_t> bytes = read_file("image_folder", path);
-  OCTET_CHECK(bytes.size() <= static_cast<size_t>(INT32_MAX), "image_folder: ", path, ": file too large (",
-              bytes.size(), " bytes)");
+  std::vector<uint8_t> bytes = read_file("image_folder", path, INT32_MAX);
+  // stb_image also decodes GIF, PSD, HDR, PIC and PNM; only the two formats the folder holds reach it.
+  static const uint8_t kJpeg[] = {0xff, 0xd8, 0xff}, kPng[] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+  auto starts_with = [&](const auto& magic) {
+    return bytes.size() >= sizeof(magic) && std::equal(std::begin(magic), std::end(magic), bytes.begin());
+  };
+  OCTET_CHECK(starts_with(kJpeg) || starts_with(kPng), "image_folder: cannot decode ", path,
+              ": not a JPEG or PNG file (its first bytes are neither format's signature)");
   int w = 0, h = 0, channels_in_file = 0;
+  if (!stbi_info_from_memory(bytes.data(), static_cast<int>(bytes.size()), &w, &h, &channels_in_file))
+    OCTET_FAIL("image_folder: cannot decode ", path, ": ", stbi_failure_reason(), " (expected a JPEG or PNG)");
+  OCTET_CHECK(w > 0 && h > 0 && w <= kMaxImageSide && h <= kMaxImageSide && int64_t{w} * h <= kMaxImagePixels,
+              "image_folder: ", path, ": its header claims a ", h, "x", w, " image; expected 1 to ", kMaxImageSide,
+              " pixels a side and at most ", kMaxImagePixels, " pixels");
   std::unique_ptr<stbi_uc, StbiFree> px(
       stbi_load_from_memory(bytes.data(), static_cast<int>(bytes.size()), &w, &h, &channels_in_file, 3));
   if (!px) OCTET_FAIL("image_folder: cannot decode ", path, ": ", stbi_failure_reason(), " (expected a JPEG or PNG)");
