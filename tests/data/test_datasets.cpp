@@ -266,6 +266,18 @@ TEST(DataImageFolder, ClaimedSizesAreBoundedBeforeDecoding) {
   expect_error([&] { ds->get(0, g); }, {dir.path() + "/a/x.png", "not a JPEG or PNG"});
 }
 
+// Files the fuzz harnesses found crashing a reader (tests/data/fuzz_crashes), each now an error.
+TEST(DataImageFolder, FuzzCrashersAreErrors) {
+  TempDir dir;
+  std::filesystem::create_directories(dir.path() + "/a");
+  const std::string file = dir.path() + "/a/x.jpg";
+  // stb_image wrote past its Huffman size table (UBSan: index 257 out of bounds for stbi_uc[257]).
+  std::filesystem::copy_file(std::string(OCTET_TESTS_DIR) + "/data/fuzz_crashes/jpeg_huffman_overflow.jpg", file);
+  auto ds = image_folder(dir.path());
+  Generator g(0);
+  expect_error([&] { ds->get(0, g); }, {file, "Huffman table"});
+}
+
 TEST(DataImageFolder, BadFolders) {
   TempDir dir;
   expect_error([&] { image_folder(dir.path() + "/missing"); }, {dir.path() + "/missing", "not a directory"});
