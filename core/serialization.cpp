@@ -1,10 +1,12 @@
 #include "core/serialization.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -52,6 +54,23 @@ bool parse_dtype(const std::string& s, DType& out) {
 
 std::string errno_text() { return std::strerror(errno); }
 
+// A valid header nests 3 levels ({"name": {"shape": [...]}}); anything much deeper is not one.
+constexpr int kMaxHeaderDepth = 8;
+
+// Removes the temporary files that writers of `target` killed mid-write left in `dir` (those
+// whose process is gone); a live writer's file is left alone.
+void remove_stale_temporaries(const fs::path& dir, const std::string& prefix) {
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (!name.starts_with(prefix)) continue;
+    const std::string pid_text = name.substr(prefix.size());
+    if (pid_text.empty() || pid_text.find_first_not_of("0123456789") != std::string::npos) continue;
+    const long pid = std::strtol(pid_text.c_str(), nullptr, 10);
+    if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) fs::remove(it->path(), ec);
+  }
+}
+
 }  // namespace
 
 const Tensor& SafetensorsFile::at(const std::string& name) const {
@@ -67,8 +86,9 @@ bool SafetensorsFile::contains(const std::string& name) const {
 void write_file_atomic(const std::string& path, const std::string& bytes) {
   fs::path target(path);
   fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
-  std::string tmp_name = ".";
-  tmp_name.append(target.filename().string()).append(".tmp.").append(std::to_string(::getpid()));
+  std::string tmp_prefix = ".";  // built by appending: GCC 12 warns (-Wrestrict) on "." + string
+  tmp_prefix.append(target.filename().string()).append(".tmp.");
+  const std::string tmp_name = tmp_prefix + std::to_string(::getpid());
   std::string tmp = (dir / tmp_name).string();
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   OCTET_CHECK(fd >= 0, "save: cannot create ", tmp, ": ", errno_text());
@@ -101,6 +121,7 @@ void write_file_atomic(const std::string& path, const std::string& bytes) {
     ::fsync(dfd);
     ::close(dfd);
   }
+  remove_stale_temporaries(dir, tmp_prefix);
 }
 
 void save_safetensors(const std::string& path, const NamedTensors& tensors, const Metadata& metadata) {
@@ -142,7 +163,12 @@ SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& n
   if (n == 0 || header_text[0] != '{') fail("the header does not start with '{'");
   json header;
   try {
-    header = json::parse(header_text);
+    // A header nested deeper than any valid one is refused while parsing, before printing or
+    // destroying it could recurse that deep.
+    header = json::parse(header_text, [&](int depth, json::parse_event_t, json&) {
+      if (depth > kMaxHeaderDepth) fail("header nests deeper than ", kMaxHeaderDepth, " levels");
+      return true;
+    });
   } catch (const json::exception& e) {
     fail("header is not valid JSON (", e.what(), ")");
   }
@@ -190,6 +216,8 @@ SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& n
     uint64_t b = jo[0].get<uint64_t>(), e = jo[1].get<uint64_t>();
     if (b > e || e > buffer_size)
       fail("entry '", key, "' has offsets [", b, ", ", e, "] outside the ", buffer_size, "-byte buffer");
+    // numel * dtype_size could wrap around 2^64 and match a short span (2^61 F64 values "need" 0 bytes).
+    if (numel > UINT64_MAX / dtype_size(dt)) fail("entry '", key, "' is too large");
     if (e - b != numel * dtype_size(dt))
       fail("entry '", key, "' spans ", e - b, " bytes but shape ", shape, " of ", dtype_name(dt), " needs ",
            numel * dtype_size(dt));

@@ -6,7 +6,8 @@
 //   save_safetensors("run/last.safetensors", {{"w", w}}, {{"epoch", "3"}});
 //   SafetensorsFile f = load_safetensors("run/last.safetensors");
 // Writing is atomic: a temporary file in the same folder, flushed and renamed over the target,
-// so a crash never leaves a half-written file under the final name. Reading validates
+// so a crash never leaves a half-written file under the final name; the temporary files of writers
+// killed mid-write are removed by the next successful write of the same file. Reading validates
 // everything the format implies (sizes, offsets, coverage, dtypes) and rejects bad files with
 // an octet::Error that names the file and the problem.
 #pragma once

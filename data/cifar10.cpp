@@ -10,6 +10,8 @@ namespace {
 constexpr size_t kImageBytes = 3 * 32 * 32;
 constexpr size_t kRecordBytes = 1 + kImageBytes;
 constexpr uint8_t kClasses = 10;
+// A real batch file holds 10000 records (30.7 MB); a much larger file is refused before it is read.
+constexpr uint64_t kMaxBatchBytes = uint64_t{1} << 31;
 
 std::string missing_message(const std::string& root, const std::string& path) {
   return detail::str_cat("cifar10: missing ", path,
@@ -23,7 +25,7 @@ std::string missing_message(const std::string& root, const std::string& path) {
 
 // Appends the records of one batch file.
 void read_batch(const std::string& path, std::vector<uint8_t>& pixels, std::vector<uint8_t>& labels) {
-  std::vector<uint8_t> bytes = read_file("cifar10", path);
+  std::vector<uint8_t> bytes = read_file("cifar10", path, kMaxBatchBytes);
   OCTET_CHECK(!bytes.empty() && bytes.size() % kRecordBytes == 0, "cifar10: ", path,
               ": expected a non-empty multiple of ", kRecordBytes,
               " bytes (records of 1 label byte + 3072 pixel bytes), got ", bytes.size(),

@@ -31,12 +31,58 @@ struct StbiFree {
   void operator()(stbi_uc* p) const { stbi_image_free(p); }
 };
 
+// Bounds on what an image file may claim, checked on its header before stb allocates anything:
+// 16384 pixels a side and 2^26 pixels in all (a 768 MB f32 tensor) are beyond any training image.
+constexpr int kMaxImageSide = 1 << 14;
+constexpr int64_t kMaxImagePixels = int64_t{1} << 26;
+
+// stb_image (Debian's 2.27) writes past a 257-entry array when a JPEG Huffman table (DHT segment)
+// declares more than 256 codes; found by tests/fuzz/fuzz_image. Such tables are refused here, on
+// every DHT segment, including those between the scans of a progressive JPEG.
+void check_jpeg_huffman_tables(const std::vector<uint8_t>& b, const std::string& path) {
+  size_t at = 2;  // after SOI
+  while (at + 4 <= b.size()) {
+    if (b[at] != 0xff) {  // entropy-coded data: skip to the next marker that is not a stuffed byte or RSTn
+      ++at;
+      continue;
+    }
+    const uint8_t marker = b[at + 1];
+    if (marker == 0xff || marker == 0x00 || marker == 0x01 || (marker >= 0xd0 && marker <= 0xd8)) {
+      at += marker == 0xff ? 1 : 2;
+      continue;
+    }
+    if (marker == 0xd9) return;  // EOI
+    const size_t len = (size_t{b[at + 2]} << 8) | b[at + 3];
+    const size_t end = std::min(b.size(), at + 2 + len);
+    if (marker == 0xc4)
+      for (size_t t = at + 4; t + 17 <= end;) {
+        size_t codes = 0;
+        for (size_t i = 1; i <= 16; ++i) codes += b[t + i];
+        OCTET_CHECK(codes <= 256, "image_folder: cannot decode ", path, ": a JPEG Huffman table declares ", codes,
+                    " codes, more than 256 (corrupt file)");
+        t += 17 + codes;
+      }
+    at += 2 + len;
+  }
+}
+
 // Decodes one file to f32 [3,H,W] in [0,1].
 Tensor decode_rgb(const std::string& path) {
-  std::vector<uint8_t> bytes = read_file("image_folder", path);
-  OCTET_CHECK(bytes.size() <= static_cast<size_t>(INT32_MAX), "image_folder: ", path, ": file too large (",
-              bytes.size(), " bytes)");
+  std::vector<uint8_t> bytes = read_file("image_folder", path, INT32_MAX);
+  // stb_image also decodes GIF, PSD, HDR, PIC and PNM; only the two formats the folder holds reach it.
+  static const uint8_t kJpeg[] = {0xff, 0xd8, 0xff}, kPng[] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+  auto starts_with = [&](const auto& magic) {
+    return bytes.size() >= sizeof(magic) && std::equal(std::begin(magic), std::end(magic), bytes.begin());
+  };
+  OCTET_CHECK(starts_with(kJpeg) || starts_with(kPng), "image_folder: cannot decode ", path,
+              ": not a JPEG or PNG file (its first bytes are neither format's signature)");
+  if (starts_with(kJpeg)) check_jpeg_huffman_tables(bytes, path);
   int w = 0, h = 0, channels_in_file = 0;
+  if (!stbi_info_from_memory(bytes.data(), static_cast<int>(bytes.size()), &w, &h, &channels_in_file))
+    OCTET_FAIL("image_folder: cannot decode ", path, ": ", stbi_failure_reason(), " (expected a JPEG or PNG)");
+  OCTET_CHECK(w > 0 && h > 0 && w <= kMaxImageSide && h <= kMaxImageSide && int64_t{w} * h <= kMaxImagePixels,
+              "image_folder: ", path, ": its header claims a ", h, "x", w, " image; expected 1 to ", kMaxImageSide,
+              " pixels a side and at most ", kMaxImagePixels, " pixels");
   std::unique_ptr<stbi_uc, StbiFree> px(
       stbi_load_from_memory(bytes.data(), static_cast<int>(bytes.size()), &w, &h, &channels_in_file, 3));
   if (!px) OCTET_FAIL("image_folder: cannot decode ", path, ": ", stbi_failure_reason(), " (expected a JPEG or PNG)");

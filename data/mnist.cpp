@@ -20,24 +20,31 @@ std::string hex32(uint32_t v) {
   return s;
 }
 
+// The most data bytes an IDX file may claim (about 1 TB): beyond any real data set, and small
+// enough that the checks below never overflow.
+constexpr uint64_t kMaxIdxBytes = uint64_t{1} << 40;
+
 // Reads an IDX u8 file with `ndims` dimensions; returns the dimensions, `bytes` keeps the payload.
+// The header is read and checked first, so the size it claims bounds what is read (or gunzipped).
 Shape read_idx(const std::string& path, uint32_t magic, std::vector<uint8_t>& bytes) {
-  bytes = read_file_maybe_gz("mnist", path);
   size_t ndims = magic & 0xff;
   size_t header = 4 + 4 * ndims;
-  OCTET_CHECK(bytes.size() >= 4, "mnist: ", path, ": file too short (", bytes.size(), " bytes) for an IDX header");
-  uint32_t got = read_be32(bytes.data());
+  std::vector<uint8_t> head = read_head_maybe_gz("mnist", path, header);
+  OCTET_CHECK(head.size() >= 4, "mnist: ", path, ": file too short (", head.size(), " bytes) for an IDX header");
+  uint32_t got = read_be32(head.data());
   OCTET_CHECK(got == magic, "mnist: ", path, ": expected magic ", hex32(magic), ", got ", hex32(got),
               (got == kImagesMagic || got == kLabelsMagic ? " (images and labels swapped?)" : ""));
-  OCTET_CHECK(bytes.size() >= header, "mnist: ", path, ": file too short (", bytes.size(),
+  OCTET_CHECK(head.size() >= header, "mnist: ", path, ": file too short (", head.size(),
               " bytes) for an IDX header of ", header, " bytes");
   Shape dims;
   uint64_t count = 1;
   for (size_t d = 0; d < ndims; ++d) {
-    dims.push_back(read_be32(bytes.data() + 4 + 4 * d));
-    count *= static_cast<uint64_t>(dims.back());  // each factor < 2^32 and at most 3: no overflow concern below
-    OCTET_CHECK(count <= (uint64_t{1} << 40), "mnist: ", path, ": implausible dimensions ", dims);
+    dims.push_back(read_be32(head.data() + 4 + 4 * d));
+    count *= static_cast<uint64_t>(dims.back());  // each factor < 2^32, and count <= 2^40 before it: no overflow
+    OCTET_CHECK(count <= kMaxIdxBytes, "mnist: ", path, ": dimensions ", dims, " claim more than ", kMaxIdxBytes,
+                " bytes of data");
   }
+  bytes = read_file_maybe_gz("mnist", path, header + count);
   OCTET_CHECK(bytes.size() - header == count, "mnist: ", path, ": dimensions ", dims, " need ", count,
               " bytes of data after the header, got ", bytes.size() - header, " (truncated or corrupt file)");
   bytes.erase(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(header));

@@ -3,6 +3,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -184,10 +185,29 @@ const char* type_name(KeyType t) {
   return "?";
 }
 
+// A recipe larger than this is refused unread: real ones are a few kilobytes. (yaml-cpp itself
+// refuses nesting deeper than 2000 levels, before its recursion can exhaust the stack.)
+constexpr size_t kMaxRecipeBytes = 1 << 20;
+
+// A node for an error message: a scalar as written (cut short), a collection by its kind only, as
+// printing a collection built from aliases could take exponential time and memory.
+std::string describe(const YAML::Node& n) {
+  if (!n.IsScalar()) return n.IsSequence() ? "a list" : n.IsMap() ? "a mapping" : "nothing";
+  std::string s = n.Scalar();
+  if (s.size() > 80) s = s.substr(0, 80) + "...";
+  return "'" + s + "'";
+}
+
+// A mapping key as text; keys that are lists or mappings are errors.
+std::string key_text(const YAML::Node& k, const std::string& where) {
+  OCTET_CHECK(k.IsScalar(), where, ": expected a key name, got ", describe(k));
+  return k.Scalar();
+}
+
 // Converts a YAML node to the entry's type; `where` names the place for errors.
 RecipeValue convert_type(const YAML::Node& n, const SchemaEntry& e, const std::string& where) {
   auto bad = [&]() -> RecipeValue {
-    OCTET_FAIL(where, ": key '", e.key, "' must be ", type_name(e.type), ", got '", YAML::Dump(n), "'");
+    OCTET_FAIL(where, ": key '", e.key, "' must be ", type_name(e.type), ", got ", describe(n));
   };
   try {
     switch (e.type) {
@@ -239,7 +259,7 @@ RecipeValue convert(const YAML::Node& n, const SchemaEntry& e, const std::string
   const ValueRange& r = range->second;
   const double x = std::holds_alternative<int64_t>(v) ? static_cast<double>(std::get<int64_t>(v)) : std::get<double>(v);
   const bool ok = (r.lo_open ? x > r.lo : x >= r.lo) && x <= r.hi;
-  OCTET_CHECK(ok, where, ": key '", e.key, "' must be ", r.text, ", got ", YAML::Dump(n));
+  OCTET_CHECK(ok, where, ": key '", e.key, "' must be ", r.text, ", got ", n.Scalar());  // a number
   return v;
 }
 
@@ -308,10 +328,12 @@ std::string schema_markdown() {
 }
 
 Recipe parse_recipe(const std::string& yaml, const std::string& source, const std::vector<std::string>& overrides) {
+  OCTET_CHECK(yaml.size() <= kMaxRecipeBytes, source, ": ", yaml.size(), " bytes, more than the ", kMaxRecipeBytes,
+              " bytes a recipe may have");
   YAML::Node root;
   try {
     root = YAML::Load(yaml);
-  } catch (const YAML::ParserException& e) {
+  } catch (const YAML::Exception& e) {
     OCTET_FAIL(source, ":", e.mark.line + 1, ": invalid YAML: ", e.msg);
   }
   Recipe r;
@@ -320,14 +342,14 @@ Recipe parse_recipe(const std::string& yaml, const std::string& source, const st
   if (root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
   OCTET_CHECK(root.IsMap(), source, ": a recipe must be a mapping of sections (", known_sections(), ")");
   for (auto sec = root.begin(); sec != root.end(); ++sec) {
-    std::string name = sec->first.as<std::string>();
+    std::string name = key_text(sec->first, at_line(source, sec->first));
     OCTET_CHECK(!known_keys(name).empty(), at_line(source, sec->first), ": unknown section '", name,
                 "' (known: ", known_sections(), ")");
     const YAML::Node body = sec->second;  // a copy: the iterator's value is a temporary
     if (body.IsNull()) continue;
     OCTET_CHECK(body.IsMap(), at_line(source, sec->first), ": section '", name, "' must be a mapping of keys");
     for (auto kv = body.begin(); kv != body.end(); ++kv) {
-      std::string key = name + "." + kv->first.as<std::string>();
+      std::string key = name + "." + key_text(kv->first, at_line(source, kv->first));
       const SchemaEntry* e = find_entry(key);
       OCTET_CHECK(e != nullptr, at_line(source, kv->first), ": unknown key '", key, "' (known keys in ", name, ": ",
                   known_keys(name), ")");
@@ -354,6 +376,11 @@ Recipe parse_recipe(const std::string& yaml, const std::string& source, const st
 }
 
 Recipe load_recipe(const std::string& path, const std::vector<std::string>& overrides) {
+  std::error_code ec;
+  OCTET_CHECK(std::filesystem::is_regular_file(path, ec), "recipe: ", path, " does not exist or is not a regular file");
+  const uintmax_t size = std::filesystem::file_size(path, ec);
+  OCTET_CHECK(!ec && size <= kMaxRecipeBytes, "recipe: ", path, ": ", size, " bytes, more than the ", kMaxRecipeBytes,
+              " bytes a recipe may have");
   std::ifstream in(path);
   OCTET_CHECK(in.good(), "recipe: cannot open ", path);
   std::stringstream ss;

@@ -10,6 +10,7 @@ packages=(
   libyaml-cpp-dev libspdlog-dev libfmt-dev libstb-dev zlib1g-dev
   nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  clang libclang-rt-14-dev  # tools/fuzz.sh: the libFuzzer harnesses (clang 14 on Debian 12)
   dataset-fashion-mnist  # the default recipe's data: /usr/share/datasets/fashion-mnist
 )
 

@@ -120,6 +120,21 @@ TEST(Safetensors, RejectsBadFiles) {
   EXPECT_THROW(load_safetensors("/nonexistent/x.safetensors"), Error);
 }
 
+// Sizes claimed by the header are checked against the file before anything is allocated.
+TEST(Safetensors, ClaimedSizesAreBoundedByTheFile) {
+  // 10^12 elements of F32 in a file of a few bytes.
+  expect_rejected(make_file(R"({"a":{"dtype":"F32","shape":[1000000,1000000],"data_offsets":[0,8]}})",
+                            std::string(8, '\0')),
+                  "needs 4000000000000");
+  // 2^61 F64 elements are 2^64 bytes, which wraps to 0 in 64-bit arithmetic and so matched the
+  // empty span [0, 0]: the reader then tried to allocate 2^64 bytes.
+  expect_rejected(make_file(R"({"a":{"dtype":"F64","shape":[1099511627776,2097152],"data_offsets":[0,0]}})", ""),
+                  "too large");
+  // A header nested far deeper than any valid one.
+  expect_rejected(make_file("{\"a\":" + std::string(100000, '[') + std::string(100000, ']') + "}", ""),
+                  "nests deeper");
+}
+
 TEST(Safetensors, FailedWriteLeavesNoFile) {
   EXPECT_THROW(save_safetensors("/nonexistent-dir/x.safetensors", {{"a", zeros({2})}}), Error);
   EXPECT_THROW(save_safetensors(temp_dir() + "/dup.safetensors", {{"a", zeros({2})}, {"a", zeros({1})}}), Error);

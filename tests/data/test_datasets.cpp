@@ -211,6 +211,73 @@ TEST(DataImageFolder, DecodesClassesAndPixels) {
   EXPECT_EQ(image_folder(dir.path(), {}, 4)->get(3, g).input.shape(), (Shape{3, 4, 6}));
 }
 
+// Sizes a file claims are checked before anything that large is allocated or decompressed.
+TEST(DataMnist, ClaimedSizesAreBoundedByTheFile) {
+  TempDir dir;
+  std::string labels = dir.path() + "/lab";
+  write_idx(labels, {1}, {1});
+  // An IDX header claiming 10^12 pixels (10^6 images of 1000x1000) on a 16-byte file.
+  std::vector<uint8_t> head = {0, 0, 8, 3, 0, 0x0f, 0x42, 0x40, 0, 0, 0x03, 0xe8, 0, 0, 0x03, 0xe8};
+  write_file("test", dir.path() + "/img", head);
+  expect_error([&] { mnist_idx(dir.path() + "/img", labels); }, {dir.path() + "/img", "need 1000000000000 bytes"});
+  // Beyond 2^40 bytes the header alone is refused.
+  head[4] = 0xff;
+  write_file("test", dir.path() + "/img", head);
+  expect_error([&] { mnist_idx(dir.path() + "/img", labels); }, {dir.path() + "/img", "claim more than"});
+  // A gzip bomb: 16 bytes of header claiming 1 image of 2x2, then 64 MiB of zeros that compress
+  // to a few kilobytes. It is refused after 5 decompressed bytes, not after 64 MiB.
+  std::vector<uint8_t> bomb = {0, 0, 8, 3, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 2};
+  bomb.resize(bomb.size() + (64 << 20));
+  write_file("test", dir.path() + "/bomb.gz", bomb, /*gzip=*/true);
+  EXPECT_LT(std::filesystem::file_size(dir.path() + "/bomb.gz"), 1u << 20);
+  expect_error([&] { mnist_idx(dir.path() + "/bomb.gz", labels); }, {dir.path() + "/bomb.gz", "more than the 20 bytes"});
+}
+
+TEST(DataCifar10, OversizedFileIsRefusedUnread) {
+  TempDir dir;
+  std::string path = dir.path() + "/test_batch.bin";
+  write_file("test", path, {});
+  std::filesystem::resize_file(path, uint64_t{3073} << 20);  // sparse: 1M records, 3.2 GB
+  expect_error([&] { cifar10(dir.path(), false); }, {path, "more than the"});
+}
+
+TEST(DataImageFolder, ClaimedSizesAreBoundedBeforeDecoding) {
+  TempDir dir;
+  std::filesystem::create_directories(dir.path() + "/a");
+  write_image(dir.path() + "/a/x.png", {1, 2, 3}, 1, 1, 3);
+  auto ds = image_folder(dir.path());
+  Generator g(0);
+  // The PNG's IHDR says 1x1; make it claim more. The size is read from the header first, so the
+  // claim is refused before stb allocates the image: 10000x10000 is under stb's own limit of 2^30
+  // bytes but over octet's 2^26 pixels; 1000000x1000000 (10^12 pixels) stb refuses itself.
+  const std::vector<uint8_t> png = read_file("test", dir.path() + "/a/x.png");
+  auto claim = [&](std::vector<uint8_t> side) {
+    std::vector<uint8_t> bad = png;
+    std::copy(side.begin(), side.end(), bad.begin() + 16);  // width
+    std::copy(side.begin(), side.end(), bad.begin() + 20);  // height
+    write_file("test", dir.path() + "/a/x.png", bad);
+  };
+  claim({0x00, 0x00, 0x27, 0x10});
+  expect_error([&] { ds->get(0, g); }, {dir.path() + "/a/x.png", "10000x10000"});
+  claim({0x00, 0x0f, 0x42, 0x40});
+  expect_error([&] { ds->get(0, g); }, {dir.path() + "/a/x.png", "cannot decode"});
+  // Formats stb_image decodes but an image folder does not hold (here a GIF) are refused unread.
+  write_file("test", dir.path() + "/a/x.png", {'G', 'I', 'F', '8', '9', 'a', 1, 0, 1, 0, 0, 0, 0});
+  expect_error([&] { ds->get(0, g); }, {dir.path() + "/a/x.png", "not a JPEG or PNG"});
+}
+
+// Files the fuzz harnesses found crashing a reader (tests/data/fuzz_crashes), each now an error.
+TEST(DataImageFolder, FuzzCrashersAreErrors) {
+  TempDir dir;
+  std::filesystem::create_directories(dir.path() + "/a");
+  const std::string file = dir.path() + "/a/x.jpg";
+  // stb_image wrote past its Huffman size table (UBSan: index 257 out of bounds for stbi_uc[257]).
+  std::filesystem::copy_file(std::string(OCTET_TESTS_DIR) + "/data/fuzz_crashes/jpeg_huffman_overflow.jpg", file);
+  auto ds = image_folder(dir.path());
+  Generator g(0);
+  expect_error([&] { ds->get(0, g); }, {file, "Huffman table"});
+}
+
 TEST(DataImageFolder, BadFolders) {
   TempDir dir;
   expect_error([&] { image_folder(dir.path() + "/missing"); }, {dir.path() + "/missing", "not a directory"});

@@ -74,6 +74,18 @@ TEST(Recipe, DeviceAndTf32) {
   // Whether the device exists is the trainer's question (tests/tools/test_trainer.cpp).
 }
 
+TEST(Recipe, HostileYamlIsAnError) {
+  expect_error(std::string(2 << 20, '#'), {}, "bytes a recipe may have");
+  expect_error(std::string(5000, '[') + std::string(5000, ']'), {}, "r.yaml:");  // yaml-cpp's depth limit
+  expect_error("[a, b]: 1\n", {}, "expected a key name, got a list");
+  expect_error("train:\n  {a: 1}: 2\n", {}, "r.yaml:2: expected a key name, got a mapping");
+  // Aliases that would expand to 2^40 list items if printed: the error names only the kind.
+  std::string list = "[&a0 [1, 1]";
+  for (int i = 1; i <= 40; ++i)
+    list += ", &a" + std::to_string(i) + " [*a" + std::to_string(i - 1) + ", *a" + std::to_string(i - 1) + "]";
+  expect_error("model:\n  name: " + list + "]\n", {}, "must be a string, got a list");
+}
+
 TEST(Recipe, ErrorsNameFileLineAndKey) {
   expect_error("optimizer:\n  lr: 0.1\n  lrr: 0.2\n", {}, "r.yaml:3: unknown key 'optimizer.lrr'");
   expect_error("optimizer:\n  lrr: 0.2\n", {}, "known keys in optimizer: name, lr");

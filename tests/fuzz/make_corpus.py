@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""Writes the seed corpora under corpus/<harness>/: a few small valid files and edge cases per format.
+Run from anywhere: python3 tests/fuzz/make_corpus.py (needs Pillow for the JPEG and PNG seeds)."""
+import gzip, io, json, os, struct, sys
+
+here = os.path.dirname(os.path.abspath(__file__))
+root = os.path.join(here, "corpus")
+
+
+def put(harness, name, data):
+    d = os.path.join(root, harness)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data)
+
+
+def safetensors(tensors, metadata):
+    header, buf = {}, b""
+    for name, (dtype, shape, data) in tensors.items():
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [len(buf), len(buf) + len(data)]}
+        buf += data
+    if metadata is not None:
+        header["__metadata__"] = metadata
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)
+    return struct.pack("<Q", len(h)) + h + buf
+
+
+meta = {"format": "octet-checkpoint-1", "epoch": "1", "batch": "0", "step": "10", "best_top1": "0.5",
+        "rng_seed": "0", "rng_offset": "3", "recipe": "model:\n  name: small_cnn\n"}
+put("checkpoint", "valid", safetensors({"model.w": ("F32", [2, 2], bytes(16)), "optimizer.w.m": ("I8", [4], bytes(4)),
+                                       "int8.conv.clip": ("F64", [1], bytes(8))}, meta))
+put("checkpoint", "no_tensors", safetensors({}, meta))
+put("checkpoint", "not_octet", safetensors({"a": ("BF16", [3], bytes(6))}, {"k": "v"}))
+put("checkpoint", "scalar_and_empty", safetensors({"model.s": ("I64", [], bytes(8)), "model.e": ("U8", [0, 5], b""),
+                                                  "model.i": ("I32", [1], bytes(4))}, dict(meta, epoch="-1")))
+put("checkpoint", "short", b"\x10\x00\x00")
+
+for name in sorted(os.listdir(os.path.join(here, "../../recipes"))):
+    if name.endswith(".yaml") and "int8" not in name:
+        with open(os.path.join(here, "../../recipes", name), "rb") as f:
+            put("recipe", name, f.read())
+put("recipe", "flow", b"{optimizer: {name: adam, lr: 1e-3, betas: [0.9, 0.999]}, train: {epochs: 2}}\n")
+put("recipe", "anchors", b"train: &t {epochs: 1}\nschedule: {milestones: [1, 2]}\nx: *t\n")
+put("recipe", "bad_types", b"train:\n  epochs: [1]\n  allow_tf32: maybe\nmodel:\n  {a: 1}: 2\n")
+
+
+def idx(magic_dims, dims, payload):
+    return struct.pack(">I", 0x0800 | len(dims)) + b"".join(struct.pack(">I", d) for d in dims) + payload
+
+
+def pair(images, labels):
+    # fuzz_idx splits its input: byte 0 says where the images file ends, as a fraction of the rest
+    rest = images + labels
+    return bytes([min(255, (len(images) * 255 + len(rest) - 1) // max(1, len(rest)))]) + rest
+
+
+imgs = idx(3, [2, 3, 3], bytes(range(18)))
+labs = idx(1, [2], bytes([3, 9]))
+put("idx", "valid", pair(imgs, labs))
+put("idx", "valid_gz", pair(gzip.compress(imgs, mtime=0), gzip.compress(labs, mtime=0)))
+put("idx", "bad_label", pair(imgs, idx(1, [2], bytes([3, 10]))))
+put("idx", "huge_claim", pair(idx(3, [1000000, 1000, 1000], b""), labs))
+put("idx", "swapped", pair(labs, imgs))
+
+put("cifar10", "one_record", bytes([7]) + bytes(range(256)) * 12)
+put("cifar10", "two_records", (bytes([0]) + bytes(3072)) + (bytes([9]) + bytes([255]) * 3072))
+put("cifar10", "bad_label", bytes([10]) + bytes(3072))
+put("cifar10", "short", bytes([1, 2, 3]))
+
+try:
+    from PIL import Image
+except ImportError:
+    sys.exit("Pillow is needed for the image seeds")
+for mode, size, fmt, name, opts in [("RGB", (5, 3), "PNG", "rgb.png", {}), ("L", (4, 4), "PNG", "gray.png", {}),
+                                     ("RGBA", (2, 7), "PNG", "rgba.png", {}), ("P", (3, 3), "PNG", "palette.png", {}),
+                                     ("RGB", (9, 6), "JPEG", "rgb.jpg", {"quality": 90}),
+                                     ("L", (8, 8), "JPEG", "gray.jpg", {}),
+                                     ("RGB", (17, 5), "JPEG", "progressive.jpg", {"progressive": True})]:
+    im = Image.new(mode, size)
+    im.putdata([(i * 37) % 256 if mode in ("L", "P") else tuple((i * k) % 256 for k in (37, 91, 13, 200)[:len(mode)])
+                for i in range(size[0] * size[1])])
+    b = io.BytesIO()
+    im.save(b, fmt, **opts)
+    put("image", name, b.getvalue())
+put("image", "gif", b"GIF89a\x01\x00\x01\x00\x00\x00\x00;")
