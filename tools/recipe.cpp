@@ -111,6 +111,9 @@ const std::vector<SchemaEntry> kSchema = {
     {"train.label_smoothing", K::real, "0.0", "cross-entropy label smoothing (classification)"},
     {"train.clip_grad_norm", K::real, "0.0", "clip gradients to this global L2 norm (0: off)"},
     {"train.max_steps", K::integer, "0", "stop after this many steps in total (0: no limit)"},
+    {"train.on_nonfinite", K::text, "stop",
+     "a step whose loss or gradient is NaN/inf: stop (an error naming the step and the parameter; the weights are "
+     "not updated and no checkpoint is written) or skip (no update; the step is counted in the metrics)"},
     // checkpoint
     {"checkpoint.dir", K::text, "runs", "parent folder of run folders"},
     {"checkpoint.every_epochs", K::integer, "1", "write last.safetensors every N epochs"},

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <limits>
 
 #include "core/cuda.h"
 #include "core/octet.h"
@@ -134,6 +135,26 @@ void record_eval(MetricsLog& metrics, TensorBoardWriter* tb, const EvalResult& e
   tb->flush();
 }
 
+
+// clip_grad_norm's max_norm that never scales: the call only measures the norm.
+constexpr double kNoClip = std::numeric_limits<double>::infinity();
+
+// What went non-finite at step `step` (epoch and batch 0-based): the loss, and which parameters'
+// gradients. Backward runs from the loss towards the input, so the last parameter in the model's
+// order (the forward order) with a non-finite gradient is the one nearest to where it began.
+std::string nonfinite_text(const Module& model, const Tensor& loss, int64_t step, int64_t epoch, int64_t batch) {
+  std::string bad_last;
+  int64_t bad = 0, total = 0;
+  for (const auto& [name, p] : model.named_parameters()) {
+    if (!p.grad().defined()) continue;
+    ++total;
+    if (!std::isfinite(clip_grad_norm({p}, kNoClip))) ++bad, bad_last = name;
+  }
+  std::string text = fmt::format("step {} (epoch {}, batch {}): loss {}", step, epoch + 1, batch + 1, loss.item());
+  if (bad == 0) return text + ", every gradient finite";
+  return text + fmt::format(", non-finite gradients in {} of {} parameters, nearest the loss: {}", bad, total, bad_last);
+}
+
 }  // namespace
 
 TrainResult train(const Recipe& recipe_in, const TrainOptions& opts) {
@@ -212,10 +233,15 @@ TrainResult train(const Recipe& recipe_in, const TrainOptions& opts) {
   const int64_t log_every = std::max<int64_t>(1, recipe.integer("log.every_steps"));
   const int64_t max_steps = recipe.integer("train.max_steps");
   const double clip = recipe.real("train.clip_grad_norm");
+  const std::string on_nonfinite = recipe.text("train.on_nonfinite");
+  OCTET_CHECK(on_nonfinite == "stop" || on_nonfinite == "skip",
+              "recipe train.on_nonfinite: expected stop or skip, got '", on_nonfinite, "'");
+  int64_t skipped_steps = 0;
   const int64_t nb = task->batches_per_epoch();
   OCTET_CHECK(nb >= 1, "train: the training data makes no batch");
   const std::string rate_key = lm ? "tokens_per_s" : "samples_per_s";
   std::vector<Tensor> params = model->parameters();
+  std::vector<Tensor> buffers = model->buffers();
   {
     // The optimizer's memory: bytes of state per parameter (8 for 32-bit Adam, about 2 for 8-bit).
     double per_param = static_cast<double>(optimizer->state_bytes()) / std::max<double>(1, model->num_parameters());
@@ -281,15 +307,40 @@ TrainResult train(const Recipe& recipe_in, const TrainOptions& opts) {
     for (int64_t b = state.batch; b < nb; ++b) {
       double epoch_pos = static_cast<double>(epoch) + static_cast<double>(b) / static_cast<double>(nb);
       apply_schedule(*optimizer, *schedule, epoch_pos);
+      // A skipped step must not leave its forward pass's buffer updates (batch-norm running
+      // statistics of non-finite activations) behind: they are restored from this copy.
+      std::vector<Tensor> buffers_before;
+      if (on_nonfinite == "skip")
+        for (const Tensor& t : buffers) buffers_before.push_back(t.clone());
       StepOutput out = task->step(*model, b);
       optimizer->zero_grad();
       out.loss.backward();
-      if (clip > 0) clip_grad_norm(params, clip);
+      // The global gradient norm, accumulated in double, is finite exactly when every gradient
+      // is (clip_grad_norm leaves non-finite gradients unscaled).
+      const double grad_norm = clip_grad_norm(params, clip > 0 ? clip : kNoClip);
       if (!int8.empty()) {
         int8.after_backward(state.step + 1);
         int8.apply_dclr(*optimizer);  // each INT8 layer's lr factor from this backward pass's d_c
       }
-      optimizer->step();
+      // The loss is read here only where it is read every step anyway (the CPU): on a GPU a
+      // non-finite loss shows in its gradients.
+      if (std::isfinite(grad_norm) && (!read_every_step || std::isfinite(out.loss.item()))) {
+        optimizer->step();
+      } else {
+        const std::string what = nonfinite_text(*model, out.loss, state.step + 1, epoch, b);
+        if (on_nonfinite == "stop") {
+          metrics.write_curves();
+          drop_file_logs();
+          OCTET_FAIL("train: ", what, "; stopped before updating the weights (train.on_nonfinite: stop), so ",
+                     run_dir, "/last.safetensors is as it was. Lower the learning rate, clip gradients "
+                     "(train.clip_grad_norm) or set train.on_nonfinite: skip");
+        }
+        ++skipped_steps;
+        spdlog::warn("{}; step skipped (train.on_nonfinite: skip; {} skipped so far)", what, skipped_steps);
+        optimizer->zero_grad();
+        NoGradGuard no_grad;
+        for (size_t i = 0; i < buffers.size(); ++i) buffers[i].copy_(buffers_before[i]);
+      }
       ++state.step;
       state.batch = b + 1;
 
@@ -319,6 +370,7 @@ TrainResult train(const Recipe& recipe_in, const TrainOptions& opts) {
                           {"lr", optimizer->lr(0)},
                           {rate_key, secs > 0 ? n / secs : 0.0}}};
         if (lm) rec.values["ppl"] = std::exp(rec.values["loss"]);
+        if (skipped_steps > 0) rec.values["skipped_steps"] = static_cast<double>(skipped_steps);
         add_memory_stats(device, rec.values);
         metrics.record(rec);
         if (!int8.empty()) metrics.record(int8.record(state.step, rec.values["epoch"]));

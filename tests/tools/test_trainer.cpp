@@ -201,6 +201,40 @@ TEST(TrainerInt8, ResumeSwitchingInt8) {
   EXPECT_TRUE(load_checkpoint(q.run_dir + "/last.safetensors").int8.empty());
 }
 
+// A learning rate so large that the weights overflow after the first step: the next step's loss
+// and gradients are not finite. stop (the default) names the step and a parameter and leaves no
+// checkpoint with bad weights; skip trains on with the weights of the last good step.
+TEST(Trainer, NonFiniteLossStopsOrSkips) {
+  TempDir dir;
+  write_mnist(dir.path() + "/mnist", 64, 16);
+  auto recipe = [&](const std::string& mode) {
+    return load_recipe(kRecipes + "fashion_mnist.yaml",
+                       {"data.dataset=mnist", "data.root=" + dir.path() + "/mnist", "train.epochs=2",
+                        "train.batch_size=16", "train.eval_batch_size=16", "log.progress=false",
+                        "optimizer.lr=1e36", "optimizer.momentum=0", "optimizer.nesterov=false", "optimizer.weight_decay=0",
+                        "schedule.name=constant", "schedule.warmup_epochs=0", "train.threads=1",
+                        "checkpoint.dir=" + dir.path() + "/runs_" + mode, "train.on_nonfinite=" + mode});
+  };
+  expect_error([&] { train(recipe("stop"), {}); }, "non-finite gradients in");
+  for (const auto& e : fs::recursive_directory_iterator(dir.path() + "/runs_stop")) {
+    if (e.path().extension() != ".safetensors") continue;
+    for (const auto& [name, t] : load_checkpoint(e.path().string()).model)
+      for (double v : t.to(DType::f64).to_vector<double>()) ASSERT_TRUE(std::isfinite(v)) << name;
+  }
+
+  TrainResult res = train(recipe("skip"), {});
+  EXPECT_EQ(res.steps, 8);
+  double skipped = 0;
+  for (const auto& j : records_of(res.run_dir, "train"))
+    if (j.contains("skipped_steps")) skipped = j["skipped_steps"].get<double>();
+  EXPECT_GE(skipped, 1.0);
+  for (const auto& [name, t] : load_checkpoint(res.run_dir + "/last.safetensors").model)
+    for (double v : t.to(DType::f64).to_vector<double>()) ASSERT_TRUE(std::isfinite(v)) << name;
+
+  expect_error([&] { train(load_recipe(kRecipes + "fashion_mnist.yaml", {"train.on_nonfinite=ignore"}), {}); },
+               "train.on_nonfinite");
+}
+
 TEST(Trainer, StopFlagSavesAndReturns) {
   TempDir dir;
   write_mnist(dir.path() + "/mnist", 48, 16);
