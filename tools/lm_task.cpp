@@ -72,6 +72,10 @@ class LanguageModelTask : public Task {
     return {cross_entropy(flat, labels), flat, labels};
   }
 
+  // The carried state may hold the non-finite values: the next segment starts from zeros, as at an
+  // epoch's start.
+  void skip_step() override { hidden_ = LstmState{}; }
+
   EvalResult evaluate_epoch(Module& model) override { return evaluate_split(model, valid_, "valid"); }
   std::vector<EvalResult> evaluate_all(Module& model) override {
     return {evaluate_split(model, valid_, "valid"), evaluate_split(model, test_, "test")};

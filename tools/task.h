@@ -74,6 +74,9 @@ class Task {
   virtual void start_epoch(Module& model, int64_t epoch, int64_t first_batch) = 0;
   // The forward pass of the epoch's next batch, `b`.
   virtual StepOutput step(Module& model, int64_t b) = 0;
+  // The last step's loss or gradients were not finite and the trainer skips its update
+  // (train.on_nonfinite: skip): drop whatever that forward pass carried into the next step.
+  virtual void skip_step() {}
   // After each epoch: the test split (classification) or the valid split (language modeling).
   virtual EvalResult evaluate_epoch(Module& model) = 0;
   // Every split `octet eval` reports: test, or valid and test.

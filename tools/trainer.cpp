@@ -340,6 +340,7 @@ TrainResult train(const Recipe& recipe_in, const TrainOptions& opts) {
         optimizer->zero_grad();
         NoGradGuard no_grad;
         for (size_t i = 0; i < buffers.size(); ++i) buffers[i].copy_(buffers_before[i]);
+        task->skip_step();
       }
       ++state.step;
       state.batch = b + 1;
