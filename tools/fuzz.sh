@@ -21,7 +21,7 @@ while (($#)); do
     *) harnesses+=("$1"); shift ;;
   esac
 done
-((${#harnesses[@]})) || harnesses=(checkpoint recipe idx cifar10 image)
+((${#harnesses[@]})) || harnesses=(checkpoint recipe idx cifar10 image text)
 
 build=${OCTET_BUILD_DIR:-build}
 fuzz=build-fuzz

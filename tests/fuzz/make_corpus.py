@@ -68,6 +68,25 @@ put("cifar10", "two_records", (bytes([0]) + bytes(3072)) + (bytes([9]) + bytes([
 put("cifar10", "bad_label", bytes([10]) + bytes(3072))
 put("cifar10", "short", bytes([1, 2, 3]))
 
+
+def corpus(mode, train, valid, test):
+    # fuzz_text: byte 0 the mode (bit 0 characters, bit 1 the vocabulary parser), bytes 1 and 2
+    # where train and valid end, as fractions of the rest
+    rest = train + valid + test
+    n = max(1, len(rest))
+    a = (len(train) * 255 + n - 1) // n
+    b = (len(valid) * 255 + (n - len(train)) - 1) // max(1, n - len(train))
+    return bytes([mode, min(255, a), min(255, b)]) + rest
+
+
+words = "the cat sat on the mat\n\n the dog sat\n".encode()
+put("text", "words", corpus(0, words * 3, b"the cat sat\n", b"a dog ran\n"))
+put("text", "chars_utf8", corpus(1, "na\u00efve caf\u00e9 \u2603\n".encode() * 2, "caf\u00e9\n".encode(), b"x\n"))
+put("text", "bad_utf8", corpus(1, b"ok\n\xc3\x28\n", b"ok\n", b"ok\n"))
+put("text", "empty_valid", corpus(0, words, b"", b"x\n"))
+put("text", "vocab", bytes([2, 0, 0]) + b"octet-vocab-1 word\n<unk>\n<eos>\nthe\ncat\n")
+put("text", "vocab_dup", bytes([2, 0, 0]) + b"octet-vocab-1 char\n<unk>\n<eos>\na\na\n")
+
 try:
     from PIL import Image
 except ImportError:
