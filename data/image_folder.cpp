@@ -8,6 +8,7 @@
 #include <cctype>
 #include <filesystem>
 #include <mutex>
+#include <string_view>
 
 #include "core/error.h"
 #include "data/file_io.h"
@@ -36,10 +37,15 @@ struct StbiFree {
 constexpr int kMaxImageSide = 1 << 14;
 constexpr int64_t kMaxImagePixels = int64_t{1} << 26;
 
-// stb_image (Debian's 2.27) writes past a 257-entry array when a JPEG Huffman table (DHT segment)
-// declares more than 256 codes; found by tests/fuzz/fuzz_image. Such tables are refused here, on
-// every DHT segment, including those between the scans of a progressive JPEG.
+// Two faults of stb_image (Debian's 2.27) that tests/fuzz/fuzz_image found in its JPEG decoder,
+// refused here before stb sees the file (walking the markers as stb does):
+// - a Huffman table (DHT segment) declaring more than 256 codes makes it write past a 257-entry
+//   array;
+// - a scan (SOS) that uses a Huffman table no DHT has defined makes it decode with a table from
+//   uninitialized memory (out-of-bounds reads whose index depends on what the heap held).
 void check_jpeg_huffman_tables(const std::vector<uint8_t>& b, const std::string& path) {
+  bool defined[2][4] = {};  // [DC, AC][table id]
+  bool progressive = false;
   size_t at = 2;  // after SOI
   while (at + 4 <= b.size()) {
     if (b[at] != 0xff) {  // entropy-coded data: skip to the next marker that is not a stuffed byte or RSTn
@@ -53,16 +59,61 @@ void check_jpeg_huffman_tables(const std::vector<uint8_t>& b, const std::string&
     }
     if (marker == 0xd9) return;  // EOI
     const size_t len = (size_t{b[at + 2]} << 8) | b[at + 3];
-    const size_t end = std::min(b.size(), at + 2 + len);
-    if (marker == 0xc4)
-      for (size_t t = at + 4; t + 17 <= end;) {
+    auto byte = [&](size_t i) -> size_t { return i < b.size() ? b[i] : 0; };  // stb reads zeros past the end
+    if (marker == 0xc2) progressive = true;
+    if (marker == 0xc4) {
+      // As stb reads the segment: tables while its declared length has bytes left, each table's
+      // 17-byte header read even where it runs past the segment or the file.
+      int64_t left = static_cast<int64_t>(len) - 2;
+      for (size_t t = at + 4; left > 0 && t < b.size();) {
         size_t codes = 0;
-        for (size_t i = 1; i <= 16; ++i) codes += b[t + i];
+        for (size_t i = 1; i <= 16; ++i) codes += byte(t + i);
         OCTET_CHECK(codes <= 256, "image_folder: cannot decode ", path, ": a JPEG Huffman table declares ", codes,
                     " codes, more than 256 (corrupt file)");
+        const size_t tc = byte(t) >> 4, th = byte(t) & 15;
+        if (tc <= 1 && th <= 3) defined[tc][th] = true;  // other values: stb refuses the file
         t += 17 + codes;
+        left -= static_cast<int64_t>(17 + codes);
       }
+    }
+    if (marker == 0xda) {
+      // Which tables the scan decodes with: a baseline scan both of each component's; a progressive
+      // one the DC tables in a first DC scan (Ss = 0, Ah = 0), the AC tables in an AC scan (Ss > 0),
+      // none in a DC refinement scan.
+      const size_t ns = byte(at + 4), spectral = at + 5 + 2 * ns;
+      const size_t ss = byte(spectral), ah = byte(spectral + 2) >> 4;
+      const bool dc = !progressive || (ss == 0 && ah == 0), ac = !progressive || ss > 0;
+      for (size_t i = 0; i < ns && i < 4; ++i) {
+        const size_t td = byte(at + 6 + 2 * i) >> 4, ta = byte(at + 6 + 2 * i) & 15;
+        OCTET_CHECK((!dc || td > 3 || defined[0][td]) && (!ac || ta > 3 || defined[1][ta]), "image_folder: cannot decode ",
+                    path, ": a JPEG scan uses a Huffman table that no DHT segment defines (corrupt file)");
+      }
+    }
     at += 2 + len;
+  }
+}
+
+// Two faults of stb_image's PNG decoder that tests/fuzz/fuzz_image found, refused here:
+// - it copies a zero-length IDAT chunk that comes before any image data to its still-null buffer
+//   (memcpy(NULL, p, 0): undefined behaviour that lets the compiler drop stb's later "no IDAT"
+//   null check); encoders never write such a chunk;
+// - it allocates the length an IDAT chunk declares (up to 1 GiB, doubled to 2) before reading it:
+//   every chunk must lie inside the file.
+void check_png_chunks(const std::vector<uint8_t>& b, const std::string& path) {
+  size_t at = 8;  // after the signature
+  bool data_seen = false;
+  while (at + 8 <= b.size()) {
+    const size_t len = (size_t{b[at]} << 24) | (size_t{b[at + 1]} << 16) | (size_t{b[at + 2]} << 8) | b[at + 3];
+    const std::string_view type(reinterpret_cast<const char*>(b.data() + at + 4), 4);
+    if (type == "IEND") return;
+    OCTET_CHECK(len <= b.size() - at - 8, "image_folder: cannot decode ", path, ": a PNG ", type, " chunk of ", len,
+                " bytes runs past the end of the file (truncated or corrupt)");
+    if (type == "IDAT") {
+      OCTET_CHECK(len > 0 || data_seen, "image_folder: cannot decode ", path,
+                  ": an empty PNG IDAT chunk before the image data (corrupt file)");
+      data_seen = true;
+    }
+    at += 12 + len;  // length, type, data, CRC
   }
 }
 
@@ -77,6 +128,7 @@ Tensor decode_rgb(const std::string& path) {
   OCTET_CHECK(starts_with(kJpeg) || starts_with(kPng), "image_folder: cannot decode ", path,
               ": not a JPEG or PNG file (its first bytes are neither format's signature)");
   if (starts_with(kJpeg)) check_jpeg_huffman_tables(bytes, path);
+  if (starts_with(kPng)) check_png_chunks(bytes, path);
   int w = 0, h = 0, channels_in_file = 0;
   if (!stbi_info_from_memory(bytes.data(), static_cast<int>(bytes.size()), &w, &h, &channels_in_file))
     OCTET_FAIL("image_folder: cannot decode ", path, ": ", stbi_failure_reason(), " (expected a JPEG or PNG)");

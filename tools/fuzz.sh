@@ -3,21 +3,24 @@
 # corpus, for a time or a number of executions each. Exits non-zero when a harness finds anything
 # (a crash, a sanitizer report, a leak, a timeout, an allocation over the limit); the input that
 # did it is kept in build-fuzz/findings/.
-#   tools/fuzz.sh                 # 60 s per harness (what CI runs, with --time 30)
+#   tools/fuzz.sh                 # 60 s per harness
 #   tools/fuzz.sh --runs 1000000  # the long run recorded in tools/bench/RESULTS.md
 #   tools/fuzz.sh --time 10 recipe idx
+#   tools/fuzz.sh --seed 1 --runs 20000   # what CI runs: the same inputs on every machine
 # Needs clang and libFuzzer (tools/setup.sh installs them) and a build of liboctet.so in build/
 # (built here if missing; OCTET_BUILD_DIR picks another folder).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 limit=(-max_total_time=60)
+seed=()
 harnesses=()
 while (($#)); do
   case "$1" in
     --time) limit=(-max_total_time="$2"); shift 2 ;;
     --runs) limit=(-runs="$2"); shift 2 ;;
-    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
+    --seed) seed=(-seed="$2"); shift 2 ;;
+    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
     *) harnesses+=("$1"); shift ;;
   esac
 done
@@ -42,7 +45,7 @@ for h in "${harnesses[@]}"; do
   # The seeds stay read-only in tests/fuzz/corpus; what the run learns goes to build-fuzz/corpus.
   # 2 GB is far above what any valid small input needs: a bigger allocation is a finding.
   rc=0
-  "$fuzz/fuzz_$h" "${limit[@]}" -rss_limit_mb=2048 -malloc_limit_mb=2048 -timeout=10 -max_len=65536 \
+  "$fuzz/fuzz_$h" "${limit[@]}" ${seed[@]+"${seed[@]}"} -rss_limit_mb=2048 -malloc_limit_mb=2048 -timeout=10 -max_len=65536 \
     -print_final_stats=1 -artifact_prefix="$fuzz/findings/$h-" "$corpus" "tests/fuzz/corpus/$h" > "$log" 2>&1 || rc=$?
   secs=$(($(date +%s) - start))
   execs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$log" | grep -o '[0-9]*$' || echo "?")
