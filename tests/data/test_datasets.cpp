@@ -268,32 +268,35 @@ TEST(DataImageFolder, ClaimedSizesAreBoundedBeforeDecoding) {
 
 // Files the fuzz harnesses found crashing a reader (tests/data/fuzz_crashes), each now an error.
 TEST(DataImageFolder, FuzzCrashersAreErrors) {
+  struct Crasher {
+    const char* file;      // in tests/data/fuzz_crashes
+    const char* fragment;  // of the error
+  };
+  const Crasher crashers[] = {
+      // stb_image wrote past its Huffman size table (UBSan: index 257 out of bounds for stbi_uc[257]).
+      {"jpeg_huffman_overflow.jpg", "Huffman table"},
+      // The same with a table header cut off by the end of the file (stb reads zeros past the end
+      // and still counts the codes before it).
+      {"jpeg_huffman_truncated.jpg", "Huffman table"},
+      // stb copied an empty first IDAT chunk to a null buffer (UBSan: null passed to memcpy).
+      {"png_empty_idat.png", "empty PNG IDAT chunk"},
+      // A progressive scan decoding with a Huffman table never defined (stb read it from
+      // uninitialized memory: UBSan index -6 out of bounds, only with some heap contents).
+      {"jpeg_undefined_huffman.jpg", "Huffman table that no DHT segment defines"},
+      // A 112-byte PNG whose IDAT chunk claims ~1 GiB: stb allocated it (2 GiB after doubling) first.
+      {"png_huge_idat.png", "runs past the end of the file"},
+  };
   TempDir dir;
   std::filesystem::create_directories(dir.path() + "/a");
   const std::string file = dir.path() + "/a/x.jpg";
-  // stb_image wrote past its Huffman size table (UBSan: index 257 out of bounds for stbi_uc[257]).
-  std::filesystem::copy_file(std::string(OCTET_TESTS_DIR) + "/data/fuzz_crashes/jpeg_huffman_overflow.jpg", file);
+  std::filesystem::copy_file(std::string(OCTET_TESTS_DIR) + "/data/fuzz_crashes/" + crashers[0].file, file);
   auto ds = image_folder(dir.path());
   Generator g(0);
-  expect_error([&] { ds->get(0, g); }, {file, "Huffman table"});
-  // The same with a table header cut off by the end of the file (stb reads zeros past the end and
-  // still counts the codes before it).
-  std::filesystem::copy_file(std::string(OCTET_TESTS_DIR) + "/data/fuzz_crashes/jpeg_huffman_truncated.jpg", file,
-                             std::filesystem::copy_options::overwrite_existing);
-  expect_error([&] { ds->get(0, g); }, {file, "Huffman table"});
-  // stb copied an empty first IDAT chunk to a null buffer (UBSan: null passed to memcpy).
-  std::filesystem::copy_file(std::string(OCTET_TESTS_DIR) + "/data/fuzz_crashes/png_empty_idat.png", file,
-                             std::filesystem::copy_options::overwrite_existing);
-  expect_error([&] { ds->get(0, g); }, {file, "empty PNG IDAT chunk"});
-  // A progressive scan decoding with a Huffman table never defined (stb read it from
-  // uninitialized memory: UBSan index -6 out of bounds, only with some heap contents).
-  std::filesystem::copy_file(std::string(OCTET_TESTS_DIR) + "/data/fuzz_crashes/jpeg_undefined_huffman.jpg", file,
-                             std::filesystem::copy_options::overwrite_existing);
-  expect_error([&] { ds->get(0, g); }, {file, "Huffman table that no DHT segment defines"});
-  // A 112-byte PNG whose IDAT chunk claims ~1 GiB: stb allocated it (2 GiB after doubling) first.
-  std::filesystem::copy_file(std::string(OCTET_TESTS_DIR) + "/data/fuzz_crashes/png_huge_idat.png", file,
-                             std::filesystem::copy_options::overwrite_existing);
-  expect_error([&] { ds->get(0, g); }, {file, "runs past the end of the file"});
+  for (const Crasher& c : crashers) {
+    std::filesystem::copy_file(std::string(OCTET_TESTS_DIR) + "/data/fuzz_crashes/" + c.file, file,
+                               std::filesystem::copy_options::overwrite_existing);
+    expect_error([&] { ds->get(0, g); }, {file, c.fragment});
+  }
 }
 
 TEST(DataImageFolder, BadFolders) {
