@@ -20,14 +20,6 @@ namespace octet::quant {
 
 namespace {
 
-// A detached contiguous f32 tensor with g's values, on g's device (the CPU, or CUDA with the backend).
-Tensor f32_tensor(const Tensor& g, const char* op) {
-  OCTET_CHECK(g.defined(), op, ": expected a defined tensor");
-  OCTET_CHECK(g.dtype() == DType::f32, op, ": expected dtype f32, got ", g.dtype());
-  check_int8_device(g.device(), op);
-  return g.detach().contiguous();
-}
-
 // (sqrt(5) - 1) / 2: the bracket keeps this fraction per golden-section step.
 constexpr double kGolden = 0.6180339887498949;
 
@@ -111,7 +103,7 @@ double cosine_distance(const float* g, int64_t n, float clip, Int8Rounding round
 }
 
 double cosine_distance(const Tensor& g, float clip, Int8Rounding rounding, uint64_t seed) {
-  const Tensor c = f32_tensor(g, "cosine_distance");
+  const Tensor c = int8_f32_operand(g, "cosine_distance");
 #ifdef OCTET_WITH_CUDA
   if (c.device().is_cuda()) {
     OCTET_CHECK(!(clip < 0.0f), "cosine_distance: expected a clip >= 0, got ", clip);
@@ -135,7 +127,7 @@ DsgcResult dsgc_search(const float* g, int64_t n, const DsgcOptions& options) {
 }
 
 DsgcResult dsgc_search(const Tensor& g, const DsgcOptions& options) {
-  const Tensor c = f32_tensor(g, "dsgc_search");
+  const Tensor c = int8_f32_operand(g, "dsgc_search");
 #ifdef OCTET_WITH_CUDA
   if (c.device().is_cuda()) {
     check_options(options);

@@ -12,20 +12,8 @@
 
 namespace octet::quant {
 
-namespace {
-
-// A detached contiguous f32 tensor with x's values, on x's device.
-Tensor f32_input(const Tensor& x, const char* op) {
-  OCTET_CHECK(x.defined(), op, ": expected a defined tensor");
-  OCTET_CHECK(x.dtype() == DType::f32, op, ": expected dtype f32, got ", x.dtype());
-  check_int8_device(x.device(), op);
-  return x.detach().contiguous();
-}
-
-}  // namespace
-
 float int8_absmax(const Tensor& x) {
-  Tensor c = f32_input(x, "int8_absmax");
+  Tensor c = int8_f32_operand(x, "int8_absmax");
 #ifdef OCTET_WITH_CUDA
   if (c.device().is_cuda()) {
     ::octet::cuda::DeviceGuard on(c.device().index);
@@ -36,7 +24,7 @@ float int8_absmax(const Tensor& x) {
 }
 
 Tensor int8_quantize(const Tensor& x, float clip, Int8Rounding rounding, uint64_t seed) {
-  Tensor c = f32_input(x, "int8_quantize");
+  Tensor c = int8_f32_operand(x, "int8_quantize");
   OCTET_CHECK(!(clip < 0.0f), "int8_quantize: expected a clip >= 0, got ", clip);
   OCTET_CHECK(rounding == Int8Rounding::nearest || rounding == Int8Rounding::stochastic,
               "int8_quantize: unknown rounding ", static_cast<int>(rounding));
@@ -67,6 +55,13 @@ Tensor int8_dequantize(const Tensor& q, float clip) {
 #endif
   cpu::dequantize(c.data<int8_t>(), c.numel(), int8_scale(clip), out.data<float>());
   return out;
+}
+
+Tensor int8_f32_operand(const Tensor& x, const char* op) {
+  OCTET_CHECK(x.defined(), op, ": expected a defined tensor");
+  OCTET_CHECK(x.dtype() == DType::f32, op, ": expected dtype f32, got ", x.dtype());
+  check_int8_device(x.device(), op);
+  return x.detach().contiguous();
 }
 
 void check_int8_device(Device d, const char* op) {

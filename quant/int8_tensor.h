@@ -45,5 +45,8 @@ uint64_t int8_backward_seed(uint64_t layer_seed, int64_t step);
 // An octet::Error naming `op` unless INT8 kernels run on device d: the CPU, and CUDA devices in
 // builds with the CUDA backend.
 void check_int8_device(Device d, const char* op);
+// x detached and contiguous, after checking that it is a defined f32 tensor on such a device (the
+// operand every INT8 quantization entry point reads); errors name `op`.
+Tensor int8_f32_operand(const Tensor& x, const char* op);
 
 }  // namespace octet::quant
