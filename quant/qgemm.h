@@ -74,7 +74,9 @@ struct QLinearWeights {
   QLinearWeights to(Device d) const;
 };
 QLinearWeights qlinear_prepare(const Tensor& w, bool clip_search = true);
-// y [batch, rows] = scale_a[b] * scale_w * acc[b, r] + bias[r] for x f32 [batch, cols]; on x's device.
+// y [batch, rows] = float(acc[b, r]) * (scale_a[b] * w.w.scale) + bias[r], all in float (the CPU and
+// CUDA give the same bits), for x f32 [batch, cols]; on x's device. A row of x with a NaN or an
+// infinity gives NaN outputs.
 Tensor qlinear(const QLinearWeights& w, const Tensor& x, const Tensor& bias = Tensor());
 // float64 reference from the dequantized operands (tests).
 Tensor qlinear_reference(const QLinearWeights& w, const Tensor& x, const Tensor& bias = Tensor());
