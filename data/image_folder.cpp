@@ -36,6 +36,14 @@ struct StbiFree {
 // 16384 pixels a side and 2^26 pixels in all (a 768 MB f32 tensor) are beyond any training image.
 constexpr int kMaxImageSide = 1 << 14;
 constexpr int64_t kMaxImagePixels = int64_t{1} << 26;
+// A JPEG's decoder (stb's, like libjpeg's for progressive files) allocates its whole frame from the
+// header before reading any scan, so a 23-byte file claiming 1280x12023 pixels cost hundreds of MB
+// (tests/fuzz/fuzz_image). Real JPEGs cannot claim much more than their bytes hold: an image of one
+// flat colour, the most compressible there is, still spends about 4 bytes per 16x16 block of 4:2:0
+// (64 pixels a byte). So a JPEG may claim at most 2^20 pixels (any small image) plus 1024 per file
+// byte, 16 times that extreme.
+constexpr int64_t kJpegFreePixels = int64_t{1} << 20;
+constexpr int64_t kJpegPixelsPerByte = 1024;
 
 // Two faults of stb_image (Debian's 2.27) that tests/fuzz/fuzz_image found in its JPEG decoder,
 // refused here before stb sees the file (walking the markers as stb does):
@@ -135,6 +143,12 @@ Tensor decode_rgb(const std::string& path) {
   OCTET_CHECK(w > 0 && h > 0 && w <= kMaxImageSide && h <= kMaxImageSide && int64_t{w} * h <= kMaxImagePixels,
               "image_folder: ", path, ": its header claims a ", h, "x", w, " image; expected 1 to ", kMaxImageSide,
               " pixels a side and at most ", kMaxImagePixels, " pixels");
+  if (starts_with(kJpeg)) {
+    const int64_t most = kJpegFreePixels + kJpegPixelsPerByte * static_cast<int64_t>(bytes.size());
+    OCTET_CHECK(int64_t{w} * h <= most, "image_folder: ", path, ": its header claims a ", h, "x", w,
+                " image, more than a JPEG of ", bytes.size(), " bytes can hold (at most ", most,
+                " pixels); truncated or corrupt file");
+  }
   std::unique_ptr<stbi_uc, StbiFree> px(
       stbi_load_from_memory(bytes.data(), static_cast<int>(bytes.size()), &w, &h, &channels_in_file, 3));
   if (!px) OCTET_FAIL("image_folder: cannot decode ", path, ": ", stbi_failure_reason(), " (expected a JPEG or PNG)");

@@ -285,6 +285,9 @@ TEST(DataImageFolder, FuzzCrashersAreErrors) {
       {"jpeg_undefined_huffman.jpg", "Huffman table that no DHT segment defines"},
       // A 112-byte PNG whose IDAT chunk claims ~1 GiB: stb allocated it (2 GiB after doubling) first.
       {"png_huge_idat.png", "runs past the end of the file"},
+      // A 23-byte progressive JPEG claiming 12023x1280 pixels: stb allocated the frame (hundreds of
+      // MB) before finding no scan data (libFuzzer's RSS limit).
+      {"jpeg_huge_frame.jpg", "more than a JPEG of 23 bytes can hold"},
   };
   TempDir dir;
   std::filesystem::create_directories(dir.path() + "/a");

@@ -95,6 +95,11 @@ TEST(CheckpointCrash, KilledDuringSavesLeavesTheLastGoodCheckpoint) {
       }
     }
     ::close(fds[1]);
+    // Wait for the child's first save (on a loaded machine its start alone can outlast any delay),
+    // then kill it at a random point of the saves that follow.
+    int64_t first = 0;
+    ASSERT_EQ(::read(fds[0], &first, sizeof first), static_cast<ssize_t>(sizeof first)) << "the child saved nothing";
+    reported = first;
     ::usleep(static_cast<useconds_t>(delay_us(rng)));
     ::kill(pid, SIGKILL);
     int status = 0;
@@ -109,7 +114,7 @@ TEST(CheckpointCrash, KilledDuringSavesLeavesTheLastGoodCheckpoint) {
         << "after kill " << kill << ": checkpoint holds step " << on_disk << ", last reported " << reported;
     reported = on_disk;
   }
-  EXPECT_GT(reported, kKills / 2) << "the children hardly saved anything: the test did not exercise saving";
+  EXPECT_GE(reported, kKills) << "every child saved at least once";
   // Killed writers leave temporary files; the next successful save removes them.
   save_step(path, reported + 1);
   int stray = 0;
