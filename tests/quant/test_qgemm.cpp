@@ -5,8 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstdlib>
 #include <cstdint>
+#include <cstdlib>
 #include <limits>
 #include <string>
 #include <vector>
@@ -92,6 +92,16 @@ TEST(QGemm, LargerBatchesAndLongRows) {
       check_paths(17, 33, 1027, ta, tb, 1, false, g, true);
       check_paths(40, 7, 259, ta, tb, 0, true, g, false);
     }
+}
+
+// Enough work per call for the threads to split the weight rows (chunk edges off the kernels' tiles).
+TEST(QGemm, ThreadedSplitsEqualReference) {
+  const int prev = get_num_threads();
+  set_num_threads(3);
+  Lcg g{11};
+  check_paths(1, 257, 4099, QType::u8, QType::s8, 0, false, g, true);
+  check_paths(7, 131, 2051, QType::s8, QType::u8, 3, false, g, false);
+  set_num_threads(prev);
 }
 
 // The largest sums the contract allows: every (a - za)(b - zb) = 255 * 255 at k = kQGemmMaxK.
