@@ -3,7 +3,7 @@
 // matmul, W^T pre-transposed), for square layers 512..4096 at batch 1, 8 and 32 (where oneDNN's
 // GEMM takes over), every supported CPU path of quant/cpu/qgemm.h forced in turn. Times per call
 // in microseconds, best of --reps runs of enough calls to last ~20 ms; a markdown table on stdout.
-//   build/tools/bench/octet_bench_qgemm [--threads 1] [--reps 5] [--size 4096] [--cpu-time]
+//   build/tools/bench/octet_bench_qgemm [--threads 1] [--reps 5] [--size 4096] [--batch B] [--cpu-time]
 #include <time.h>
 
 #include <algorithm>
@@ -59,7 +59,7 @@ double per_call(int reps, const std::function<void()>& fn) {
 
 int main(int argc, char** argv) {
   int threads = 1, reps = 5;
-  int64_t only_size = 0;
+  int64_t only_size = 0, only_batch = 0;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--threads") && i + 1 < argc)
       threads = std::atoi(argv[++i]);
@@ -67,10 +67,12 @@ int main(int argc, char** argv) {
       reps = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--size") && i + 1 < argc)
       only_size = std::atoll(argv[++i]);
+    else if (!std::strcmp(argv[i], "--batch") && i + 1 < argc)
+      only_batch = std::atoll(argv[++i]);
     else if (!std::strcmp(argv[i], "--cpu-time"))
       g_cpu_time = true;
     else {
-      std::fprintf(stderr, "usage: %s [--threads N] [--reps N] [--size N] [--cpu-time]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--threads N] [--reps N] [--size N] [--batch N] [--cpu-time]\n", argv[0]);
       return 2;
     }
   }
@@ -99,7 +101,7 @@ int main(int argc, char** argv) {
     const Tensor w = randn({size, size}, {}, &gen);
     const Tensor wt = w.t().contiguous();
     const quant::QLinearWeights qw = quant::qlinear_prepare(w, /*clip_search=*/false);
-    for (int64_t batch : {1, 8, 32}) {
+    for (int64_t batch : only_batch != 0 ? std::vector<int64_t>{only_batch} : std::vector<int64_t>{1, 8, 32}) {
       const Tensor x = randn({batch, size}, {}, &gen);
       const double fp32 = per_call(reps, [&] { matmul(x, wt); });
       std::printf("| %lld | %lld | %.1f |", static_cast<long long>(size), static_cast<long long>(batch), fp32 * 1e6);
