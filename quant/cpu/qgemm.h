@@ -5,8 +5,9 @@
 //   C = D - za sum_k B' - zb sum_k A' + k za zb
 // all in integers, so every path gives the same int32 results (tested against qgemm_reference).
 //   portable     plain loops (the compiler vectorizes them for the active ISA)
-//   avx2         u8 and s8 widened to 16 bits, vpmaddwd pairs into 32-bit lanes (no saturation:
-//                vpmaddubsw's s16 pair sums would saturate, 2 * 255 * 127 > 32767)
+//   avx2         u8 and s8 widened to 16 bits (the activations once per call), vpmaddwd pairs
+//                into 32-bit lanes (no saturation: vpmaddubsw's s16 pair sums would saturate,
+//                2 * 255 * 127 > 32767); tiles of weight rows outermost, each read once
 //   avx512_vnni  vpdpbusd (u8 x s8 -> s32, four products per lane, no intermediate saturation);
 //                activation rows in blocks of up to 8, each weight row loaded once per block
 //   dnnl         oneDNN's dnnl_gemm_u8s8s32 (offsets 0; ours are per row): only where its probe
