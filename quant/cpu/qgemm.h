@@ -15,8 +15,8 @@
 // automatic picks per call: for m <= kQGemmKernelMaxM the fastest supported of avx512_vnni, avx2,
 // portable; for larger m dnnl where exact, else the same order.
 // Threads over the output columns j (the weights' rows); integer sums, so deterministic.
-// Measured (tools/bench/RESULTS.md, qlinear, one thread, Zen 5, 2048x2048): batch 1 in 49 us
-// (FP32 SGEMM 261 us), batch 8 in 116 us (dnnl 309 us), batch 32 in 446 us (dnnl 526 us); at
+// Measured (tools/bench/RESULTS.md, qlinear, one thread, Zen 5, 2048x2048): batch 1 in 53 us
+// (FP32 SGEMM 282 us), batch 8 in 120 us (dnnl 280 us), batch 32 in 436 us (dnnl 555 us); at
 // batch 64 and 128 dnnl was ahead (4096: 4.7 vs 5.7 ms, 7.5 vs 15.9 ms), hence the switch.
 //   cpu::set_qgemm_path(cpu::QGemmPath::portable);   // tests and benchmarks run every path
 //   cpu::qgemm(cpu::qgemm_path(), m, n, k, QType::u8, a, k, za, QType::s8, b, k, 0, c, n, nullptr);
