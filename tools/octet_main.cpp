@@ -143,6 +143,8 @@ int main(int argc, char** argv) {
   bench_pb->add_option("--min-time", pb_opts.min_time, "seconds per measurement")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 60.0));
+  bench_pb->add_flag("--cpu-time", pb_opts.cpu_time,
+                     "time by process CPU time / threads (a shared machine: time descheduled not counted)");
   bench_pb->add_flag("--clip-search", pb_opts.clip_search, "preprocess the weights with the clip search");
 
   CLI11_PARSE(app, argc, argv);

@@ -9,11 +9,14 @@
 #include <functional>
 #include <string>
 
+#include <time.h>
+
 #include "core/cpu/isa.h"
 #include "core/cuda.h"
 #include "core/octet.h"
 #include "quant/cpu/pbatch.h"
 #include "quant/pbatch.h"
+#include "quant/qgemm.h"
 
 #ifdef OCTET_CPU_X86
 // GCC 12's AVX-512 headers build unmasked intrinsics on a self-initialized "undefined" vector,
@@ -28,29 +31,40 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Seconds: wall clock, or with cpu_time the process's CPU time divided by the thread count (on a
+// machine shared with other jobs, time spent descheduled does not count).
+double now(const PbBenchOptions& o, int threads) {
+  if (!o.cpu_time) return std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return (static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec)) / threads;
+}
+
 // Median seconds per call of fn: a warm-up, a calibration to size the samples so that `reps`
-// samples take about min_time in all, then the median sample. `sync` ends each sample (CUDA).
-double median_time(const PbBenchOptions& o, const std::function<void()>& fn, const std::function<void()>& sync) {
+// samples take about min_time in all (short samples, so that a preempted one is an outlier the
+// median drops), then the median sample. `sync` ends each sample (CUDA).
+double median_time(const PbBenchOptions& o, int threads, const std::function<void()>& fn,
+                   const std::function<void()>& sync) {
   fn();
   sync();
   int64_t calls = 0;
-  const auto t0 = Clock::now();
+  const double t0 = now(o, threads);
   double elapsed = 0.0;
-  while (elapsed < 0.01 || calls < 2) {
+  while (elapsed < 0.005 || calls < 2) {
     fn();
     sync();
     ++calls;
-    elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
+    elapsed = now(o, threads) - t0;
   }
   const int reps = std::max(1, o.reps);
   const double per_call = elapsed / static_cast<double>(calls);
   const int64_t inner = std::max<int64_t>(1, static_cast<int64_t>(o.min_time / reps / per_call));
   std::vector<double> samples;
   for (int r = 0; r < reps; ++r) {
-    const auto s0 = Clock::now();
+    const double s0 = now(o, threads);
     for (int64_t i = 0; i < inner; ++i) fn();
     sync();
-    samples.push_back(std::chrono::duration<double>(Clock::now() - s0).count() / static_cast<double>(inner));
+    samples.push_back((now(o, threads) - s0) / static_cast<double>(inner));
   }
   std::sort(samples.begin(), samples.end());
   return samples[samples.size() / 2];
@@ -126,13 +140,15 @@ void run_table(const PbBenchOptions& o, int threads, Device dev, std::ostream& o
   out << "\n### PrecisionBatching vs FP32 GEMV, batch " << o.batch << ", " << dev << ", " << threads
       << (threads == 1 ? " thread" : " threads");
   if (!on_cuda) out << ", kernel " << quant::cpu::pb_kernel_name(quant::cpu::pb_kernel());
+  out << (o.cpu_time ? ", CPU time / threads" : ", wall clock");
   out << "\n\nload average before: " << load_average() << "\n\n";
-  out << "Cells: speedup over FP32 (pb_linear time in us, activation quantization included). "
+  out << "Cells: speedup over FP32 (time in us); pb_linear and int8 qlinear include the activations' "
+         "quantization. "
          "FP32: the best of octet matmul/linear (oneDNN)"
       << (have_avx512_gemv() && !on_cuda ? " and an AVX-512 FMA GEMV" : "") << ".\n\n";
   out << "| N | w bits | FP32 us (best of) |";
   for (int a : o.a_bits) out << " a" << a << " |";
-  out << " ideal 32/(n+1) | int8 qlinear (slot) |\n|---|---|---|";
+  out << " ideal 32/(n+1) | int8 qlinear |\n|---|---|---|";
   for (size_t i = 0; i < o.a_bits.size(); ++i) out << "---|";
   out << "---|---|\n";
   for (int64_t n : o.sizes) {
@@ -142,9 +158,9 @@ void run_table(const PbBenchOptions& o, int threads, Device dev, std::ostream& o
     const Tensor w = w_host.to(dev), x = x_host.to(dev), w_t = w_host.t().contiguous().to(dev);
     // FP32: octet's own ops, then the hand GEMV (CPU, batch 1).
     const double t_linear = median_time(
-        o, [&] { (void)linear(x, w); }, sync);
+        o, threads, [&] { (void)linear(x, w); }, sync);
     const double t_matmul = median_time(
-        o, [&] { (void)matmul(x, w_t); }, sync);
+        o, threads, [&] { (void)matmul(x, w_t); }, sync);
     double fp32 = std::min(t_linear, t_matmul);
     std::string fp32_src = t_linear <= t_matmul ? "linear" : "matmul";
 #ifdef OCTET_CPU_X86
@@ -153,7 +169,7 @@ void run_table(const PbBenchOptions& o, int threads, Device dev, std::ostream& o
       const float* wp = w_host.data<float>();
       const float* xp = x_host.data<float>();
       const double t_gemv = median_time(
-          o,
+          o, threads,
           [&] {
             parallel_for(0, n, 64, [&](int64_t r0, int64_t r1) { gemv_avx512_rows(wp, xp, n, y.data(), r0, r1); });
           },
@@ -164,16 +180,20 @@ void run_table(const PbBenchOptions& o, int threads, Device dev, std::ostream& o
       }
     }
 #endif
+    // The int8 baseline (quant::qlinear: s8 weights, u8 activations quantized per call): one time per size.
+    const quant::QLinearWeights qw = quant::qlinear_prepare(w, o.clip_search);
+    const double t_int8 = median_time(
+        o, threads, [&] { (void)quant::qlinear(qw, x); }, sync);
+    const std::string int8_cell = fmt("%.2fx", fp32 / t_int8) + " (" + fmt("%.1f", t_int8 * 1e6) + ")";
     for (int wb : o.w_bits) {
       const quant::PbWeights pw = quant::pb_preprocess(w, wb, o.clip_search);
       out << "| " << n << " | " << wb << " | " << fmt("%.1f", fp32 * 1e6) << " (" << fp32_src << ") |";
       for (int ab : o.a_bits) {
         const double t = median_time(
-            o, [&] { (void)quant::pb_linear(pw, x, ab); }, sync);
+            o, threads, [&] { (void)quant::pb_linear(pw, x, ab); }, sync);
         out << " " << fmt("%.2fx", fp32 / t) << " (" << fmt("%.1f", t * 1e6) << ") |";
       }
-      // The int8 column is left for quant::qlinear (quant/qgemm.h) once it lands.
-      out << " " << fmt("%.1fx", 32.0 / (wb + 1)) << " | - |\n";
+      out << " " << fmt("%.1fx", 32.0 / (wb + 1)) << " | " << int8_cell << " |\n";
       out.flush();
     }
   }

@@ -2,7 +2,8 @@
 // paper (Lam et al.): for each square size N at batch 1, the FP32 time (the best of octet's matmul /
 // linear, oneDNN SGEMM underneath, and a plain AVX-512 GEMV written here), then per weight bits (rows)
 // and activation bits (columns) the speedup of pb_linear, activation quantization included, beside
-// the ideal 32 / (n + 1). Times are medians of repeated runs after a warm-up; nothing is asserted.
+// the ideal 32 / (n + 1) and the int8 baseline quant::qlinear (quant/qgemm.h). Times are medians of repeated runs after
+// a warm-up; nothing is asserted.
 //   tools::PbBenchOptions o;  o.sizes = {1024};  o.threads = {1, 2};
 //   tools::run_pbatch_bench(o, std::cout);   // a markdown table per thread count
 #pragma once
@@ -21,8 +22,9 @@ struct PbBenchOptions {
   std::vector<int> threads{1};
   std::string device = "cpu";  // cpu, cuda or cuda:N
   int64_t batch = 1;
-  int reps = 7;              // timed samples per measurement (the median is reported)
-  double min_time = 0.1;     // seconds per measurement, split over the samples
+  int reps = 31;             // timed samples per measurement (the median is reported)
+  double min_time = 0.05;    // seconds per measurement, split over the samples
+  bool cpu_time = false;     // time by the process's CPU time / threads instead of the wall clock
   bool clip_search = false;  // the weights' clip search does not change the kernel's time
 };
 
