@@ -135,7 +135,7 @@ unsigned grid_blocks(int64_t n, const char* op) {
 }  // namespace
 
 Tensor qgemm(const Tensor& a, const Tensor& za, QType ta, const Tensor& b, int32_t zb, QType tb,
-             const Tensor& b_row_sums) {
+             const Tensor& b_row_sums, QgemmPath path) {
   constexpr const char* op = "quant::cuda::qgemm";
   OCTET_CHECK(a.defined() && a.dim() == 2 && b.defined() && b.dim() == 2 && a.size(1) == b.size(1), op,
               ": expected a [m, k] and b [n, k]");
@@ -180,7 +180,7 @@ Tensor qgemm(const Tensor& a, const Tensor& za, QType ta, const Tensor& b, int32
   const auto* a8 = a_s8.data<int8_t>();
   const auto* b8 = static_cast<const int8_t*>(b_s8.raw_data());
   const ops::Int8Gemm g{np, m, kp, kp, kp, np};
-  if (int8_gemm_supported(g)) {
+  if (path == QgemmPath::automatic && int8_gemm_supported(g)) {
     int8_gemm(g, b8, a8, p.data<int32_t>());
   } else {
     const qg::QgemmDp4aOps dop{{}, a8, b8, m, n, kp, p.data<int32_t>(), np};
