@@ -23,8 +23,8 @@ constexpr int64_t kMaxGridY = 65535;
 
 // Block b: batch row b of x [batch, cols] -> planes [b][bits][words], scale[b].
 __global__ void __launch_bounds__(kThreads)
-    pb_quantize_kernel(const float* __restrict__ x, int64_t cols, int64_t words, int bits, uint64_t* __restrict__ planes,
-                       double* __restrict__ scale) {
+    pb_quantize_kernel(const float* __restrict__ x, int64_t cols, int64_t words, int bits,
+                       uint64_t* __restrict__ planes, double* __restrict__ scale) {
   __shared__ uint32_t red[kThreads / kWarp];
   const int64_t row = blockIdx.x;
   const float* xr = x + row * cols;
@@ -65,8 +65,8 @@ __global__ void __launch_bounds__(kThreads)
   pb::PbGemmArgs a{w, rows, words, x + b0 * x_planes * words, nb, x_planes};
   int64_t acc[kPbMaxBatch] = {};
   if (t.row < rows) pb::pb_lane_sums<P>(a, t.row, t.lane, lanes, acc);
-  // Every lane of the warp takes part (rows past the end with zeros); groups of `lanes` are aligned,
-  // so xor offsets below `lanes` stay inside a row's group.
+    // Every lane of the warp takes part (rows past the end with zeros); groups of `lanes` are aligned,
+    // so xor offsets below `lanes` stay inside a row's group.
 #pragma unroll
   for (int b = 0; b < static_cast<int>(kPbMaxBatch); ++b)
     for (int o = lanes / 2; o > 0; o >>= 1) acc[b] += __shfl_xor_sync(kFullMask, acc[b], o);
@@ -82,8 +82,8 @@ template <int P>
 void launch_gemm(dim3 grid, const uint64_t* w, int64_t rows, int64_t words, const uint64_t* x, int x_planes,
                  const double* scale, int64_t batch0, int64_t batch, int lanes, double step, const float* bias,
                  float* y) {
-  pb_gemm_kernel<P><<<grid, kThreads, 0, stream()>>>(w, rows, words, x, x_planes, scale, batch0, batch, lanes, step,
-                                                     bias, y);
+  pb_gemm_kernel<P>
+      <<<grid, kThreads, 0, stream()>>>(w, rows, words, x, x_planes, scale, batch0, batch, lanes, step, bias, y);
   OCTET_CUDA_LAUNCH("quant::cuda::pb_gemm_kernel");
 }
 
@@ -92,15 +92,24 @@ using GemmLauncher = void (*)(dim3, const uint64_t*, int64_t, int64_t, const uin
 
 GemmLauncher gemm_launcher(int planes) {
   switch (planes) {
-    case 2: return launch_gemm<2>;
-    case 3: return launch_gemm<3>;
-    case 4: return launch_gemm<4>;
-    case 5: return launch_gemm<5>;
-    case 6: return launch_gemm<6>;
-    case 7: return launch_gemm<7>;
-    case 8: return launch_gemm<8>;
-    case 9: return launch_gemm<9>;
-    default: break;
+    case 2:
+      return launch_gemm<2>;
+    case 3:
+      return launch_gemm<3>;
+    case 4:
+      return launch_gemm<4>;
+    case 5:
+      return launch_gemm<5>;
+    case 6:
+      return launch_gemm<6>;
+    case 7:
+      return launch_gemm<7>;
+    case 8:
+      return launch_gemm<8>;
+    case 9:
+      return launch_gemm<9>;
+    default:
+      break;
   }
   OCTET_CHECK(false, "quant::cuda::pb_linear: weights with ", planes, " planes (expected 2..", pb::kMaxWeightPlanes,
               ")");

@@ -90,15 +90,18 @@ __global__ void __launch_bounds__(kThreads)
   int bad = 0;
   for (int64_t t = threadIdx.x; t < cols; t += blockDim.x) {
     const float v = xr[t];
-    if (!isfinite(v)) bad = 1;
-    else lo = fminf(lo, v), hi = fmaxf(hi, v);
+    if (!isfinite(v))
+      bad = 1;
+    else
+      lo = fminf(lo, v), hi = fmaxf(hi, v);
   }
   for (int o = 16; o > 0; o >>= 1) {
     lo = fminf(lo, __shfl_xor_sync(kFullMask, lo, o));
     hi = fmaxf(hi, __shfl_xor_sync(kFullMask, hi, o));
     bad |= __shfl_xor_sync(kFullMask, bad, o);
   }
-  if (threadIdx.x % 32 == 0) red_lo[threadIdx.x / 32] = lo, red_hi[threadIdx.x / 32] = hi, red_bad[threadIdx.x / 32] = bad;
+  if (threadIdx.x % 32 == 0)
+    red_lo[threadIdx.x / 32] = lo, red_hi[threadIdx.x / 32] = hi, red_bad[threadIdx.x / 32] = bad;
   __syncthreads();
   for (int w = 0; w < static_cast<int>(blockDim.x / 32); ++w)
     lo = fminf(lo, red_lo[w]), hi = fmaxf(hi, red_hi[w]), bad |= red_bad[w];
@@ -186,8 +189,8 @@ Tensor qgemm(const Tensor& a, const Tensor& za, QType ta, const Tensor& b, int32
     const qg::QgemmDp4aOps dop{{}, a8, b8, m, n, kp, p.data<int32_t>(), np};
     const ops::Dp4aGrid grid = ops::dp4a_grid(dop, dop.words());
     OCTET_CHECK(grid.y <= ops::kMaxGridYZ && grid.x <= kMaxGrid, op, ": m = ", m, " exceeds the DP4A grid");
-    dp4a_kernel<<<dim3(static_cast<unsigned>(grid.x), static_cast<unsigned>(grid.y)), ops::kTileThreads, 0,
-                  stream()>>>(dop);
+    dp4a_kernel<<<dim3(static_cast<unsigned>(grid.x), static_cast<unsigned>(grid.y)), ops::kTileThreads, 0, stream()>>>(
+        dop);
     OCTET_CUDA_LAUNCH("quant::cuda::qgemm dp4a_kernel");
   }
   fold_kernel<<<::octet::cuda::grid_for(m * n, kThreads), kThreads, 0, stream()>>>(
@@ -221,13 +224,12 @@ Tensor dequantize_linear(const Tensor& acc, const Tensor& scale_a, float w_scale
   check_cuda(scale_a, DType::f32, {batch}, op, "scale_a");
   if (bias.defined()) check_cuda(bias, DType::f32, {rows}, op, "bias");
   for (const Tensor* t : {&scale_a, &bias})
-    OCTET_CHECK(!t->defined() || t->device() == acc.device(), op, ": operands on ", acc.device(), " and ",
-                t->device());
+    OCTET_CHECK(!t->defined() || t->device() == acc.device(), op, ": operands on ", acc.device(), " and ", t->device());
   Tensor y = device_empty({batch, rows}, DType::f32, acc.device());
   if (batch * rows == 0) return y;
   output_kernel<<<::octet::cuda::grid_for(batch * rows, kThreads), kThreads, 0, stream()>>>(
-      acc.data<int32_t>(), batch, rows, scale_a.data<float>(), w_scale,
-      bias.defined() ? bias.data<float>() : nullptr, y.data<float>());
+      acc.data<int32_t>(), batch, rows, scale_a.data<float>(), w_scale, bias.defined() ? bias.data<float>() : nullptr,
+      y.data<float>());
   OCTET_CUDA_LAUNCH("quant::cuda::dequantize_linear output_kernel");
   return y;
 }

@@ -1,23 +1,18 @@
-// CUDA PrecisionBatching and zero-point GEMM against the CPU (quant/cuda/pbatch.cu, qgemm.cu): the
-// activation planes and scales, pb_linear (from floats and from planes) and qlinear bit for bit on
-// many shapes (weight bits 1..8, activation bits 2..32, odd K, batch 1..8 and 11, NaN, infinite and
-// zero rows), and the raw qgemm for every operand type pair by cuBLASLt and by the DP4A fallback.
-// Skipped without a GPU; OCTET_CUDA_TESTS_ON_CPU=1 runs the public-API tests CPU against CPU (a check
-// of the tests only).
+// CUDA PrecisionBatching against the CPU (quant/cuda/pbatch.cu): the activation planes and scales and
+// pb_linear (from floats and from planes) bit for bit on many shapes (weight bits 1..8, activation
+// bits 2..32, odd K, batch 1..8 and 11, NaN, infinite and zero rows). Skipped without a GPU;
+// OCTET_CUDA_TESTS_ON_CPU=1 runs them CPU against CPU (a check of the tests only).
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "core/octet.h"
 #include "quant/pbatch.h"
-#include "quant/qgemm.h"
 #include "tests/cuda/parity.h"
-#ifdef OCTET_TESTS_WITH_CUDA
-#include "quant/cuda/qgemm.h"
-#endif
 
 namespace octet::quant {
 namespace {
@@ -38,9 +33,16 @@ Tensor inputs(int64_t rows, int64_t cols, uint64_t seed, bool special = false) {
   return from_vector(v, {rows, cols});
 }
 
+// Streams the arguments into one string (a case's name in messages).
+template <class... T>
+std::string cat(const T&... v) {
+  std::ostringstream os;
+  (os << ... << v);
+  return os.str();
+}
+
 std::string name(int n, int k, int64_t cols, int64_t batch) {
-  return "w" + std::to_string(n) + "a" + std::to_string(k) + " cols=" + std::to_string(cols) +
-         " batch=" + std::to_string(batch);
+  return cat("w", n, "a", k, " cols=", cols, " batch=", batch);
 }
 
 class CudaPbatch : public testing::CudaParityTest {};
@@ -68,6 +70,8 @@ TEST_F(CudaPbatch, LinearEqualsCpu) {
       Tensor bias_g = bias.to(gpu());
       for (int k : {2, 3, 5, 8, 13, 16, 24, 31, 32})
         for (int64_t batch : {1, 2, 3, 4, 5, 6, 7, 8, 11}) {
+          // Every batch size at two widths, three (one chunk of 1, a full one, two chunks) elsewhere.
+          if (cols != 63 && cols != 513 && batch != 1 && batch != 8 && batch != 11) continue;
           Tensor x = inputs(batch, cols, 1000 * k + batch + cols, true);
           Tensor xg = x.to(gpu());
           const std::string what = name(n, k, cols, batch);
@@ -87,61 +91,6 @@ TEST_F(CudaPbatch, LinearLargeBatchAndRows) {
   Tensor x = inputs(37, 2048, 2, true), bias = inputs(1, 1000, 3).view({1000});
   EXPECT_TRUE(bits_equal(pb_linear(w.to(gpu()), x.to(gpu()), 16, bias.to(gpu())), pb_linear(w, x, 16, bias), "w4a16"));
 }
-
-TEST_F(CudaPbatch, QLinearEqualsCpu) {
-  for (int64_t rows : {1, 5, 8, 37})
-    for (int64_t cols : {1, 3, 16, 17, 100, 1000})
-      for (int64_t batch : {1, 3, 8, 11}) {
-        const QLinearWeights w = qlinear_prepare(inputs(rows, cols, rows + cols));
-        const QLinearWeights wg = w.to(gpu());
-        Tensor x = inputs(batch, cols, 3 * batch + cols, true), bias = inputs(1, rows, 5).view({rows});
-        const std::string what = "rows=" + std::to_string(rows) + " cols=" + std::to_string(cols) +
-                                 " batch=" + std::to_string(batch);
-        EXPECT_TRUE(bits_equal(qlinear(wg, x.to(gpu()), bias.to(gpu())), qlinear(w, x, bias), what + " with bias"));
-        EXPECT_TRUE(bits_equal(qlinear(wg, x.to(gpu())), qlinear(w, x), what));
-      }
-}
-
-#ifdef OCTET_TESTS_WITH_CUDA
-// Seeded codes of a type as a tensor [rows, cols], with the extremes 0/255 (u8) and -128/127 (s8).
-Tensor codes(int64_t rows, int64_t cols, QType t, uint64_t seed) {
-  Generator g(seed);
-  Tensor u = empty({rows, cols}, DType::f64);
-  u.uniform_(0.0, 256.0, &g);
-  std::vector<double> v = u.to_vector<double>();
-  if (!v.empty()) v[0] = 255.0;
-  if (v.size() > 1) v[1] = 0.0;
-  for (double& e : v) e = std::floor(e) + qmin(t);
-  return from_vector(v, {rows, cols}).to(t == QType::u8 ? DType::u8 : DType::i8);
-}
-
-TEST_F(CudaPbatch, QgemmEveryTypeAndPathEqualsReference) {
-  if (testing::cpu_selftest()) GTEST_SKIP() << "calls the CUDA kernels directly";
-  for (QType ta : {QType::u8, QType::s8})
-    for (QType tb : {QType::u8, QType::s8})
-      for (int64_t m : {1, 4, 7, 70})
-        for (int64_t n : {1, 6, 8, 64})
-          for (int64_t k : {1, 5, 16, 33, 1000}) {
-            Tensor a = codes(m, k, ta, m + k), b = codes(n, k, tb, 7 * n + k);
-            std::vector<int32_t> za(static_cast<size_t>(m));
-            for (int64_t i = 0; i < m; ++i) za[static_cast<size_t>(i)] = static_cast<int32_t>((29 * i + 3) % 256) + qmin(ta);
-            const int32_t zb = tb == QType::u8 ? 120 : 3;
-            Tensor want = empty({m, n}, DType::i32);
-            qgemm_reference(m, n, k, ta, a.raw_data(), k, za.data(), tb, b.raw_data(), k, zb, want.data<int32_t>(), n);
-            Tensor zag = from_vector(za, {m}).to(gpu()), ag = a.to(gpu()), bg = b.to(gpu());
-            std::vector<int32_t> bv = b.to(DType::i32).to_vector<int32_t>(), sv(static_cast<size_t>(n), 0);
-            for (int64_t e = 0; e < n * k; ++e) sv[static_cast<size_t>(e / k)] += bv[static_cast<size_t>(e)];
-            Tensor sums = from_vector(sv, {n}).to(gpu());
-            const std::string what = "m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k) +
-                                     (ta == QType::u8 ? " u8" : " s8") + (tb == QType::u8 ? "xu8" : "xs8");
-            for (cuda::QgemmPath path : {cuda::QgemmPath::automatic, cuda::QgemmPath::dp4a}) {
-              const std::string p = path == cuda::QgemmPath::dp4a ? " dp4a" : " auto";
-              EXPECT_TRUE(bits_equal(cuda::qgemm(ag, zag, ta, bg, zb, tb, sums, path), want, what + p));
-              EXPECT_TRUE(bits_equal(cuda::qgemm(ag, zag, ta, bg, zb, tb, Tensor(), path), want, what + p + " sums"));
-            }
-          }
-}
-#endif
 
 }  // namespace
 }  // namespace octet::quant
