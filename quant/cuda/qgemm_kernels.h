@@ -20,6 +20,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 
 #include "core/hostdevice.h"
 #include "quant/qgemm.h"
@@ -94,29 +95,33 @@ struct QgemmDp4aOps {
 // ---------------------------------------------------------------- row quantizer and output
 
 // The (scale, zero point) of a row with bounds [lo, hi]: choose_qparams(lo, hi, QType::u8)'s
-// arithmetic. A row with a NaN or an infinity gets scale NaN.
+// arithmetic step by step (quant/qgemm.cpp: the range widened to hold 0 in double, the scale rounded
+// to float, at least the smallest positive float, the zero point from the float scale in double).
+// A row with a NaN or an infinity gets scale NaN and zero point 0 (cpu::quantize_rows_u8).
 struct QgRowParams {
   float scale;
   int32_t zero_point;
 };
 OCTET_HD inline QgRowParams qg_row_params(float lo, float hi) {
-  if (!(std::isfinite(lo) && std::isfinite(hi))) return {std::nanf(""), 0};
-  lo = lo < 0.0f ? lo : 0.0f;
-  hi = hi > 0.0f ? hi : 0.0f;
-  const float qmin = 0.0f, qmax = 255.0f;
-  float scale = (hi - lo) / (qmax - qmin);
-  if (!(scale > 0.0f)) return {1.0f, 0};
-  float zp = std::nearbyint(qmin - lo / scale);
-  zp = zp < qmin ? qmin : (zp > qmax ? qmax : zp);
-  return {scale, static_cast<int32_t>(zp)};
+  if (!(std::isfinite(lo) && std::isfinite(hi))) return {std::numeric_limits<float>::quiet_NaN(), 0};
+  const double l = static_cast<double>(lo) < 0.0 ? static_cast<double>(lo) : 0.0;  // std::min(0.0, lo)
+  const double h = 0.0 < static_cast<double>(hi) ? static_cast<double>(hi) : 0.0;  // std::max(0.0, hi)
+  if (l == h) return {1.0f, 0};
+  float scale = static_cast<float>((h - l) / 255.0);
+  if (!(scale > 0.0f)) scale = std::numeric_limits<float>::denorm_min();
+  double z = std::nearbyint(0.0 - l / static_cast<double>(scale));
+  z = z < 0.0 ? 0.0 : (z > 255.0 ? 255.0 : z);
+  return {scale, static_cast<int32_t>(z)};
 }
 
-// quantize_value(x, {scale, zero_point, u8}): clamp(nearbyint(x / scale) + zero_point, 0, 255).
+// quantize_value(x, {scale, zero_point, u8}): clamp(nearbyint(x / scale) + zero_point, 0, 255) in
+// float, NaN -> zero point; 0 in a row whose scale is NaN (cpu::quantize_rows_u8).
 OCTET_HD inline uint8_t qg_code(float x, const QgRowParams& p) {
-  if (std::isnan(x) || !(p.scale > 0.0f)) return static_cast<uint8_t>(p.zero_point);
-  float v = std::nearbyint(x / p.scale) + static_cast<float>(p.zero_point);
-  v = v < 0.0f ? 0.0f : (v > 255.0f ? 255.0f : v);
-  return static_cast<uint8_t>(v);
+  if (std::isnan(p.scale)) return 0;
+  if (std::isnan(x)) return static_cast<uint8_t>(p.zero_point);
+  float r = std::nearbyint(x / p.scale) + static_cast<float>(p.zero_point);
+  r = r < 0.0f ? 0.0f : (r > 255.0f ? 255.0f : r);
+  return static_cast<uint8_t>(static_cast<int32_t>(r));
 }
 
 // y = float(acc) * (scale_a * w_scale) + bias[r] (float; no add without a bias).
