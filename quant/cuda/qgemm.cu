@@ -24,8 +24,6 @@ using ::octet::cuda::stream;
 using qg::kThreads;
 
 constexpr unsigned kFullMask = 0xffffffffu;
-// The largest k whose sums fit in int32 (quant/qgemm.h): k * 255 * 255 < 2^31.
-constexpr int64_t kMaxK = 33025;
 constexpr int64_t kMaxGrid = 0x7fffffff;
 
 // Sum over the block of v (integers: exact in any order); every thread gets it.
@@ -150,7 +148,7 @@ Tensor qgemm(const Tensor& a, const Tensor& za, QType ta, const Tensor& b, int32
   if (b_row_sums.defined()) check_cuda(b_row_sums, DType::i32, {n}, op, "b_row_sums");
   for (const Tensor* t : {&b, &za, &b_row_sums})
     OCTET_CHECK(!t->defined() || t->device() == dev, op, ": operands on ", dev, " and ", t->device());
-  OCTET_CHECK(k <= kMaxK, op, ": k = ", k, " (at most ", kMaxK, " keep the sums in int32)");
+  OCTET_CHECK(k <= kQGemmMaxK, op, ": k = ", k, " (at most ", kQGemmMaxK, " keep the sums in int32)");
   Tensor c = device_empty({m, n}, DType::i32, dev);
   if (m == 0 || n == 0) return c;
   if (k == 0) {
