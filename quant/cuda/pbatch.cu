@@ -52,48 +52,61 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// Block b, one warp: code_sums[b] = sum_K xq[b, K] from batch row b's planes (1-bit weights' plane 0).
+__global__ void __launch_bounds__(kWarp)
+    pb_code_sum_kernel(const uint64_t* __restrict__ x, int x_planes, int64_t words, int64_t* __restrict__ code_sums) {
+  const int64_t b = blockIdx.x;
+  int64_t s = pb::pb_lane_code_sum(x + b * x_planes * words, x_planes, words, threadIdx.x, kWarp);
+  for (int o = kWarp / 2; o > 0; o >>= 1) s = pb::pb_add(s, __shfl_xor_sync(kFullMask, s, o));
+  if (threadIdx.x == 0) code_sums[b] = s;
+}
+
 // Threads (blockIdx.x * kThreads + threadIdx.x) / lanes = output row; blockIdx.y = chunk of
-// kPbMaxBatch batch rows from batch0 (of `batch`). x holds all rows' planes, scale all rows' s_b.
-template <int P>
+// kPbMaxBatch batch rows from batch0 (of `batch`). x holds all rows' planes, scale all rows' s_b,
+// code_sums (First = 1 only) all rows' plane-0 parts.
+template <int P, int First>
 __global__ void __launch_bounds__(kThreads)
     pb_gemm_kernel(const uint64_t* __restrict__ w, int64_t rows, int64_t words, const uint64_t* __restrict__ x,
-                   int x_planes, const double* __restrict__ scale, int64_t batch0, int64_t batch, int lanes,
-                   double step, const float* __restrict__ bias, float* __restrict__ y) {
+                   int x_planes, const double* __restrict__ scale, const int64_t* __restrict__ code_sums,
+                   int64_t batch0, int64_t batch, int lanes, double step, const float* __restrict__ bias,
+                   float* __restrict__ y) {
   const int64_t b0 = batch0 + static_cast<int64_t>(blockIdx.y) * kPbMaxBatch;
   const pb::PbThread t = pb::pb_thread(static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x, lanes);
   const int64_t nb = batch - b0 < kPbMaxBatch ? batch - b0 : kPbMaxBatch;
   pb::PbGemmArgs a{w, rows, words, x + b0 * x_planes * words, nb, x_planes};
   int64_t acc[kPbMaxBatch] = {};
-  if (t.row < rows) pb::pb_lane_sums<P>(a, t.row, t.lane, lanes, acc);
+  if (t.row < rows) pb::pb_lane_sums<P, First>(a, t.row, t.lane, lanes, acc);
     // Every lane of the warp takes part (rows past the end with zeros); groups of `lanes` are aligned,
     // so xor offsets below `lanes` stay inside a row's group.
 #pragma unroll
   for (int b = 0; b < static_cast<int>(kPbMaxBatch); ++b)
-    for (int o = lanes / 2; o > 0; o >>= 1) acc[b] += __shfl_xor_sync(kFullMask, acc[b], o);
+    for (int o = lanes / 2; o > 0; o >>= 1) acc[b] = pb::pb_add(acc[b], __shfl_xor_sync(kFullMask, acc[b], o));
   if (t.row >= rows || t.lane >= nb) return;
   int64_t mine = 0;
 #pragma unroll
   for (int b = 0; b < static_cast<int>(kPbMaxBatch); ++b)
     if (t.lane == b) mine = acc[b];
-  y[(b0 + t.lane) * rows + t.row] = pb::pb_output(mine, step, scale[b0 + t.lane], bias, t.row);
+  const int64_t b = b0 + t.lane;
+  if constexpr (First == 1) mine = pb::pb_add(mine, code_sums[b]);
+  y[b * rows + t.row] = pb::pb_output(mine, step, scale[b], bias, t.row);
 }
 
-template <int P>
+template <int P, int First = 0>
 void launch_gemm(dim3 grid, const uint64_t* w, int64_t rows, int64_t words, const uint64_t* x, int x_planes,
-                 const double* scale, int64_t batch0, int64_t batch, int lanes, double step, const float* bias,
-                 float* y) {
-  pb_gemm_kernel<P>
-      <<<grid, kThreads, 0, stream()>>>(w, rows, words, x, x_planes, scale, batch0, batch, lanes, step, bias, y);
+                 const double* scale, const int64_t* code_sums, int64_t batch0, int64_t batch, int lanes, double step,
+                 const float* bias, float* y) {
+  pb_gemm_kernel<P, First><<<grid, kThreads, 0, stream()>>>(w, rows, words, x, x_planes, scale, code_sums, batch0,
+                                                            batch, lanes, step, bias, y);
   OCTET_CUDA_LAUNCH("quant::cuda::pb_gemm_kernel");
 }
 
-using GemmLauncher = void (*)(dim3, const uint64_t*, int64_t, int64_t, const uint64_t*, int, const double*, int64_t,
-                              int64_t, int, double, const float*, float*);
+using GemmLauncher = void (*)(dim3, const uint64_t*, int64_t, int64_t, const uint64_t*, int, const double*,
+                              const int64_t*, int64_t, int64_t, int, double, const float*, float*);
 
 GemmLauncher gemm_launcher(int planes) {
   switch (planes) {
     case 2:
-      return launch_gemm<2>;
+      return launch_gemm<2, 1>;  // 1-bit weights: plane 0 from the code sums
     case 3:
       return launch_gemm<3>;
     case 4:
@@ -168,10 +181,19 @@ Tensor pb_linear(const PbWeights& w, const PbActivations& x, const Tensor& bias)
   const auto* wp = static_cast<const uint64_t*>(w.planes.raw_data());
   const auto* xp = static_cast<const uint64_t*>(x.planes.raw_data());
   const float* bp = bias.defined() ? bias.data<float>() : nullptr;
+  Tensor code_sums;  // 1-bit weights: sum_K xq[b, K] per batch row
+  if (w.bits == 1) {
+    OCTET_CHECK(batch <= 0x7fffffff, "quant::cuda::pb_linear: batch ", batch, " exceeds the launch grid");
+    code_sums = empty({batch}, TensorOptions(DType::i64).device(dev));
+    pb_code_sum_kernel<<<static_cast<unsigned>(batch), kWarp, 0, stream()>>>(xp, x.bits, words,
+                                                                             code_sums.data<int64_t>());
+    OCTET_CUDA_LAUNCH("quant::cuda::pb_code_sum_kernel");
+  }
   for (int64_t c0 = 0; c0 < chunks; c0 += kMaxGridY) {
     const int64_t n = std::min(kMaxGridY, chunks - c0);
     launch(dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(n)), wp, rows, words, xp, x.bits,
-           x.scale.data<double>(), c0 * kPbMaxBatch, batch, lanes, w.step, bp, y.data<float>());
+           x.scale.data<double>(), code_sums.defined() ? code_sums.data<int64_t>() : nullptr, c0 * kPbMaxBatch, batch,
+           lanes, w.step, bp, y.data<float>());
   }
   return y;
 }

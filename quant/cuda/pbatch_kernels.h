@@ -16,8 +16,11 @@
 // (pb_lane_sums: integer, exact, so any order of the lanes' sums gives the CPU's value); an xor
 // shuffle butterfly over the L lanes gives every lane the row's sums, and lane b writes output b
 // (pb_output). Up to kPbMaxBatch batch rows per thread; blockIdx.y picks the chunk of the batch.
+// 1-bit weights (as cpu::pb_gemm_1bit): plane 0 is all ones on the columns, so it is not read; its
+// part, sum_K xq[b, K], comes from a first kernel (a warp per batch row, pb_lane_code_sum), half the
+// weight loads and popcounts of the product.
 //   PbRowScale s = pb_row_scale(max_abs_bits, bits);
-//   int64_t acc[kPbMaxBatch]; pb_lane_sums<5>(args, r, lane, L, acc);   // w4: five planes
+//   int64_t acc[kPbMaxBatch]; pb_lane_sums<5>(args, r, lane, L, acc);   // w4: five planes (w1: <2, 1>)
 //   y[b * rows + r] = pb_output(acc_total[b], step, scale[b], bias, r);
 #pragma once
 
@@ -113,11 +116,13 @@ OCTET_HD inline int pb_popcount(uint64_t v) {
 }
 
 // Row r's sums over the words u = lane, lane + lanes, ... into acc[b] (b < batch; the rest 0), W
-// with P planes. Sums wrap modulo 2^64 (unsigned), so the total over the lanes is exact whatever
-// their order whenever the true sum fits (quant/pbatch.h bounds it below 2^63).
-template <int P>
+// with P planes of which planes First.. are read (First = 1: 1-bit weights, whose plane 0 is all ones
+// on the columns; its part is pb_lane_code_sums', added per batch row). Sums wrap modulo 2^64
+// (unsigned), so the total over the lanes is exact whatever their order whenever the true sum fits
+// (quant/pbatch.h bounds it below 2^63).
+template <int P, int First = 0>
 OCTET_HD void pb_lane_sums(const PbGemmArgs& a, int64_t r, int lane, int lanes, int64_t (&acc)[kPbMaxBatch]) {
-  static_assert(P >= 2 && P <= kMaxWeightPlanes, "weights have 2..9 planes");
+  static_assert(P >= 2 && P <= kMaxWeightPlanes && First >= 0 && First < P, "2..9 planes, the top one read");
   uint64_t sum[kPbMaxBatch] = {};
   const uint64_t* wr = a.w + r * P * a.words;
   for (int64_t u = lane; u < a.words; u += lanes) {
@@ -125,7 +130,7 @@ OCTET_HD void pb_lane_sums(const PbGemmArgs& a, int64_t r, int lane, int lanes, 
 #ifdef __CUDA_ARCH__
 #pragma unroll
 #endif
-    for (int p = 0; p < P; ++p) wp[p] = pb_load(wr + p * a.words + u);
+    for (int p = First; p < P; ++p) wp[p] = pb_load(wr + p * a.words + u);
 #ifdef __CUDA_ARCH__
 #pragma unroll
 #endif
@@ -138,7 +143,7 @@ OCTET_HD void pb_lane_sums(const PbGemmArgs& a, int64_t r, int lane, int lanes, 
 #ifdef __CUDA_ARCH__
 #pragma unroll
 #endif
-        for (int p = 0; p < P - 1; ++p) t += pb_popcount(wp[p] & xv) << p;
+        for (int p = First; p < P - 1; ++p) t += pb_popcount(wp[p] & xv) << p;
         t -= pb_popcount(wp[P - 1] & xv) << (P - 1);
         const uint64_t tj = static_cast<uint64_t>(static_cast<int64_t>(t)) << j;
         sum[b] = j == a.x_planes - 1 ? sum[b] - tj : sum[b] + tj;  // the top activation plane is negative
@@ -151,6 +156,19 @@ OCTET_HD void pb_lane_sums(const PbGemmArgs& a, int64_t r, int lane, int lanes, 
   for (int b = 0; b < static_cast<int>(kPbMaxBatch); ++b) acc[b] = static_cast<int64_t>(sum[b]);
 }
 
+// The 1-bit weights' plane-0 part of batch row b's sums: sum_K xq[b, K] = sum_j sign_j 2^j
+// popcount(X_j[b]) (X is zero past the columns), over the words u = lane, lane + lanes, ... of the
+// row's planes xb [x_planes][words]; modulo 2^64 like pb_lane_sums. One warp per batch row.
+OCTET_HD inline int64_t pb_lane_code_sum(const uint64_t* xb, int x_planes, int64_t words, int lane, int lanes) {
+  uint64_t sum = 0;
+  for (int j = 0; j < x_planes; ++j) {
+    uint64_t c = 0;
+    for (int64_t u = lane; u < words; u += lanes) c += static_cast<uint64_t>(pb_popcount(pb_load(xb + j * words + u)));
+    sum = j == x_planes - 1 ? sum - (c << j) : sum + (c << j);
+  }
+  return static_cast<int64_t>(sum);
+}
+
 // The thread's row and lane within it, for a flat thread index t (blockIdx.x * blockDim.x + threadIdx.x).
 struct PbThread {
   int64_t row;
@@ -160,6 +178,11 @@ OCTET_HD inline PbThread pb_thread(int64_t t, int lanes) { return {t / lanes, st
 
 // Blocks along x for `rows` rows at `lanes` lanes per row (kThreads threads a block).
 OCTET_HD inline int64_t pb_gemm_blocks(int64_t rows, int lanes) { return (rows * lanes + kThreads - 1) / kThreads; }
+
+// A row's sum plus the plane-0 part of 1-bit weights (0 otherwise), modulo 2^64.
+OCTET_HD inline int64_t pb_add(int64_t a, int64_t b) {
+  return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
+}
 
 // y = float(double(acc) * (step * s_b)) + bias[r] (the add in float; none without a bias).
 OCTET_HD inline float pb_output(int64_t acc, double step, double scale_b, const float* bias, int64_t r) {

@@ -132,15 +132,15 @@ TEST(PbKernelEmulation, RowScaleFollowsTheDefinition) {
 
 // ---------------------------------------------------------------- PrecisionBatching product
 
-template <int P>
+template <int P, int First = 0>
 void lane_sums(const pb::PbGemmArgs& a, int64_t r, int lane, int lanes, int64_t (&acc)[kPbMaxBatch]) {
-  pb::pb_lane_sums<P>(a, r, lane, lanes, acc);
+  pb::pb_lane_sums<P, First>(a, r, lane, lanes, acc);
 }
 
 void lane_sums_of(int planes, const pb::PbGemmArgs& a, int64_t r, int lane, int lanes, int64_t (&acc)[kPbMaxBatch]) {
   switch (planes) {
     case 2:
-      return lane_sums<2>(a, r, lane, lanes, acc);
+      return lane_sums<2, 1>(a, r, lane, lanes, acc);  // 1-bit: plane 0 from the code sums
     case 3:
       return lane_sums<3>(a, r, lane, lanes, acc);
     case 4:
@@ -170,6 +170,20 @@ void emulate_pb_gemm(const PbWeights& w, const PbActivations& x, const float* bi
   const auto* wp = static_cast<const uint64_t*>(w.planes.raw_data());
   const auto* xp = static_cast<const uint64_t*>(x.planes.raw_data());
   const double* scale = x.scale.data<double>();
+  // pb_code_sum_kernel (1-bit weights): one warp per batch row, the xor butterfly over its 32 lanes.
+  std::vector<int64_t> code_sums(static_cast<size_t>(batch), 0);
+  if (w.bits == 1)
+    for (int64_t b = 0; b < batch; ++b) {
+      int64_t lane_sum[pb::kWarp];
+      for (int l = 0; l < pb::kWarp; ++l)
+        lane_sum[l] = pb::pb_lane_code_sum(xp + b * x.bits * words, x.bits, words, l, pb::kWarp);
+      for (int o = pb::kWarp / 2; o > 0; o >>= 1) {
+        int64_t v[pb::kWarp];
+        for (int l = 0; l < pb::kWarp; ++l) v[l] = pb::pb_add(lane_sum[l], lane_sum[l ^ o]);
+        for (int l = 0; l < pb::kWarp; ++l) lane_sum[l] = v[l];
+      }
+      code_sums[static_cast<size_t>(b)] = lane_sum[0];
+    }
   for (int64_t by = 0; by < chunks; ++by)
     for (int64_t bx = 0; bx < blocks; ++bx)
       for (int warp = 0; warp < pb::kThreads / pb::kWarp; ++warp) {
@@ -184,14 +198,15 @@ void emulate_pb_gemm(const PbWeights& w, const PbActivations& x, const float* bi
         for (int b = 0; b < static_cast<int>(kPbMaxBatch); ++b)
           for (int o = lanes / 2; o > 0; o >>= 1) {
             int64_t v[pb::kWarp];
-            for (int l = 0; l < pb::kWarp; ++l) v[l] = acc[l][b] + acc[l ^ o][b];
+            for (int l = 0; l < pb::kWarp; ++l) v[l] = pb::pb_add(acc[l][b], acc[l ^ o][b]);
             for (int l = 0; l < pb::kWarp; ++l) acc[l][b] = v[l];
           }
         for (int l = 0; l < pb::kWarp; ++l) {
           if (th[l].row >= rows || th[l].lane >= nb) continue;
           const int64_t b = b0 + th[l].lane, r = th[l].row;
-          y[b * rows + r] = pb::pb_output(acc[l][th[l].lane], w.step, scale[b], bias, r);
-          acc_out[b * rows + r] = acc[l][th[l].lane];
+          const int64_t total = pb::pb_add(acc[l][th[l].lane], code_sums[static_cast<size_t>(b)]);
+          y[b * rows + r] = pb::pb_output(total, w.step, scale[b], bias, r);
+          acc_out[b * rows + r] = total;
         }
       }
 }
