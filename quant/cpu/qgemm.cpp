@@ -28,7 +28,7 @@ std::atomic<QGemmPath>& active() {
 
 QGemmPath resolve(QGemmPath p, int64_t m) {
   if (p != QGemmPath::automatic) return p;
-  if (m > kQGemmSmallM && dnnl_u8s8_gemm_exact()) return QGemmPath::dnnl;
+  if (m > kQGemmKernelMaxM && dnnl_u8s8_gemm_exact()) return QGemmPath::dnnl;
   if (detail::vnni_available()) return QGemmPath::avx512_vnni;
   if (detail::avx2_available()) return QGemmPath::avx2;
   return QGemmPath::portable;

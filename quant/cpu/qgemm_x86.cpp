@@ -37,28 +37,18 @@ OCTET_TARGET_VNNI void vnni_tile(int64_t k, const uint8_t* a, int64_t lda, const
   for (int i = 0; i < M; ++i)
 #pragma GCC unroll 4
     for (int j = 0; j < J; ++j) acc[i][j] = _mm512_setzero_si512();
-  int64_t kk = 0;
-  for (; kk + 64 <= k; kk += 64) {
+  // One loop for the full vectors and the tail (masked loads read nothing past the row; a second
+  // loop for the tail made GCC copy every accumulator on each iteration).
+  for (int64_t kk = 0; kk < k; kk += 64) {
+    const __mmask64 mask = k - kk >= 64 ? ~__mmask64{0} : _cvtu64_mask64(~uint64_t{0} >> (64 - (k - kk)));
     __m512i bv[J];
 #pragma GCC unroll 4
     for (int j = 0; j < J; ++j) {
-      bv[j] = _mm512_loadu_si512(b + j * ldb + kk);
+      bv[j] = _mm512_maskz_loadu_epi8(mask, b + j * ldb + kk);
       // The next tile's weight rows, a whole tile ahead: more rows streaming from memory at once
       // (a tile of many activation rows takes long per weight byte). Past the matrix: harmless.
       _mm_prefetch(reinterpret_cast<const char*>(b + (j + J) * ldb + kk), _MM_HINT_T0);
     }
-#pragma GCC unroll 8
-    for (int i = 0; i < M; ++i) {
-      const __m512i av = _mm512_loadu_si512(a + i * lda + kk);
-#pragma GCC unroll 4
-      for (int j = 0; j < J; ++j) acc[i][j] = _mm512_dpbusd_epi32(acc[i][j], av, bv[j]);
-    }
-  }
-  if (kk < k) {  // masked loads read nothing past the row
-    const __mmask64 mask = _cvtu64_mask64(~uint64_t{0} >> (64 - (k - kk)));
-    __m512i bv[J];
-#pragma GCC unroll 4
-    for (int j = 0; j < J; ++j) bv[j] = _mm512_maskz_loadu_epi8(mask, b + j * ldb + kk);
 #pragma GCC unroll 8
     for (int i = 0; i < M; ++i) {
       const __m512i av = _mm512_maskz_loadu_epi8(mask, a + i * lda + kk);
