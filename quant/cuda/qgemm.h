@@ -6,15 +6,20 @@
 //   Tensor acc = cuda::qgemm(a, za, QType::u8, b, /*zb=*/0, QType::s8, b_row_sums);   // i32 [m, n]
 #pragma once
 
+#include <cstdint>
+
 #include "core/tensor.h"
 #include "quant/qgemm.h"
 
 namespace octet::quant::cuda {
 
+// The raw product's kernel: cuBLASLt where it has one for the shape, else DP4A (automatic), or DP4A
+// always (tests: the fallback gives the same sums).
+enum class QgemmPath : uint8_t { automatic, dp4a };
 // a [m, k] codes (u8 tensor for QType::u8, i8 for s8), za i32 [m]; b [n, k] codes, b_row_sums i32 [n]
-// (sum of b's raw codes per row) -> i32 [m, n] = sum_k (a - za)(b - zb).
+// (sum of b's raw codes per row; undefined: computed) -> i32 [m, n] = sum_k (a - za)(b - zb).
 Tensor qgemm(const Tensor& a, const Tensor& za, QType ta, const Tensor& b, int32_t zb, QType tb,
-             const Tensor& b_row_sums);
+             const Tensor& b_row_sums, QgemmPath path = QgemmPath::automatic);
 // x f32 [batch, cols] -> u8 codes [batch, cols] and per-row (scale f32 [batch], zero point i32 [batch]),
 // each row's parameters from its (min, max) by choose_qparams.
 struct RowQuantized {
