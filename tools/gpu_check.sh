@@ -30,7 +30,8 @@
 # GPU benchmarks, by convention: a program tools/bench/bench_NAME.cpp (built as octet_bench_NAME)
 # or a script tools/bench/bench_NAME.py whose source contains the string "--device" takes
 # `--device cuda`. Each runs with `--device cuda` plus BENCH_ARGS[its name] (below; keep each
-# under ~3 minutes on an H100), under a timeout of BENCH_TIMEOUT seconds (default 240).
+# under ~3 minutes on an H100), under a timeout of BENCH_TIMEOUT seconds (default 240). Benchmarks
+# that are subcommands of the octet CLI (`octet bench pbatch`) are listed in CLI_BENCHES.
 #
 # With the device tool (in a session whose task is lent a GPU machine):
 #   1. here:   tools/gpu_check.sh pack /work/main/build-gpu-pack
@@ -54,6 +55,10 @@ declare -A BENCH_ARGS=(
   [octet_bench_train]="--torch-script {bench}/bench_train_torch.py"
   [bench_train_torch]="-"
   [octet_bench_int8]="--reps 5 --batch 32"
+)
+# GPU benchmarks that are subcommands of the octet CLI: report name -> arguments.
+declare -A CLI_BENCHES=(
+  [octet_bench_pbatch]="bench pbatch --device cuda --sizes 512,1024,2048,4096,8192"
 )
 
 # Libraries the GPU machine provides: the base system and the CUDA toolkit/driver.
@@ -244,23 +249,33 @@ run() {
   tail -3 "$work/tests.log" >&2
 
   mkdir -p "$work/bench"
-  local exe name t1
+  # bench NAME CMD...: runs one benchmark, keeping its command, output, status and seconds.
+  bench() {
+    local name=$1 t1 rc=0
+    shift
+    log "benchmark $name"
+    printf '%s ' "$@" | sed "s|$bin/||; s|$bench_dir/||" > "$work/bench/$name.cmd"
+    t1=$(date +%s)
+    timeout "$BENCH_TIMEOUT" "$@" > "$work/bench/$name.log" 2>&1 || rc=$?
+    echo "$rc $(($(date +%s) - t1))" > "$work/bench/$name.rc"
+  }
+  local exe name
   for exe in "$bin"/octet_bench_* "$bench_dir"/bench_*.py; do
     [[ -e $exe ]] || continue
     name=$(basename "$exe" .py)
     [[ $exe == *.py ]] && ! grep -q -- '--device' "$exe" && continue
     local extra=${BENCH_ARGS[$name]:-}
     [[ $extra == - ]] && continue
-    log "benchmark $name"
     local cmd=("$exe")
     [[ $exe == *.py ]] && cmd=(python3 "$exe")
     # shellcheck disable=SC2206  # the extra arguments are words
     cmd+=(--device cuda ${extra//\{bench\}/$bench_dir})
-    printf '%s ' "${cmd[@]}" | sed "s|$bin/||; s|$bench_dir/||" > "$work/bench/$name.cmd"
-    t1=$(date +%s)
-    rc=0
-    timeout "$BENCH_TIMEOUT" "${cmd[@]}" > "$work/bench/$name.log" 2>&1 || rc=$?
-    echo "$rc $(($(date +%s) - t1))" > "$work/bench/$name.rc"
+    bench "$name" "${cmd[@]}"
+  done
+  for name in "${!CLI_BENCHES[@]}"; do
+    # shellcheck disable=SC2206  # the arguments are words
+    local args=(${CLI_BENCHES[$name]})
+    bench "$name" "$bin/octet" "${args[@]}"
   done
 
   echo "$commit" > "$work/commit.txt"
