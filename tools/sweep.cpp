@@ -75,7 +75,9 @@ SweepResult run_sweep(const std::string& path, const SweepOptions& opts) {
   for (const auto& [name, spec] : configs) {
     if (spec) {
       auto layers = quant::convert_model(*m.model, quant::uniform_plan(*spec));
-      if (r.layers.empty()) r.layers = quant::describe_layers(layers);
+      if (r.layers.empty())
+        for (const auto& l : layers)
+          r.layers += (r.layers.empty() ? "" : ", ") + l.name + (l.precision ? ": quantized" : ": float");
     } else {
       quant::reset_to_float(*m.model);
     }

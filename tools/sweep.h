@@ -35,7 +35,7 @@ struct SweepRow {
 };
 
 struct SweepResult {
-  std::string checkpoint, device, layers;  // layers: what a quantized configuration converts
+  std::string checkpoint, device, layers;  // layers: "lstm: quantized, decoder: float"
   bool lm = false;                         // perplexity (lower is better) instead of top-1
   std::vector<SweepRow> rows;              // fp32 first, then int8, then (w, a) in order
   double quality(const SweepRow& r) const { return lm ? r.result.perplexity() : r.result.top1; }

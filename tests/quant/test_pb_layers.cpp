@@ -79,6 +79,7 @@ TEST(PbLayers, LinearHookAndInferenceOnlyErrors) {
 
 // 8-bit weights (steps of max|W| / 128) and 32-bit activations: the LSTM stays close to float.
 TEST(PbLayers, QuantLstmW8A32TracksFloat) {
+  manual_seed(3);  // the LSTM's init
   Generator g(3);
   LSTM lstm(16, 24, /*num_layers=*/2);
   lstm.eval();
@@ -89,13 +90,14 @@ TEST(PbLayers, QuantLstmW8A32TracksFloat) {
   PBLSTM pb(lstm, PbConfig{8, 32});
   auto [y, st] = pb.forward(x, s0);
   ASSERT_EQ(y.shape(), y_ref.shape());
-  // Measured 2.4e-3 (the weights' rounding, |W| <= 0.2 over 16-24 inputs); a bound with margin.
-  constexpr float kW8Tolerance = 1e-2f;
+  // Measured 7e-4 (the weights' rounding: steps of about 0.2 / 128 over 16-24 inputs per gate);
+  // a bound with margin. 1-bit weights: 0.08.
+  constexpr float kW8Tolerance = 5e-3f;
   EXPECT_LT(max_abs_diff(y, y_ref), kW8Tolerance);
   EXPECT_LT(max_abs_diff(st.h, st_ref.h), kW8Tolerance);
   EXPECT_LT(max_abs_diff(st.c, st_ref.c), kW8Tolerance);
   // 1-bit weights are far off: the comparison means something.
-  EXPECT_GT(max_abs_diff(PBLSTM(lstm, PbConfig{1, 32}).forward(x, s0).first, y_ref), 10 * kW8Tolerance);
+  EXPECT_GT(max_abs_diff(PBLSTM(lstm, PbConfig{1, 32}).forward(x, s0).first, y_ref), 4 * kW8Tolerance);
 }
 
 // Activations are quantized per row, so the whole sequence (every step's input projection in one
