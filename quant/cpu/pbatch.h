@@ -32,7 +32,14 @@ void pb_quantize(const float* x, int64_t batch, int64_t cols, int bits, uint64_t
 // top planes negative. Threads over rows.
 void pb_gemm(const uint64_t* w, int64_t rows, int w_planes, int64_t words, const uint64_t* x, int64_t batch,
              int x_planes, int64_t* acc);
-void pb_gemm(PbKernel k, const uint64_t* w, int64_t rows, int w_planes, int64_t words, const uint64_t* x,
-             int64_t batch, int x_planes, int64_t* acc);
+void pb_gemm(PbKernel k, const uint64_t* w, int64_t rows, int w_planes, int64_t words, const uint64_t* x, int64_t batch,
+             int x_planes, int64_t* acc);
+// The same for 1-bit weights as pb_preprocess makes them (codes +-1, so plane 0 is all ones on the
+// valid columns): w_planes is 2 and plane 0 is not read, since popcount(W_0 AND X_j) = popcount(X_j)
+// (X is zero past the columns), a number per batch row. Exact; half the weight traffic and popcounts.
+void pb_gemm_1bit(const uint64_t* w, int64_t rows, int64_t words, const uint64_t* x, int64_t batch, int x_planes,
+                  int64_t* acc);
+void pb_gemm_1bit(PbKernel k, const uint64_t* w, int64_t rows, int64_t words, const uint64_t* x, int64_t batch,
+                  int x_planes, int64_t* acc);
 
 }  // namespace octet::quant::cpu
