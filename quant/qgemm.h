@@ -10,8 +10,10 @@
 // with zb - 128.
 // Requantization to an output with (scale_c, zero_c): c = clamp(zero_c + round(acc * M)), with
 // M = scale_a scale_b / scale_c as a Q31 multiplier m in [2^30, 2^31) and an exponent e,
-// M ~ m 2^(e - 31): round(acc * M) = rounding_shift(rounding_doubling_high_mul(acc, m), -e), ties away
-// from zero (gemmlowp's arithmetic); within one unit of the real-valued acc * M.
+// M ~ m 2^(e - 31): round(acc * M) = rounding_shift(rounding_doubling_high_mul(acc, m), -e)
+// (gemmlowp's arithmetic: the high multiply rounds halves up, the shift rounds them away from zero,
+// so a value can be rounded twice); within one unit of the real-valued acc * M. For e > 0 (M >= 1)
+// acc is shifted left first (as TFLite does), saturating where acc 2^e leaves int32.
 //
 //   QLinearWeights w = qlinear_prepare(linear.weight_);       // int8, symmetric, per tensor
 //   Tensor y = qlinear(w, x, linear.bias_);                    // x quantized to uint8 per row
@@ -24,6 +26,8 @@
 namespace octet::quant {
 
 enum class QType : uint8_t { u8, s8 };
+// The largest k whose sums of (a - za)(b - zb) always fit in int32: k * 255 * 255 < 2^31.
+inline constexpr int64_t kQGemmMaxK = 33025;
 int32_t qmin(QType t);  // 0 / -128
 int32_t qmax(QType t);  // 255 / 127
 
@@ -34,9 +38,12 @@ struct QParams {
 };
 
 // Parameters covering [min, max] widened to contain 0 (so real 0 has an exact code, as gemmlowp and
-// PyTorch choose): scale = (max - min) / (qmax - qmin), zero_point = clamp(round(qmin - min / scale)).
-// symmetric: zero_point 0 (s8: scale = max(|min|, |max|) / 127; the code -128 is never produced).
-// A zero range gives scale 1. An Error for non-finite bounds.
+// PyTorch choose): scale = float((max - min) / (qmax - qmin)), zero_point = clamp(nearbyint(qmin -
+// min / scale)), both evaluated in double (ties to even).
+// symmetric: zero_point 0, scale = max(|min|, |max|) / 127 for s8 (so the codes of [min, max] stay
+// in [-127, 127]: -128 is never produced for them) and / 255 for u8 (which then codes [0, max]).
+// A zero range gives scale 1; a range so small its scale underflows, the smallest positive float.
+// An Error for non-finite bounds or min > max.
 QParams choose_qparams(float min, float max, QType type, bool symmetric = false);
 // q = clamp(nearbyint(x / scale) + zero_point) (ties to even); NaN -> zero_point.
 int32_t quantize_value(float x, const QParams& p);
@@ -51,8 +58,8 @@ void quantize_array(const float* x, int64_t n, const QParams& p, void* q);
 void qgemm(int64_t m, int64_t n, int64_t k, QType ta, const void* a, int64_t lda, const int32_t* za, QType tb,
            const void* b, int64_t ldb, int32_t zb, int32_t* c, int64_t ldc, const int32_t* b_row_sums = nullptr);
 // The plain loops, the reference every path is tested against.
-void qgemm_reference(int64_t m, int64_t n, int64_t k, QType ta, const void* a, int64_t lda, const int32_t* za,
-                     QType tb, const void* b, int64_t ldb, int32_t zb, int32_t* c, int64_t ldc);
+void qgemm_reference(int64_t m, int64_t n, int64_t k, QType ta, const void* a, int64_t lda, const int32_t* za, QType tb,
+                     const void* b, int64_t ldb, int32_t zb, int32_t* c, int64_t ldc);
 
 // The fixed-point form of a real multiplier M in (0, 2^31): M ~ multiplier * 2^(exponent - 31).
 struct QMultiplier {
@@ -68,9 +75,9 @@ int32_t requantize(int32_t acc, const QMultiplier& m, int32_t zero_point, QType 
 // max|W|); activations uint8 with per-row dynamic (min, max) parameters; output float.
 struct QLinearWeights {
   int64_t rows = 0, cols = 0;
-  QParams w;         // s8, zero point 0
-  Tensor codes;      // i8 [rows, cols]
-  Tensor row_sums;   // i32 [rows]: sum_k codes[r, k]
+  QParams w;        // s8, zero point 0
+  Tensor codes;     // i8 [rows, cols]
+  Tensor row_sums;  // i32 [rows]: sum_k codes[r, k]
   QLinearWeights to(Device d) const;
 };
 QLinearWeights qlinear_prepare(const Tensor& w, bool clip_search = true);
@@ -78,7 +85,8 @@ QLinearWeights qlinear_prepare(const Tensor& w, bool clip_search = true);
 // CUDA give the same bits), for x f32 [batch, cols]; on x's device. A row of x with a NaN or an
 // infinity gives NaN outputs.
 Tensor qlinear(const QLinearWeights& w, const Tensor& x, const Tensor& bias = Tensor());
-// float64 reference from the dequantized operands (tests).
+// float64 reference from the dequantized operands (tests): f64 [batch, rows] on the CPU,
+// sum_K (scale_a (a - za)) (scale_w q) + bias with the same activation codes as qlinear.
 Tensor qlinear_reference(const QLinearWeights& w, const Tensor& x, const Tensor& bias = Tensor());
 
 }  // namespace octet::quant

@@ -7,9 +7,9 @@
 #include <atomic>
 #include <vector>
 
+#include "core/cpu/isa.h"
 #include "core/error.h"
 #include "core/parallel.h"
-#include "core/cpu/isa.h"
 
 namespace octet::quant::cpu {
 
@@ -61,8 +61,10 @@ void gemm_dnnl(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, cons
 }
 
 // A product whose u8 x s8 pair sums overflow s16 (255 * 127 * 2 > 32767) where oneDNN lacks VNNI,
-// plus pseudo-random codes over the whole range, against the reference loops.
-bool probe_dnnl_exact() {
+// plus pseudo-random codes over the whole range, against the reference loops. u8_a: A's codes
+// shifted by +128 into uint8 and multiplied by dnnl_gemm_u8s8s32 (the sums shift by 128 * B's
+// column sums).
+bool probe_dnnl_exact(bool u8_a) {
   constexpr int64_t m = 7, n = 9, k = 67;
   std::vector<int8_t> a(m * k), b(k * n);
   uint32_t state = 12345u;
@@ -74,10 +76,23 @@ bool probe_dnnl_exact() {
   for (int64_t i = 0; i < k * n; ++i) b[i] = i % n < 2 ? (i % n == 0 ? 127 : -127) : next();
   std::vector<int32_t> want(m * n), got(m * n, -1);
   gemm_reference(false, false, m, n, k, a.data(), k, b.data(), n, want.data(), n, false);
-  if (dnnl_gemm_s8s8s32('N', 'N', 'F', m, n, k, 1.0f, a.data(), k, 0, b.data(), n, 0, 0.0f, got.data(), n,
-                        std::vector<int32_t>{0}.data()) != dnnl_success)
-    return false;
-  return got == want;
+  const int32_t c_offset = 0;
+  dnnl_status_t st;
+  if (u8_a) {
+    std::vector<uint8_t> au(m * k);
+    for (int64_t i = 0; i < m * k; ++i) au[i] = static_cast<uint8_t>(a[i] + 128);
+    for (int64_t j = 0; j < n; ++j) {
+      int32_t col = 0;
+      for (int64_t kk = 0; kk < k; ++kk) col += b[kk * n + j];
+      for (int64_t i = 0; i < m; ++i) want[i * n + j] += 128 * col;
+    }
+    st = dnnl_gemm_u8s8s32('N', 'N', 'F', m, n, k, 1.0f, au.data(), k, 0, b.data(), n, 0, 0.0f, got.data(), n,
+                           &c_offset);
+  } else {
+    st =
+        dnnl_gemm_s8s8s32('N', 'N', 'F', m, n, k, 1.0f, a.data(), k, 0, b.data(), n, 0, 0.0f, got.data(), n, &c_offset);
+  }
+  return st == dnnl_success && got == want;
 }
 
 Int8GemmPath best_path() { return dnnl_int8_gemm_exact() ? Int8GemmPath::dnnl : Int8GemmPath::reference; }
@@ -100,7 +115,12 @@ std::string_view int8_gemm_path_name(Int8GemmPath path) {
 }
 
 bool dnnl_int8_gemm_exact() {
-  static const bool exact = probe_dnnl_exact();
+  static const bool exact = probe_dnnl_exact(false);
+  return exact;
+}
+
+bool dnnl_u8s8_gemm_exact() {
+  static const bool exact = probe_dnnl_exact(true);
   return exact;
 }
 

@@ -34,6 +34,8 @@ std::string_view int8_gemm_path_name(Int8GemmPath path);
 bool int8_gemm_path_supported(Int8GemmPath path);
 // Whether oneDNN's s8s8s32 GEMM gives exact results here (probed once, on a saturating product).
 bool dnnl_int8_gemm_exact();
+// The same probe for oneDNN's u8s8s32 GEMM (the zero-point GEMM's dnnl path, quant/cpu/qgemm.h).
+bool dnnl_u8s8_gemm_exact();
 
 // The path int8_gemm() uses: the fastest supported one unless set (process-wide; tests and
 // benchmarks switch it). set_int8_gemm_path throws octet::Error for an unsupported path and

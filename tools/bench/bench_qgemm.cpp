@@ -1,0 +1,92 @@
+// Zero-point int8 GEMV benchmark (quant/qgemm.h): qlinear (int8 weights, per-row uint8 activation
+// quantization included, float output) against the FP32 product x W^T (oneDNN SGEMM through
+// matmul, W^T pre-transposed), for square layers 512..4096 at batch 1 and 8, every supported CPU path
+// of quant/cpu/qgemm.h forced in turn. Times per call in microseconds, best of --reps repetitions
+// of enough calls to last ~20 ms; a markdown table on stdout.
+//   build/tools/bench/octet_bench_qgemm [--threads 1] [--reps 5]
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/octet.h"
+#include "quant/cpu/qgemm.h"
+#include "quant/qgemm.h"
+#include "tools/bench/bench_util.h"
+
+using namespace octet;
+using octet::bench::best_time;
+namespace qc = octet::quant::cpu;
+
+namespace {
+
+// Seconds per call of fn: best of `reps` runs of n calls, n chosen so a run lasts ~20 ms.
+double per_call(int reps, const std::function<void()>& fn) {
+  int64_t n = 1;
+  for (;;) {
+    const double t = best_time(1, [&] {
+      for (int64_t i = 0; i < n; ++i) fn();
+    });
+    if (t > 0.02 || n >= (int64_t{1} << 20)) break;
+    n *= t < 0.002 ? 10 : 2;
+  }
+  return best_time(reps,
+                   [&] {
+                     for (int64_t i = 0; i < n; ++i) fn();
+                   }) /
+         static_cast<double>(n);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int threads = 1, reps = 5;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--threads") && i + 1 < argc)
+      threads = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc)
+      reps = std::atoi(argv[++i]);
+    else {
+      std::fprintf(stderr, "usage: %s [--threads N] [--reps N]\n", argv[0]);
+      return 2;
+    }
+  }
+  set_num_threads(threads);
+  NoGradGuard no_grad;
+  std::vector<qc::QGemmPath> paths;
+  for (qc::QGemmPath p : {qc::QGemmPath::automatic, qc::QGemmPath::portable, qc::QGemmPath::avx2,
+                          qc::QGemmPath::avx512_vnni, qc::QGemmPath::dnnl})
+    if (qc::qgemm_path_supported(p)) paths.push_back(p);
+
+  std::printf("threads %d, best of %d; times in us per call (int8: qlinear incl. activation quantization)\n\n", threads,
+              reps);
+  std::printf("| size | batch | fp32 matmul |");
+  for (qc::QGemmPath p : paths) std::printf(" int8 %s |", std::string(qc::qgemm_path_name(p)).c_str());
+  std::printf(" fp32 / int8 automatic |\n|---|---|---|");
+  for (size_t i = 0; i < paths.size(); ++i) std::printf("---|");
+  std::printf("---|\n");
+
+  Generator gen(1);
+  for (int64_t size : {512, 1024, 2048, 4096}) {
+    const Tensor w = randn({size, size}, {}, &gen);
+    const Tensor wt = w.t().contiguous();
+    const quant::QLinearWeights qw = quant::qlinear_prepare(w, /*clip_search=*/false);
+    for (int64_t batch : {1, 8}) {
+      const Tensor x = randn({batch, size}, {}, &gen);
+      const double fp32 = per_call(reps, [&] { matmul(x, wt); });
+      std::printf("| %lld | %lld | %.1f |", static_cast<long long>(size), static_cast<long long>(batch), fp32 * 1e6);
+      double automatic = 0.0;
+      for (qc::QGemmPath p : paths) {
+        const qc::QGemmPath prev = qc::set_qgemm_path(p);
+        const double t = per_call(reps, [&] { quant::qlinear(qw, x); });
+        qc::set_qgemm_path(prev);
+        if (p == qc::QGemmPath::automatic) automatic = t;
+        std::printf(" %.1f |", t * 1e6);
+      }
+      std::printf(" %.2fx |\n", fp32 / automatic);
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}
