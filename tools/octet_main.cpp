@@ -7,6 +7,7 @@
 //   octet inspect CHECKPOINT
 //   octet selftest            (a tiny model checked against finite differences)
 //   octet schema              (the recipe keys, as recipes/README.md documents them)
+//   octet bench pbatch [--sizes 512,1024] [--w-bits 1,4] [--a-bits 8,16] [--threads 1,2] [--device cpu]
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 
@@ -14,10 +15,12 @@
 #include <csignal>
 #include <cstdio>
 #include <exception>
+#include <iostream>
 
 #include "core/octet.h"
 #include "tools/checkpoint.h"
 #include "tools/generate.h"
+#include "tools/pbatch_bench.h"
 #include "tools/quant_run.h"
 #include "tools/recipe.h"
 #include "tools/selftest.h"
@@ -160,6 +163,35 @@ int main(int argc, char** argv) {
 
   auto* schema = app.add_subcommand("schema", "print the recipe keys with their types and defaults");
 
+  auto* bench = app.add_subcommand("bench", "kernel benchmarks");
+  bench->require_subcommand(1);
+  auto* bench_pb = bench->add_subcommand(
+      "pbatch", "PrecisionBatching (pb_linear) vs FP32 GEMV, the paper's Table I layout (markdown)");
+  octet::tools::PbBenchOptions pb_opts;
+  bench_pb->add_option("--sizes", pb_opts.sizes, "square sizes N (weights N x N)")
+      ->delimiter(',')
+      ->capture_default_str();
+  bench_pb->add_option("--w-bits", pb_opts.w_bits, "weight bits (1..8), one table row each")
+      ->delimiter(',')
+      ->capture_default_str();
+  bench_pb->add_option("--a-bits", pb_opts.a_bits, "activation bits (2..32), one table column each")
+      ->delimiter(',')
+      ->capture_default_str();
+  bench_pb->add_option("--threads", pb_opts.threads, "CPU thread counts, one table each")
+      ->delimiter(',')
+      ->capture_default_str();
+  bench_pb->add_option("--device", pb_opts.device, "cpu, cuda or cuda:N")->capture_default_str();
+  bench_pb->add_option("--batch", pb_opts.batch, "rows of x")->capture_default_str()->check(CLI::Range(1, 4096));
+  bench_pb->add_option("--reps", pb_opts.reps, "timed samples per measurement (median reported)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
+  bench_pb->add_option("--min-time", pb_opts.min_time, "seconds per measurement")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 60.0));
+  bench_pb->add_flag("--cpu-time", pb_opts.cpu_time,
+                     "time by process CPU time / threads (a shared machine: time descheduled not counted)");
+  bench_pb->add_flag("--clip-search", pb_opts.clip_search, "preprocess the weights with the clip search");
+
   CLI11_PARSE(app, argc, argv);
   try {
     if (*train) {
@@ -227,6 +259,10 @@ int main(int argc, char** argv) {
     }
     if (*insp) return inspect(insp_path);
     if (*selftest) return octet::tools::run_selftest(st_threads);
+    if (*bench_pb) {
+      octet::tools::run_pbatch_bench(pb_opts, std::cout);
+      return 0;
+    }
     if (*schema) {
       std::printf("%s", octet::tools::schema_markdown().c_str());
       return 0;

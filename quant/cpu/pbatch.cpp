@@ -7,6 +7,8 @@
 #include <bit>
 #include <cmath>
 #include <limits>
+#include <utility>
+#include <vector>
 
 #include "core/cpu/isa.h"
 #include "core/error.h"
@@ -69,24 +71,43 @@ PbKernel set_pb_kernel(PbKernel k) {
   return active().exchange(k);
 }
 
+void detail::pb_transpose_portable(const uint32_t* code, int n, int bits, uint64_t* planes, int64_t stride) {
+  for (int j = 0; j < bits; ++j) {
+    uint64_t word = 0;
+    for (int e = 0; e < n; ++e) word |= static_cast<uint64_t>((code[e] >> j) & 1u) << e;
+    planes[j * stride] = word;
+  }
+}
+
 void pb_quantize(const float* x, int64_t batch, int64_t cols, int bits, uint64_t* planes, double* scale) {
   OCTET_CHECK(bits >= kPbMinActivationBits && bits <= kPbMaxActivationBits, "pb_quantize: expected bits in [",
               kPbMinActivationBits, ", ", kPbMaxActivationBits, "], got ", bits);
   OCTET_CHECK(batch >= 0 && cols >= 0 && cols < kPbMaxCols, "pb_quantize: bad shape [", batch, ", ", cols, "]");
   const int64_t words = pb_words(cols);
   const double limit = static_cast<double>((uint64_t{1} << (bits - 1)) - 1);
-  parallel_for(0, batch, 1, [&](int64_t b0, int64_t b1) {
+  auto transpose = detail::pb_transpose_portable;
+#ifdef OCTET_CPU_X86
+  if (pb_kernel() == PbKernel::avx512_vpopcnt) transpose = detail::pb_transpose_avx512;
+#endif
+  // A thread per batch row only for wide rows: a small layer's quantization is a few microseconds.
+  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 14) / std::max<int64_t>(1, cols));
+  parallel_for(0, batch, grain, [&](int64_t b0, int64_t b1) {
+    std::vector<uint32_t> code(static_cast<size_t>(cols));
     for (int64_t b = b0; b < b1; ++b) {
       const float* xb = x + b * cols;
       uint64_t* pb = planes + b * bits * words;
       std::fill(pb, pb + bits * words, uint64_t{0});
-      float m = 0.0f;
-      bool finite = true;
-      for (int64_t i = 0; i < cols; ++i) {
-        const float a = std::fabs(xb[i]);
-        finite = finite && a <= std::numeric_limits<float>::max();
-        m = a > m ? a : m;
-      }
+      // max|x| and finiteness; the compiler vectorizes the loop for the active ISA.
+      const auto [m, finite] = octet::cpu::simd_dispatch([=] {
+        float mx = 0.0f;
+        bool ok = true;
+        for (int64_t i = 0; i < cols; ++i) {
+          const float a = std::fabs(xb[i]);
+          ok = ok & (a <= std::numeric_limits<float>::max());
+          mx = a > mx ? a : mx;
+        }
+        return std::pair<float, bool>(mx, ok);
+      });
       if (!finite) {
         scale[b] = std::numeric_limits<double>::quiet_NaN();
         continue;
@@ -94,18 +115,14 @@ void pb_quantize(const float* x, int64_t batch, int64_t cols, int bits, uint64_t
       scale[b] = static_cast<double>(m) / limit;
       if (m == 0.0f) continue;
       const double inv = limit / static_cast<double>(m);
-      uint32_t code[64];
-      for (int64_t w0 = 0; w0 < cols; w0 += 64) {
-        const int n = static_cast<int>(std::min<int64_t>(64, cols - w0));
-        for (int e = 0; e < n; ++e)
-          code[e] = static_cast<uint32_t>(
-              static_cast<int32_t>(detail::pb_round_clamped(static_cast<double>(xb[w0 + e]) * inv, limit)));
-        for (int j = 0; j < bits; ++j) {
-          uint64_t word = 0;
-          for (int e = 0; e < n; ++e) word |= static_cast<uint64_t>((code[e] >> j) & 1u) << e;
-          pb[j * words + w0 / 64] = word;
-        }
-      }
+      uint32_t* cp = code.data();
+      octet::cpu::simd_dispatch([=] {
+        for (int64_t i = 0; i < cols; ++i)
+          cp[i] = static_cast<uint32_t>(
+              static_cast<int32_t>(detail::pb_round_clamped(static_cast<double>(xb[i]) * inv, limit)));
+      });
+      for (int64_t w0 = 0; w0 < cols; w0 += 64)
+        transpose(cp + w0, static_cast<int>(std::min<int64_t>(64, cols - w0)), bits, pb + w0 / 64, words);
     }
   });
 }

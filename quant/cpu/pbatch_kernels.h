@@ -31,9 +31,13 @@ inline double pb_round_clamped(double v, double limit) {
 }
 
 void pb_rows_portable(const PbGemmArgs& a, int64_t r0, int64_t r1);
+// The bit transpose of up to 64 codes: planes[j * stride] gets bit j of code[e] as its bit e, for
+// j < bits (n < 64: the bits past n zero).
+void pb_transpose_portable(const uint32_t* code, int n, int bits, uint64_t* planes, int64_t stride);
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 void pb_rows_avx2(const PbGemmArgs& a, int64_t r0, int64_t r1);
 void pb_rows_avx512(const PbGemmArgs& a, int64_t r0, int64_t r1);
+void pb_transpose_avx512(const uint32_t* code, int n, int bits, uint64_t* planes, int64_t stride);
 #endif
 
 }  // namespace octet::quant::cpu::detail

@@ -41,7 +41,12 @@ OCTET_TARGET_VNNI void vnni_tile(int64_t k, const uint8_t* a, int64_t lda, const
   for (; kk + 64 <= k; kk += 64) {
     __m512i bv[J];
 #pragma GCC unroll 4
-    for (int j = 0; j < J; ++j) bv[j] = _mm512_loadu_si512(b + j * ldb + kk);
+    for (int j = 0; j < J; ++j) {
+      bv[j] = _mm512_loadu_si512(b + j * ldb + kk);
+      // The next tile's weight rows, a whole tile ahead: more rows streaming from memory at once
+      // (a tile of many activation rows takes long per weight byte). Past the matrix: harmless.
+      _mm_prefetch(reinterpret_cast<const char*>(b + (j + J) * ldb + kk), _MM_HINT_T0);
+    }
 #pragma GCC unroll 8
     for (int i = 0; i < M; ++i) {
       const __m512i av = _mm512_loadu_si512(a + i * lda + kk);
@@ -95,8 +100,10 @@ OCTET_TARGET_AVX2 void avx2_tile(int64_t k, const uint8_t* a, int64_t lda, const
   for (; kk + 16 <= k; kk += 16) {
     __m256i bv[J];
 #pragma GCC unroll 4
-    for (int j = 0; j < J; ++j)
+    for (int j = 0; j < J; ++j) {
       bv[j] = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + j * ldb + kk)));
+      if ((kk & 63) == 0) _mm_prefetch(reinterpret_cast<const char*>(b + (j + J) * ldb + kk), _MM_HINT_T0);
+    }
 #pragma GCC unroll 8
     for (int i = 0; i < M; ++i) {
       const __m256i av = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a + i * lda + kk)));

@@ -163,9 +163,17 @@ TEST(PbWeights, PlaneScalesAndConfig) {
 }
 
 TEST(PbActivations, PlanesDecodeToTheCodes) {
+  KernelScope scope;
   for (int bits : {2, 3, 8, 16, 32}) {
     const Tensor x = random_matrix(3, 130, 20 + bits);
+    cpu::set_pb_kernel(PbKernel::portable);
     const PbActivations a = pb_quantize_activations(x, bits);
+    for (PbKernel k : supported_kernels()) {  // the bit transpose has a path per kernel
+      cpu::set_pb_kernel(k);
+      const PbActivations ak = pb_quantize_activations(x, bits);
+      ASSERT_EQ(ak.planes.to_vector<int64_t>(), a.planes.to_vector<int64_t>()) << cpu::pb_kernel_name(k);
+      ASSERT_EQ(ak.scale.to_vector<double>(), a.scale.to_vector<double>()) << cpu::pb_kernel_name(k);
+    }
     const std::vector<int32_t> codes = pb_activation_codes(x, bits).to_vector<int32_t>();
     const std::vector<int64_t> planes = a.planes.to_vector<int64_t>();
     const int64_t words = pb_words(130);
@@ -184,10 +192,10 @@ TEST(PbActivations, PlanesDecodeToTheCodes) {
 TEST(PbGemm, EveryKernelGivesThePortableSums) {
   KernelScope scope;
   const int64_t rows = 13;
-  for (int64_t words : {8, 16, 24}) {
+  for (int64_t words : {8, 24}) {
     for (int w_planes : {2, 3, 5, 9}) {
       for (int x_planes : {2, 3, 8, 17, 32}) {
-        for (int64_t batch : {1, 2, 3, 8}) {
+        for (int64_t batch : {1, 3, 8}) {
           const auto w = random_words(rows * w_planes * words, static_cast<uint32_t>(words * 100 + w_planes));
           const auto x = random_words(batch * x_planes * words, static_cast<uint32_t>(x_planes * 10 + batch));
           std::vector<int64_t> ref(static_cast<size_t>(batch * rows)), acc(ref.size());

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -135,6 +136,21 @@ TEST(QGemm, PathSelection) {
   if (!cpu::qgemm_path_supported(QGemmPath::dnnl)) {
     EXPECT_THROW(cpu::set_qgemm_path(QGemmPath::dnnl), Error);
   }
+#ifdef __x86_64__
+  // The kernels run wherever the CPU has their instructions (so the tests above cover them).
+  EXPECT_EQ(cpu::qgemm_path_supported(QGemmPath::avx2), ::octet::cpu::isa_supported(::octet::cpu::Isa::avx2));
+  EXPECT_EQ(cpu::qgemm_path_supported(QGemmPath::avx512_vnni),
+            ::octet::cpu::isa_supported(::octet::cpu::Isa::avx512) && __builtin_cpu_supports("avx512vnni"));
+#endif
+}
+
+// ctest runs the QGemm suite once more as "int8_without_vnni" (ONEDNN_MAX_CPU_ISA=AVX512_CORE):
+// oneDNN's u8s8s32 GEMM then saturates, so its path must be unsupported (the own kernels stay).
+TEST(QGemm, ProbeSeesSaturationWithoutVnni) {
+  const char* isa = std::getenv("ONEDNN_MAX_CPU_ISA");
+  if (isa == nullptr || std::string(isa) != "AVX512_CORE")
+    GTEST_SKIP() << "runs in the ctest int8_without_vnni (ONEDNN_MAX_CPU_ISA=AVX512_CORE)";
+  EXPECT_FALSE(cpu::qgemm_path_supported(QGemmPath::dnnl));
 }
 
 TEST(QGemm, EmptyAndZeroK) {

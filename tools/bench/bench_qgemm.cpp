@@ -1,9 +1,9 @@
 // Zero-point int8 GEMV benchmark (quant/qgemm.h): qlinear (int8 weights, per-row uint8 activation
 // quantization included, float output) against the FP32 product x W^T (oneDNN SGEMM through
-// matmul, W^T pre-transposed), for square layers 512..4096 at batch 1 and 8, every supported CPU path
-// of quant/cpu/qgemm.h forced in turn. Times per call in microseconds, best of --reps repetitions
-// of enough calls to last ~20 ms; a markdown table on stdout.
-//   build/tools/bench/octet_bench_qgemm [--threads 1] [--reps 5]
+// matmul, W^T pre-transposed), for square layers 512..4096 at batch 1, 8 and 32 (where oneDNN's GEMM takes over), every
+// supported CPU path of quant/cpu/qgemm.h forced in turn. Times per call in microseconds, best of --reps repetitions of
+// enough calls to last ~20 ms; a markdown table on stdout.
+//   build/tools/bench/octet_bench_qgemm [--threads 1] [--reps 5] [--size 4096]
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -42,13 +42,16 @@ double per_call(int reps, const std::function<void()>& fn) {
 
 int main(int argc, char** argv) {
   int threads = 1, reps = 5;
+  int64_t only_size = 0;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--threads") && i + 1 < argc)
       threads = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc)
       reps = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--size") && i + 1 < argc)
+      only_size = std::atoll(argv[++i]);
     else {
-      std::fprintf(stderr, "usage: %s [--threads N] [--reps N]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--threads N] [--reps N] [--size N]\n", argv[0]);
       return 2;
     }
   }
@@ -69,10 +72,11 @@ int main(int argc, char** argv) {
 
   Generator gen(1);
   for (int64_t size : {512, 1024, 2048, 4096}) {
+    if (only_size != 0 && size != only_size) continue;
     const Tensor w = randn({size, size}, {}, &gen);
     const Tensor wt = w.t().contiguous();
     const quant::QLinearWeights qw = quant::qlinear_prepare(w, /*clip_search=*/false);
-    for (int64_t batch : {1, 8}) {
+    for (int64_t batch : {1, 8, 32}) {
       const Tensor x = randn({batch, size}, {}, &gen);
       const double fp32 = per_call(reps, [&] { matmul(x, wt); });
       std::printf("| %lld | %lld | %.1f |", static_cast<long long>(size), static_cast<long long>(batch), fp32 * 1e6);
