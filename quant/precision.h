@@ -7,9 +7,9 @@
 // from YAML) names layers as in named_modules() and may convert the final layer too.
 // The preprocessed weights of a converted model travel in a file (save_quant_state) and come back
 // without preprocessing (load_quant_state).
-//   quant::PrecisionPlan plan = quant::uniform_plan(quant::QuantSpec::pbatch(quant::parse_pb_config("w=4,a=16",
-//   "--pbatch"))); auto layers = quant::convert_model(*model, plan);      // lstm: w4a16, decoder: float model->eval();
-//   NoGradGuard ng;  Tensor y = (*model)(x);
+//   auto spec = quant::QuantSpec::pbatch(quant::parse_pb_config("w=4,a=16", "--pbatch"));
+//   auto layers = quant::convert_model(*model, quant::uniform_plan(spec));   // lstm: w4a16, decoder: float
+//   model->eval();  NoGradGuard ng;  Tensor y = (*model)(x);
 #pragma once
 
 #include <map>
