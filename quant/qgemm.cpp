@@ -72,6 +72,27 @@ int32_t rounding_shift_right(int32_t x, int e) {
   return static_cast<int32_t>((static_cast<int64_t>(x) >> e) + (remainder > threshold ? 1 : 0));
 }
 
+// sum_t (x[t] - scale q[t])^2 in double, in 8 interleaved partial sums added in a fixed order
+// (independent adds, not one serial chain); the same bits on every ISA (no reassociation or
+// contraction).
+double squared_error(const float* x, const int8_t* q, int64_t n, float scale) {
+  return octet::cpu::simd_dispatch([=] {
+    const auto s = static_cast<double>(scale);
+    double lane[8] = {};
+    int64_t t = 0;
+    for (; t + 8 <= n; t += 8)
+      for (int l = 0; l < 8; ++l) {
+        const double d = static_cast<double>(x[t + l]) - s * q[t + l];
+        lane[l] += d * d;
+      }
+    for (int l = 0; t < n; ++t, ++l) {
+      const double d = static_cast<double>(x[t]) - s * q[t];
+      lane[l] += d * d;
+    }
+    return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+  });
+}
+
 struct Operand {
   Tensor t;  // contiguous
   int64_t rows = 0, cols = 0;
@@ -270,13 +291,7 @@ QLinearWeights qlinear_prepare(const Tensor& w, bool clip_search) {
         const float* row = wp + r * out.cols;
         for (int i = 0; i < kCandidates; ++i) {
           quantize_array(row, out.cols, cand[i], q.data());
-          const auto s = static_cast<double>(cand[i].scale);
-          double e = 0.0;
-          for (int64_t t = 0; t < out.cols; ++t) {
-            const double d = static_cast<double>(row[t]) - s * q[t];
-            e += d * d;
-          }
-          err[i * out.rows + r] = e;
+          err[i * out.rows + r] = squared_error(row, q.data(), out.cols, cand[i].scale);
         }
       }
     });

@@ -18,7 +18,6 @@
 
 namespace octet::quant::cpu::detail {
 
-
 // ---- AVX2: 8 lanes
 
 OCTET_TARGET_AVX2 static float hmax_avx2(__m256 m) {
@@ -127,7 +126,8 @@ OCTET_TARGET_AVX512 static inline __m512 node_hi_avx512(__m512i k, const __m512*
 
 // Codes of U vectors at once: U independent dependency chains keep the pipelines full.
 template <int U>
-OCTET_TARGET_AVX512 static inline void codes_avx512(const float* x, __m512 absmax, const TreeRegs512& t, uint8_t* codes) {
+OCTET_TARGET_AVX512 static inline void codes_avx512(const float* x, __m512 absmax, const TreeRegs512& t,
+                                                    uint8_t* codes) {
   __m512 v[U];
   __m512i k[U];
   for (int u = 0; u < U; ++u) {
@@ -147,7 +147,8 @@ OCTET_TARGET_AVX512 static inline void codes_avx512(const float* x, __m512 absma
   }
 }
 
-OCTET_TARGET_AVX512 void encode_avx512(const float* x, int64_t n, float absmax, const SearchTree& tree, uint8_t* codes) {
+OCTET_TARGET_AVX512 void encode_avx512(const float* x, int64_t n, float absmax, const SearchTree& tree,
+                                       uint8_t* codes) {
   const __m512 a = _mm512_set1_ps(absmax);
   TreeRegs512 t;
   for (int i = 0; i < 16; ++i) t.r[i] = _mm512_load_ps(tree.node + 16 * i);
@@ -160,8 +161,7 @@ OCTET_TARGET_AVX512 void encode_avx512(const float* x, int64_t n, float absmax, 
 // map[code] * absmax for 16 codes at a time: the 256-entry map sits in 16 registers; vpermt2ps
 // looks up 32 entries by the code's low 5 bits in each of the 8 register pairs, and bits 5, 6, 7
 // pick the pair (7 blends). The same float multiply as the portable loop, so the same bits.
-OCTET_TARGET_AVX512 void decode_avx512(const uint8_t* codes, int64_t n, float absmax, const float* map,
-                                       float* out) {
+OCTET_TARGET_AVX512 void decode_avx512(const uint8_t* codes, int64_t n, float absmax, const float* map, float* out) {
   __m512 r[16];
   for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(map + 16 * i);
   const __m512 a = _mm512_set1_ps(absmax);

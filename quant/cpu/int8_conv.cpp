@@ -6,10 +6,10 @@
 #include <cstring>
 #include <vector>
 
+#include "core/cpu/isa.h"
 #include "core/parallel.h"
 #include "quant/cpu/int8_conv_detail.h"
 #include "quant/cpu/int8_gemm.h"
-#include "core/cpu/isa.h"
 
 namespace octet::quant::cpu {
 
@@ -144,8 +144,8 @@ void im2col_chunk(const Conv2dGeometry& g, const int8_t* x, int64_t j0, int64_t 
 }
 
 // out[n][k][pq] = float(y[k][j - j0]) * scale + bias[k] for the positions of the block, k in [k0, k1).
-void rescale_rows(const Conv2dGeometry& g, const int32_t* y, int64_t j0, int64_t j1, float scale,
-                                    const float* bias, float* out, int64_t k0, int64_t k1) {
+void rescale_rows(const Conv2dGeometry& g, const int32_t* y, int64_t j0, int64_t j1, float scale, const float* bias,
+                  float* out, int64_t k0, int64_t k1) {
   return octet::cpu::simd_dispatch([=] {
     const int64_t nc = j1 - j0, pq = g.p * g.q;
     for (int64_t k = k0; k < k1; ++k) {
@@ -206,8 +206,8 @@ void backward_input_transposed(const Conv2dGeometry& g, const int8_t* dy, const 
 }
 
 // dx[c] for c in [c0, c1) of one sample from its columns dcol [C*R*S, PQ]; acc: H*W scratch.
-void col2im_planes(const Conv2dGeometry& g, const int32_t* dcol, float scale, float* dx, int64_t c0,
-                                     int64_t c1, int32_t* acc) {
+void col2im_planes(const Conv2dGeometry& g, const int32_t* dcol, float scale, float* dx, int64_t c0, int64_t c1,
+                   int32_t* acc) {
   return octet::cpu::simd_dispatch([=] {
     const int64_t pq = g.p * g.q, hw = g.h * g.w;
     for (int64_t c = c0; c < c1; ++c) {

@@ -14,9 +14,9 @@
 #include <cstring>
 #include <vector>
 
+#include "core/cpu/isa.h"
 #include "core/parallel.h"
 #include "quant/cpu/int8_conv_detail.h"
-#include "core/cpu/isa.h"
 
 namespace octet::quant::cpu::detail {
 
@@ -103,9 +103,8 @@ int64_t grid_len(int64_t cnt, int64_t rows, int64_t stride, int64_t out_h, int64
 }
 
 // Items (k, block) in [i0, i1): out[n][k] for the block's samples, on the grid of the phase planes.
-void wide_forward_items(const Conv2dGeometry& g, const Phases& v, const int8_t* x, const int8_t* w,
-                                          float scale, const float* bias, float* out, int64_t i0, int64_t i1,
-                                          int8_t* xph, int32_t* acc) {
+void wide_forward_items(const Conv2dGeometry& g, const Phases& v, const int8_t* x, const int8_t* w, float scale,
+                        const float* bias, float* out, int64_t i0, int64_t i1, int8_t* xph, int32_t* acc) {
   return octet::cpu::simd_dispatch([=] {
     const int64_t m = g.k / g.c, hw = g.h * g.w, pq = g.p * g.q, rs = g.r * g.s, nblocks = v.blocks(g.n);
     for (int64_t item = i0; item < i1; ++item) {
@@ -129,9 +128,8 @@ void wide_forward_items(const Conv2dGeometry& g, const Phases& v, const int8_t* 
 // Items (c, block): the padded dx of phase (a, b) at (i, j) sums w[r][s] * dy[i - oy][j - ox] over
 // the taps of that phase (oy, ox their offsets): dy sits at (oy_max, ox_max) in a zeroed block of
 // rows hd = hph + oy_max and columns wd = wph + ox_max, and each tap is one loop over the block.
-void wide_backward_input_items(const Conv2dGeometry& g, const Phases& v, const int8_t* dy,
-                                                 const int8_t* w, float scale, float* dx, int64_t i0, int64_t i1,
-                                                 int8_t* dyp, int32_t* acc) {
+void wide_backward_input_items(const Conv2dGeometry& g, const Phases& v, const int8_t* dy, const int8_t* w, float scale,
+                               float* dx, int64_t i0, int64_t i1, int8_t* dyp, int32_t* acc) {
   return octet::cpu::simd_dispatch([=] {
     const int64_t m = g.k / g.c, hw = g.h * g.w, pq = g.p * g.q, rs = g.r * g.s, nblocks = v.blocks(g.n);
     const int64_t oy_max = (g.r - 1) * g.dil_h / v.sh, ox_max = (g.s - 1) * g.dil_w / v.sw;
@@ -172,9 +170,9 @@ void wide_backward_input_items(const Conv2dGeometry& g, const Phases& v, const i
 // Channels k in [k0, k1): dw[k][r][s] = sum over blocks of dot(dy embedded at (0, 0) in the phase
 // grid, the tap's phase plane shifted by its offset), in int32 over stretches of at most 2^17
 // positions and int64 across them.
-void wide_backward_weight_channels(const Conv2dGeometry& g, const Phases& v, const int8_t* x,
-                                                     const int8_t* dy, float scale, float* dw, int64_t k0, int64_t k1,
-                                                     int8_t* xph, int8_t* dyw, int64_t* acc) {
+void wide_backward_weight_channels(const Conv2dGeometry& g, const Phases& v, const int8_t* x, const int8_t* dy,
+                                   float scale, float* dw, int64_t k0, int64_t k1, int8_t* xph, int8_t* dyw,
+                                   int64_t* acc) {
   return octet::cpu::simd_dispatch([=] {
     const int64_t m = g.k / g.c, hw = g.h * g.w, pq = g.p * g.q, rs = g.r * g.s;
     for (int64_t k = k0; k < k1; ++k) {

@@ -9,8 +9,8 @@
 #include <limits>
 #include <vector>
 
-#include "core/parallel.h"
 #include "core/cpu/isa.h"
+#include "core/parallel.h"
 
 namespace octet::quant::cpu {
 
@@ -225,8 +225,8 @@ OCTET_SIMD_INLINE double sum_run(const float* x, int64_t n) {
 // The plane pieces of source elements [begin, end) (planes of `len`): with `piece_sums`, each
 // piece's float sum (in order); with `dst`, the codes q[0, end - begin) copied to plane (o, i)'s
 // place [inner][outer][len]. One call per block: pieces can be 16 elements long.
-void scatter_pieces(const float* src, const int8_t* q, int64_t begin, int64_t end, int64_t outer,
-                                      int64_t inner, int64_t len, int8_t* dst, double* piece_sums) {
+void scatter_pieces(const float* src, const int8_t* q, int64_t begin, int64_t end, int64_t outer, int64_t inner,
+                    int64_t len, int8_t* dst, double* piece_sums) {
   return octet::cpu::simd_dispatch([=] {
     int64_t piece = 0;
     for (int64_t j = begin; j < end; ++piece) {

@@ -28,7 +28,7 @@ std::atomic<QGemmPath>& active() {
 
 QGemmPath resolve(QGemmPath p, int64_t m) {
   if (p != QGemmPath::automatic) return p;
-  if (m > kQGemmSmallM && dnnl_u8s8_gemm_exact()) return QGemmPath::dnnl;
+  if (m > kQGemmKernelMaxM && dnnl_u8s8_gemm_exact()) return QGemmPath::dnnl;
   if (detail::vnni_available()) return QGemmPath::avx512_vnni;
   if (detail::avx2_available()) return QGemmPath::avx2;
   return QGemmPath::portable;
@@ -103,6 +103,42 @@ void qgemm_u8s8(QGemmPath p, int64_t m, int64_t n, int64_t k, const uint8_t* a, 
   parallel_for(0, n, grain, [&](int64_t j0, int64_t j1) {
     raw_dot(p, m, j0, j1, k, a, lda, b, ldb, c, ldc);
     fold(m, j0, j1, k, za, sa.data(), zb, sb, c, ldc);
+  });
+}
+
+struct RowRange {
+  float lo, hi;  // widened to hold 0; an infinity shows here
+  bool nan;
+};
+
+// In 16 independent lanes so the compiler vectorizes the scan (min and max do not depend on the
+// order, and a NaN is counted apart, so the lanes give the plain loop's result).
+RowRange row_range(const float* x, int64_t n) {
+  return octet::cpu::simd_dispatch([=] {
+    constexpr int kLanes = 16;
+    float lo[kLanes] = {}, hi[kLanes] = {};
+    int32_t nan[kLanes] = {};
+    int64_t t = 0;
+    for (; t + kLanes <= n; t += kLanes)
+      for (int l = 0; l < kLanes; ++l) {
+        const float v = x[t + l];
+        lo[l] = v < lo[l] ? v : lo[l];
+        hi[l] = v > hi[l] ? v : hi[l];
+        nan[l] |= static_cast<int32_t>(v != v);
+      }
+    for (int l = 0; t < n; ++t, ++l) {
+      const float v = x[t];
+      lo[l] = v < lo[l] ? v : lo[l];
+      hi[l] = v > hi[l] ? v : hi[l];
+      nan[l] |= static_cast<int32_t>(v != v);
+    }
+    RowRange r{0.0f, 0.0f, false};
+    for (int l = 0; l < kLanes; ++l) {
+      r.lo = lo[l] < r.lo ? lo[l] : r.lo;
+      r.hi = hi[l] > r.hi ? hi[l] : r.hi;
+      r.nan = r.nan || nan[l] != 0;
+    }
+    return r;
   });
 }
 
@@ -203,15 +239,9 @@ void quantize_rows_u8(const float* x, int64_t batch, int64_t cols, uint8_t* code
   for (int64_t r = 0; r < batch; ++r) {
     const float* xr = x + r * cols;
     uint8_t* qr = codes + r * cols;
-    float lo = 0.0f, hi = 0.0f;  // the range always holds 0
-    bool finite = true;
-    for (int64_t t = 0; t < cols; ++t) {
-      const float v = xr[t];
-      finite = finite && std::isfinite(v);
-      lo = v < lo ? v : lo;
-      hi = v > hi ? v : hi;
-    }
-    if (!finite) {
+    const RowRange range = row_range(xr, cols);
+    const float lo = range.lo, hi = range.hi;
+    if (range.nan || !std::isfinite(lo) || !std::isfinite(hi)) {
       scale[r] = std::numeric_limits<float>::quiet_NaN();
       zero_point[r] = 0;
       std::fill(qr, qr + cols, uint8_t{0});

@@ -5,15 +5,19 @@
 //   C = D - za sum_k B' - zb sum_k A' + k za zb
 // all in integers, so every path gives the same int32 results (tested against qgemm_reference).
 //   portable     plain loops (the compiler vectorizes them for the active ISA)
-//   avx2         u8 and s8 widened to 16 bits, vpmaddwd pairs into 32-bit lanes (no saturation:
-//                vpmaddubsw's s16 pair sums would saturate, 2 * 255 * 127 > 32767)
+//   avx2         u8 and s8 widened to 16 bits (the activations once per call), vpmaddwd pairs
+//                into 32-bit lanes (no saturation: vpmaddubsw's s16 pair sums would saturate,
+//                2 * 255 * 127 > 32767); tiles of weight rows outermost, each read once
 //   avx512_vnni  vpdpbusd (u8 x s8 -> s32, four products per lane, no intermediate saturation);
-//                up to 8 activation rows per pass, each weight row loaded once for all of them
+//                activation rows in blocks of up to 8, each weight row loaded once per block
 //   dnnl         oneDNN's dnnl_gemm_u8s8s32 (offsets 0; ours are per row): only where its probe
 //                (quant/cpu/int8_gemm.h) shows it exact, i.e. with VNNI
-// automatic picks per call: for m <= kQGemmSmallM the fastest supported of avx512_vnni, avx2,
+// automatic picks per call: for m <= kQGemmKernelMaxM the fastest supported of avx512_vnni, avx2,
 // portable; for larger m dnnl where exact, else the same order.
 // Threads over the output columns j (the weights' rows); integer sums, so deterministic.
+// Measured (tools/bench/RESULTS.md, qlinear, one thread, Zen 5, 2048x2048): batch 1 in 53 us
+// (FP32 SGEMM 282 us), batch 8 in 120 us (dnnl 280 us), batch 32 in 436 us (dnnl 555 us); at
+// batch 64 and 128 dnnl was ahead (4096: 4.7 vs 5.7 ms, 7.5 vs 15.9 ms), hence the switch.
 //   cpu::set_qgemm_path(cpu::QGemmPath::portable);   // tests and benchmarks run every path
 //   cpu::qgemm(cpu::qgemm_path(), m, n, k, QType::u8, a, k, za, QType::s8, b, k, 0, c, n, nullptr);
 #pragma once
@@ -27,8 +31,8 @@ namespace octet::quant::cpu {
 
 enum class QGemmPath : uint8_t { automatic, portable, avx2, avx512_vnni, dnnl };
 
-// Up to this many activation rows go through the GEMV kernels in one pass.
-inline constexpr int64_t kQGemmSmallM = 8;
+// automatic runs the own kernels up to this many activation rows and oneDNN above.
+inline constexpr int64_t kQGemmKernelMaxM = 32;
 
 std::string_view qgemm_path_name(QGemmPath p);
 // automatic and portable always; avx2 / avx512_vnni when compiled in and the CPU has them (VNNI:

@@ -4,9 +4,10 @@
 // fixed-point requantization; qlinear against its float64 reference; bad input.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <cstdint>
+#include <cstdlib>
 #include <limits>
 #include <string>
 #include <vector>
@@ -92,6 +93,16 @@ TEST(QGemm, LargerBatchesAndLongRows) {
       check_paths(17, 33, 1027, ta, tb, 1, false, g, true);
       check_paths(40, 7, 259, ta, tb, 0, true, g, false);
     }
+}
+
+// Enough work per call for the threads to split the weight rows (chunk edges off the kernels' tiles).
+TEST(QGemm, ThreadedSplitsEqualReference) {
+  const int prev = get_num_threads();
+  set_num_threads(3);
+  Lcg g{11};
+  check_paths(1, 257, 4099, QType::u8, QType::s8, 0, false, g, true);
+  check_paths(7, 131, 2051, QType::s8, QType::u8, 3, false, g, false);
+  set_num_threads(prev);
 }
 
 // The largest sums the contract allows: every (a - za)(b - zb) = 255 * 255 at k = kQGemmMaxK.
@@ -359,6 +370,51 @@ TEST(QLinear, EqualsReferenceWithinFloatRounding) {
     for (size_t i = 0; i < yv.size(); ++i) err += (yv[i] - fv[i]) * (yv[i] - fv[i]), norm += fv[i] * fv[i];
     EXPECT_LT(std::sqrt(err / norm), 0.05);
   }
+}
+
+// Each row's codes from its own (min, max) parameters, element by element as quantize_value.
+TEST(QLinear, RowQuantizerMatchesDefinition) {
+  Generator gen(12);
+  const int64_t batch = 4, cols = 77;
+  Tensor x = randn({batch, cols}, {}, &gen);
+  float* xp = x.data<float>();
+  for (int64_t t = 0; t < cols; ++t) xp[cols + t] = std::abs(xp[cols + t]) + 1.0f;  // all positive
+  for (int64_t t = 0; t < cols; ++t) xp[2 * cols + t] = 0.0f;                       // all zero
+  xp[3 * cols + 5] = std::numeric_limits<float>::quiet_NaN();
+  std::vector<uint8_t> codes(batch * cols);
+  std::vector<float> scale(batch);
+  std::vector<int32_t> zero(batch);
+  cpu::quantize_rows_u8(xp, batch, cols, codes.data(), scale.data(), zero.data());
+  for (int64_t b = 0; b < 3; ++b) {
+    float lo = xp[b * cols], hi = xp[b * cols];
+    for (int64_t t = 0; t < cols; ++t) lo = std::min(lo, xp[b * cols + t]), hi = std::max(hi, xp[b * cols + t]);
+    const QParams p = choose_qparams(lo, hi, QType::u8);
+    EXPECT_EQ(scale[b], p.scale) << b;
+    EXPECT_EQ(zero[b], p.zero_point) << b;
+    for (int64_t t = 0; t < cols; ++t) ASSERT_EQ(codes[b * cols + t], quantize_value(xp[b * cols + t], p)) << b;
+  }
+  EXPECT_TRUE(std::isnan(scale[3]));
+}
+
+// The exact float form of the contract (the CUDA kernels give the same bits):
+// y = float(acc) * (scale_a * scale_w) + bias.
+TEST(QLinear, OutputIsTheContractsFloatFormula) {
+  Generator gen(13);
+  const int64_t batch = 5, rows = 23, cols = 301;
+  const Tensor wt = randn({rows, cols}, {}, &gen), x = randn({batch, cols}, {}, &gen), bias = randn({rows}, {}, &gen);
+  const QLinearWeights w = qlinear_prepare(wt);
+  std::vector<uint8_t> codes(batch * cols);
+  std::vector<float> scale(batch);
+  std::vector<int32_t> zero(batch), acc(batch * rows);
+  cpu::quantize_rows_u8(x.data<float>(), batch, cols, codes.data(), scale.data(), zero.data());
+  qgemm_reference(batch, rows, cols, QType::u8, codes.data(), cols, zero.data(), QType::s8, w.codes.data<int8_t>(),
+                  cols, 0, acc.data(), rows);
+  const std::vector<float> y = qlinear(w, x, bias).to_vector<float>(), bv = bias.to_vector<float>();
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t r = 0; r < rows; ++r) {
+      const float s = scale[b] * w.w.scale;
+      ASSERT_EQ(y[b * rows + r], static_cast<float>(acc[b * rows + r]) * s + bv[r]) << b << "," << r;
+    }
 }
 
 TEST(QLinear, NonFiniteRowsGiveNaN) {
