@@ -189,7 +189,7 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(0.0, 60.0));
   bench_pb->add_flag("--cpu-time", pb_opts.cpu_time,
-                     "time by process CPU time / threads (a shared machine: time descheduled not counted)");
+                     "with one thread, time by its CPU time (a shared machine: time descheduled not counted)");
   bench_pb->add_flag("--clip-search", pb_opts.clip_search, "preprocess the weights with the clip search");
 
   CLI11_PARSE(app, argc, argv);

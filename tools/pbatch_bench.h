@@ -24,7 +24,7 @@ struct PbBenchOptions {
   int64_t batch = 1;
   int reps = 31;             // timed samples per measurement (the median is reported)
   double min_time = 0.05;    // seconds per measurement, split over the samples
-  bool cpu_time = false;     // time by the process's CPU time / threads instead of the wall clock
+  bool cpu_time = false;     // one thread: time by its CPU time, not the wall clock
   bool clip_search = false;  // the weights' clip search does not change the kernel's time
 };
 

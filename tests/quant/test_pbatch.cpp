@@ -275,6 +275,22 @@ TEST(PbLinear, MatchesTheFloat64Reference) {
   }
 }
 
+TEST(PbLinear, ThreadCountDoesNotChangeTheResult) {
+  // Large enough for the clip search (blocks of 4096 weights) and the rows to be split over threads.
+  const Tensor w = random_matrix(257, 1000, 11), x = random_matrix(3, 1000, 12);
+  const int saved = get_num_threads();
+  set_num_threads(1);
+  const PbWeights p1 = pb_preprocess(w, 4);
+  const std::vector<float> y1 = pb_linear(p1, x, 8).to_vector<float>();
+  set_num_threads(2);
+  const PbWeights p2 = pb_preprocess(w, 4);
+  const std::vector<float> y2 = pb_linear(p2, x, 8).to_vector<float>();
+  set_num_threads(saved);
+  EXPECT_EQ(p1.step, p2.step);
+  EXPECT_EQ(p1.planes.to_vector<int64_t>(), p2.planes.to_vector<int64_t>());
+  EXPECT_EQ(y1, y2);
+}
+
 TEST(PbLinear, ZeroAndNonFiniteRows) {
   const int64_t cols = 70;
   std::vector<float> xv = random_matrix(4, cols, 5).to_vector<float>();
