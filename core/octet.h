@@ -33,3 +33,4 @@
 #include "optim/schedule.h"
 #include "optim/sgd.h"
 #include "quant/int8_model.h"
+#include "quant/precision.h"

@@ -14,5 +14,6 @@
 #include "layers/lstm.h"
 #include "layers/module.h"
 #include "layers/pooling.h"
+#include "layers/quantized.h"
 #include "layers/sequential.h"
 #include "layers/shape.h"

@@ -4,6 +4,7 @@
 
 #include "core/ops/linalg.h"
 #include "layers/init.h"
+#include "layers/quantized.h"
 
 namespace octet {
 
@@ -25,12 +26,17 @@ void Linear::reset_parameters() {
 Tensor Linear::forward(const Tensor& x) {
   OCTET_CHECK(x.defined() && x.dim() >= 1 && x.size(-1) == in_features_, "Linear: expected input [..., ", in_features_,
               "], got ", x.defined() ? x.shape() : Shape{});
+  if (inference_) {
+    detail::check_inference_only("Linear", inference_->spec(), is_training(), {x, weight_, bias_});
+    return inference_->forward(x);
+  }
   return linear(x, weight_, bias_);
 }
 
 std::string Linear::extra_repr() const {
   return detail::str_cat("in_features=", in_features_, ", out_features=", out_features_,
-                         ", bias=", bias_.defined() ? "true" : "false");
+                         ", bias=", bias_.defined() ? "true" : "false",
+                         inference_ ? ", " + inference_->spec().name() : std::string());
 }
 
 }  // namespace octet

@@ -4,6 +4,7 @@
 
 #include "core/ops/rnn.h"
 #include "layers/init.h"
+#include "layers/quantized.h"
 
 namespace octet {
 
@@ -42,6 +43,12 @@ std::pair<Tensor, LstmState> LSTM::forward(const Tensor& x, const LstmState& sta
   if (state.h.defined())
     OCTET_CHECK(state.h.shape() == state_shape && state.c.shape() == state_shape, "LSTM: state h and c must be ",
                 state_shape, ", got ", state.h.shape(), " and ", state.c.shape());
+  if (inference_) {
+    std::vector<Tensor> inputs{x, state.h, state.c};
+    for (const auto& [name, p] : named_parameters()) inputs.push_back(p);
+    detail::check_inference_only("LSTM", inference_->spec(), is_training(), inputs);
+    return inference_->forward(x, state);
+  }
   Tensor seq = batch_first_ ? x.transpose(0, 1) : x;  // [T, B, I]
   std::vector<Tensor> hs, cs;
   for (int64_t l = 0; l < num_layers_; ++l) {
@@ -61,6 +68,7 @@ std::string LSTM::extra_repr() const {
   if (!bias_ih_[0].defined()) s += ", bias=false";
   s += batch_first_ ? ", batch_first=true" : ", batch_first=false";
   if (dropout_ > 0) s += detail::str_cat(", dropout=", dropout_);
+  if (inference_) s += ", " + inference_->spec().name();
   return s;
 }
 

@@ -5,8 +5,12 @@
 //   auto lstm = std::make_shared<LSTM>(256, 512, /*num_layers=*/2);      // batch_first
 //   auto [y, last] = lstm->forward(x, LstmState{});                      // x [B,T,256] -> y [B,T,512]
 //   auto [y2, next] = lstm->forward(x2, last);                           // state carried in
+// set_inference runs a quantized inference LSTM in its place (layers/quantized.h: PrecisionBatching
+// or int8 input and hidden matrices), as Conv2d::set_int8 does for INT8 training:
+//   lstm->set_inference(std::make_shared<PBLSTM>(*lstm, quant::PbConfig{4, 16}));   // inference only now
 #pragma once
 
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -14,6 +18,8 @@
 #include "layers/module.h"
 
 namespace octet {
+
+class QuantLSTM;
 
 class LSTM : public Module {
  public:
@@ -29,11 +35,19 @@ class LSTM : public Module {
   std::string extra_repr() const override;
   void reset_parameters();
 
+  // Quantized inference: forward runs `q` (made from this layer's weights; an Error while training or
+  // when a gradient is needed); nullptr returns to float. The parameters stay, for saving and training.
+  void set_inference(std::shared_ptr<QuantLSTM> q) { inference_ = std::move(q); }
+  const std::shared_ptr<QuantLSTM>& inference() const { return inference_; }
+
   int64_t input_size_, hidden_size_, num_layers_;
   bool batch_first_;
   double dropout_;
   // Per layer; the biases are undefined without bias.
   std::vector<Tensor> weight_ih_, weight_hh_, bias_ih_, bias_hh_;
+
+ private:
+  std::shared_ptr<QuantLSTM> inference_;  // null: float
 };
 
 }  // namespace octet

@@ -8,7 +8,8 @@ namespace octet::tools {
 
 namespace {
 
-const std::string kModel = "model.", kOptimizer = "optimizer.", kInt8 = "int8.", kTask = "task.";
+const std::string kModel = "model.", kOptimizer = "optimizer.", kInt8 = "int8.", kTask = "task.", kQuant = "quant.";
+const std::string kQuantAssignment = "quant.assignment";
 
 std::string real_text(double v) {
   char buf[64];
@@ -42,13 +43,15 @@ T parse_number(const Metadata& md, const std::string& key, const std::string& pa
 
 void save_checkpoint(const std::string& path, const NamedTensors& model, const NamedTensors& optimizer,
                      const TrainState& s, const std::string& recipe_yaml, const NamedTensors& int8,
-                     const NamedTensors& task, const Metadata& task_metadata) {
+                     const NamedTensors& task, const Metadata& task_metadata, const NamedTensors& quant,
+                     const std::string& quant_assignment) {
   NamedTensors all;
   all.reserve(model.size() + optimizer.size() + int8.size() + task.size());
   for (const auto& [k, t] : model) all.emplace_back(kModel + k, t);
   for (const auto& [k, t] : optimizer) all.emplace_back(kOptimizer + k, t);
   for (const auto& [k, t] : int8) all.emplace_back(kInt8 + k, t);
   for (const auto& [k, t] : task) all.emplace_back(kTask + k, t);
+  for (const auto& [k, t] : quant) all.emplace_back(kQuant + k, t);
   Metadata md = {{"format", kCheckpointFormat},
                  {"epoch", std::to_string(s.epoch)},
                  {"batch", std::to_string(s.batch)},
@@ -62,6 +65,7 @@ void save_checkpoint(const std::string& path, const NamedTensors& model, const N
                  {"rng_offset", std::to_string(s.rng_offset)},
                  {"recipe", recipe_yaml}};
   for (const auto& [k, v] : task_metadata) md.emplace(kTask + k, v);
+  if (!quant_assignment.empty()) md.emplace(kQuantAssignment, quant_assignment);
   save_safetensors(path, all, md);
 }
 
@@ -91,6 +95,7 @@ Checkpoint load_checkpoint(const std::string& path) {
   c.recipe_yaml = recipe->second;
   for (const auto& [k, v] : f.metadata)
     if (k.rfind(kTask, 0) == 0) c.task_metadata.emplace(k.substr(kTask.size()), v);
+  if (auto q = f.metadata.find(kQuantAssignment); q != f.metadata.end()) c.quant_assignment = q->second;
   for (auto& [k, t] : f.tensors) {
     if (k.rfind(kModel, 0) == 0)
       c.model.emplace_back(k.substr(kModel.size()), t);
@@ -100,9 +105,13 @@ Checkpoint load_checkpoint(const std::string& path) {
       c.int8.emplace_back(k.substr(kInt8.size()), t);
     else if (k.rfind(kTask, 0) == 0)
       c.task.emplace_back(k.substr(kTask.size()), t);
+    else if (k.rfind(kQuant, 0) == 0)
+      c.quant.emplace_back(k.substr(kQuant.size()), t);
     else
-      OCTET_FAIL(path, ": unexpected tensor '", k, "' (expected model.*, optimizer.*, int8.* or task.*)");
+      OCTET_FAIL(path, ": unexpected tensor '", k, "' (expected model.*, optimizer.*, int8.*, task.* or quant.*)");
   }
+  OCTET_CHECK(c.quant.empty() || !c.quant_assignment.empty(), path,
+              ": checkpoint has quantized layer data (quant.*) but no metadata 'quant.assignment'");
   return c;
 }
 

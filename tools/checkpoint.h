@@ -3,7 +3,9 @@
 // tools/int8_run.h), the task's own state (tensors and metadata "task.<name>": a language model's
 // vocabulary and hidden state, tools/task.h), and in __metadata__ the training position, the RNG
 // state, the plateau schedule's state and the resolved recipe, so a run resumes exactly and
-// `octet eval` can rebuild the model.
+// `octet eval` can rebuild the model. An export (`octet export`, tools/quant_run.h) adds the
+// preprocessed weights of its quantized layers ("quant.<layer>.<matrix>.<part>") and their
+// assignment (metadata "quant.assignment", quant/precision.h), so evaluation skips preprocessing.
 //   save_checkpoint("runs/x/last.safetensors", model->state_dict(), opt.state_dict(), state, yaml);
 //   Checkpoint c = load_checkpoint("runs/x/last.safetensors");
 #pragma once
@@ -31,9 +33,11 @@ struct TrainState {
 struct Checkpoint {
   NamedTensors model;
   NamedTensors optimizer;
-  NamedTensors int8;       // empty unless the run trains INT8 layers
-  NamedTensors task;       // "task.*" tensors, without the prefix
-  Metadata task_metadata;  // "task.*" metadata, without the prefix
+  NamedTensors int8;             // empty unless the run trains INT8 layers
+  NamedTensors task;             // "task.*" tensors, without the prefix
+  Metadata task_metadata;        // "task.*" metadata, without the prefix
+  NamedTensors quant;            // "quant.*" tensors of an export, without the prefix
+  std::string quant_assignment;  // metadata "quant.assignment" ("" unless an export)
   TrainState state;
   std::string recipe_yaml;
   std::string path;
@@ -44,7 +48,8 @@ constexpr const char* kCheckpointFormat = "octet-checkpoint-1";
 // Written atomically (temporary file + rename): an existing checkpoint is replaced whole or not at all.
 void save_checkpoint(const std::string& path, const NamedTensors& model, const NamedTensors& optimizer,
                      const TrainState& state, const std::string& recipe_yaml, const NamedTensors& int8 = {},
-                     const NamedTensors& task = {}, const Metadata& task_metadata = {});
+                     const NamedTensors& task = {}, const Metadata& task_metadata = {}, const NamedTensors& quant = {},
+                     const std::string& quant_assignment = "");
 // Rejects files that are not octet checkpoints, or whose metadata is missing or malformed, with an
 // octet::Error naming the file and the problem.
 Checkpoint load_checkpoint(const std::string& path);

@@ -72,6 +72,8 @@ class LanguageModelTask : public Task {
     return {cross_entropy(flat, labels), flat, labels};
   }
 
+  Tensor example_input() const override { return corpus_.test.narrow(0, 0, 1).reshape({1, 1}).clone(); }
+
   // The carried state may hold the non-finite values: the next segment starts from zeros, as at an
   // epoch's start.
   void skip_step() override { hidden_ = LstmState{}; }

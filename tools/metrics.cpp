@@ -15,17 +15,15 @@ namespace octet::tools {
 
 namespace {
 
-struct Series {
-  std::string name, color;
-  std::vector<std::pair<double, double>> points;  // (epoch, value)
-};
+using Series = ChartSeries;
 
-// One SVG line chart: x = epoch, y = value, a polyline per series, with axis labels.
-std::string chart(const std::string& title, const std::vector<Series>& series) {
+}  // namespace
+
+std::string svg_chart(const std::string& title, const std::vector<ChartSeries>& series, const std::string& x_label) {
   double x0 = std::numeric_limits<double>::infinity(), x1 = -x0, y0 = x0, y1 = -x0;
   for (const auto& s : series)
     for (auto [x, y] : s.points) {
-      if (!std::isfinite(y)) continue;
+      if (!std::isfinite(y) || !std::isfinite(x)) continue;
       x0 = std::min(x0, x), x1 = std::max(x1, x), y0 = std::min(y0, y), y1 = std::max(y1, y);
     }
   std::ostringstream os;
@@ -46,27 +44,37 @@ std::string chart(const std::string& title, const std::vector<Series>& series) {
     os << "<text x='" << px(xv) << "' y='" << h - 12 << "' text-anchor='middle'>" << std::setprecision(3) << xv
        << "</text>";
   }
-  os << "<text x='" << (l + w - r) / 2 << "' y='" << h - 1 << "' text-anchor='middle'>epoch</text>";
+  os << "<text x='" << (l + w - r) / 2 << "' y='" << h - 1 << "' text-anchor='middle'>" << x_label << "</text>";
   int row = 0;
   for (const auto& s : series) {
     if (s.points.empty()) continue;
-    os << "<polyline fill='none' stroke='" << s.color << "' stroke-width='1.5' points='";
-    for (auto [x, y] : s.points)
-      if (std::isfinite(y)) os << px(x) << "," << py(y) << " ";
-    os << "'/>";
-    if (s.points.size() <= 60)  // few points (per-epoch test results): mark each one
+    if (s.line) {
+      os << "<polyline fill='none' stroke='" << s.color << "' stroke-width='1.5' points='";
       for (auto [x, y] : s.points)
-        if (std::isfinite(y))
-          os << "<circle cx='" << px(x) << "' cy='" << py(y) << "' r='2.5' fill='" << s.color << "'/>";
+        if (std::isfinite(y)) os << px(x) << "," << py(y) << " ";
+      os << "'/>";
+    }
+    if (!s.line || s.points.size() <= 60)  // few points (per-epoch test results): mark each one
+      for (size_t i = 0; i < s.points.size(); ++i) {
+        auto [x, y] = s.points[i];
+        if (!std::isfinite(y) || !std::isfinite(x)) continue;
+        os << "<circle cx='" << px(x) << "' cy='" << py(y) << "' r='" << (s.line ? 2.5 : 3.5) << "' fill='" << s.color
+           << "'/>";
+        if (i < s.labels.size())
+          os << "<text x='" << px(x) + 5 << "' y='" << py(y) - 4 << "' fill='" << s.color << "'>" << s.labels[i]
+             << "</text>";
+      }
     os << "<text x='" << w - r - 4 << "' y='" << t + 14 + 14 * row++ << "' text-anchor='end' fill='" << s.color << "'>"
        << s.name << "</text>";
   }
   return os.str() + "</svg></figure>";
 }
 
+namespace {
+
 Series series_of(const std::vector<MetricRecord>& records, const std::string& split, const std::string& key,
                  const std::string& name, const std::string& color) {
-  Series s{name, color, {}};
+  Series s{name, color, {}, true, {}};
   for (const auto& r : records) {
     if (r.split != split) continue;
     auto e = r.values.find("epoch");
@@ -106,9 +114,9 @@ void int8_charts(std::ostream& os, const std::vector<MetricRecord>& records) {
                                                                           " INT8 layers with the largest d_c)")
                                                         : std::string(" (INT8 layers)");
   os << "<h3>INT8 layers</h3>";
-  os << chart("gradient cosine distance d_c" + which, charted("cos_distance"));
-  os << chart("DCLR lr factor" + which, charted("lr_scale"));
-  os << chart("gradient clip" + which, charted("grad_clip"));
+  os << svg_chart("gradient cosine distance d_c" + which, charted("cos_distance"));
+  os << svg_chart("DCLR lr factor" + which, charted("lr_scale"));
+  os << svg_chart("gradient clip" + which, charted("grad_clip"));
 }
 
 }  // namespace
@@ -160,14 +168,14 @@ std::string curves_html(const std::vector<MetricRecord>& records, const std::str
                                series_of(records, "valid", key, "valid", "#ff7f0e"),
                                series_of(records, "test", key, "test", "#d62728")};
   };
-  os << chart("loss", splits("loss"));
+  os << svg_chart("loss", splits("loss"));
   // Language models: perplexity, and top-1 is next-token accuracy.
   const bool lm = std::any_of(records.begin(), records.end(), [](const auto& r) { return r.values.count("ppl"); });
-  if (lm) os << chart("perplexity", splits("ppl"));
-  os << chart(lm ? "next-token top-1 accuracy (%)" : "top-1 accuracy (%)", splits("top1"));
-  os << chart("learning rate", {series_of(records, "train", "lr", "lr", "#2ca02c")});
-  os << chart(lm ? "tokens/s" : "samples/s",
-              {series_of(records, "train", lm ? "tokens_per_s" : "samples_per_s", "train", "#9467bd")});
+  if (lm) os << svg_chart("perplexity", splits("ppl"));
+  os << svg_chart(lm ? "next-token top-1 accuracy (%)" : "top-1 accuracy (%)", splits("top1"));
+  os << svg_chart("learning rate", {series_of(records, "train", "lr", "lr", "#2ca02c")});
+  os << svg_chart(lm ? "tokens/s" : "samples/s",
+                  {series_of(records, "train", lm ? "tokens_per_s" : "samples_per_s", "train", "#9467bd")});
   int8_charts(os, records);
   os << "</body></html>\n";
   return os.str();

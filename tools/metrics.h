@@ -8,6 +8,7 @@
 #include <fstream>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace octet::tools {
@@ -34,6 +35,18 @@ class MetricsLog {
   std::ofstream out_;
   std::vector<MetricRecord> records_;
 };
+
+// One SVG chart (the pages' building block; `octet sweep` draws with it too): a polyline per
+// series (or, with line false, its points alone, each with its label if given), axes scaled to the
+// data, the series' names as a legend.
+struct ChartSeries {
+  std::string name, color;
+  std::vector<std::pair<double, double>> points;  // (x, y)
+  bool line = true;
+  std::vector<std::string> labels;  // per point, optional
+};
+std::string svg_chart(const std::string& title, const std::vector<ChartSeries>& series,
+                      const std::string& x_label = "epoch");
 
 // The page itself (exposed for tests).
 std::string curves_html(const std::vector<MetricRecord>& records, const std::string& title);

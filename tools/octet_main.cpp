@@ -1,6 +1,8 @@
 // The `octet` command line:
 //   octet train RECIPE [section.key=value ...] [--resume RUN_OR_CHECKPOINT]
-//   octet eval CHECKPOINT_OR_RUN [--data ROOT] [--device cpu|cuda|cuda:N]
+//   octet eval CHECKPOINT_OR_RUN [--data ROOT] [--device cpu|cuda|cuda:N] [--pbatch w=N,a=K|PLAN.yaml | --int8]
+//   octet export CHECKPOINT_OR_RUN --pbatch w=N,a=K|PLAN.yaml | --int8 -o OUT.safetensors
+//   octet sweep CHECKPOINT_OR_RUN [--w-bits 1,2,4,8] [--a-bits 8,16,32] [-o DIR]
 //   octet generate CHECKPOINT_OR_RUN [--prompt TEXT] [--tokens N] [--temperature T] [--seed S]
 //   octet inspect CHECKPOINT
 //   octet selftest            (a tiny model checked against finite differences)
@@ -19,8 +21,10 @@
 #include "tools/checkpoint.h"
 #include "tools/generate.h"
 #include "tools/pbatch_bench.h"
+#include "tools/quant_run.h"
 #include "tools/recipe.h"
 #include "tools/selftest.h"
+#include "tools/sweep.h"
 #include "tools/trainer.h"
 
 namespace {
@@ -90,6 +94,47 @@ int main(int argc, char** argv) {
   eval->add_option("--threads", threads, "CPU threads")->check(CLI::Range(1, 1024));
   eval->add_option("--device", eval_device,
                    "cpu, cuda or cuda:N (default: the recipe's train.device if this machine has it, else cpu)");
+
+  std::string eval_pbatch;
+  bool eval_int8 = false;
+  eval->add_option("--pbatch", eval_pbatch,
+                   "PrecisionBatching inference: w=N,a=K (weight bits 1..8, activation bits 2..32) for every LSTM "
+                   "and Linear but the final output layer, or a YAML plan file of per-layer precisions");
+  eval->add_flag("--int8", eval_int8, "int8 zero-point inference for the same layers");
+
+  auto* exp = app.add_subcommand(
+      "export", "write a checkpoint with its layers quantized and preprocessed, for `octet eval` to run as is");
+  std::string exp_ckpt, exp_pbatch, exp_out;
+  bool exp_int8 = false;
+  int exp_threads = 2;
+  exp->add_option("checkpoint", exp_ckpt, "checkpoint file (.safetensors) or run folder (its best checkpoint)")
+      ->required();
+  exp->add_option("--pbatch", exp_pbatch, "w=N,a=K or a YAML plan file (as for eval)");
+  exp->add_flag("--int8", exp_int8, "the int8 zero-point baseline");
+  exp->add_option("-o,--output", exp_out, "the file to write (.safetensors)")->required();
+  exp->add_option("--threads", exp_threads, "CPU threads")->check(CLI::Range(1, 1024));
+
+  auto* sweep = app.add_subcommand("sweep",
+                                   "evaluate a checkpoint at every PrecisionBatching (w, a), int8 and FP32, with "
+                                   "batch-1 latency; a markdown table, and CSV + HTML with -o");
+  std::string sweep_ckpt, sweep_out;
+  octet::tools::SweepOptions sweep_opts;
+  sweep->add_option("checkpoint", sweep_ckpt, "checkpoint file (.safetensors) or run folder (its best checkpoint)")
+      ->required();
+  sweep->add_option("--w-bits", sweep_opts.w_bits, "weight bits to try (1..8)")->delimiter(',')->capture_default_str();
+  sweep->add_option("--a-bits", sweep_opts.a_bits, "activation bits to try (2..32)")
+      ->delimiter(',')
+      ->capture_default_str();
+  sweep->add_option("-o,--output", sweep_out, "folder for sweep.csv and sweep.html");
+  sweep->add_option("--data", sweep_opts.data_root, "data folder to use instead of the recipe's data.root");
+  sweep->add_option("--device", sweep_opts.device, "cpu, cuda or cuda:N (default as for eval)");
+  sweep->add_option("--threads", sweep_opts.threads, "CPU threads")->check(CLI::Range(1, 1024));
+  sweep->add_option("--repeats", sweep_opts.repeats, "latency: timed blocks (the median is reported)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
+  sweep->add_option("--steps", sweep_opts.steps, "latency: batch-1 forwards (tokens) per block")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
 
   auto* gen = app.add_subcommand("generate", "sample text from a language model's checkpoint");
   std::string gen_ckpt, gen_device;
@@ -173,13 +218,37 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (*eval) {
-      for (const auto& r : octet::tools::evaluate_checkpoint_splits(ckpt, data_root, threads, eval_device)) {
+      const auto q = octet::tools::evaluate_quantized(ckpt, data_root, threads, eval_device,
+                                                      octet::tools::cli_plan(eval_pbatch, eval_int8));
+      if (!q.layers.empty())
+        std::printf("%s: quantized inference: %s\n", ckpt.c_str(), octet::quant::describe_layers(q.layers).c_str());
+      for (const auto& r : q.splits) {
         if (r.tokens)
           std::printf("%s: %s: %lld tokens, loss %.4f, perplexity %.2f\n", ckpt.c_str(), r.split.c_str(),
                       static_cast<long long>(r.examples), r.loss, r.perplexity());
         else
           std::printf("%s: %lld examples, loss %.4f, top-1 %.2f%%, top-5 %.2f%%\n", ckpt.c_str(),
                       static_cast<long long>(r.examples), r.loss, r.top1, r.top5);
+      }
+      return 0;
+    }
+    if (*exp) {
+      const auto plan = octet::tools::cli_plan(exp_pbatch, exp_int8);
+      if (!plan) {
+        spdlog::error("export: give --pbatch w=N,a=K (or a plan file) or --int8");
+        return 2;
+      }
+      const auto layers = octet::tools::export_quantized(exp_ckpt, *plan, exp_out, exp_threads);
+      std::printf("%s: %s\n", exp_out.c_str(), octet::quant::describe_layers(layers).c_str());
+      return 0;
+    }
+    if (*sweep) {
+      const auto r = octet::tools::run_sweep(sweep_ckpt, sweep_opts);
+      std::printf("%s on %s; quantized layers: %s\n\n%s", r.checkpoint.c_str(), r.device.c_str(), r.layers.c_str(),
+                  octet::tools::sweep_markdown(r).c_str());
+      if (!sweep_out.empty()) {
+        octet::tools::write_sweep(sweep_out, r);
+        std::printf("\nwritten: %s/sweep.csv, %s/sweep.html\n", sweep_out.c_str(), sweep_out.c_str());
       }
       return 0;
     }

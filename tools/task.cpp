@@ -62,6 +62,13 @@ class ClassificationTask : public Task {
 
   EvalResult evaluate_epoch(Module& model) override { return evaluate(model, data_.test, eval_batch_size_, workers_); }
   std::vector<EvalResult> evaluate_all(Module& model) override { return {evaluate_epoch(model)}; }
+  Tensor example_input() const override {
+    Generator rng(0);
+    Tensor x = data_.test->get(0, rng).input;
+    Shape shape = x.shape();
+    shape.insert(shape.begin(), 1);
+    return x.reshape(shape);
+  }
   bool improves(const EvalResult& r, TrainState& state) const override {
     if (!(r.top1 > state.best_top1)) return false;
     state.best_top1 = r.top1;

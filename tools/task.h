@@ -83,6 +83,9 @@ class Task {
   virtual std::vector<EvalResult> evaluate_all(Module& model) = 0;
   // Whether `r` (from evaluate_epoch) beats the best so far in `state` (top-1, or loss), updating it.
   virtual bool improves(const EvalResult& r, TrainState& state) const = 0;
+  // One input of batch 1 on the CPU, for batch-1 latency (`octet sweep`): a test image [1, ...], or
+  // a language model's first test token, ids [1, 1].
+  virtual Tensor example_input() const = 0;
   // The task's own checkpoint state, and restoring it on resume.
   virtual void save_state(NamedTensors& tensors, Metadata& metadata) const {}
   virtual void load_state(const Checkpoint& c) {}

@@ -456,6 +456,8 @@ CheckpointModel open_checkpoint_model(const std::string& path_in, int64_t thread
   m.model = build_model_from(m.recipe, vocab);
   build_int8(m.recipe, *m.model);  // an INT8-trained model runs through its INT8 layers
   m.model->load_state_dict(m.checkpoint.model);
+  if (!m.checkpoint.quant_assignment.empty())  // an export: its quantized layers, not preprocessed again
+    m.quant_layers = quant::load_quant_state(*m.model, m.checkpoint.quant, m.checkpoint.quant_assignment, m.path);
   use_device(m.device, m.recipe.boolean("train.allow_tf32"));
   m.model->to(m.device);
   return m;

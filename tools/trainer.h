@@ -7,7 +7,8 @@
 // are copied ahead of the step that needs them, and metrics.jsonl adds the GPU's memory counters.
 // With quant.int8_conv the model's convolutions train in INT8 (tools/int8_run.h: DCLR before each
 // optimizer step, per-layer telemetry, the layers' stats in checkpoints); `octet eval` evaluates
-// such a checkpoint through its INT8 layers. A language model's run logs perplexity, keeps the
+// such a checkpoint through its INT8 layers, and an export (`octet export`, tools/quant_run.h)
+// through its quantized inference layers. A language model's run logs perplexity, keeps the
 // checkpoint of the best validation loss as best.safetensors, and evaluates it on the test split
 // at the end.
 //   TrainResult r = train(load_recipe("recipes/fashion_mnist.yaml"), {});
@@ -17,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "quant/precision.h"
 #include "tools/checkpoint.h"
 #include "tools/recipe.h"
 #include "tools/task.h"
@@ -55,6 +57,8 @@ struct CheckpointModel {
   Recipe recipe;
   std::shared_ptr<Module> model;
   Device device = Device::cpu();
+  // An export's quantized layers (tools/quant_run.h), converted from its stored data; else empty.
+  std::vector<quant::ConvertedLayer> quant_layers;
 };
 CheckpointModel open_checkpoint_model(const std::string& path, int64_t threads, const std::string& device = "",
                                       const std::string& command = "eval");
