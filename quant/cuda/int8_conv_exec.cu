@@ -36,22 +36,7 @@ __global__ void map_kernel(F f, int64_t n) {
   for (int64_t i = first_index(); i < n; i += grid_stride()) f(i);
 }
 
-// The DP4A GEMM, one block per tile of C (quant/cuda/int8_dp4a.h).
-template <class Ops>
-__global__ void __launch_bounds__(ops::kTileThreads)
-    dp4a_gemm_kernel(Ops op, int64_t grp0, int64_t split_words, int64_t splits) {
-  __shared__ ops::Dp4aTile tile;
-  const ops::Dp4aBlock blk = ops::dp4a_block(op, blockIdx.x, blockIdx.y, blockIdx.z, grp0, split_words, splits);
-  const int tid = static_cast<int>(threadIdx.x);
-  int32_t acc[4][4] = {};
-  for (int64_t u0 = blk.u_begin; u0 < blk.u_end; u0 += ops::kTileWords) {
-    ops::dp4a_load(op, blk, u0, tid, tile);
-    __syncthreads();
-    ops::dp4a_accumulate(tile, tid, acc);
-    __syncthreads();
-  }
-  ops::dp4a_store(op, blk, tid, acc);
-}
+using ops::dp4a_gemm_kernel;
 
 // Block (x, y): row x, terms [y * kSumRun, (y + 1) * kSumRun) of it.
 template <class Terms>

@@ -111,4 +111,24 @@ OCTET_HD void dp4a_store(const Ops& op, const Dp4aBlock& blk, int tid, const int
     }
 }
 
+#ifdef __CUDACC__
+// The DP4A GEMM kernel: one block per 64 x 64 tile of C and split of the words (the INT8 conv's
+// products, quant/cuda/int8_conv_exec.cu, and the zero-point GEMM's fallback, quant/cuda/qgemm.cu).
+template <class Ops>
+__global__ void __launch_bounds__(kTileThreads)
+    dp4a_gemm_kernel(Ops op, int64_t grp0, int64_t split_words, int64_t splits) {
+  __shared__ Dp4aTile tile;
+  const Dp4aBlock blk = dp4a_block(op, blockIdx.x, blockIdx.y, blockIdx.z, grp0, split_words, splits);
+  const int tid = static_cast<int>(threadIdx.x);
+  int32_t acc[4][4] = {};
+  for (int64_t u0 = blk.u_begin; u0 < blk.u_end; u0 += kTileWords) {
+    dp4a_load(op, blk, u0, tid, tile);
+    __syncthreads();
+    dp4a_accumulate(tile, tid, acc);
+    __syncthreads();
+  }
+  dp4a_store(op, blk, tid, acc);
+}
+#endif
+
 }  // namespace octet::quant::cuda::ops

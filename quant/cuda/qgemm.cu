@@ -52,21 +52,6 @@ __global__ void __launch_bounds__(kThreads)
   if (threadIdx.x == 0) sums[r] = s;
 }
 
-// The DP4A GEMM, one block per 64 x 64 tile of P (as quant/cuda/int8_conv_exec.cu's).
-__global__ void __launch_bounds__(ops::kTileThreads) dp4a_kernel(qg::QgemmDp4aOps op) {
-  __shared__ ops::Dp4aTile tile;
-  const ops::Dp4aBlock blk = ops::dp4a_block(op, blockIdx.x, blockIdx.y, 0, 0, op.words(), 1);
-  const int tid = static_cast<int>(threadIdx.x);
-  int32_t acc[4][4] = {};
-  for (int64_t u0 = blk.u_begin; u0 < blk.u_end; u0 += ops::kTileWords) {
-    ops::dp4a_load(op, blk, u0, tid, tile);
-    __syncthreads();
-    ops::dp4a_accumulate(tile, tid, acc);
-    __syncthreads();
-  }
-  ops::dp4a_store(op, blk, tid, acc);
-}
-
 // c[i][j] = qg_fold(p[i][j], ...) for i < m, j < n (p with row length ldp).
 __global__ void fold_kernel(const int32_t* __restrict__ p, int64_t ldp, int64_t m, int64_t n, int64_t k,
                             const int32_t* __restrict__ za, int32_t zb, const int32_t* __restrict__ sum_a,
@@ -187,9 +172,9 @@ Tensor qgemm(const Tensor& a, const Tensor& za, QType ta, const Tensor& b, int32
     const qg::QgemmDp4aOps dop{{}, a8, b8, m, n, kp, p.data<int32_t>(), np};
     const ops::Dp4aGrid grid = ops::dp4a_grid(dop, dop.words());
     OCTET_CHECK(grid.y <= ops::kMaxGridYZ && grid.x <= kMaxGrid, op, ": m = ", m, " exceeds the DP4A grid");
-    dp4a_kernel<<<dim3(static_cast<unsigned>(grid.x), static_cast<unsigned>(grid.y)), ops::kTileThreads, 0, stream()>>>(
-        dop);
-    OCTET_CUDA_LAUNCH("quant::cuda::qgemm dp4a_kernel");
+    const dim3 blocks(static_cast<unsigned>(grid.x), static_cast<unsigned>(grid.y));
+    ops::dp4a_gemm_kernel<<<blocks, ops::kTileThreads, 0, stream()>>>(dop, 0, dop.words(), 1);
+    OCTET_CUDA_LAUNCH("quant::cuda::qgemm dp4a_gemm_kernel");
   }
   fold_kernel<<<::octet::cuda::grid_for(m * n, kThreads), kThreads, 0, stream()>>>(
       p.data<int32_t>(), np, m, n, k, za.data<int32_t>(), zb, sum_a.data<int32_t>(), sum_b.data<int32_t>(), ua, ub,

@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -93,6 +94,19 @@ inline Tensor normal_input(const Shape& shape, DType dtype, uint64_t seed, bool 
   Tensor t = randn(shape, DType::f64, &g).to(dtype);
   if (grad && is_floating(dtype)) t.requires_grad_(true);
   return t;
+}
+
+// Seeded N(0, 1) f32 rows [rows, cols] (no grad) for the quantized-inference tests; with
+// `special`, row 1 zeros, a NaN in row 2 and an infinity in row 3 (where the rows exist).
+inline Tensor quant_rows_input(int64_t rows, int64_t cols, uint64_t seed, bool special = false) {
+  Tensor t = normal_input({rows, cols}, DType::f32, seed, false).contiguous();
+  if (!special) return t;
+  std::vector<float> v = t.to_vector<float>();
+  if (rows > 1)
+    for (int64_t c = 0; c < cols; ++c) v[static_cast<size_t>(cols + c)] = 0.0f;
+  if (rows > 2) v[static_cast<size_t>(2 * cols + cols / 2)] = std::numeric_limits<float>::quiet_NaN();
+  if (rows > 3) v[static_cast<size_t>(3 * cols + cols - 1)] = std::numeric_limits<float>::infinity();
+  return from_vector(v, {rows, cols});
 }
 
 // Seeded i64 indices in [0, hi).

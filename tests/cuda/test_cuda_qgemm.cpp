@@ -33,17 +33,8 @@ std::string cat(const T&... v) {
   return os.str();
 }
 
-// Seeded N(0, 1) floats [rows, cols] on the CPU; with `special`, row 1 zeros, a
-// NaN in row 2 and an infinity in row 3 (where the rows exist).
 Tensor inputs(int64_t rows, int64_t cols, uint64_t seed, bool special = false) {
-  Tensor t = testing::normal_input({rows, cols}, DType::f32, seed, false).contiguous();
-  if (!special) return t;
-  std::vector<float> v = t.to_vector<float>();
-  if (rows > 1)
-    for (int64_t c = 0; c < cols; ++c) v[static_cast<size_t>(cols + c)] = 0.0f;
-  if (rows > 2) v[static_cast<size_t>(2 * cols + cols / 2)] = std::numeric_limits<float>::quiet_NaN();
-  if (rows > 3) v[static_cast<size_t>(3 * cols + cols - 1)] = std::numeric_limits<float>::infinity();
-  return from_vector(v, {rows, cols});
+  return testing::quant_rows_input(rows, cols, seed, special);
 }
 
 class CudaQgemm : public testing::CudaParityTest {};

@@ -15,18 +15,12 @@
 #include "layers/sequential.h"
 #include "models/lstm_lm.h"
 #include "quant/precision.h"
+#include "tests/tools/run_util.h"
 
 namespace octet::quant {
 namespace {
 
-void expect_error(const std::function<void()>& fn, const std::string& fragment) {
-  try {
-    fn();
-    FAIL() << "no error; expected one containing: " << fragment;
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
-  }
-}
+using tools::expect_error;
 
 float max_abs_diff(const Tensor& a, const Tensor& b) {
   const auto va = a.to_vector<float>(), vb = b.to_vector<float>();
