@@ -5,7 +5,7 @@
 #      (the long, randomly seeded runs are tools/fuzz.sh's, recorded in tools/bench/RESULTS.md);
 #   2. the test suite built with AddressSanitizer + LeakSanitizer + UndefinedBehaviorSanitizer
 #      (build-asan, CUDA off, -O1) and run with ctest; any report fails its test.
-# Fuzzing takes about 1.5 minutes plus ~1 minute to build the harnesses.
+# Fuzzing takes about 2 minutes plus ~1 minute to build the harnesses.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

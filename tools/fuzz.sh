@@ -24,7 +24,7 @@ while (($#)); do
     *) harnesses+=("$1"); shift ;;
   esac
 done
-((${#harnesses[@]})) || harnesses=(checkpoint recipe idx cifar10 image text)
+((${#harnesses[@]})) || harnesses=(checkpoint recipe idx cifar10 image text metrics tensorboard)
 
 build=${OCTET_BUILD_DIR:-build}
 fuzz=build-fuzz

@@ -1,5 +1,6 @@
 #include "tools/metrics.h"
 
+#include <spdlog/spdlog.h>
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -121,28 +122,71 @@ void int8_charts(std::ostream& os, const std::vector<MetricRecord>& records) {
 
 }  // namespace
 
+namespace {
+
+// One line of metrics.jsonl as a record; false when it is not a JSON object.
+bool parse_record(const std::string& line, MetricRecord& r) {
+  nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return false;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    if (it.key() == "split" && it.value().is_string())
+      r.split = it.value().get<std::string>();
+    else if (it.value().is_number())
+      r.values[it.key()] = it.value().get<double>();  // null (a non-finite value) is left out
+  }
+  return true;
+}
+
+}  // namespace
+
+std::vector<MetricRecord> read_metrics(const std::string& path, bool repair) {
+  std::string data;
+  {
+    std::ifstream in(path, std::ios::binary);
+    OCTET_CHECK(in.good(), "metrics: cannot read ", path);
+    data.assign(std::istreambuf_iterator<char>(in), {});
+    OCTET_CHECK(!in.bad(), "metrics: cannot read ", path);
+  }
+  std::vector<MetricRecord> records;
+  size_t bad = 0, first_bad = 0, line_no = 0, at = 0;
+  while (at < data.size()) {
+    size_t end = data.find('\n', at);
+    const bool last_partial = end == std::string::npos;  // no newline: a write cut short by a kill
+    if (last_partial) end = data.size();
+    std::string line = data.substr(at, end - at);
+    ++line_no;
+    MetricRecord r;
+    if (!line.empty() && line.find_first_not_of(" \t\r") != std::string::npos) {
+      if (parse_record(line, r)) {
+        records.push_back(std::move(r));
+        if (last_partial && repair) {  // a whole record missing only its newline (an editor's save)
+          std::ofstream out(path, std::ios::binary | std::ios::app);
+          out << "\n";
+          OCTET_CHECK(out.good(), "metrics: cannot end the last line of ", path);
+        }
+      } else if (last_partial) {
+        spdlog::warn("{}: dropped a partial last line ({} bytes), left by a run stopped while writing it", path,
+                     line.size());
+        if (repair) {  // appends start on a line of their own
+          std::error_code ec;
+          std::filesystem::resize_file(path, at, ec);
+          OCTET_CHECK(!ec, "metrics: cannot cut the partial last line from ", path, ": ", ec.message());
+        }
+      } else {
+        if (bad++ == 0) first_bad = line_no;
+      }
+    }
+    at = end + 1;
+  }
+  if (bad)
+    spdlog::warn("{}: skipped {} line(s) that are not JSON objects (the first is line {})", path, bad, first_bad);
+  return records;
+}
+
 MetricsLog::MetricsLog(const std::string& dir, bool resume) : dir_(dir) {
   std::filesystem::create_directories(dir);
   std::string path = dir + "/metrics.jsonl";
-  if (resume && std::filesystem::exists(path)) {
-    std::ifstream in(path);
-    std::string line;
-    int n = 0;
-    while (std::getline(in, line)) {
-      ++n;
-      if (line.empty()) continue;
-      nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-      if (j.is_discarded() || !j.is_object()) continue;  // a line cut by a crash is skipped
-      MetricRecord r;
-      for (auto it = j.begin(); it != j.end(); ++it) {
-        if (it.key() == "split" && it.value().is_string())
-          r.split = it.value().get<std::string>();
-        else if (it.value().is_number())
-          r.values[it.key()] = it.value().get<double>();
-      }
-      records_.push_back(std::move(r));
-    }
-  }
+  if (resume && std::filesystem::exists(path)) records_ = read_metrics(path, true);
   out_.open(path, resume ? std::ios::app : std::ios::trunc);
   OCTET_CHECK(out_.good(), "metrics: cannot write ", path);
 }

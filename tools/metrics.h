@@ -23,7 +23,7 @@ struct MetricRecord {
 class MetricsLog {
  public:
   // Appends to <dir>/metrics.jsonl; with `resume`, earlier records are read back first so the
-  // curves cover the whole run.
+  // curves cover the whole run (read_metrics with repair: a partial last line is cut off).
   MetricsLog(const std::string& dir, bool resume);
   void record(const MetricRecord& r);
   // Rewrites <dir>/curves.html from every record so far.
@@ -35,6 +35,14 @@ class MetricsLog {
   std::ofstream out_;
   std::vector<MetricRecord> records_;
 };
+
+// Reads the records of a metrics.jsonl. Lines that are not JSON objects are skipped with one
+// warning (they stay in the file); values that are not numbers (null, written for NaN and inf) are
+// left out. A last line without its newline is what a run killed mid-write leaves: if it does not
+// parse it is dropped with a warning, and with `repair` cut from the file (a whole record missing
+// only its newline gets one), so appends that follow start on a line of their own. Throws
+// octet::Error only when the file cannot be read.
+std::vector<MetricRecord> read_metrics(const std::string& path, bool repair = false);
 
 // One SVG chart (the pages' building block; `octet sweep` draws with it too): a polyline per
 // series (or, with line false, its points alone, each with its label if given), axes scaled to the

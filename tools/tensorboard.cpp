@@ -184,16 +184,19 @@ std::vector<ScalarEvent> read_scalar_events(const std::string& path) {
       std::string value = sr.bytes(sr.varint());
       Reader vr{value, 0, path};
       ScalarEvent ev{"", 0.0f, step};
+      bool scalar = false;
       while (vr.at < value.size()) {
         uint64_t k = vr.varint();
-        if (k == ((1 << 3) | 2))
+        if (k == ((1 << 3) | 2)) {
           ev.tag = vr.bytes(vr.varint());
-        else if (k == ((2 << 3) | 5))
+        } else if (k == ((2 << 3) | 5)) {
           std::memcpy(&ev.value, vr.bytes(4).data(), 4);
-        else
+          scalar = true;
+        } else {
           vr.skip(static_cast<int>(k & 7));
+        }
       }
-      out.push_back(ev);
+      if (scalar) out.push_back(ev);  // images, histograms and tensors are not scalars
     }
   }
   return out;

@@ -37,7 +37,9 @@ struct ScalarEvent {
   float value;
   int64_t step;
 };
-// Reads every scalar in an events file, checking each record's CRCs; an octet::Error on damage.
+// Reads every scalar (a summary value with simple_value; other values, such as images or
+// histograms, are skipped) in an events file, checking each record's CRCs; an octet::Error naming
+// the file and the byte offset on damage (a bad CRC, a truncated record or field, a bad wire type).
 std::vector<ScalarEvent> read_scalar_events(const std::string& path);
 
 }  // namespace octet::tools

@@ -87,6 +87,81 @@ put("text", "empty_valid", corpus(0, words, b"", b"x\n"))
 put("text", "vocab", bytes([2, 0, 0]) + b"octet-vocab-1 word\n<unk>\n<eos>\nthe\ncat\n")
 put("text", "vocab_dup", bytes([2, 0, 0]) + b"octet-vocab-1 char\n<unk>\n<eos>\na\na\n")
 
+# metrics.jsonl as MetricsLog::record writes it (sorted keys, compact, null for NaN and inf), and
+# what a killed run or an editor leaves.
+def jsonl(*records):
+    return b"".join(json.dumps(r, separators=(",", ":"), sort_keys=True).encode() + b"\n" for r in records)
+
+
+train = {"split": "train", "step": 100, "epoch": 0.5, "loss": 2.25, "top1": 12.5, "lr": 0.1, "samples_per_s": 1234.5}
+test = {"split": "test", "step": 200, "epoch": 1, "loss": 1.75, "top1": 40.0}
+int8 = {"split": "int8", "step": 100, "epoch": 0.5, "conv1.cos_distance": 0.01, "conv1.lr_scale": 0.9,
+        "conv1.grad_clip": 3.5, "fc.cos_distance": None}
+put("metrics", "valid", jsonl(train, test, int8))
+put("metrics", "killed", jsonl(train, test) + b'{"epoch":1.5,"loss":1.2,"spl')
+put("metrics", "no_newline", jsonl(train)[:-1])
+put("metrics", "edited", jsonl(train) + b"\n# a note\n[1,2]\n" + jsonl(dict(test, split=3, ppl=1e308, x="y")))
+put("metrics", "lm", jsonl({"split": "train", "step": 1, "epoch": 0.1, "loss": 5.5, "ppl": 244.7, "tokens_per_s": 9e4},
+                           {"split": "valid", "epoch": 1, "ppl": 180.2}))
+
+
+# TensorBoard event files: TFRecord framing (length, masked CRC32C, payload, masked CRC32C) around
+# Event protos, as TensorBoardWriter writes them (a fixed wall time here). fuzz_tensorboard reads
+# byte 0 as a mode (bit 0: recompute the CRCs) and the rest as the file.
+def crc32c(data):
+    c = 0xFFFFFFFF
+    for b in data:
+        c ^= b
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+    return c ^ 0xFFFFFFFF
+
+
+def masked(data):
+    c = crc32c(data)
+    return (((c >> 15) | (c << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def record(payload):
+    n = struct.pack("<Q", len(payload))
+    return n + struct.pack("<I", masked(n)) + payload + struct.pack("<I", masked(payload))
+
+
+def varint(v):
+    out = b""
+    while v >= 0x80:
+        out += bytes([(v & 0x7F) | 0x80])
+        v >>= 7
+    return out + bytes([v])
+
+
+def field(num, wire, body):
+    return varint(num << 3 | wire) + body
+
+
+def ld(num, b):
+    return field(num, 2, varint(len(b)) + b)
+
+
+def event(step, file_version=b"", summary=b""):
+    e = field(1, 1, struct.pack("<d", 1.7e9)) + field(2, 0, varint(step & (2**64 - 1)))
+    return e + (ld(3, file_version) if file_version else b"") + (ld(5, summary) if summary else b"")
+
+
+def scalar(tag, value):
+    return ld(1, ld(1, tag) + field(2, 5, struct.pack("<f", value)))
+
+
+head = record(event(0, b"brain.Event:2"))
+events = head + record(event(10, summary=scalar(b"train/loss", 0.75))) + \
+    record(event(300000000000, summary=scalar(b"test/top1", 91.5) + scalar(b"test/loss", float("nan"))))
+put("tensorboard", "valid", b"\x00" + events)
+put("tensorboard", "truncated", b"\x00" + events[:-7])
+put("tensorboard", "bad_crc", b"\x00" + events[:20] + b"\x55" + events[21:])
+put("tensorboard", "other_values", b"\x01" + head + record(event(-1, summary=ld(1, ld(1, b"img") + ld(4, b"\x08\x01"))
+                                                                   + ld(1, field(2, 5, b"\0\0\x80\x3f")))))
+put("tensorboard", "empty", b"\x00")
+
 try:
     from PIL import Image
 except ImportError:
