@@ -1,7 +1,7 @@
 // Fuzzes the TensorBoard event-file reader (tools/tensorboard.h): TFRecord framing with masked
-// CRC32C, then the Event / Summary / Value protobuf fields. The input is used as is and, since
-// random bytes rarely pass a CRC, also with every record's CRCs recomputed (byte 0 picks), so
-// the protobuf parsing behind the framing is reached. Whatever is read must survive a round trip
+// CRC32C, then the Event / Summary / Value protobuf fields. Byte 0 picks whether the rest is the
+// file as is or with every record's CRCs recomputed (random bytes rarely pass a CRC), so the
+// protobuf parsing behind the framing is reached. Whatever is read must survive a round trip
 // through TensorBoardWriter.
 #include <cstring>
 #include <filesystem>
