@@ -129,10 +129,11 @@ bool parse_record(const std::string& line, MetricRecord& r) {
   nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return false;
   for (auto it = j.begin(); it != j.end(); ++it) {
-    if (it.key() == "split" && it.value().is_string())
-      r.split = it.value().get<std::string>();
-    else if (it.value().is_number())
+    if (it.key() == "split") {
+      if (it.value().is_string()) r.split = it.value().get<std::string>();
+    } else if (it.value().is_number()) {
       r.values[it.key()] = it.value().get<double>();  // null (a non-finite value) is left out
+    }
   }
   return true;
 }
