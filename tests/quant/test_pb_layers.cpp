@@ -259,5 +259,25 @@ TEST(PbLayers, QuantStateRoundTripAndValidation) {
   bad(tensors, "lstm LSTM w3a12 x\n", "line 1 is not '<layer> <type> <precision>'");
 }
 
+// The 1-bit kernels skip plane 0 (all ones for codes +-1): a stored plane 0 that is not all ones
+// would be silently wrong, so it is refused.
+TEST(PbLayers, OneBitStateNeedsAllOnesPlaneZero) {
+  auto lm = small_lm();
+  lm->eval();
+  convert_model(*lm, uniform_plan(QuantSpec::pbatch({1, 8})));
+  NamedTensors tensors;
+  std::string assignment;
+  save_quant_state(*lm, tensors, assignment);
+  for (auto& [name, t] : tensors)
+    if (name == "lstm.weight_hh_l0.planes") {
+      t = t.clone();
+      t.data<int64_t>()[0] ^= 4;  // row 0, plane 0, column 2
+    }
+  auto m = small_lm();
+  m->load_state_dict(lm->state_dict());
+  expect_error([&] { load_quant_state(*m, tensors, assignment, "out.safetensors"); },
+               "plane 0 of row 0 must be all ones");
+}
+
 }  // namespace
 }  // namespace octet::quant
