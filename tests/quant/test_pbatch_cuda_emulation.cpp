@@ -19,6 +19,7 @@
 #include "quant/cpu/pbatch.h"
 #include "quant/cuda/pbatch_kernels.h"
 #include "quant/pbatch.h"
+#include "tests/quant/same_bytes.h"
 
 namespace octet::quant {
 namespace {
@@ -88,14 +89,7 @@ void emulate_pb_quantize(const float* x, int64_t batch, int64_t cols, int bits, 
   }
 }
 
-::testing::AssertionResult same_bytes(const void* got, const void* want, int64_t n, int64_t elem,
-                                      const std::string& what) {
-  for (int64_t i = 0; i < n; ++i)
-    if (std::memcmp(static_cast<const char*>(got) + i * elem, static_cast<const char*>(want) + i * elem,
-                    static_cast<size_t>(elem)) != 0)
-      return ::testing::AssertionFailure() << what << ": element " << i << " of " << n << " differs";
-  return ::testing::AssertionSuccess();
-}
+using testing::same_bytes;
 
 TEST(PbKernelEmulation, QuantizerMatchesCpu) {
   for (int bits : {2, 3, 5, 8, 16, 31, 32})

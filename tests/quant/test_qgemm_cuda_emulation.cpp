@@ -22,6 +22,7 @@
 #include "quant/cuda/int8_dp4a.h"
 #include "quant/cuda/qgemm_kernels.h"
 #include "quant/qgemm.h"
+#include "tests/quant/same_bytes.h"
 
 namespace octet::quant {
 namespace {
@@ -37,14 +38,7 @@ std::string cat(const T&... v) {
   return os.str();
 }
 
-::testing::AssertionResult same_bytes(const void* got, const void* want, int64_t n, int64_t elem,
-                                      const std::string& what) {
-  for (int64_t i = 0; i < n; ++i)
-    if (std::memcmp(static_cast<const char*>(got) + i * elem, static_cast<const char*>(want) + i * elem,
-                    static_cast<size_t>(elem)) != 0)
-      return ::testing::AssertionFailure() << what << ": element " << i << " of " << n << " differs";
-  return ::testing::AssertionSuccess();
-}
+using testing::same_bytes;
 
 std::vector<uint8_t> codes(int64_t n, uint64_t seed) {
   std::mt19937_64 rng(seed);
