@@ -117,6 +117,10 @@ const std::vector<SchemaEntry> kSchema = {
     // checkpoint
     {"checkpoint.dir", K::text, "runs", "parent folder of run folders"},
     {"checkpoint.every_epochs", K::integer, "1", "write last.safetensors every N epochs"},
+    {"checkpoint.on_save_error", K::text, "stop",
+     "a checkpoint that cannot be written (full disk, read-only folder): stop (an error; the previous checkpoint "
+     "stays) or continue (a warning; training goes on and the next save tries again; the run fails at its end if "
+     "a checkpoint is still unwritten)"},
     // log
     {"log.run_name", K::text, "\"\"", "run folder name (empty: the recipe's file name)"},
     {"log.every_steps", K::integer, "50", "steps between metric records"},

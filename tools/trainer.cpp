@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <limits>
+#include <map>
 
 #include "core/cuda.h"
 #include "core/octet.h"
@@ -252,7 +253,27 @@ TrainResult train(const Recipe& recipe_in, const TrainOptions& opts) {
   TrainResult result;
   result.run_dir = run_dir;
 
-  auto save = [&](const std::string& name) {
+  // A checkpoint that cannot be written (a full disk, a folder made read-only) leaves the previous
+  // one under its name (core/serialization.h). checkpoint.on_save_error: stop ends the run with
+  // an error saying so; continue warns, trains on and writes again at the next save. A file whose
+  // newest save failed is "unwritten" until a later save of it succeeds; a run that ends with one
+  // is an error, as its newest weights are only in memory.
+  const std::string on_save_error = recipe.text("checkpoint.on_save_error");
+  OCTET_CHECK(on_save_error == "stop" || on_save_error == "continue",
+              "recipe checkpoint.on_save_error: expected stop or continue, got '", on_save_error, "'");
+  int64_t save_failures = 0;
+  std::map<std::string, std::string> unwritten;  // file name -> why its newest save failed
+  // The step of last.safetensors on disk, where known.
+  int64_t last_on_disk =
+      resuming && (fs::is_directory(opts.resume) || fs::path(opts.resume).filename() == "last.safetensors")
+          ? state.step
+          : -1;
+  auto on_disk_text = [&] {
+    const std::string last = run_dir + "/last.safetensors";
+    if (last_on_disk >= 0) return last + " (step " + std::to_string(last_on_disk) + ") is intact";
+    return fs::exists(last) ? "the previous " + last + " is intact" : "no last.safetensors was written yet";
+  };
+  auto write = [&](const std::string& name) {
     state.rng_seed = default_generator().seed();
     state.rng_offset = default_generator().offset();
     if (plateau) state.plateau = plateau->state();
@@ -261,6 +282,30 @@ TrainResult train(const Recipe& recipe_in, const TrainOptions& opts) {
     task->save_state(task_tensors, task_metadata);
     save_checkpoint(run_dir + "/" + name, model->state_dict(), optimizer->state_dict(), state, recipe.resolved_yaml(),
                     int8.state_dict(), task_tensors, task_metadata);
+    if (name == "last.safetensors") last_on_disk = state.step;
+  };
+  // `required`: a save the run cannot go on without (the one a stop by signal or max_steps ends
+  // with), an error whatever on_save_error says.
+  auto save = [&](const std::string& name, bool required = false) {
+    try {
+      write(name);
+    } catch (const Error& e) {
+      ++save_failures;
+      if (required || on_save_error == "stop") {
+        metrics.write_curves();
+        drop_file_logs();
+        OCTET_FAIL("train: cannot write the checkpoint at step ", state.step, ": ", e.what(), "; ",
+                   required ? "stopped" : "stopped (checkpoint.on_save_error: stop)", "; ", on_disk_text(),
+                   ". Make room or fix the folder, then continue with `octet train --resume ", run_dir, "`",
+                   required ? "" : ", or set checkpoint.on_save_error: continue to train on through failed saves");
+      }
+      unwritten[name] = e.what();
+      spdlog::warn("cannot write the checkpoint at step {}: {}; training goes on (checkpoint.on_save_error: "
+                   "continue) and writes {} again at the next save; {} ({} failed saves so far)",
+                   state.step, e.what(), name, on_disk_text(), save_failures);
+      return;
+    }
+    if (unwritten.erase(name) > 0) spdlog::info("{}/{} written again after failed saves", run_dir, name);
   };
   // Loss (and perplexity) or accuracy, as the progress bar and the log show them.
   auto stats_text = [&](double loss, int64_t correct, int64_t n) {
@@ -277,7 +322,7 @@ TrainResult train(const Recipe& recipe_in, const TrainOptions& opts) {
   // state.batch) to resume from.
   bool stop_after_epoch = false;
   auto stop = [&](bool saved) {
-    if (!saved) save("last.safetensors");
+    if (!saved || unwritten.count("last.safetensors")) save("last.safetensors", true);
     metrics.write_curves();
     spdlog::info(
         "stopped at step {} (epoch {}, batch {} done); checkpoint {}/last.safetensors; continue with "
@@ -372,6 +417,7 @@ TrainResult train(const Recipe& recipe_in, const TrainOptions& opts) {
                           {rate_key, secs > 0 ? n / secs : 0.0}}};
         if (lm) rec.values["ppl"] = std::exp(rec.values["loss"]);
         if (skipped_steps > 0) rec.values["skipped_steps"] = static_cast<double>(skipped_steps);
+        if (save_failures > 0) rec.values["save_failures"] = static_cast<double>(save_failures);
         add_memory_stats(device, rec.values);
         metrics.record(rec);
         if (!int8.empty()) metrics.record(int8.record(state.step, rec.values["epoch"]));
@@ -416,6 +462,13 @@ TrainResult train(const Recipe& recipe_in, const TrainOptions& opts) {
     if ((epoch + 1) % every == 0 || epoch + 1 == epochs || stop_after_epoch) save("last.safetensors");
     metrics.write_curves();
     if (stop_after_epoch && epoch + 1 < epochs) return stop(true);
+  }
+  if (!unwritten.empty()) {
+    std::string files;
+    for (const auto& [name, why] : unwritten) files += "; " + run_dir + "/" + name + ": " + why;
+    drop_file_logs();
+    OCTET_FAIL("train: finished at step ", state.step, " but its newest checkpoints could not be written (",
+               save_failures, " failed saves, checkpoint.on_save_error: continue)", files, "; ", on_disk_text());
   }
   result.steps = state.step;
   result.final_test = result.last_eval;

@@ -4,6 +4,8 @@
 // they skip without one.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -233,6 +235,49 @@ TEST(Trainer, NonFiniteLossStopsOrSkips) {
 
   expect_error([&] { train(load_recipe(kRecipes + "fashion_mnist.yaml", {"train.on_nonfinite=ignore"}), {}); },
                "train.on_nonfinite");
+}
+
+// A checkpoint that cannot be written: a folder where last.safetensors' temporary file goes
+// (<run>/.last.safetensors.tmp.<pid>, core/serialization.cpp) makes every save of it fail, as a full
+// disk does, while the file itself stays. stop (the default) ends the run with an error that names
+// the intact checkpoint; continue trains to the end, counts the failures in the metrics, and fails
+// only there, as the newest weights never reached the disk. Either way the run resumes from the
+// intact checkpoint once the folder is gone.
+TEST(Trainer, SaveErrorStopsOrContinues) {
+  TempDir dir;
+  write_mnist(dir.path() + "/mnist", 48, 16);
+  for (const std::string mode : {"stop", "continue"}) {
+    SCOPED_TRACE(mode);
+    TrainResult first = train(mnist_recipe(dir, {"train.epochs=1", "checkpoint.on_save_error=" + mode,
+                                                 "checkpoint.dir=" + dir.path() + "/runs_" + mode}),
+                              {});
+    ASSERT_EQ(first.steps, 3);
+    const std::string blocker = first.run_dir + "/.last.safetensors.tmp." + std::to_string(::getpid());
+    fs::create_directories(blocker);
+    const TrainOptions more{first.run_dir, {"train.epochs=3"}};
+    std::string message;
+    try {
+      train(Recipe(), more);
+    } catch (const Error& e) {
+      message = e.what();
+    }
+    EXPECT_NE(message.find("Is a directory"), std::string::npos) << message;
+    EXPECT_NE(message.find(first.run_dir + "/last.safetensors (step 3) is intact"), std::string::npos) << message;
+    EXPECT_NE(message.find(mode == "stop" ? "checkpoint.on_save_error: stop" : "2 failed saves"), std::string::npos)
+        << message;
+    EXPECT_EQ(load_checkpoint(first.run_dir + "/last.safetensors").state.step, 3);
+    // stop ends after epoch 2's evaluation; continue evaluates epoch 3 too, and its last train
+    // record counts epoch 2's failed save.
+    EXPECT_EQ(records_of(first.run_dir, "test").size(), mode == "stop" ? 2u : 3u);
+    if (mode == "continue") {
+      EXPECT_EQ(records_of(first.run_dir, "train").back().value("save_failures", 0.0), 1.0);
+    }
+    fs::remove(blocker);
+    EXPECT_EQ(train(Recipe(), more).steps, 9);
+    EXPECT_EQ(load_checkpoint(first.run_dir + "/last.safetensors").state.step, 9);
+  }
+  expect_error([&] { train(mnist_recipe(dir, {"checkpoint.on_save_error=ignore"}), {}); },
+               "checkpoint.on_save_error");
 }
 
 TEST(Trainer, StopFlagSavesAndReturns) {
