@@ -7,11 +7,13 @@
 #include <array>
 #include <cctype>
 #include <filesystem>
+#include <functional>
 #include <mutex>
 #include <string_view>
 
 #include "core/error.h"
 #include "data/file_io.h"
+#include "data/jpeg.h"
 
 namespace octet {
 namespace fs = std::filesystem;
@@ -32,74 +34,18 @@ struct StbiFree {
   void operator()(stbi_uc* p) const { stbi_image_free(p); }
 };
 
-// Bounds on what an image file may claim, checked on its header before stb allocates anything:
+// Bounds on what an image file may claim, checked on its header before the decoder allocates anything:
 // 16384 pixels a side and 2^26 pixels in all (a 768 MB f32 tensor) are beyond any training image.
 constexpr int kMaxImageSide = 1 << 14;
 constexpr int64_t kMaxImagePixels = int64_t{1} << 26;
-// A JPEG's decoder (stb's, like libjpeg's for progressive files) allocates its whole frame from the
-// header before reading any scan, so a 23-byte file claiming 1280x12023 pixels cost hundreds of MB
-// (tests/fuzz/fuzz_image). Real JPEGs cannot claim much more than their bytes hold: an image of one
+// A JPEG decoder (libjpeg's for progressive files, as stb's did for all) allocates its whole frame
+// from the header before reading any scan, so a 23-byte file claiming 1280x12023 pixels cost
+// hundreds of MB (tests/fuzz/fuzz_image). Real JPEGs cannot claim much more than their bytes hold: an image of one
 // flat colour, the most compressible there is, still spends about 4 bytes per 16x16 block of 4:2:0
 // (64 pixels a byte). So a JPEG may claim at most 2^20 pixels (any small image) plus 1024 per file
 // byte, 16 times that extreme.
 constexpr int64_t kJpegFreePixels = int64_t{1} << 20;
 constexpr int64_t kJpegPixelsPerByte = 1024;
-
-// Two faults of stb_image (Debian's 2.27) that tests/fuzz/fuzz_image found in its JPEG decoder,
-// refused here before stb sees the file (walking the markers as stb does):
-// - a Huffman table (DHT segment) declaring more than 256 codes makes it write past a 257-entry
-//   array;
-// - a scan (SOS) that uses a Huffman table no DHT has defined makes it decode with a table from
-//   uninitialized memory (out-of-bounds reads whose index depends on what the heap held).
-void check_jpeg_huffman_tables(const std::vector<uint8_t>& b, const std::string& path) {
-  bool defined[2][4] = {};  // [DC, AC][table id]
-  bool progressive = false;
-  size_t at = 2;  // after SOI
-  while (at + 4 <= b.size()) {
-    if (b[at] != 0xff) {  // entropy-coded data: skip to the next marker that is not a stuffed byte or RSTn
-      ++at;
-      continue;
-    }
-    const uint8_t marker = b[at + 1];
-    if (marker == 0xff || marker == 0x00 || marker == 0x01 || (marker >= 0xd0 && marker <= 0xd8)) {
-      at += marker == 0xff ? 1 : 2;
-      continue;
-    }
-    if (marker == 0xd9) return;  // EOI
-    const size_t len = (size_t{b[at + 2]} << 8) | b[at + 3];
-    auto byte = [&](size_t i) -> size_t { return i < b.size() ? b[i] : 0; };  // stb reads zeros past the end
-    if (marker == 0xc2) progressive = true;
-    if (marker == 0xc4) {
-      // As stb reads the segment: tables while its declared length has bytes left, each table's
-      // 17-byte header read even where it runs past the segment or the file.
-      int64_t left = static_cast<int64_t>(len) - 2;
-      for (size_t t = at + 4; left > 0 && t < b.size();) {
-        size_t codes = 0;
-        for (size_t i = 1; i <= 16; ++i) codes += byte(t + i);
-        OCTET_CHECK(codes <= 256, "image_folder: cannot decode ", path, ": a JPEG Huffman table declares ", codes,
-                    " codes, more than 256 (corrupt file)");
-        const size_t tc = byte(t) >> 4, th = byte(t) & 15;
-        if (tc <= 1 && th <= 3) defined[tc][th] = true;  // other values: stb refuses the file
-        t += 17 + codes;
-        left -= static_cast<int64_t>(17 + codes);
-      }
-    }
-    if (marker == 0xda) {
-      // Which tables the scan decodes with: a baseline scan both of each component's; a progressive
-      // one the DC tables in a first DC scan (Ss = 0, Ah = 0), the AC tables in an AC scan (Ss > 0),
-      // none in a DC refinement scan.
-      const size_t ns = byte(at + 4), spectral = at + 5 + 2 * ns;
-      const size_t ss = byte(spectral), ah = byte(spectral + 2) >> 4;
-      const bool dc = !progressive || (ss == 0 && ah == 0), ac = !progressive || ss > 0;
-      for (size_t i = 0; i < ns && i < 4; ++i) {
-        const size_t td = byte(at + 6 + 2 * i) >> 4, ta = byte(at + 6 + 2 * i) & 15;
-        OCTET_CHECK((!dc || td > 3 || defined[0][td]) && (!ac || ta > 3 || defined[1][ta]), "image_folder: cannot decode ",
-                    path, ": a JPEG scan uses a Huffman table that no DHT segment defines (corrupt file)");
-      }
-    }
-    at += 2 + len;
-  }
-}
 
 // Two faults of stb_image's PNG decoder that tests/fuzz/fuzz_image found, refused here:
 // - it copies a zero-length IDAT chunk that comes before any image data to its still-null buffer
@@ -125,39 +71,51 @@ void check_png_chunks(const std::vector<uint8_t>& b, const std::string& path) {
   }
 }
 
-// Decodes one file to f32 [3,H,W] in [0,1].
+// A PNG through stb_image, to 8-bit RGB (grayscale, palette and alpha dropped or expanded).
+Rgb8Image decode_png(const std::vector<uint8_t>& bytes, const std::string& path,
+                     const std::function<void(int64_t, int64_t)>& check_size) {
+  check_png_chunks(bytes, path);
+  int w = 0, h = 0, channels_in_file = 0;
+  if (!stbi_info_from_memory(bytes.data(), static_cast<int>(bytes.size()), &w, &h, &channels_in_file))
+    OCTET_FAIL("image_folder: cannot decode ", path, ": ", stbi_failure_reason(), " (corrupt PNG)");
+  check_size(h, w);
+  std::unique_ptr<stbi_uc, StbiFree> px(
+      stbi_load_from_memory(bytes.data(), static_cast<int>(bytes.size()), &w, &h, &channels_in_file, 3));
+  if (!px) OCTET_FAIL("image_folder: cannot decode ", path, ": ", stbi_failure_reason(), " (corrupt PNG)");
+  OCTET_CHECK(w > 0 && h > 0, "image_folder: ", path, ": decoded an empty ", h, "x", w, " image");
+  Rgb8Image im{h, w, {}};
+  im.pixels.assign(px.get(), px.get() + static_cast<size_t>(h) * static_cast<size_t>(w) * 3);
+  return im;
+}
+
+// Decodes one file to f32 [3,H,W] in [0,1]: a JPEG with libjpeg-turbo (data/jpeg.h), a PNG with
+// stb_image.
 Tensor decode_rgb(const std::string& path) {
   std::vector<uint8_t> bytes = read_file("image_folder", path, INT32_MAX);
-  // stb_image also decodes GIF, PSD, HDR, PIC and PNM; only the two formats the folder holds reach it.
+  // stb_image also decodes GIF, PSD, HDR, PIC and PNM; only the two formats the folder holds are read.
   static const uint8_t kJpeg[] = {0xff, 0xd8, 0xff}, kPng[] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
   auto starts_with = [&](const auto& magic) {
     return bytes.size() >= sizeof(magic) && std::equal(std::begin(magic), std::end(magic), bytes.begin());
   };
-  OCTET_CHECK(starts_with(kJpeg) || starts_with(kPng), "image_folder: cannot decode ", path,
+  const bool jpeg = starts_with(kJpeg);
+  OCTET_CHECK(jpeg || starts_with(kPng), "image_folder: cannot decode ", path,
               ": not a JPEG or PNG file (its first bytes are neither format's signature)");
-  if (starts_with(kJpeg)) check_jpeg_huffman_tables(bytes, path);
-  if (starts_with(kPng)) check_png_chunks(bytes, path);
-  int w = 0, h = 0, channels_in_file = 0;
-  if (!stbi_info_from_memory(bytes.data(), static_cast<int>(bytes.size()), &w, &h, &channels_in_file))
-    OCTET_FAIL("image_folder: cannot decode ", path, ": ", stbi_failure_reason(), " (expected a JPEG or PNG)");
-  OCTET_CHECK(w > 0 && h > 0 && w <= kMaxImageSide && h <= kMaxImageSide && int64_t{w} * h <= kMaxImagePixels,
-              "image_folder: ", path, ": its header claims a ", h, "x", w, " image; expected 1 to ", kMaxImageSide,
-              " pixels a side and at most ", kMaxImagePixels, " pixels");
-  if (starts_with(kJpeg)) {
+  auto check_size = [&](int64_t h, int64_t w) {
+    OCTET_CHECK(w > 0 && h > 0 && w <= kMaxImageSide && h <= kMaxImageSide && w * h <= kMaxImagePixels,
+                "image_folder: ", path, ": its header claims a ", h, "x", w, " image; expected 1 to ", kMaxImageSide,
+                " pixels a side and at most ", kMaxImagePixels, " pixels");
+    if (!jpeg) return;
     const int64_t most = kJpegFreePixels + kJpegPixelsPerByte * static_cast<int64_t>(bytes.size());
-    OCTET_CHECK(int64_t{w} * h <= most, "image_folder: ", path, ": its header claims a ", h, "x", w,
+    OCTET_CHECK(w * h <= most, "image_folder: ", path, ": its header claims a ", h, "x", w,
                 " image, more than a JPEG of ", bytes.size(), " bytes can hold (at most ", most,
                 " pixels); truncated or corrupt file");
-  }
-  std::unique_ptr<stbi_uc, StbiFree> px(
-      stbi_load_from_memory(bytes.data(), static_cast<int>(bytes.size()), &w, &h, &channels_in_file, 3));
-  if (!px) OCTET_FAIL("image_folder: cannot decode ", path, ": ", stbi_failure_reason(), " (expected a JPEG or PNG)");
-  OCTET_CHECK(w > 0 && h > 0, "image_folder: ", path, ": decoded an empty ", h, "x", w, " image");
-  Tensor img = empty({3, h, w});
+  };
+  const Rgb8Image im = jpeg ? decode_jpeg(bytes, path, check_size) : decode_png(bytes, path, check_size);
+  Tensor img = empty({3, im.height, im.width});
   float* dst = img.data<float>();
-  int64_t plane = int64_t{h} * w;
+  const int64_t plane = im.height * im.width;
   for (int64_t i = 0; i < plane; ++i)
-    for (int64_t c = 0; c < 3; ++c) dst[c * plane + i] = static_cast<float>(px.get()[i * 3 + c]) / 255.0f;
+    for (int64_t c = 0; c < 3; ++c) dst[c * plane + i] = static_cast<float>(im.pixels[i * 3 + c]) / 255.0f;
   return img;
 }
 

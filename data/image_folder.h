@@ -1,6 +1,7 @@
 // A folder of images with one subfolder per class (torchvision ImageFolder): class ids follow the
 // sorted subfolder names, images are found recursively (.jpg, .jpeg, .png, any case) and decoded
-// lazily in get() with stb_image; grayscale and RGBA become RGB. Inputs are f32 [3,H,W] in [0,1].
+// lazily in get() (JPEG with libjpeg-turbo as PIL does, PNG with stb_image); grayscale, CMYK and
+// RGBA become RGB. Inputs are f32 [3,H,W] in [0,1].
 //   auto train = image_folder("/data/imagenette/train", compose({random_resized_crop(224),
 //                                                                random_horizontal_flip()}), 256);
 #pragma once

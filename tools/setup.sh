@@ -7,7 +7,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config
   libeigen3-dev libdnnl-dev ocl-icd-opencl-dev  # oneDNN's CMake config needs OpenCL
-  libyaml-cpp-dev libspdlog-dev libfmt-dev libstb-dev zlib1g-dev
+  libyaml-cpp-dev libspdlog-dev libfmt-dev libstb-dev zlib1g-dev libjpeg62-turbo-dev
   nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev  # tools/fuzz.sh: the libFuzzer harnesses (clang 14 on Debian 12)

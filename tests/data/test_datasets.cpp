@@ -9,6 +9,7 @@
 #include "core/octet.h"
 #include "data/data.h"
 #include "data/file_io.h"
+#include "data/jpeg.h"
 #include "temp_dir.h"
 
 namespace octet {
@@ -266,28 +267,111 @@ TEST(DataImageFolder, ClaimedSizesAreBoundedBeforeDecoding) {
   expect_error([&] { ds->get(0, g); }, {dir.path() + "/a/x.png", "not a JPEG or PNG"});
 }
 
+const std::string kJpegDir = std::string(OCTET_TESTS_DIR) + "/data/jpeg/";
+
+// A folder with one class holding x.jpg with these bytes, and the dataset reading it.
+std::shared_ptr<Dataset> one_jpeg(const TempDir& dir, const std::vector<uint8_t>& bytes) {
+  std::filesystem::create_directories(dir.path() + "/a");
+  write_file("test", dir.path() + "/a/x.jpg", bytes);
+  return image_folder(dir.path());
+}
+
+// JPEGs written by PIL (4:2:0, 4:2:2, progressive 4:4:4, grayscale, Adobe CMYK, all 23x37 so the
+// MCUs are partial) decode to exactly the bytes PIL decodes them to (tests/data/jpeg/make_goldens.py,
+// Pillow 13 with libjpeg-turbo 3.2): torchvision's pipeline sees the same pixels.
+TEST(DataImageFolder, JpegDecodesAsPil) {
+  for (const char* name : {"rgb_420", "rgb_422", "rgb_444_progressive", "gray", "cmyk"}) {
+    SCOPED_TRACE(name);
+    TempDir dir;
+    auto ds = one_jpeg(dir, read_file("test", kJpegDir + name + ".jpg"));
+    Generator g(0);
+    const Tensor x = ds->get(0, g).input;
+    ASSERT_EQ(x.shape(), (Shape{3, 23, 37}));
+    const std::vector<uint8_t> want = read_file("test", kJpegDir + name + ".rgb");
+    const std::vector<float> got = x.to_vector<float>();
+    const size_t plane = 23 * 37;
+    int64_t differ = 0;
+    for (size_t i = 0; i < plane; ++i)
+      for (size_t c = 0; c < 3; ++c) differ += got[c * plane + i] != static_cast<float>(want[i * 3 + c]) / 255.0f;
+    EXPECT_EQ(differ, 0);
+  }
+}
+
+// A truncated JPEG is an error (as in PIL), as is one claiming more pixels than the bounds or its
+// size allow, and one of more than kMaxJpegScans scans.
+TEST(DataImageFolder, JpegHeaderBoundsTruncationAndScans) {
+  const std::vector<uint8_t> good = read_file("test", kJpegDir + "rgb_420.jpg");
+  Generator g(0);
+  {
+    TempDir dir;
+    std::vector<uint8_t> cut(good.begin(), good.begin() + static_cast<std::ptrdiff_t>(good.size() * 2 / 3));
+    expect_error([&] { one_jpeg(dir, cut)->get(0, g); }, {"x.jpg", "Premature end of JPEG file"});
+  }
+  // The frame header (SOF0): height at +5, width at +7.
+  size_t sof = 2;
+  while (!(good[sof] == 0xff && good[sof + 1] == 0xc0)) ++sof;
+  auto claiming = [&](int h, int w) {
+    std::vector<uint8_t> b = good;
+    b[sof + 5] = static_cast<uint8_t>(h >> 8), b[sof + 6] = static_cast<uint8_t>(h);
+    b[sof + 7] = static_cast<uint8_t>(w >> 8), b[sof + 8] = static_cast<uint8_t>(w);
+    return b;
+  };
+  {
+    TempDir dir;
+    expect_error([&] { one_jpeg(dir, claiming(16000, 16000))->get(0, g); }, {"x.jpg", "claims a 16000x16000 image"});
+  }
+  {
+    TempDir dir;
+    expect_error([&] { one_jpeg(dir, claiming(2000, 2000))->get(0, g); },
+                 {"x.jpg", "more than a JPEG of " + std::to_string(good.size()) + " bytes can hold"});
+  }
+  // The progressive file's last scan repeated: libjpeg warns of a bogus progression and would
+  // decode every copy.
+  const std::vector<uint8_t> prog = read_file("test", kJpegDir + "rgb_444_progressive.jpg");
+  size_t last_sos = prog.size() - 2;
+  while (!(prog[last_sos] == 0xff && prog[last_sos + 1] == 0xda)) --last_sos;
+  std::vector<uint8_t> many(prog.begin(), prog.end() - 2);
+  for (int i = 0; i < kMaxJpegScans; ++i) many.insert(many.end(), prog.begin() + last_sos, prog.end() - 2);
+  many.push_back(0xff), many.push_back(0xd9);
+  {
+    TempDir dir;
+    expect_error([&] { one_jpeg(dir, many)->get(0, g); }, {"x.jpg", "more than 500 scans"});
+  }
+  std::vector<uint8_t> some(prog.begin(), prog.end() - 2);
+  for (int i = 0; i < 20; ++i) some.insert(some.end(), prog.begin() + last_sos, prog.end() - 2);
+  some.push_back(0xff), some.push_back(0xd9);
+  TempDir dir;
+  EXPECT_EQ(one_jpeg(dir, some)->get(0, g).input.shape(), (Shape{3, 23, 37}));
+}
+
 // Files the fuzz harnesses found crashing a reader (tests/data/fuzz_crashes), each now an error.
 TEST(DataImageFolder, FuzzCrashersAreErrors) {
   struct Crasher {
     const char* file;      // in tests/data/fuzz_crashes
     const char* fragment;  // of the error
   };
+  // The JPEGs crashed stb_image, which decoded JPEGs before libjpeg-turbo (data/jpeg.h); they stay
+  // as regression inputs with libjpeg's reasons.
   const Crasher crashers[] = {
-      // stb_image wrote past its Huffman size table (UBSan: index 257 out of bounds for stbi_uc[257]).
-      {"jpeg_huffman_overflow.jpg", "Huffman table"},
-      // The same with a table header cut off by the end of the file (stb reads zeros past the end
-      // and still counts the codes before it).
-      {"jpeg_huffman_truncated.jpg", "Huffman table"},
+      // stb wrote past its Huffman size table (UBSan: index 257 out of bounds for stbi_uc[257]).
+      {"jpeg_huffman_overflow.jpg", "Bogus Huffman table definition"},
+      // The same with a table header cut off by the end of the file (stb read zeros past the end
+      // and still counted the codes before it).
+      {"jpeg_huffman_truncated.jpg", "Premature end of JPEG file"},
       // stb copied an empty first IDAT chunk to a null buffer (UBSan: null passed to memcpy).
       {"png_empty_idat.png", "empty PNG IDAT chunk"},
       // A progressive scan decoding with a Huffman table never defined (stb read it from
       // uninitialized memory: UBSan index -6 out of bounds, only with some heap contents).
-      {"jpeg_undefined_huffman.jpg", "Huffman table that no DHT segment defines"},
+      {"jpeg_undefined_huffman.jpg", "Invalid progressive parameters"},
       // A 112-byte PNG whose IDAT chunk claims ~1 GiB: stb allocated it (2 GiB after doubling) first.
       {"png_huge_idat.png", "runs past the end of the file"},
       // A 23-byte progressive JPEG claiming 12023x1280 pixels: stb allocated the frame (hundreds of
-      // MB) before finding no scan data (libFuzzer's RSS limit).
-      {"jpeg_huge_frame.jpg", "more than a JPEG of 23 bytes can hold"},
+      // MB) before finding no scan data (libFuzzer's RSS limit). libjpeg finds no scan first;
+      // DataImageFolder.JpegHeaderBounds checks the size bound itself.
+      {"jpeg_huge_frame.jpg", "missing SOS marker"},
+      // A baseline JPEG whose scan data runs into garbage: stb's bit count went negative (UBSan: shift
+      // exponent 32 in stb_image.h).
+      {"jpeg_stb_shift_exponent.jpg", "Unsupported marker type"},
   };
   TempDir dir;
   std::filesystem::create_directories(dir.path() + "/a");

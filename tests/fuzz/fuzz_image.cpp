@@ -1,5 +1,7 @@
-// Fuzzes the image-folder decoding path (signature check, header size limits, stb_image's JPEG and
-// PNG decoders, the conversion to a [3,H,W] tensor and the short-side resize).
+// Fuzzes the image-folder decoding path (signature check, header size limits, libjpeg-turbo's JPEG
+// decoding through data/jpeg.cpp, stb_image's PNG decoder, the conversion to a [3,H,W] tensor and
+// the short-side resize). libjpeg-turbo is Debian's build, not instrumented: the harness checks how
+// octet drives it (errors, limits, buffers), while the library is fuzzed upstream (OSS-Fuzz).
 #include <filesystem>
 
 #include "core/error.h"
