@@ -34,16 +34,17 @@ struct StbiFree {
   void operator()(stbi_uc* p) const { stbi_image_free(p); }
 };
 
-// Bounds on what an image file may claim, checked on its header before the decoder allocates anything:
-// 16384 pixels a side and 2^26 pixels in all (a 768 MB f32 tensor) are beyond any training image.
+// Bounds on what an image file may claim, checked on its header before the decoder allocates
+// anything: 16384 pixels a side and 2^26 pixels in all (a 768 MB f32 tensor) are beyond any
+// training image.
 constexpr int kMaxImageSide = 1 << 14;
 constexpr int64_t kMaxImagePixels = int64_t{1} << 26;
 // A JPEG decoder (libjpeg's for progressive files, as stb's did for all) allocates its whole frame
 // from the header before reading any scan, so a 23-byte file claiming 1280x12023 pixels cost
-// hundreds of MB (tests/fuzz/fuzz_image). Real JPEGs cannot claim much more than their bytes hold: an image of one
-// flat colour, the most compressible there is, still spends about 4 bytes per 16x16 block of 4:2:0
-// (64 pixels a byte). So a JPEG may claim at most 2^20 pixels (any small image) plus 1024 per file
-// byte, 16 times that extreme.
+// hundreds of MB (tests/fuzz/fuzz_image). Real JPEGs cannot claim much more than their bytes hold:
+// an image of one flat colour, the most compressible there is, still spends about 4 bytes per
+// 16x16 block of 4:2:0 (64 pixels a byte). So a JPEG may claim at most 2^20 pixels (any small
+// image) plus 1024 per file byte, 16 times that extreme.
 constexpr int64_t kJpegFreePixels = int64_t{1} << 20;
 constexpr int64_t kJpegPixelsPerByte = 1024;
 
