@@ -24,7 +24,7 @@ while (($#)); do
     *) harnesses+=("$1"); shift ;;
   esac
 done
-((${#harnesses[@]})) || harnesses=(checkpoint recipe idx cifar10 image text metrics tensorboard)
+((${#harnesses[@]})) || harnesses=(checkpoint recipe idx cifar10 image text metrics tensorboard quant_plan quant_export)
 
 build=${OCTET_BUILD_DIR:-build}
 fuzz=build-fuzz
@@ -36,7 +36,7 @@ cmake --build "$fuzz" -j2
 
 mkdir -p "$fuzz/findings"
 status=0
-printf '%-11s %10s %7s %6s %6s  %s\n' harness executions seconds cov ft result
+printf '%-12s %10s %7s %6s %6s  %s\n' harness executions seconds cov ft result
 for h in "${harnesses[@]}"; do
   corpus="$fuzz/corpus/$h"
   mkdir -p "$corpus"
@@ -52,7 +52,7 @@ for h in "${harnesses[@]}"; do
   cov=$(grep -oE 'cov: [0-9]+' "$log" | tail -n 1 | grep -oE '[0-9]+' || echo "?")
   ft=$(grep -oE 'ft: [0-9]+' "$log" | tail -n 1 | grep -oE '[0-9]+' || echo "?")
   if ((rc == 0)); then result=ok; else result="FOUND SOMETHING (see $log)"; status=1; fi
-  printf '%-11s %10s %7s %6s %6s  %s\n' "$h" "$execs" "$secs" "$cov" "$ft" "$result"
+  printf '%-12s %10s %7s %6s %6s  %s\n' "$h" "$execs" "$secs" "$cov" "$ft" "$result"
   ((rc == 0)) || grep -E "ERROR|SUMMARY|Test unit written" "$log" | head -n 5
 done
 exit "$status"

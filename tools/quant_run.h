@@ -16,17 +16,10 @@
 #include <vector>
 
 #include "quant/precision.h"
+#include "tools/quant_plan.h"
 #include "tools/task.h"
 
 namespace octet::tools {
-
-// A plan file's text (YAML, as above) -> the plan; an Error naming `source`, the line and the key.
-quant::PrecisionPlan precision_plan_from_yaml(const std::string& yaml, const std::string& source);
-// --pbatch's argument: "w=N,a=K", or a plan file (a path ending in .yaml / .yml, or one that exists).
-quant::PrecisionPlan precision_plan(const std::string& arg);
-// The plan of the flags --pbatch ARG (empty: not given) and --int8: nullopt for neither, an Error
-// for both.
-std::optional<quant::PrecisionPlan> cli_plan(const std::string& pbatch, bool int8);
 
 struct QuantEvalResult {
   std::vector<EvalResult> splits;             // as evaluate_checkpoint_splits

@@ -57,11 +57,11 @@ namespace octet::cpu {
 
 #ifdef OCTET_CPU_X86
 template <typename Fn>
-OCTET_TARGET_AVX512 [[gnu::flatten]] auto simd_avx512(Fn fn) {
+[[gnu::flatten]] OCTET_TARGET_AVX512 auto simd_avx512(Fn fn) {
   return fn();
 }
 template <typename Fn>
-OCTET_TARGET_AVX2 [[gnu::flatten]] auto simd_avx2(Fn fn) {
+[[gnu::flatten]] OCTET_TARGET_AVX2 auto simd_avx2(Fn fn) {
   return fn();
 }
 #endif

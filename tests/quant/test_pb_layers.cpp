@@ -259,6 +259,33 @@ TEST(PbLayers, QuantStateRoundTripAndValidation) {
   bad(tensors, "lstm LSTM w3a12 x\n", "line 1 is not '<layer> <type> <precision>'");
 }
 
+// int8 everywhere with the clip search on (the default): weights beyond the chosen clip saturate,
+// the negative ones to -128, and the state still loads back to the same outputs (the loader once
+// refused -128, so `octet export --int8` wrote exports that `octet eval` could not read).
+TEST(PbLayers, Int8StateWithClippedWeightsRoundTrips) {
+  auto lm = small_lm();
+  lm->eval();
+  PrecisionPlan p;
+  p.default_spec = QuantSpec::int8();
+  p.layers["decoder"] = QuantSpec::int8();
+  convert_model(*lm, p);
+  NamedTensors tensors;
+  std::string assignment;
+  save_quant_state(*lm, tensors, assignment);
+  int64_t saturated = 0;
+  for (const auto& [name, t] : tensors)
+    if (name.ends_with(".codes"))
+      for (int8_t c : t.to_vector<int8_t>()) saturated += c == -128;
+  EXPECT_GT(saturated, 0) << "no weight beyond its clip: the case this test is for did not occur";
+  auto twin = small_lm();
+  twin->eval();
+  twin->load_state_dict(lm->state_dict());
+  EXPECT_EQ(describe_layers(load_quant_state(*twin, tensors, assignment, "f")), "lstm: int8, decoder: int8");
+  Tensor ids = from_vector<int64_t>({1, 5, 7, 2, 29, 0}, {2, 3});
+  NoGradGuard ng;
+  EXPECT_EQ(lm->forward(ids).to_vector<float>(), twin->forward(ids).to_vector<float>());
+}
+
 // The 1-bit kernels skip plane 0 (all ones for codes +-1): a stored plane 0 that is not all ones
 // would be silently wrong, so it is refused.
 TEST(PbLayers, OneBitStateNeedsAllOnesPlaneZero) {
