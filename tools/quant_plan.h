@@ -1,7 +1,8 @@
 // Precision plans from the command line and plan files (`octet eval|export|sweep --pbatch`,
 // tools/quant_run.h):
 //   --pbatch w=4,a=16      a uniform PrecisionBatching plan (quant::uniform_plan)
-//   --pbatch plan.yaml     a plan file mapping module names (as in named_modules()) to precisions:
+//   --pbatch plan.yaml     a plan file mapping module names (as in named_modules()) to precisions;
+//                          `default:` covers every other quantizable layer but the final one:
 //     default: {w: 4, a: 16}        # PrecisionBatching: weight bits 1..8, activation bits 2..32
 //     lstm: {w: 2, a: 16, clip: false}
 //     decoder: int8                 # the int8 zero-point baseline; `float` keeps a layer float

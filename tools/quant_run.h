@@ -1,11 +1,8 @@
 // Quantized inference from the command line (quant/precision.h, layers/quantized.h):
 //   octet eval CKPT --pbatch w=4,a=16 | --pbatch PLAN.yaml | --int8   (evaluate_quantized)
 //   octet export CKPT --pbatch ... | --int8 -o OUT.safetensors        (export_quantized)
-// A plan file maps module names (as in named_modules()) to a precision; `default:` covers every
-// other quantizable layer but the model's final output layer:
-//   default: {w: 4, a: 16}        # PrecisionBatching: weight bits 1..8, activation bits 2..32
-//   lstm: {w: 2, a: 16, clip: false}
-//   decoder: int8                 # the int8 zero-point baseline; `float` keeps a layer float
+// A plan (tools/quant_plan.h) maps module names (as in named_modules()) to a precision; `default:`
+// covers every other quantizable layer but the model's final output layer.
 // An export is the checkpoint plus the preprocessed weights of its converted layers and their
 // assignment, written atomically; `octet eval OUT.safetensors` runs it without preprocessing.
 //   auto r = evaluate_quantized("runs/latest", "", 2, "cpu", cli_plan("w=4,a=16", false));
