@@ -2,20 +2,25 @@
 // leaves the previous checkpoint whole under its name and training resumes from it; a full disk
 // and a read-only folder are octet::Errors that say so and leave the previous checkpoint intact.
 // The writer runs in a forked child, so the kill, the file-size limit and the dropped privileges
-// hit a real process.
+// hit a real process; the last test kills `octet train` itself, again and again, and resumes it.
 #include <gtest/gtest.h>
 #include <linux/capability.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <fcntl.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <csignal>
 #include <filesystem>
+#include <fstream>
 #include <random>
+#include <sstream>
 
 #include "core/octet.h"
 #include "tests/data/temp_dir.h"
+#include "tests/tools/run_util.h"
 #include "tools/checkpoint.h"
 
 namespace octet::tools {
@@ -154,6 +159,102 @@ TEST(CheckpointCrash, ReadOnlyFolderIsAnErrorAndKeepsThePreviousCheckpoint) {
   fs::permissions(dir.path(), fs::perms::owner_all);
   EXPECT_EQ(rc, 0) << "expected save to fail with an octet::Error saying permission was denied";
   EXPECT_EQ(load_step(path), 7);
+}
+
+// Starts the octet CLI with `args`, its output appended to `log`.
+pid_t start_octet(const std::vector<std::string>& args, const std::string& log) {
+  std::vector<char*> argv{const_cast<char*>(OCTET_CLI)};
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0 || ::dup2(fd, 1) < 0 || ::dup2(fd, 2) < 0) ::_exit(126);
+    ::execv(OCTET_CLI, argv.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
+// The exit status of `pid`, or 128 + the signal that ended it.
+int wait_for(pid_t pid) {
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+std::string text_of(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// `octet train` on MNIST-format data, one batch an epoch, so a checkpoint is written after every
+// step: killed (SIGKILL) kKilledRuns times in a row, each time at a random point of the steps after
+// its first save, and resumed with `octet train --resume`. After every kill last.safetensors loads
+// and its step never goes back; the run that finishes holds exactly the weights of a run that was
+// never killed (resuming is exact on the CPU), so no kill lost or repeated a step. The kills that
+// land inside a checkpoint write leave the killed writer's temporary file behind; the test counts
+// them.
+TEST(CheckpointCrash, KilledTrainingRunsResumeToTheSameWeights) {
+  constexpr int kEpochs = 100, kKilledRuns = 25;
+  TempDir dir;
+  write_mnist(dir.path() + "/mnist", 16, 16);
+  const std::string log = dir.path() + "/octet.log", runs = dir.path() + "/runs";
+  auto first_epoch = [&](const std::string& name) {
+    return std::vector<std::string>{"train", std::string(OCTET_TESTS_DIR) + "/../recipes/fashion_mnist.yaml",
+                                    "data.dataset=mnist", "data.root=" + dir.path() + "/mnist", "data.workers=0",
+                                    "train.threads=1", "train.batch_size=16", "train.eval_batch_size=16",
+                                    "train.epochs=1", "log.progress=false", "checkpoint.dir=" + runs,
+                                    "log.run_name=" + name};
+  };
+  auto resume = [&](const std::string& name) {
+    return std::vector<std::string>{"train", "--resume", runs + "/" + name, "train.epochs=" + std::to_string(kEpochs)};
+  };
+  // The reference: one epoch, then the rest in one go (timed: a step's time, save included).
+  ASSERT_EQ(wait_for(start_octet(first_epoch("ref"), log)), 0) << text_of(log);
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_EQ(wait_for(start_octet(resume("ref"), log)), 0) << text_of(log);
+  const double step_us =
+      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / kEpochs;
+
+  ASSERT_EQ(wait_for(start_octet(first_epoch("crash"), log)), 0) << text_of(log);
+  const std::string run = runs + "/crash", last = run + "/last.safetensors";
+  int64_t step = load_checkpoint(last).state.step;
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int> delay_us(0, static_cast<int>(2 * step_us));
+  int killed = 0, in_a_write = 0;
+  for (; killed < kKilledRuns; ++killed) {
+    const auto saved_before = fs::last_write_time(last);
+    const pid_t pid = start_octet(resume("crash"), log);
+    // Past its start (loading the data, building the model): its first save replaced the file.
+    int status = 0;
+    pid_t ended = 0;
+    while (fs::last_write_time(last) == saved_before && (ended = ::waitpid(pid, &status, WNOHANG)) == 0) ::usleep(200);
+    ASSERT_EQ(ended, 0) << "run " << killed << " ended before its first save: " << text_of(log);
+    ::usleep(static_cast<useconds_t>(delay_us(rng)));
+    ::kill(pid, SIGKILL);
+    ASSERT_EQ(wait_for(pid), 128 + SIGKILL) << "run " << killed << " ended before the kill: " << text_of(log);
+    for (const char* name : {"last", "best"})
+      in_a_write += fs::exists(run + "/." + name + ".safetensors.tmp." + std::to_string(pid));
+    const int64_t on_disk = load_checkpoint(last).state.step;
+    ASSERT_GT(on_disk, step) << "after kill " << killed;
+    step = on_disk;
+  }
+  ASSERT_EQ(wait_for(start_octet(resume("crash"), log)), 0) << text_of(log);
+  std::printf("%d runs killed, %d of them inside a checkpoint write; the killed runs reached step %lld of %d\n", killed,
+              in_a_write, static_cast<long long>(step), kEpochs);
+  ASSERT_LT(step, kEpochs) << "the killed runs did all the steps: kill sooner";
+
+  const Checkpoint ref = load_checkpoint(runs + "/ref/last.safetensors"),
+                   got = load_checkpoint(run + "/last.safetensors");
+  EXPECT_EQ(got.state.step, kEpochs);
+  ASSERT_EQ(got.model.size(), ref.model.size());
+  for (size_t i = 0; i < ref.model.size(); ++i) {
+    EXPECT_EQ(got.model[i].first, ref.model[i].first);
+    EXPECT_EQ(got.model[i].second.to_vector<float>(), ref.model[i].second.to_vector<float>()) << ref.model[i].first;
+  }
 }
 
 }  // namespace

@@ -29,28 +29,6 @@ using octet::testing::TempDir;
 
 const std::string kRecipes = std::string(OCTET_TESTS_DIR) + "/../recipes/";
 
-std::vector<uint8_t> random_bytes(size_t n, uint64_t seed) {
-  Generator g(seed);
-  std::vector<float> v = rand({static_cast<int64_t>(n)}, DType::f32, &g).to_vector<float>();
-  std::vector<uint8_t> out(n);
-  for (size_t i = 0; i < n; ++i) out[i] = static_cast<uint8_t>(v[i] * 255.0f);
-  return out;
-}
-
-// MNIST-format data whose label is visible in the image (so a model can learn it).
-void write_mnist(const std::string& root, int64_t n_train, int64_t n_test) {
-  fs::create_directories(root);
-  for (auto [name, n] : {std::pair{"train", n_train}, std::pair{"t10k", n_test}}) {
-    std::vector<uint8_t> images = random_bytes(static_cast<size_t>(n) * 784, n), labels(n);
-    for (int64_t i = 0; i < n; ++i) {
-      labels[i] = static_cast<uint8_t>(i % 10);
-      for (int64_t p = 0; p < 28; ++p) images[i * 784 + p * 28 + labels[i]] = 255;  // a bright column
-    }
-    write_idx(root + "/" + name + "-images-idx3-ubyte.gz", images, {n, 28, 28});
-    write_idx(root + "/" + name + "-labels-idx1-ubyte", labels, {n});
-  }
-}
-
 std::vector<std::pair<int64_t, double>> train_losses(const std::string& run_dir) {
   std::ifstream in(run_dir + "/metrics.jsonl");
   std::vector<std::pair<int64_t, double>> out;
