@@ -138,6 +138,19 @@ std::shared_ptr<LstmLm> small_lm() {
   return std::make_shared<LstmLm>(LstmLmOptions().vocab_size(30).embed_dim(8).hidden_size(12).num_layers(2));
 }
 
+// A twin of the converted `lm` (its float weights) loads `tensors` and `assignment` (saved from
+// lm) as the layers `described` and computes exactly lm's logits.
+void expect_state_round_trips(LstmLm& lm, const NamedTensors& tensors, const std::string& assignment,
+                              const std::string& described) {
+  auto twin = small_lm();
+  twin->eval();
+  twin->load_state_dict(lm.state_dict());
+  EXPECT_EQ(describe_layers(load_quant_state(*twin, tensors, assignment, "f")), described);
+  Tensor ids = from_vector<int64_t>({1, 5, 7, 2, 29, 0}, {2, 3});
+  NoGradGuard ng;
+  EXPECT_EQ(lm.forward(ids).to_vector<float>(), twin->forward(ids).to_vector<float>());
+}
+
 TEST(PbLayers, ConverterSelection) {
   auto lm = small_lm();
   auto layers = convert_model(*lm, uniform_plan(QuantSpec::pbatch({4, 16})));
@@ -209,13 +222,7 @@ TEST(PbLayers, QuantStateRoundTripAndValidation) {
   std::string assignment;
   save_quant_state(*lm, tensors, assignment);
   EXPECT_EQ(assignment, "lstm LSTM w3a12\ndecoder Linear int8\n");
-  auto twin = small_lm();
-  twin->eval();
-  twin->load_state_dict(lm->state_dict());
-  EXPECT_EQ(describe_layers(load_quant_state(*twin, tensors, assignment, "f")), "lstm: w3a12, decoder: int8");
-  Tensor ids = from_vector<int64_t>({1, 5, 7, 2, 29, 0}, {2, 3});
-  NoGradGuard ng;
-  EXPECT_EQ(lm->forward(ids).to_vector<float>(), twin->forward(ids).to_vector<float>());
+  expect_state_round_trips(*lm, tensors, assignment, "lstm: w3a12, decoder: int8");
 
   auto fresh = [&] {
     auto m = small_lm();
@@ -296,13 +303,7 @@ TEST(PbLayers, Int8StateWithClippedWeightsRoundTrips) {
     if (name.ends_with(".codes"))
       for (int8_t c : t.to_vector<int8_t>()) saturated += c == -128;
   EXPECT_GT(saturated, 0) << "no weight beyond its clip: the case this test is for did not occur";
-  auto twin = small_lm();
-  twin->eval();
-  twin->load_state_dict(lm->state_dict());
-  EXPECT_EQ(describe_layers(load_quant_state(*twin, tensors, assignment, "f")), "lstm: int8, decoder: int8");
-  Tensor ids = from_vector<int64_t>({1, 5, 7, 2, 29, 0}, {2, 3});
-  NoGradGuard ng;
-  EXPECT_EQ(lm->forward(ids).to_vector<float>(), twin->forward(ids).to_vector<float>());
+  expect_state_round_trips(*lm, tensors, assignment, "lstm: int8, decoder: int8");
 }
 
 // The 1-bit kernels skip plane 0 (all ones for codes +-1): a stored plane 0 that is not all ones
