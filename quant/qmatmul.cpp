@@ -130,22 +130,21 @@ std::shared_ptr<QuantMatmul> load_quant_matmul(const QuantSpec& spec, int64_t ro
               "step' must be a finite positive number, got ", w.step);
   // The bits past cols must be zero (the kernels count them).
   const int64_t words = pb_words(cols), full = cols / 64;
+  auto column_bits = [&](int64_t k) {  // the bits of word k that hold columns
+    return k < full ? ~uint64_t{0} : k == full && cols % 64 ? (uint64_t{1} << (cols % 64)) - 1 : uint64_t{0};
+  };
   const uint64_t* p = reinterpret_cast<const uint64_t*>(w.planes.data<int64_t>());
   for (int64_t row = 0; row < rows * (w.bits + 1); ++row)
-    for (int64_t k = full; k < words; ++k) {
-      const uint64_t used = k == full && cols % 64 ? (uint64_t{1} << (cols % 64)) - 1 : 0;
-      OCTET_CHECK((p[row * words + k] & ~used) == 0, what, ": quantized layer data '", prefix,
+    for (int64_t k = full; k < words; ++k)
+      OCTET_CHECK((p[row * words + k] & ~column_bits(k)) == 0, what, ": quantized layer data '", prefix,
                   "planes' has bits set past the ", cols, " columns");
-    }
   // 1-bit codes are +-1, so plane 0 is all ones on the columns: the kernels skip it (pb_gemm_1bit)
   // and count popcount(X) instead, so a file whose plane 0 differs would give wrong outputs silently.
   if (w.bits == 1)
     for (int64_t row = 0; row < rows; ++row)
-      for (int64_t k = 0; k < words; ++k) {
-        const uint64_t want = k < full ? ~uint64_t{0} : (k == full && cols % 64 ? (uint64_t{1} << (cols % 64)) - 1 : 0);
-        OCTET_CHECK(p[row * 2 * words + k] == want, what, ": quantized layer data '", prefix,
+      for (int64_t k = 0; k < words; ++k)
+        OCTET_CHECK(p[row * 2 * words + k] == column_bits(k), what, ": quantized layer data '", prefix,
                     "planes' is not a 1-bit layer's (plane 0 of row ", row, " must be all ones: the codes are +-1)");
-      }
   return std::make_shared<PbMatmul>(spec, std::move(w));
 }
 
