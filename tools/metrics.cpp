@@ -1,6 +1,7 @@
 #include "tools/metrics.h"
 
 #include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>

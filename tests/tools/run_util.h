@@ -1,5 +1,5 @@
-// Helpers of the trainer tests: MNIST-format data a model can learn, a run's metric records, and
-// checking an error's message.
+// Helpers of the trainer tests: MNIST-format data a model can learn, a file's text, a run's metric
+// records, and checking an error's message.
 //   for (const auto& j : records_of(run.run_dir, "valid")) EXPECT_LT(j["ppl"].get<double>(), 100);
 //   expect_error([&] { train(bad_recipe, {}); }, "recipe optimizer.lr");
 #pragma once
@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -39,6 +40,12 @@ inline void write_mnist(const std::string& root, int64_t n_train, int64_t n_test
     write_idx(root + "/" + name + "-images-idx3-ubyte.gz", images, {n, 28, 28});
     write_idx(root + "/" + name + "-labels-idx1-ubyte", labels, {n});
   }
+}
+
+// The whole content of a file ("" when it cannot be read).
+inline std::string file_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
 // The records of `split` ("train", "test", "valid", "int8") in <run_dir>/metrics.jsonl, in order.

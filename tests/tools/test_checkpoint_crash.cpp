@@ -14,9 +14,7 @@
 #include <chrono>
 #include <csignal>
 #include <filesystem>
-#include <fstream>
 #include <random>
-#include <sstream>
 
 #include "core/octet.h"
 #include "tests/data/temp_dir.h"
@@ -183,13 +181,6 @@ int wait_for(pid_t pid) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-std::string text_of(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 // `octet train` on MNIST-format data, one batch an epoch, so a checkpoint is written after every
 // step: killed (SIGKILL) kKilledRuns times in a row, each time at a random point of the steps after
 // its first save, and resumed with `octet train --resume`. After every kill last.safetensors loads
@@ -213,13 +204,13 @@ TEST(CheckpointCrash, KilledTrainingRunsResumeToTheSameWeights) {
     return std::vector<std::string>{"train", "--resume", runs + "/" + name, "train.epochs=" + std::to_string(kEpochs)};
   };
   // The reference: one epoch, then the rest in one go (timed: a step's time, save included).
-  ASSERT_EQ(wait_for(start_octet(first_epoch("ref"), log)), 0) << text_of(log);
+  ASSERT_EQ(wait_for(start_octet(first_epoch("ref"), log)), 0) << file_text(log);
   const auto t0 = std::chrono::steady_clock::now();
-  ASSERT_EQ(wait_for(start_octet(resume("ref"), log)), 0) << text_of(log);
+  ASSERT_EQ(wait_for(start_octet(resume("ref"), log)), 0) << file_text(log);
   const double step_us =
       std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / kEpochs;
 
-  ASSERT_EQ(wait_for(start_octet(first_epoch("crash"), log)), 0) << text_of(log);
+  ASSERT_EQ(wait_for(start_octet(first_epoch("crash"), log)), 0) << file_text(log);
   const std::string run = runs + "/crash", last = run + "/last.safetensors";
   int64_t step = load_checkpoint(last).state.step;
   std::mt19937 rng(11);
@@ -232,17 +223,17 @@ TEST(CheckpointCrash, KilledTrainingRunsResumeToTheSameWeights) {
     int status = 0;
     pid_t ended = 0;
     while (fs::last_write_time(last) == saved_before && (ended = ::waitpid(pid, &status, WNOHANG)) == 0) ::usleep(200);
-    ASSERT_EQ(ended, 0) << "run " << killed << " ended before its first save: " << text_of(log);
+    ASSERT_EQ(ended, 0) << "run " << killed << " ended before its first save: " << file_text(log);
     ::usleep(static_cast<useconds_t>(delay_us(rng)));
     ::kill(pid, SIGKILL);
-    ASSERT_EQ(wait_for(pid), 128 + SIGKILL) << "run " << killed << " ended before the kill: " << text_of(log);
+    ASSERT_EQ(wait_for(pid), 128 + SIGKILL) << "run " << killed << " ended before the kill: " << file_text(log);
     for (const char* name : {"last", "best"})
       in_a_write += fs::exists(run + "/." + name + ".safetensors.tmp." + std::to_string(pid));
     const int64_t on_disk = load_checkpoint(last).state.step;
     ASSERT_GT(on_disk, step) << "after kill " << killed;
     step = on_disk;
   }
-  ASSERT_EQ(wait_for(start_octet(resume("crash"), log)), 0) << text_of(log);
+  ASSERT_EQ(wait_for(start_octet(resume("crash"), log)), 0) << file_text(log);
   std::printf("%d runs killed, %d of them inside a checkpoint write; the killed runs reached step %lld of %d\n", killed,
               in_a_write, static_cast<long long>(step), kEpochs);
   ASSERT_LT(step, kEpochs) << "the killed runs did all the steps: kill sooner";

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "tests/data/temp_dir.h"
+#include "tests/tools/run_util.h"
 #include "tools/metrics.h"
 
 namespace octet::tools {
@@ -28,18 +29,12 @@ TEST(Metrics, RecordsResumeAndCurves) {
   EXPECT_EQ(resumed.records()[1].values.at("top1"), 40);
   resumed.record({"train", {{"step", 3}, {"epoch", 1.5}, {"loss", 1.0}, {"top1", 60}, {"lr", 0.05}}});
   resumed.write_curves();
-  std::ifstream in(dir.path() + "/curves.html");
-  std::string html((std::istreambuf_iterator<char>(in)), {});
+  const std::string html = file_text(dir.path() + "/curves.html");
   EXPECT_NE(html.find("<svg"), std::string::npos);
   size_t lines = 0;
   for (size_t at = html.find("<polyline"); at != std::string::npos; at = html.find("<polyline", at + 1)) ++lines;
   EXPECT_EQ(lines, 5u);  // loss train/test, top-1 train/test, lr; samples/s was never recorded
   EXPECT_NE(html.find("learning rate"), std::string::npos);
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), {});
 }
 
 // A killed run leaves a partial last line: the resume keeps the whole records, cuts the partial
@@ -53,12 +48,12 @@ TEST(Metrics, ResumeAfterKillDropsPartialLineAndAppendsCleanly) {
     log.record({"train", {{"step", 1}, {"loss", 2.0}}});
     log.record({"test", {{"step", 2}, {"top1", 40}}});
   }
-  const std::string whole = slurp(path);
+  const std::string whole = file_text(path);
   std::ofstream(path, std::ios::app) << "{\"loss\":1.2,\"spl";  // killed mid-write
   {
     MetricsLog resumed(dir.path(), true);
     ASSERT_EQ(resumed.records().size(), 2u);
-    EXPECT_EQ(slurp(path), whole);  // the fragment is gone from the file too
+    EXPECT_EQ(file_text(path), whole);  // the fragment is gone from the file too
     resumed.record({"train", {{"step", 3}, {"loss", 1.0}}});
   }
   MetricsLog again(dir.path(), true);
@@ -101,7 +96,7 @@ TEST(Metrics, ReadSkipsLinesThatAreNotRecords) {
   EXPECT_EQ(r[2].values.at("top1"), 5);
   MetricsLog resumed(dir.path(), true);
   EXPECT_EQ(resumed.records().size(), 3u);
-  EXPECT_EQ(slurp(path), text);  // a resume repairs only the last line
+  EXPECT_EQ(file_text(path), text);  // a resume repairs only the last line
   EXPECT_NE(curves_html(resumed.records(), "x").find("<figure"), std::string::npos);
 }
 

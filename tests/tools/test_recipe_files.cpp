@@ -4,10 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 
 #include "core/octet.h"
+#include "tests/tools/run_util.h"
 #include "tools/builders.h"
 #include "tools/task.h"
 
@@ -133,10 +133,7 @@ TEST(RecipeFiles, Int8ErrorsNameTheKey) {
 }
 
 TEST(RecipeFiles, ReadmeKeyTableIsTheSchema) {
-  std::ifstream in(kRecipes + "README.md");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string readme = ss.str();
+  const std::string readme = file_text(kRecipes + "README.md");
   const size_t at = readme.find("\n### `model`");
   ASSERT_NE(at, std::string::npos);
   EXPECT_EQ(readme.substr(at), schema_markdown()) << "regenerate the table with `octet schema`";
