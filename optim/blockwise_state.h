@@ -9,7 +9,7 @@
 // quantization block, dequantizing and requantizing in registers (for_each_block and
 // read_blocks are host code and refuse a device state).
 //   auto s = std::make_unique<BlockwiseState>(param, {"exp_avg", "exp_avg_sq"},
-//                                             {QuantMap::dynamic_signed, QuantMap::dynamic_unsigned}, 2048);
+//                                             {QuantMap::dynamic_signed, QuantMap::dynamic_unsigned}, 256);
 #pragma once
 
 #include "optim/optimizer.h"

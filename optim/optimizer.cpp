@@ -152,10 +152,12 @@ std::unique_ptr<ParamState> Optimizer::make_state(const std::string& name, const
   std::vector<std::string> buffers = state_buffers(options);
   if (!eight || buffers.empty()) return std::make_unique<DenseState>(param, std::move(buffers));
   // Second moments are non-negative: the unsigned map spends its sign bit on precision.
+  const quant::QuantMap unsigned_map =
+      so.nonzero_second_moment_ ? quant::QuantMap::dynamic_unsigned_nonzero : quant::QuantMap::dynamic_unsigned;
   std::vector<quant::QuantMap> maps;
   for (const std::string& b : buffers) {
     bool nonnegative = b.find("_sq") != std::string::npos || b == "square_avg";
-    maps.push_back(nonnegative ? quant::QuantMap::dynamic_unsigned : quant::QuantMap::dynamic_signed);
+    maps.push_back(nonnegative ? unsigned_map : quant::QuantMap::dynamic_signed);
   }
   return std::make_unique<BlockwiseState>(param, std::move(buffers), std::move(maps), so.block_size_);
 }

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
 
 #include "core/error.h"
@@ -25,8 +26,9 @@ void check_block_size(int64_t block_size, const char* op) {
 namespace {
 
 void check_map(QuantMap map, const char* op) {
-  OCTET_CHECK(map == QuantMap::dynamic_signed || map == QuantMap::dynamic_unsigned || map == QuantMap::linear, op,
-              ": expected a QuantMap (dynamic_signed, dynamic_unsigned or linear), got ", static_cast<int>(map));
+  OCTET_CHECK(std::find(std::begin(kAllQuantMaps), std::end(kAllQuantMaps), map) != std::end(kAllQuantMaps), op,
+              ": expected a QuantMap (dynamic_signed, dynamic_unsigned, linear or dynamic_unsigned_nonzero), got ",
+              static_cast<int>(map));
 }
 
 // Kernels run on the device of their tensors: the CPU, or a CUDA device in builds with CUDA.

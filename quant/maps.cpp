@@ -66,6 +66,8 @@ std::string_view quant_map_name(QuantMap map) {
       return "dynamic_unsigned";
     case QuantMap::linear:
       return "linear";
+    case QuantMap::dynamic_unsigned_nonzero:
+      return "dynamic_unsigned_nonzero";
   }
   return "?";
 }
@@ -74,6 +76,8 @@ const std::array<float, 256>& quant_map(QuantMap map) {
   static const std::array<float, 256> dynamic_signed = build_dynamic_signed();
   static const std::array<float, 256> dynamic_unsigned = build_dynamic_unsigned();
   static const std::array<float, 256> linear = build_linear();
+  // The same values in a table of its own: its address selects the nonzero rule (maps.h).
+  static const std::array<float, 256> dynamic_unsigned_nonzero = build_dynamic_unsigned();
   switch (map) {
     case QuantMap::dynamic_signed:
       return dynamic_signed;
@@ -81,9 +85,28 @@ const std::array<float, 256>& quant_map(QuantMap map) {
       return dynamic_unsigned;
     case QuantMap::linear:
       return linear;
+    case QuantMap::dynamic_unsigned_nonzero:
+      return dynamic_unsigned_nonzero;
   }
-  OCTET_FAIL("quant_map: unknown map ", static_cast<int>(map), " (expected dynamic_signed, dynamic_unsigned, linear)");
+  OCTET_FAIL("quant_map: unknown map ", static_cast<int>(map),
+             " (expected dynamic_signed, dynamic_unsigned, linear, dynamic_unsigned_nonzero)");
 }
+
+namespace {
+
+bool positive_never_zero(const float* map) {
+  return map == quant_map(QuantMap::dynamic_unsigned_nonzero).data();
+}
+
+// The index of the map's (last) 0 entry, or -1.
+int zero_index(const float* map) {
+  int z = -1;
+  for (int i = 0; i < 256; ++i)
+    if (map[i] == 0.0f) z = i;
+  return z;
+}
+
+}  // namespace
 
 uint8_t nearest_code(const float* map, float v) {
   if (std::isnan(v)) v = 0.0f;
@@ -99,6 +122,7 @@ uint8_t nearest_code(const float* map, float v) {
       best_dist = d;
     }
   }
+  if (v > 0.0f && map[best] == 0.0f && positive_never_zero(map)) ++best;
   return static_cast<uint8_t>(best);
 }
 
@@ -116,6 +140,11 @@ Thresholds compute_thresholds(const float* map) {
   for (int i = 254; i >= 0; --i) {
     if (map[i] == map[i + 1]) t[i] = i == 254 ? std::numeric_limits<float>::infinity() : t[i + 1];
   }
+  if (positive_never_zero(map)) {
+    const int z = zero_index(map);
+    OCTET_CHECK(z >= 0 && z < 255, "compute_thresholds: internal error, the nonzero map has no 0 below its top");
+    t[z] = 0.0f;  // v > 0 counts past the 0 entry
+  }
   return t;
 }
 
@@ -123,6 +152,8 @@ const Thresholds& quant_thresholds(QuantMap map) {
   static const Thresholds dynamic_signed = compute_thresholds(quant_map(QuantMap::dynamic_signed).data());
   static const Thresholds dynamic_unsigned = compute_thresholds(quant_map(QuantMap::dynamic_unsigned).data());
   static const Thresholds linear = compute_thresholds(quant_map(QuantMap::linear).data());
+  static const Thresholds dynamic_unsigned_nonzero =
+      compute_thresholds(quant_map(QuantMap::dynamic_unsigned_nonzero).data());
   switch (map) {
     case QuantMap::dynamic_signed:
       return dynamic_signed;
@@ -130,6 +161,8 @@ const Thresholds& quant_thresholds(QuantMap map) {
       return dynamic_unsigned;
     case QuantMap::linear:
       return linear;
+    case QuantMap::dynamic_unsigned_nonzero:
+      return dynamic_unsigned_nonzero;
   }
   OCTET_FAIL("quant_thresholds: unknown map ", static_cast<int>(map));
 }

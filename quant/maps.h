@@ -24,6 +24,17 @@
 //   2 values for k = 0..6, same formula as above). The pattern with no indicator bit (a run of
 //   7 zeros) keeps its fixed fraction bit: 0 -> 0.0, 1 -> 1e-7. 256 distinct values in [0, 1].
 //
+// dynamic_unsigned_nonzero -- the values of dynamic_unsigned with one change to the decision rule:
+//   a positive value never gets the code of 0 (it gets at least the smallest positive entry, 1e-7),
+//   whatever the nearest entry is. octet's default for 8-bit second moments: a rarely updated
+//   element in a block of frequent ones has a normalized second moment below 5e-8, which the plain
+//   rule stores as 0 while its first moment stays nonzero, and m / (sqrt(0) + eps) explodes; with
+//   this rule sqrt(v) keeps at least sqrt(1e-7 * absmax), so the update stays bounded. Only the
+//   encoding differs: codes decode to the same values, so states written under either rule load
+//   under the other. The kernels tell the two apart by the table's address (quant_map returns a
+//   separate table for each), the rule itself is in the thresholds (quant_thresholds), so every
+//   CPU path and the CUDA kernels follow it without a flag.
+//
 // linear -- for ablations: i / 127 for i = -127..127 (255 evenly spaced values, step 1/127, with
 //   exact -1, 0 and 1, so zeros stay zeros and the map is symmetric; unlike linspace(-1, 1, 256),
 //   which has no 0). The 256th entry repeats -1 at index 0.
@@ -33,6 +44,7 @@
 // is never produced; linear: -1 -> code 0, code 1 never produced); the unused code still
 // dequantizes to the same value. A value exactly halfway between two entries gets the lower one.
 // NaN is treated as 0 (the code of the entry nearest 0); +-inf as the largest / smallest entry.
+// For dynamic_unsigned_nonzero, a v > 0 whose nearest entry is 0 gets the next code instead.
 #pragma once
 
 #include <array>
@@ -41,7 +53,9 @@
 
 namespace octet::quant {
 
-enum class QuantMap : uint8_t { dynamic_signed, dynamic_unsigned, linear };
+enum class QuantMap : uint8_t { dynamic_signed, dynamic_unsigned, linear, dynamic_unsigned_nonzero };
+inline constexpr QuantMap kAllQuantMaps[] = {QuantMap::dynamic_signed, QuantMap::dynamic_unsigned, QuantMap::linear,
+                                             QuantMap::dynamic_unsigned_nonzero};
 
 std::string_view quant_map_name(QuantMap map);
 
@@ -51,7 +65,8 @@ const std::array<float, 256>& quant_map(QuantMap map);
 // Index of the map entry nearest to v (ties, duplicates, NaN and inf as described above). The
 // scalar reference: a scan of all 256 entries comparing exact distances. `map` must be ascending
 // and finite, with neighbouring entries within a factor 2^29 of each other or one of them 0 (true
-// for the built-in maps; it keeps every distance compared here exact in double).
+// for the built-in maps; it keeps every distance compared here exact in double). The pointer form
+// applies dynamic_unsigned_nonzero's rule when `map` is that map's table.
 uint8_t nearest_code(const std::array<float, 256>& map, float v);
 uint8_t nearest_code(const float* map, float v);
 
@@ -60,7 +75,8 @@ uint8_t nearest_code(const float* map, float v);
 //     nearest_code(map, v) == number of i with v > t[i]
 // (the lower entry wins a tie; a repeated entry's threshold is moved up to the next one so its
 // second index has an empty range, +inf at the top end). Non-decreasing; the same table any
-// device's kernels must use to reproduce the CPU codes bit for bit.
+// device's kernels must use to reproduce the CPU codes bit for bit. For dynamic_unsigned_nonzero
+// the threshold above its 0 entry is 0 itself, so any v > 0 counts past it.
 using Thresholds = std::array<float, 255>;
 Thresholds compute_thresholds(const float* map);
 const Thresholds& quant_thresholds(QuantMap map);  // cached for the built-in maps

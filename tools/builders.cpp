@@ -133,6 +133,7 @@ std::unique_ptr<Optimizer> build_optimizer(const Recipe& r, const NamedTensors& 
                            .bits(bits)
                            .min_8bit_size(r.integer("optimizer.min_8bit_size"))
                            .block_size(r.integer("optimizer.block_size"))
+                           .nonzero_second_moment(r.boolean("optimizer.nonzero_second_moment"))
                            .keep_32bit(r.text_list("optimizer.keep_32bit"));
   if (name == "sgd") {
     return std::make_unique<SGD>(params,

@@ -68,7 +68,10 @@ const std::vector<SchemaEntry> kSchema = {
     {"optimizer.amsgrad", K::boolean, "false", "Adam/AdamW AMSGrad variant"},
     {"optimizer.state_bits", K::integer, "32", "optimizer state precision: 32, or 8 (block-wise quantized)"},
     {"optimizer.min_8bit_size", K::integer, "4096", "parameters with fewer elements keep 32-bit state"},
-    {"optimizer.block_size", K::integer, "2048", "8-bit state block size (a power of two, 64..4096)"},
+    {"optimizer.block_size", K::integer, "256",
+     "8-bit state block size (a power of two, 64..4096; 4 bytes of absmax per block and buffer)"},
+    {"optimizer.nonzero_second_moment", K::boolean, "true",
+     "8-bit state: a positive second moment never quantizes to 0 (false: the bitsandbytes rule)", "false"},
     {"optimizer.keep_32bit", K::text_list, "[]",
      "parameter name patterns (* matches anything) whose state stays 32-bit, e.g. [\"*embedding*\"]"},
     // schedule
@@ -334,7 +337,8 @@ std::string schema_markdown() {
   return os.str();
 }
 
-Recipe parse_recipe(const std::string& yaml, const std::string& source, const std::vector<std::string>& overrides) {
+Recipe Recipe::parse(const std::string& yaml, const std::string& source, const std::vector<std::string>& overrides,
+                     bool stored) {
   OCTET_CHECK(yaml.size() <= kMaxRecipeBytes, source, ": ", yaml.size(), " bytes, more than the ", kMaxRecipeBytes,
               " bytes a recipe may have");
   YAML::Node root;
@@ -348,6 +352,11 @@ Recipe parse_recipe(const std::string& yaml, const std::string& source, const st
   for (const SchemaEntry& e : kSchema) r.values_[e.key] = convert(YAML::Load(e.default_yaml), e, "schema default");
   if (root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
   OCTET_CHECK(root.IsMap(), source, ": a recipe must be a mapping of sections (", known_sections(), ")");
+  if (stored) {
+    for (const SchemaEntry& e : kSchema)
+      if (!e.stored_absent_yaml.empty())
+        r.values_[e.key] = convert(YAML::Load(e.stored_absent_yaml), e, "schema value for stored recipes");
+  }
   for (auto sec = root.begin(); sec != root.end(); ++sec) {
     std::string name = key_text(sec->first, at_line(source, sec->first));
     OCTET_CHECK(!known_keys(name).empty(), at_line(source, sec->first), ": unknown section '", name,
@@ -380,6 +389,15 @@ Recipe parse_recipe(const std::string& yaml, const std::string& source, const st
     r.set_[key] = true;
   }
   return r;
+}
+
+Recipe parse_recipe(const std::string& yaml, const std::string& source, const std::vector<std::string>& overrides) {
+  return Recipe::parse(yaml, source, overrides, false);
+}
+
+Recipe parse_stored_recipe(const std::string& yaml, const std::string& source,
+                           const std::vector<std::string>& overrides) {
+  return Recipe::parse(yaml, source, overrides, true);
 }
 
 Recipe load_recipe(const std::string& path, const std::vector<std::string>& overrides) {

@@ -21,6 +21,10 @@ struct SchemaEntry {
   KeyType type;
   std::string default_yaml;  // the default, as YAML
   std::string doc;
+  // For a key added after recipes were first stored in checkpoints: what a stored recipe without
+  // the key means (the behaviour before the key existed), when that differs from the default.
+  // Stored recipes are resolved (they name every key their version knew), so absence is telling.
+  std::string stored_absent_yaml = {};
 };
 
 // The whole schema, in documentation order.
@@ -49,6 +53,10 @@ class Recipe {
 
  private:
   friend Recipe parse_recipe(const std::string&, const std::string&, const std::vector<std::string>&);
+  friend Recipe parse_stored_recipe(const std::string&, const std::string&, const std::vector<std::string>&);
+  // parse_recipe and parse_stored_recipe in one.
+  static Recipe parse(const std::string& yaml, const std::string& source, const std::vector<std::string>& overrides,
+                      bool stored);
   const RecipeValue& value(const std::string& key, KeyType want) const;
   std::map<std::string, RecipeValue> values_;
   std::map<std::string, bool> set_;
@@ -58,5 +66,9 @@ class Recipe {
 // Parses YAML text; `source` names it in errors. Overrides are "a.b=value" strings.
 Recipe parse_recipe(const std::string& yaml, const std::string& source, const std::vector<std::string>& overrides = {});
 Recipe load_recipe(const std::string& path, const std::vector<std::string>& overrides = {});
+// A checkpoint's stored (resolved) recipe: as parse_recipe, except that a key it lacks takes the
+// schema's stored_absent_yaml where there is one, so an old run resumes as it was trained.
+Recipe parse_stored_recipe(const std::string& yaml, const std::string& source,
+                           const std::vector<std::string>& overrides = {});
 
 }  // namespace octet::tools

@@ -168,7 +168,7 @@ TrainResult train(const Recipe& recipe_in, const TrainOptions& opts) {
   if (resuming) {
     std::string path = fs::is_directory(opts.resume) ? opts.resume + "/last.safetensors" : opts.resume;
     ckpt = load_checkpoint(path);
-    recipe = parse_recipe(ckpt.recipe_yaml, path + " (recipe)", opts.overrides);
+    recipe = parse_stored_recipe(ckpt.recipe_yaml, path + " (recipe)", opts.overrides);
     state = ckpt.state;
     run_dir = run_dir_of(path);
   }
@@ -494,7 +494,7 @@ CheckpointModel open_checkpoint_model(const std::string& path_in, int64_t thread
   if (fs::is_directory(m.path))
     m.path = fs::exists(m.path + "/best.safetensors") ? m.path + "/best.safetensors" : m.path + "/last.safetensors";
   m.checkpoint = load_checkpoint(m.path);
-  m.recipe = parse_recipe(m.checkpoint.recipe_yaml, m.path + " (recipe)");
+  m.recipe = parse_stored_recipe(m.checkpoint.recipe_yaml, m.path + " (recipe)");
   if (!device_text.empty()) {
     m.device = usable_device(device_text, command + " --device");
   } else {

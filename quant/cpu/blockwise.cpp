@@ -3,6 +3,8 @@
 #include "quant/cpu/blockwise.h"
 
 #include <algorithm>
+#include <array>
+#include <iterator>
 
 #include "core/error.h"
 #include "core/parallel.h"
@@ -24,11 +26,13 @@ SearchTree make_search_tree(const Thresholds& t) {
 }
 
 const SearchTree& search_tree(const float* map, SearchTree& scratch) {
-  static const SearchTree trees[3] = {make_search_tree(quant_thresholds(QuantMap::dynamic_signed)),
-                                      make_search_tree(quant_thresholds(QuantMap::dynamic_unsigned)),
-                                      make_search_tree(quant_thresholds(QuantMap::linear))};
-  for (QuantMap m : {QuantMap::dynamic_signed, QuantMap::dynamic_unsigned, QuantMap::linear}) {
-    if (map == quant_map(m).data()) return trees[static_cast<int>(m)];
+  static const auto trees = [] {
+    std::array<SearchTree, std::size(kAllQuantMaps)> t{};
+    for (QuantMap m : kAllQuantMaps) t[static_cast<size_t>(m)] = make_search_tree(quant_thresholds(m));
+    return t;
+  }();
+  for (QuantMap m : kAllQuantMaps) {
+    if (map == quant_map(m).data()) return trees[static_cast<size_t>(m)];
   }
   scratch = make_search_tree(compute_thresholds(map));
   return scratch;

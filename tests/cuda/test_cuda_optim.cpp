@@ -361,12 +361,12 @@ Tensor awkward_data(int64_t n, quant::QuantMap map, uint64_t seed) {
 
 TEST(CudaQuant, BlockwiseMatchesCpuExactly) {
   if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device";
-  for (quant::QuantMap map :
-       {quant::QuantMap::dynamic_signed, quant::QuantMap::dynamic_unsigned, quant::QuantMap::linear}) {
+  for (quant::QuantMap map : quant::kAllQuantMaps) {
     for (int64_t n :
          {int64_t{1}, int64_t{63}, int64_t{64}, int64_t{65}, int64_t{1000}, int64_t{4097}, int64_t{100003}}) {
       Tensor x = awkward_data(n, map, static_cast<uint64_t>(n));
-      if (map == quant::QuantMap::dynamic_unsigned) x = abs(x);  // its domain (negatives saturate; tested too)
+      // The unsigned maps' domain (negatives saturate; tested too).
+      if (map == quant::QuantMap::dynamic_unsigned || map == quant::QuantMap::dynamic_unsigned_nonzero) x = abs(x);
       Tensor xd = device(x);
       for (int64_t bs = quant::kMinBlockSize; bs <= quant::kMaxBlockSize; bs *= 2) {
         const std::string what =

@@ -19,7 +19,6 @@ namespace {
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
-constexpr QuantMap kMaps[] = {QuantMap::dynamic_signed, QuantMap::dynamic_unsigned, QuantMap::linear};
 constexpr cpu::Isa kIsas[] = {cpu::Isa::portable, cpu::Isa::avx2, cpu::Isa::avx512};
 
 // Error bounds of dynamic block-wise quantization on 1024x1024 values (the bounds bitsandbytes'
@@ -98,7 +97,7 @@ TEST(QuantBlockwise, BeatsTensorWiseWithOutliers) {
 }
 
 TEST(QuantBlockwise, MapValuesRoundTripExactly) {
-  for (QuantMap q : kMaps) {
+  for (QuantMap q : kAllQuantMaps) {
     const auto& m = quant_map(q);
     for (float scale : {1.0f, 3.7f, 1e-20f, 1048576.0f}) {
       std::vector<float> x(256);
@@ -146,7 +145,7 @@ TEST(QuantBlockwise, PartialLastBlock) {
 }
 
 TEST(QuantBlockwise, AllZeroBlocks) {
-  for (QuantMap q : kMaps) {
+  for (QuantMap q : kAllQuantMaps) {
     std::vector<float> x = randn_vec(256, 6);
     for (int i = 0; i < 64; ++i) x[i] = i % 2 ? 0.0f : -0.0f;  // block 0 all zero
     x[64] = kNaN;                                              // block 1: zeros and a NaN
@@ -200,7 +199,7 @@ TEST(QuantBlockwise, EveryIsaMatchesReference) {
   for (cpu::Isa isa : kIsas) {
     if (!cpu::isa_supported(isa)) continue;
     ++tested;
-    for (QuantMap q : kMaps) {
+    for (QuantMap q : kAllQuantMaps) {
       SCOPED_TRACE(std::string(cpu::isa_name(isa)) + " " + std::string(quant_map_name(q)));
       const float* map = quant_map(q).data();
       std::vector<std::vector<float>> inputs;

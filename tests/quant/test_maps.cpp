@@ -13,7 +13,6 @@ namespace octet::quant {
 namespace {
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
-constexpr QuantMap kMaps[] = {QuantMap::dynamic_signed, QuantMap::dynamic_unsigned, QuantMap::linear};
 
 // Entries of `m` in the half-open magnitude band (lo, hi].
 int count_in(const std::array<float, 256>& m, double lo, double hi) {
@@ -21,7 +20,7 @@ int count_in(const std::array<float, 256>& m, double lo, double hi) {
 }
 
 TEST(QuantMaps, SortedWithDocumentedDuplicates) {
-  for (QuantMap q : kMaps) {
+  for (QuantMap q : kAllQuantMaps) {
     SCOPED_TRACE(std::string(quant_map_name(q)));
     const auto& m = quant_map(q);
     EXPECT_EQ(m.size(), 256u);
@@ -31,7 +30,8 @@ TEST(QuantMaps, SortedWithDocumentedDuplicates) {
     int repeats = 0;
     for (int i = 0; i < 255; ++i) repeats += m[i] == m[i + 1];
     // dynamic_signed repeats 0, linear repeats -1 (the formats have 255 values); unsigned has 256.
-    EXPECT_EQ(repeats, q == QuantMap::dynamic_unsigned ? 0 : 1);
+    const bool is_unsigned = q == QuantMap::dynamic_unsigned || q == QuantMap::dynamic_unsigned_nonzero;
+    EXPECT_EQ(repeats, is_unsigned ? 0 : 1);
     for (float v : m) EXPECT_TRUE(std::isfinite(v) && v >= -1.0f && v <= 1.0f);
     EXPECT_EQ(&quant_map(q), &m);  // built once
   }
@@ -70,6 +70,28 @@ TEST(QuantMaps, DynamicUnsigned) {
   }
 }
 
+// The same values as dynamic_unsigned in a table of its own; only the rule for positive values
+// whose nearest entry is 0 differs (they take the smallest positive entry).
+TEST(QuantMaps, DynamicUnsignedNonzero) {
+  const auto& u = quant_map(QuantMap::dynamic_unsigned);
+  const auto& z = quant_map(QuantMap::dynamic_unsigned_nonzero);
+  EXPECT_EQ(u, z);
+  EXPECT_NE(&u, &z);
+  const float tiny = std::numeric_limits<float>::denorm_min();
+  for (float v : {tiny, 1e-30f, 1e-9f, 4.9e-8f}) {
+    EXPECT_EQ(nearest_code(u, v), 0) << v;
+    EXPECT_EQ(nearest_code(z, v), 1) << v;  // 1e-7
+  }
+  for (float v : {0.0f, -0.0f, -1e-9f, -0.5f, std::numeric_limits<float>::quiet_NaN(), -kInf})
+    EXPECT_EQ(nearest_code(z, v), 0) << v;
+  for (float v : {5.1e-8f, 1e-7f, 3e-7f, 0.3f, 1.0f, kInf}) EXPECT_EQ(nearest_code(z, v), nearest_code(u, v)) << v;
+  const Thresholds& tu = quant_thresholds(QuantMap::dynamic_unsigned);
+  const Thresholds& tz = quant_thresholds(QuantMap::dynamic_unsigned_nonzero);
+  EXPECT_EQ(tz[0], 0.0f);
+  EXPECT_GT(tu[0], 0.0f);
+  for (int i = 1; i < 255; ++i) EXPECT_EQ(tz[i], tu[i]) << i;
+}
+
 TEST(QuantMaps, Linear) {
   const auto& m = quant_map(QuantMap::linear);
   EXPECT_EQ(m[0], -1.0f);
@@ -102,7 +124,7 @@ TEST(QuantMaps, NearestCodeTiesDuplicatesNonFinite) {
   EXPECT_EQ(nearest_code(l, std::nextafter(mid, kInf)), 129);
   EXPECT_EQ(nearest_code(l, -mid), 127);
   // Every entry finds itself (the first index of a repeated one).
-  for (QuantMap q : kMaps) {
+  for (QuantMap q : kAllQuantMaps) {
     const auto& m = quant_map(q);
     for (int i = 0; i < 256; ++i) {
       int first = static_cast<int>(std::find(m.begin(), m.end(), m[i]) - m.begin());
@@ -113,7 +135,7 @@ TEST(QuantMaps, NearestCodeTiesDuplicatesNonFinite) {
 
 // number of thresholds below v == nearest_code, on and next to every threshold.
 TEST(QuantMaps, ThresholdsReproduceNearestCode) {
-  for (QuantMap q : kMaps) {
+  for (QuantMap q : kAllQuantMaps) {
     const auto& m = quant_map(q);
     const Thresholds& t = quant_thresholds(q);
     EXPECT_TRUE(std::is_sorted(t.begin(), t.end()));
