@@ -26,6 +26,7 @@
 #include "models/models.h"
 #include "optim/adam.h"
 #include "optim/clip.h"
+#include "optim/dclr.h"
 #include "optim/lamb.h"
 #include "optim/lars.h"
 #include "optim/lion.h"

@@ -61,7 +61,7 @@ OCTET_HD inline float sr_uniform(uint64_t seed, uint64_t i) { return uniform_flo
 
 // ---- per-layer configuration and telemetry
 
-// What an INT8 layer does; the recipe's `quant.*` keys fill it (tools/recipe.h).
+// What an INT8 layer does; the recipe's `quant.*` keys fill it (tools/train/recipe.h).
 struct Int8Config {
   bool stochastic_rounding = true;   // gradients; forward tensors always round to nearest
   bool dsgc = true;                  // gradient clip by cosine-distance search, else max|g|

@@ -5,8 +5,7 @@
 // The returned list tells a trainer where each INT8 layer's stats are and which parameters its
 // DCLR factor scales.
 //   auto layers = quant::enable_int8(*model, quant::Int8Config{}, /*keep_first_last_float=*/true, seed);
-//   for (const auto& l : layers) for (const auto& p : l.params)
-//     opt.set_lr_scale(p, quant::dclr_scale(*l.layer));
+//   loss.backward();  apply_dclr(opt, layers);  opt.step();   // DCLR, optim/dclr.h
 #pragma once
 
 #include <cstdint>

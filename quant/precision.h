@@ -3,7 +3,7 @@
 // applies it in place through Linear::set_inference / LSTM::set_inference (layers/quantized.h).
 // A uniform plan ("w=4,a=16", or int8) converts every LSTM and Linear except the model's final
 // output layer (its last Linear, when no other quantizable layer follows it), which stays float as
-// the PrecisionBatching paper's LM keeps its decoder; a per-layer plan (tools/quant_run.h reads it
+// the PrecisionBatching paper's LM keeps its decoder; a per-layer plan (tools/cli/quant_run.h reads it
 // from YAML) names layers as in named_modules() and may convert the final layer too.
 // The preprocessed weights of a converted model travel in a file (save_quant_state) and come back
 // without preprocessing (load_quant_state).

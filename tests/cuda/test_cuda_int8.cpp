@@ -24,8 +24,8 @@
 #include "tests/cuda/parity.h"
 #include "tests/data/temp_dir.h"
 #include "tests/quant/int8_conv_cases.h"
-#include "tools/int8_run.h"
-#include "tools/trainer.h"
+#include "tools/train/int8_run.h"
+#include "tools/train/trainer.h"
 
 namespace octet::quant {
 namespace {
@@ -301,7 +301,7 @@ std::vector<float> train_steps(Device device, bool dsgc) {
   Int8Config config;
   config.dsgc = dsgc;
   config.clip_update_period = 2;
-  tools::Int8Run int8(enable_int8(*net, config, /*keep_first_last_float=*/true, 3));
+  train::Int8Run int8(enable_int8(*net, config, /*keep_first_last_float=*/true, 3));
   net->to(device);
   SGD opt(net->named_parameters(), SGDOptions(0.05).momentum(0.9));
   std::vector<float> losses;
@@ -352,14 +352,14 @@ TEST_F(CudaInt8Training, TrainerRecipeOnCudaTracksTheCpu) {
     write_idx(root + "/" + split + "-labels-idx1-ubyte", labels, {kImages});
   }
   auto run = [&](const std::string& device) {
-    return tools::train(tools::load_recipe(std::string(OCTET_TESTS_DIR) + "/../recipes/fashion_mnist_int8.yaml",
+    return train::train(train::load_recipe(std::string(OCTET_TESTS_DIR) + "/../recipes/fashion_mnist_int8.yaml",
                                            {"data.dataset=mnist", "data.root=" + root, "train.epochs=2",
                                             "train.batch_size=16", "train.eval_batch_size=16", "log.progress=false",
                                             "checkpoint.dir=" + dir.path() + "/runs", "log.run_name=" + device,
                                             "train.device=" + device, "quant.clip_update_period=3", "model.dropout=0"}),
                         {});
   };
-  const tools::TrainResult cpu = run("cpu"), gpu = run("cuda");
+  const train::TrainResult cpu = run("cpu"), gpu = run("cuda");
   EXPECT_EQ(gpu.steps, cpu.steps);
   EXPECT_EQ(gpu.last_eval.examples, cpu.last_eval.examples);
   ASSERT_TRUE(std::isfinite(gpu.last_eval.loss));

@@ -49,7 +49,7 @@ TEST_F(CudaDeviceInfo, NamesAndVersions) {
   EXPECT_FALSE(driver.empty());
   EXPECT_FALSE(cudnn.empty());
   EXPECT_EQ(cuda::current_device(), 0);
-  // tools/gpu_check.sh puts these in its report (from the XML output).
+  // tools/scripts/gpu_check.sh puts these in its report (from the XML output).
   RecordProperty("device_name", name);
   RecordProperty("driver_cuda_version", driver);
   RecordProperty("cudnn_version", cudnn);

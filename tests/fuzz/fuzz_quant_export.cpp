@@ -7,7 +7,7 @@
 #include "fuzz_util.h"
 #include "quant/precision.h"
 #include "quant_model.h"
-#include "tools/checkpoint.h"
+#include "tools/train/checkpoint.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const std::shared_ptr<octet::LstmLm> model = octet::fuzz::quant_model();
@@ -15,7 +15,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const std::string path = octet::fuzz::scratch_dir() + "/export.safetensors";
   octet::fuzz::write_bytes(path, data, size);
   try {
-    const octet::tools::Checkpoint c = octet::tools::load_checkpoint(path);
+    const octet::train::Checkpoint c = octet::train::load_checkpoint(path);
     (void)octet::quant::load_quant_state(*model, c.quant, c.quant_assignment, path);
     octet::NoGradGuard no_grad;
     (void)model->forward(batch);

@@ -3,11 +3,12 @@
 #include <string>
 
 #include "core/error.h"
-#include "tools/recipe.h"
+#include "tools/train/recipe.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
-    octet::tools::Recipe r = octet::tools::parse_recipe(std::string(reinterpret_cast<const char*>(data), size), "fuzz.yaml");
+    octet::train::Recipe r =
+        octet::train::parse_recipe(std::string(reinterpret_cast<const char*>(data), size), "fuzz.yaml");
     (void)r.resolved_yaml();
   } catch (const octet::Error&) {
   }

@@ -8,7 +8,7 @@
 
 #include "quant/precision.h"
 #include "quant_model.h"
-#include "tools/checkpoint.h"
+#include "tools/train/checkpoint.h"
 
 int main(int argc, char** argv) {
   if (argc != 2) {
@@ -33,19 +33,20 @@ int main(int argc, char** argv) {
     std::string assignment;
     octet::quant::save_quant_state(*model, tensors, assignment);
     const std::string path = std::string(argv[1]) + "/" + p.name + ".safetensors";
-    octet::tools::save_checkpoint(path, model->state_dict(), {}, octet::tools::TrainState{},
+    octet::train::save_checkpoint(path, model->state_dict(), {}, octet::train::TrainState{},
                                   "model:\n  name: lstm_lm\n", {}, {}, {}, tensors, assignment);
     octet::NoGradGuard no_grad;
     const std::vector<float> want = model->forward(octet::fuzz::quant_batch()).to_vector<float>();
     octet::quant::reset_to_float(*model);
-    const octet::tools::Checkpoint c = octet::tools::load_checkpoint(path);
+    const octet::train::Checkpoint c = octet::train::load_checkpoint(path);
     (void)octet::quant::load_quant_state(*model, c.quant, c.quant_assignment, path);
     if (model->forward(octet::fuzz::quant_batch()).to_vector<float>() != want) {
       std::fprintf(stderr, "make_quant_seeds: %s reads back to other logits\n", path.c_str());
       return 1;
     }
     octet::quant::reset_to_float(*model);
-    std::printf("%s: %s\n", path.c_str(), octet::quant::describe_layers(octet::quant::convert_model(*model, plan)).c_str());
+    std::printf("%s: %s\n", path.c_str(),
+                octet::quant::describe_layers(octet::quant::convert_model(*model, plan)).c_str());
     octet::quant::reset_to_float(*model);
   }
   return 0;

@@ -1,5 +1,5 @@
 # ctest driver: install the built octet into a scratch prefix, then configure, build and run the
-# consumer project against it. Variables: OCTET_BUILD_DIR, CONSUMER_SRC, WORK_DIR.
+# consumer project against it. Variables: OCTET_BUILD_DIR, CONSUMER_SRC, WORK_DIR, RECIPE.
 file(REMOVE_RECURSE ${WORK_DIR})
 function(run)
   execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc)
@@ -12,3 +12,4 @@ run(${CMAKE_COMMAND} -S ${CONSUMER_SRC} -B ${WORK_DIR}/build -DCMAKE_PREFIX_PATH
     -DCMAKE_BUILD_TYPE=Release)
 run(${CMAKE_COMMAND} --build ${WORK_DIR}/build)
 run(${WORK_DIR}/build/two_layer)
+run(${WORK_DIR}/build/train_from_recipe ${RECIPE} ${WORK_DIR}/runs)

@@ -12,8 +12,8 @@
 #include "models/registry.h"
 #include "optim/adam.h"
 #include "optim/sgd.h"
-#include "tools/builders.h"
-#include "tools/recipe.h"
+#include "tools/train/builders.h"
+#include "tools/train/recipe.h"
 
 namespace octet {
 namespace {
@@ -180,8 +180,8 @@ TEST(LstmLm, StableEmbeddingKeeps32BitOptimizerState) {
   Adam adam_tied(tied.named_parameters(), AdamOptions(1e-3), StateOptions().bits(8));
   EXPECT_EQ(eight_bit_params(adam_tied), (std::vector<std::string>{"lstm.weight_ih_l0", "lstm.weight_hh_l0"}));
   // The CLI builds its optimizer from the recipe and the model's parameters: same result.
-  tools::Recipe r = tools::parse_recipe("optimizer:\n  name: adam\n  state_bits: 8\n", "lm.yaml");
-  std::unique_ptr<Optimizer> from_recipe = tools::build_optimizer(r, stable.named_parameters());
+  train::Recipe r = train::parse_recipe("optimizer:\n  name: adam\n  state_bits: 8\n", "lm.yaml");
+  std::unique_ptr<Optimizer> from_recipe = train::build_optimizer(r, stable.named_parameters());
   EXPECT_EQ(eight_bit_params(*from_recipe), big);
   // A step works with the mixed state.
   Tensor loss =

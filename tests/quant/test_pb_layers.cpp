@@ -17,12 +17,12 @@
 #include "models/lstm_lm.h"
 #include "quant/precision.h"
 #include "quant/qgemm.h"
-#include "tests/tools/run_util.h"
+#include "tests/train/run_util.h"
 
 namespace octet::quant {
 namespace {
 
-using tools::expect_error;
+using train::expect_error;
 
 float max_abs_diff(const Tensor& a, const Tensor& b) {
   const auto va = a.to_vector<float>(), vb = b.to_vector<float>();

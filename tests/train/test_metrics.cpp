@@ -1,0 +1,104 @@
+// Metrics: JSONL records survive a resume (also a killed run's partial last line and lines a person
+// broke), and the curves page draws what was recorded.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "tests/data/temp_dir.h"
+#include "tests/train/run_util.h"
+#include "tools/train/metrics.h"
+
+namespace octet::train {
+namespace {
+
+TEST(Metrics, RecordsResumeAndCurves) {
+  octet::testing::TempDir dir;
+  {
+    MetricsLog log(dir.path(), false);
+    log.record({"train", {{"step", 1}, {"epoch", 0.5}, {"loss", 2.0}, {"top1", 10}, {"lr", 0.1}}});
+    log.record({"test", {{"step", 2}, {"epoch", 1}, {"loss", 1.5}, {"top1", 40}}});
+  }
+  {
+    std::ofstream(dir.path() + "/metrics.jsonl", std::ios::app) << "{\"split\":\"tra";  // a line cut by a crash
+  }
+  MetricsLog resumed(dir.path(), true);
+  ASSERT_EQ(resumed.records().size(), 2u);
+  EXPECT_EQ(resumed.records()[1].split, "test");
+  EXPECT_EQ(resumed.records()[1].values.at("top1"), 40);
+  resumed.record({"train", {{"step", 3}, {"epoch", 1.5}, {"loss", 1.0}, {"top1", 60}, {"lr", 0.05}}});
+  resumed.write_curves();
+  const std::string html = file_text(dir.path() + "/curves.html");
+  EXPECT_NE(html.find("<svg"), std::string::npos);
+  size_t lines = 0;
+  for (size_t at = html.find("<polyline"); at != std::string::npos; at = html.find("<polyline", at + 1)) ++lines;
+  EXPECT_EQ(lines, 5u);  // loss train/test, top-1 train/test, lr; samples/s was never recorded
+  EXPECT_NE(html.find("learning rate"), std::string::npos);
+}
+
+// A killed run leaves a partial last line: the resume keeps the whole records, cuts the partial
+// line from the file (with a warning) and appends on a line of its own, so the record written
+// after the resume is not glued to the fragment and lost at the next resume.
+TEST(Metrics, ResumeAfterKillDropsPartialLineAndAppendsCleanly) {
+  octet::testing::TempDir dir;
+  const std::string path = dir.path() + "/metrics.jsonl";
+  {
+    MetricsLog log(dir.path(), false);
+    log.record({"train", {{"step", 1}, {"loss", 2.0}}});
+    log.record({"test", {{"step", 2}, {"top1", 40}}});
+  }
+  const std::string whole = file_text(path);
+  std::ofstream(path, std::ios::app) << "{\"loss\":1.2,\"spl";  // killed mid-write
+  {
+    MetricsLog resumed(dir.path(), true);
+    ASSERT_EQ(resumed.records().size(), 2u);
+    EXPECT_EQ(file_text(path), whole);  // the fragment is gone from the file too
+    resumed.record({"train", {{"step", 3}, {"loss", 1.0}}});
+  }
+  MetricsLog again(dir.path(), true);
+  ASSERT_EQ(again.records().size(), 3u);
+  EXPECT_EQ(again.records()[2].split, "train");
+  EXPECT_EQ(again.records()[2].values.at("step"), 3);
+}
+
+// A whole record missing only its newline (an editor's save) is kept, and the next record goes on
+// the next line.
+TEST(Metrics, ResumeKeepsWholeLastRecordWithoutNewline) {
+  octet::testing::TempDir dir;
+  const std::string path = dir.path() + "/metrics.jsonl";
+  std::ofstream(path) << "{\"split\":\"train\",\"step\":1}";
+  {
+    MetricsLog resumed(dir.path(), true);
+    ASSERT_EQ(resumed.records().size(), 1u);
+    resumed.record({"test", {{"step", 2}}});
+  }
+  std::vector<MetricRecord> r = read_metrics(path);
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].values.at("step"), 1);
+  EXPECT_EQ(r[1].split, "test");
+}
+
+// Lines a person broke or added in the middle are skipped (with a warning) and left in the file;
+// values that are not numbers (null is what a NaN was written as) are left out of their record.
+TEST(Metrics, ReadSkipsLinesThatAreNotRecords) {
+  octet::testing::TempDir dir;
+  const std::string path = dir.path() + "/metrics.jsonl";
+  const std::string text =
+      "{\"split\":\"train\",\"loss\":null,\"step\":1}\n\n# note\n[1,2]\n{\"split\":3,\"x\":\"y\",\"top1\":1e308}\r\n"
+      "{\"split\":\"test\",\"top1\":5}\n";
+  std::ofstream(path, std::ios::binary) << text;
+  std::vector<MetricRecord> r = read_metrics(path);
+  ASSERT_EQ(r.size(), 3u);
+  EXPECT_EQ(r[0].values.count("loss"), 0u);
+  EXPECT_EQ(r[1].split, "");  // a split that is not a string is no split, and not a value either
+  EXPECT_EQ(r[1].values.size(), 1u);
+  EXPECT_EQ(r[2].values.at("top1"), 5);
+  MetricsLog resumed(dir.path(), true);
+  EXPECT_EQ(resumed.records().size(), 3u);
+  EXPECT_EQ(file_text(path), text);  // a resume repairs only the last line
+  EXPECT_NE(curves_html(resumed.records(), "x").find("<figure"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace octet::train

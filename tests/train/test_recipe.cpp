@@ -1,0 +1,155 @@
+// Recipe parsing: defaults, values, overrides, round trip of the resolved recipe, and errors that
+// name the file, the line and the key.
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "tools/train/recipe.h"
+
+namespace octet::train {
+namespace {
+
+void expect_error(const std::string& yaml, const std::vector<std::string>& overrides, const std::string& fragment) {
+  try {
+    parse_recipe(yaml, "r.yaml", overrides);
+    FAIL() << "accepted; expected an error containing: " << fragment;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+  }
+}
+
+TEST(Recipe, ValuesDefaultsAndOverrides) {
+  Recipe r = parse_recipe(
+      R"(
+model:
+  name: resnet20
+  num_classes: 10
+optimizer:
+  lr: 0.05
+  betas: [0.8, 0.99]
+schedule:
+  milestones: [30, 60]
+train:
+  epochs: 3
+)",
+      "r.yaml",
+      {"optimizer.lr=0.2", "train.seed=7", "data.augment=false", "optimizer.keep_32bit=[\"*embed*\", \"fc.bias\"]"});
+  EXPECT_EQ(r.text("model.name"), "resnet20");
+  EXPECT_DOUBLE_EQ(r.real("optimizer.lr"), 0.2);  // the override wins
+  EXPECT_EQ(r.real_list("optimizer.betas"), (std::vector<double>{0.8, 0.99}));
+  EXPECT_EQ(r.real_list("schedule.milestones"), (std::vector<double>{30, 60}));
+  EXPECT_EQ(r.integer("train.epochs"), 3);
+  EXPECT_EQ(r.integer("train.seed"), 7);
+  EXPECT_FALSE(r.boolean("data.augment"));
+  EXPECT_EQ(r.text_list("optimizer.keep_32bit"), (std::vector<std::string>{"*embed*", "fc.bias"}));
+  EXPECT_EQ(r.integer("train.batch_size"), 128);  // default
+  EXPECT_TRUE(r.is_set("train.epochs"));
+  EXPECT_FALSE(r.is_set("train.batch_size"));
+  EXPECT_DOUBLE_EQ(r.real("model.width_mult"), 1.0);  // integers are accepted for reals
+  EXPECT_THROW(r.integer("optimizer.lr"), Error);     // asking with the wrong type
+  // The resolved recipe reads back to the same values.
+  Recipe again = parse_recipe(r.resolved_yaml(), "resolved.yaml");
+  EXPECT_EQ(again.resolved_yaml(), r.resolved_yaml());
+  EXPECT_DOUBLE_EQ(again.real("optimizer.lr"), 0.2);
+}
+
+TEST(Recipe, EmptyRecipeIsAllDefaults) {
+  Recipe r = parse_recipe("", "empty.yaml");
+  EXPECT_EQ(r.text("optimizer.name"), "sgd");
+  EXPECT_FALSE(schema_markdown().empty());
+}
+
+// A checkpoint's resolved recipe names every key its version knew: a key added later takes the
+// value that reproduces how the run was trained (the 8-bit rule), not the new default.
+TEST(Recipe, StoredRecipesWithoutANewKeyKeepTheOldBehaviour) {
+  EXPECT_TRUE(parse_recipe("", "new.yaml").boolean("optimizer.nonzero_second_moment"));
+  std::string old = parse_recipe("optimizer:\n  state_bits: 8\n", "r.yaml").resolved_yaml();
+  const size_t at = old.find("  nonzero_second_moment: true\n");
+  ASSERT_NE(at, std::string::npos) << old;
+  old.erase(at, std::string("  nonzero_second_moment: true\n").size());
+  EXPECT_FALSE(parse_stored_recipe(old, "old checkpoint").boolean("optimizer.nonzero_second_moment"));
+  EXPECT_TRUE(parse_recipe(old, "old.yaml").boolean("optimizer.nonzero_second_moment"));
+  // A stored recipe that has the key, or an override, keeps its value.
+  const std::string now = parse_recipe("", "r.yaml").resolved_yaml();
+  EXPECT_TRUE(parse_stored_recipe(now, "new checkpoint").boolean("optimizer.nonzero_second_moment"));
+  EXPECT_TRUE(parse_stored_recipe(old, "old checkpoint", {"optimizer.nonzero_second_moment=true"})
+                  .boolean("optimizer.nonzero_second_moment"));
+}
+
+TEST(Recipe, DeviceAndTf32) {
+  Recipe r = parse_recipe("", "empty.yaml");
+  EXPECT_EQ(r.text("train.device"), "cpu");
+  EXPECT_FALSE(r.boolean("train.allow_tf32"));  // FP32 stays FP32 unless a recipe asks
+  r = parse_recipe("train:\n  device: cuda:1\n  allow_tf32: true\n", "gpu.yaml");
+  EXPECT_EQ(r.text("train.device"), "cuda:1");
+  EXPECT_TRUE(r.boolean("train.allow_tf32"));
+  r = parse_recipe("", "o.yaml", {"train.device=cuda", "train.allow_tf32=false"});
+  EXPECT_EQ(r.text("train.device"), "cuda");
+  EXPECT_FALSE(r.boolean("train.allow_tf32"));
+  EXPECT_NE(parse_recipe(r.resolved_yaml(), "resolved.yaml").resolved_yaml().find("allow_tf32: false"),
+            std::string::npos);
+  expect_error("train:\n  allow_tf32: sometimes\n", {}, "r.yaml:2: key 'train.allow_tf32' must be true or false");
+  // Whether the device exists is the trainer's question (tests/train/test_trainer.cpp).
+}
+
+TEST(Recipe, HostileYamlIsAnError) {
+  expect_error(std::string(2 << 20, '#'), {}, "bytes a recipe may have");
+  expect_error(std::string(5000, '[') + std::string(5000, ']'), {}, "r.yaml:");  // yaml-cpp's depth limit
+  expect_error("[a, b]: 1\n", {}, "expected a key name, got a list");
+  expect_error("train:\n  {a: 1}: 2\n", {}, "r.yaml:2: expected a key name, got a mapping");
+  // Aliases that would expand to 2^40 list items if printed: the error names only the kind.
+  std::string list = "[&a0 [1, 1]";
+  for (int i = 1; i <= 40; ++i)
+    list += ", &a" + std::to_string(i) + " [*a" + std::to_string(i - 1) + ", *a" + std::to_string(i - 1) + "]";
+  expect_error("model:\n  name: " + list + "]\n", {}, "must be a string, got a list");
+}
+
+TEST(Recipe, ErrorsNameFileLineAndKey) {
+  expect_error("optimizer:\n  lr: 0.1\n  lrr: 0.2\n", {}, "r.yaml:3: unknown key 'optimizer.lrr'");
+  expect_error("optimizer:\n  lrr: 0.2\n", {}, "known keys in optimizer: name, lr");
+  expect_error("train:\n  epochs: ten\n", {}, "r.yaml:2: key 'train.epochs' must be an integer");
+  expect_error("train:\n  epochs: 1.5\n", {}, "must be an integer");
+  expect_error("data:\n  augment: maybe\n", {}, "must be true or false");
+  expect_error("optimizer:\n  betas: 0.9\n", {}, "must be a list of numbers");
+  expect_error("optimiser:\n  lr: 1\n", {}, "r.yaml:1: unknown section 'optimiser'");
+  expect_error("model: 3\n", {}, "section 'model' must be a mapping");
+  expect_error("- a\n- b\n", {}, "must be a mapping of sections");
+  expect_error("model:\n  name: [unclosed\n", {}, "invalid YAML");
+  expect_error("", {"optimizer.lrr=1"}, "override 'optimizer.lrr=1': unknown key");
+  expect_error("", {"optimizer.lr"}, "expected section.key=value");
+  expect_error("", {"train.epochs=abc"}, "override 'train.epochs=abc': key 'train.epochs' must be an integer");
+  EXPECT_THROW(load_recipe("/nonexistent/recipe.yaml"), Error);
+}
+
+TEST(Recipe, QuantKeys) {
+  Recipe r = parse_recipe("", "empty.yaml");
+  EXPECT_FALSE(r.boolean("quant.int8_conv"));  // INT8 only when a recipe asks
+  EXPECT_TRUE(r.boolean("quant.keep_first_last_float"));
+  EXPECT_TRUE(r.boolean("quant.dsgc"));
+  EXPECT_TRUE(r.boolean("quant.dclr"));
+  EXPECT_TRUE(r.boolean("quant.stochastic_rounding"));
+  EXPECT_EQ(r.integer("quant.clip_update_period"), 100);
+  EXPECT_DOUBLE_EQ(r.real("quant.dclr_alpha"), 20.0);
+  EXPECT_DOUBLE_EQ(r.real("quant.dclr_beta"), 0.1);
+  EXPECT_DOUBLE_EQ(r.real("quant.cos_distance_warn"), 0.1);
+  r = parse_recipe("quant:\n  int8_conv: true\n  clip_update_period: 1\n  dclr_beta: 1\n", "q.yaml",
+                   {"quant.dsgc=false", "quant.cos_distance_warn=0"});
+  EXPECT_TRUE(r.boolean("quant.int8_conv"));
+  EXPECT_EQ(r.integer("quant.clip_update_period"), 1);
+  EXPECT_DOUBLE_EQ(r.real("quant.dclr_beta"), 1.0);
+  EXPECT_FALSE(r.boolean("quant.dsgc"));
+  EXPECT_EQ(parse_recipe(r.resolved_yaml(), "resolved.yaml").resolved_yaml(), r.resolved_yaml());
+  // Ranges, with file, line and key like the type errors.
+  expect_error("quant:\n  int8_conv: true\n  clip_update_period: 0\n", {},
+               "r.yaml:3: key 'quant.clip_update_period' must be >= 1, got 0");
+  expect_error("quant:\n  dclr_beta: 0\n", {}, "r.yaml:2: key 'quant.dclr_beta' must be in (0, 1], got 0");
+  expect_error("quant:\n  dclr_beta: 1.5\n", {}, "key 'quant.dclr_beta' must be in (0, 1]");
+  expect_error("quant:\n  dclr_alpha: -1\n", {}, "r.yaml:2: key 'quant.dclr_alpha' must be >= 0");
+  expect_error("quant:\n  cos_distance_warn: .nan\n", {}, "key 'quant.cos_distance_warn' must be >= 0");
+  expect_error("", {"quant.clip_update_period=-5"},
+               "override 'quant.clip_update_period=-5': key 'quant.clip_update_period' must be >= 1");
+  expect_error("quant:\n  int8: true\n", {}, "r.yaml:2: unknown key 'quant.int8' (known keys in quant: int8_conv");
+  expect_error("quant:\n  int8_conv: yes please\n", {}, "r.yaml:2: key 'quant.int8_conv' must be true or false");
+}
+
+}  // namespace
+}  // namespace octet::train

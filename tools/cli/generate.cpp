@@ -1,0 +1,102 @@
+#include "tools/cli/generate.h"
+
+#include <spdlog/spdlog.h>
+
+#include <cmath>
+
+#include "core/octet.h"
+#include "models/lstm_lm.h"
+#include "tools/train/lm_task.h"
+#include "tools/train/trainer.h"
+
+namespace octet::cli {
+
+// The trainer library is what every subcommand drives.
+using namespace octet::train;
+
+namespace {
+
+// The next token from the last position's logits [V]: the argmax at temperature 0, else a draw
+// from softmax(logits / temperature) with the uniform number u in [0, 1).
+int64_t pick_token(const std::vector<float>& logits, double temperature, double u) {
+  const size_t v = logits.size();
+  size_t best = 0;
+  for (size_t i = 1; i < v; ++i)
+    if (logits[i] > logits[best]) best = i;
+  if (temperature == 0.0) return static_cast<int64_t>(best);
+  std::vector<double> p(v);
+  double total = 0;
+  for (size_t i = 0; i < v; ++i) total += p[i] = std::exp((logits[i] - logits[best]) / temperature);
+  double target = u * total, acc = 0;
+  for (size_t i = 0; i < v; ++i)
+    if ((acc += p[i]) > target) return static_cast<int64_t>(i);
+  return static_cast<int64_t>(best);  // only reached through rounding at u close to 1
+}
+
+}  // namespace
+
+GenerateResult generate_text(const std::string& checkpoint, const GenerateOptions& opts) {
+  OCTET_CHECK(opts.tokens_ >= 0, "generate --tokens: expected >= 0, got ", opts.tokens_);
+  OCTET_CHECK(opts.temperature_ >= 0 && std::isfinite(opts.temperature_),
+              "generate --temperature: expected a number >= 0 (0: always the most likely token), got ",
+              opts.temperature_);
+  CheckpointModel m = open_checkpoint_model(checkpoint, opts.threads_, opts.device_, "generate");
+  auto* lm = dynamic_cast<LstmLm*>(m.model.get());
+  OCTET_CHECK(lm != nullptr && is_language_model(m.recipe), "generate: ", m.path, " is not a language model's ",
+              "checkpoint (model '", m.recipe.text("model.name"), "', data.dataset '", m.recipe.text("data.dataset"),
+              "'); train one with a recipe such as recipes/lstm_lm_tiny.yaml");
+  const Vocabulary vocab = checkpoint_vocabulary(m.checkpoint);
+  const bool words = vocab.level() == TextLevel::word;
+
+  // The prompt's tokens; those a grown copy of the vocabulary adds are the unknown ones. A prompt
+  // that does not end its line leaves out the line's <eos>; none at all starts a line.
+  GenerateResult out;
+  std::vector<int64_t> prompt = {Vocabulary::kEos};
+  if (!opts.prompt_.empty()) {
+    Vocabulary grown = vocab;
+    try {
+      prompt = tokenize(opts.prompt_, "--prompt", grown, true).to_vector<int64_t>();
+    } catch (const Error& e) {
+      OCTET_FAIL("generate: ", e.what());
+    }
+    if (opts.prompt_.back() != '\n') prompt.pop_back();
+    for (int64_t& id : prompt)
+      if (id >= vocab.size()) out.unknown.push_back(grown.token(id)), id = Vocabulary::kUnk;
+    if (prompt.empty()) prompt = {Vocabulary::kEos};  // a prompt of spaces only
+  }
+  if (!out.unknown.empty()) {
+    std::string list;
+    for (const auto& w : out.unknown) list += (list.empty() ? "'" : ", '") + w + "'";
+    spdlog::warn("generate: {} prompt {} not in the vocabulary, fed as <unk>: {}", out.unknown.size(),
+                 words ? "word(s)" : "character(s)", list);
+  }
+
+  NoGradGuard ng;
+  m.model->eval();
+  out.text = opts.prompt_;
+  bool line_start = out.text.empty() || out.text.back() == '\n';
+  Generator gen(opts.seed_);
+  Tensor input = from_vector(prompt, {1, static_cast<int64_t>(prompt.size())}).to(m.device);
+  LstmState state;
+  for (int64_t i = 0; i < opts.tokens_; ++i) {
+    auto [logits, next] = lm->forward(input, state);
+    state = next;
+    const int64_t t = logits.size(1);
+    std::vector<float> last = logits.select(1, t - 1).reshape({-1}).to(Device::cpu()).to_vector<float>();
+    const std::array<uint32_t, 4> w = philox_at(gen.seed(), gen.advance(1), 0);
+    const int64_t id = pick_token(last, opts.temperature_, uniform_double(w[0], w[1]));
+    out.ids.push_back(id);
+    if (id == Vocabulary::kEos) {
+      out.text += "\n";
+      line_start = true;
+    } else {
+      if (words && !line_start) out.text += " ";
+      out.text += vocab.token(id);
+      line_start = false;
+    }
+    input = from_vector(std::vector<int64_t>{id}, {1, 1}).to(m.device);
+  }
+  return out;
+}
+
+}  // namespace octet::cli

@@ -1,0 +1,106 @@
+#include "tools/cli/quant_plan.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace octet::cli {
+
+namespace {
+
+std::string at_line(const std::string& source, const YAML::Node& n) {
+  return source + ":" + std::to_string(n.Mark().line + 1);
+}
+
+// One entry's value: {w: N, a: K[, clip: bool]}, int8, or float.
+quant::LayerPrecision layer_precision(const std::string& key, const YAML::Node& v, const std::string& source) {
+  const std::string where = at_line(source, v) + ": '" + key + "'";
+  if (v.IsScalar()) {
+    const std::string s = v.Scalar();
+    if (s == "int8") return quant::QuantSpec::int8();
+    if (s == "float" || s == "fp32") return std::nullopt;
+    OCTET_FAIL(where, ": expected {w: N, a: K}, int8 or float, got '", s, "'");
+  }
+  OCTET_CHECK(v.IsMap(), where, ": expected {w: N, a: K}, int8 or float");
+  quant::PbConfig c;
+  bool has_w = false, has_a = false;
+  for (auto it = v.begin(); it != v.end(); ++it) {
+    const std::string k = it->first.Scalar();
+    auto integer = [&](int lo, int hi) {
+      try {
+        const int n = it->second.as<int>();
+        OCTET_CHECK(n >= lo && n <= hi, where, ": ", k, " must be in ", lo, "..", hi, ", got ", n);
+        return n;
+      } catch (const YAML::Exception&) {
+        OCTET_FAIL(where, ": ", k, " must be an integer, got '", it->second.IsScalar() ? it->second.Scalar() : "?",
+                   "'");
+      }
+    };
+    if (k == "w") {
+      c.w_bits = integer(1, quant::kPbMaxWeightBits), has_w = true;
+    } else if (k == "a") {
+      c.a_bits = integer(quant::kPbMinActivationBits, quant::kPbMaxActivationBits), has_a = true;
+    } else if (k == "clip") {
+      try {
+        c.clip_search = it->second.as<bool>();
+      } catch (const YAML::Exception&) {
+        OCTET_FAIL(where, ": clip must be true or false");
+      }
+    } else {
+      OCTET_FAIL(where, ": unknown key '", k, "' (known: w, a, clip)");
+    }
+  }
+  OCTET_CHECK(has_w && has_a, where, ": ", has_w ? "a" : "w", " is missing; expected {w: N, a: K}");
+  return quant::QuantSpec::pbatch(c);
+}
+
+}  // namespace
+
+quant::PrecisionPlan precision_plan_from_yaml(const std::string& yaml, const std::string& source) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml);
+  } catch (const YAML::Exception& e) {
+    OCTET_FAIL(source, ":", e.mark.line + 1, ": invalid YAML: ", e.msg);
+  }
+  OCTET_CHECK(root.IsMap() && root.size() > 0, source,
+              ": expected a mapping of layer names to precisions, e.g. 'lstm: {w: 4, a: 16}'");
+  quant::PrecisionPlan plan;
+  plan.source = source;
+  for (auto it = root.begin(); it != root.end(); ++it) {
+    OCTET_CHECK(it->first.IsScalar(), at_line(source, it->first), ": layer names must be text");
+    const std::string key = it->first.Scalar();
+    quant::LayerPrecision p = layer_precision(key, it->second, source);
+    if (key == "default")
+      plan.default_spec = p;
+    else
+      OCTET_CHECK(plan.layers.emplace(key, p).second, at_line(source, it->first), ": '", key, "' given twice");
+  }
+  return plan;
+}
+
+quant::PrecisionPlan precision_plan(const std::string& arg) {
+  namespace fs = std::filesystem;
+  const std::string ext = fs::path(arg).extension().string();
+  if (ext == ".yaml" || ext == ".yml" || fs::is_regular_file(arg)) {
+    std::ifstream in(arg);
+    OCTET_CHECK(in.good(), "--pbatch: cannot read the plan file ", arg);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return precision_plan_from_yaml(ss.str(), arg);
+  }
+  return quant::uniform_plan(quant::QuantSpec::pbatch(quant::parse_pb_config(arg, "--pbatch")), arg);
+}
+
+std::optional<quant::PrecisionPlan> cli_plan(const std::string& pbatch, bool int8) {
+  OCTET_CHECK(pbatch.empty() || !int8, "give --pbatch or --int8, not both");
+  if (int8) return quant::uniform_plan(quant::QuantSpec::int8(), "--int8");
+  if (!pbatch.empty()) return precision_plan(pbatch);
+  return std::nullopt;
+}
+
+}  // namespace octet::cli

@@ -1,0 +1,35 @@
+// Quantized inference from the command line (quant/precision.h, layers/quantized.h):
+//   octet eval CKPT --pbatch w=4,a=16 | --pbatch PLAN.yaml | --int8   (evaluate_quantized)
+//   octet export CKPT --pbatch ... | --int8 -o OUT.safetensors        (export_quantized)
+// A plan (tools/cli/quant_plan.h) maps module names (as in named_modules()) to a precision; `default:`
+// covers every other quantizable layer but the model's final output layer.
+// An export is the checkpoint plus the preprocessed weights of its converted layers and their
+// assignment, written atomically; `octet eval OUT.safetensors` runs it without preprocessing.
+//   auto r = evaluate_quantized("runs/latest", "", 2, "cpu", cli_plan("w=4,a=16", false));
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "quant/precision.h"
+#include "tools/cli/quant_plan.h"
+#include "tools/train/task.h"
+
+namespace octet::cli {
+
+struct QuantEvalResult {
+  std::vector<train::EvalResult> splits;      // as evaluate_checkpoint_splits
+  std::vector<quant::ConvertedLayer> layers;  // every quantizable layer and its precision (empty: a float model)
+};
+// evaluate_checkpoint_splits with the model converted by `plan` (nullopt: as the file has it, i.e.
+// an export's stored layers, or float).
+QuantEvalResult evaluate_quantized(const std::string& path, const std::string& data_root, int64_t threads,
+                                   const std::string& device, const std::optional<quant::PrecisionPlan>& plan);
+
+// Writes `out`: the checkpoint `path` (model, task state and recipe; the optimizer state is left
+// out) with the model converted by `plan` and its preprocessed weights. Returns the layers.
+std::vector<quant::ConvertedLayer> export_quantized(const std::string& path, const quant::PrecisionPlan& plan,
+                                                    const std::string& out, int64_t threads);
+
+}  // namespace octet::cli

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The second half of CI, run by README's test command after the main ctest:
+#   1. every fuzz harness (tests/fuzz) for OCTET_CI_FUZZ_RUNS executions (default 20000) from a fixed
+#      seed, on its seed corpus: the same inputs on every machine, so CI does not depend on luck
+#      (the long, randomly seeded runs are tools/scripts/fuzz.sh's, recorded in tools/bench/RESULTS.md);
+#   2. the test suite built with AddressSanitizer + LeakSanitizer + UndefinedBehaviorSanitizer
+#      (build-asan, CUDA off, -O1) and run with ctest; any report fails its test.
+# Fuzzing takes about 2 minutes plus ~1 minute to build the harnesses.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+t0=$(date +%s)
+bash tools/scripts/fuzz.sh --seed 1 --runs "${OCTET_CI_FUZZ_RUNS:-20000}"
+t1=$(date +%s)
+
+cmake -S . -B build-asan -G Ninja -DOCTET_CUDA=OFF -DOCTET_SANITIZE=ON -DOCTET_BUILD_BENCH=OFF \
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1"
+cmake --build build-asan -j2
+# install_consumer builds a separate project against the library, which would need the sanitizer
+# runtime flags too; the plain build's ctest runs it.
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=0 \
+  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 LSAN_OPTIONS=suppressions="$PWD/tests/lsan.supp" \
+  ctest --test-dir build-asan --output-on-failure -j2 -E '^install_consumer$'
+t2=$(date +%s)
+echo "ci_extra: fuzzing $((t1 - t0)) s, sanitizer build and tests $((t2 - t1)) s"

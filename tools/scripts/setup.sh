@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs octet's build and test dependencies from Debian packages. Idempotent: packages that
+# are already present are skipped, so a second run does no network work.
+# The CUDA toolkit is not installed here: it comes with the machine image (/usr/local/cuda).
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config
+  libeigen3-dev libdnnl-dev ocl-icd-opencl-dev  # oneDNN's CMake config needs OpenCL
+  libyaml-cpp-dev libspdlog-dev libfmt-dev libstb-dev zlib1g-dev libjpeg62-turbo-dev
+  nlohmann-json3-dev libcli11-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  clang libclang-rt-14-dev  # tools/scripts/fuzz.sh: the libFuzzer harnesses (clang 14 on Debian 12)
+  dataset-fashion-mnist  # the default recipe's data: /usr/share/datasets/fashion-mnist
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if ((${#missing[@]})); then
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  echo "setup: installing ${missing[*]}"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+else
+  echo "setup: all dependencies present"
+fi

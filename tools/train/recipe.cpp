@@ -1,0 +1,454 @@
+#include "tools/train/recipe.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace octet::train {
+
+namespace {
+
+using K = KeyType;
+
+const std::vector<SchemaEntry> kSchema = {
+    // model: what models/registry.h builds
+    {"model.name", K::text, "small_cnn",
+     "small_cnn, mobilenetv2, mobilenetv2_cifar, resnet18, resnet34, resnet50, resnet20, resnet56, lstm_lm"},
+    {"model.num_classes", K::integer, "10", "classifier outputs"},
+    {"model.in_channels", K::integer, "3", "input image channels"},
+    {"model.image_size", K::integer, "32", "input height and width (small_cnn)"},
+    {"model.width_mult", K::real, "1.0", "MobileNetV2 width multiplier"},
+    {"model.dropout", K::real, "0.2",
+     "dropout before the classifier (MobileNetV2, small_cnn); lstm_lm: after the embedding, between LSTM layers and "
+     "before the decoder"},
+    {"model.shortcut", K::text, "A", "CIFAR ResNet shortcut: A (zero-padding identity) or B (1x1 projection)"},
+    {"model.embed_dim", K::integer, "0", "lstm_lm: embedding size (0: hidden_size)"},
+    {"model.hidden_size", K::integer, "650", "lstm_lm: LSTM hidden units per layer"},
+    {"model.num_layers", K::integer, "1", "lstm_lm: LSTM layers"},
+    {"model.tie_weights", K::boolean, "false",
+     "lstm_lm: the decoder uses the embedding's weight (embed_dim must equal hidden_size)"},
+    {"model.embedding", K::text, "plain",
+     "lstm_lm: plain, or stable (StableEmbedding: Xavier init, LayerNorm, 32-bit optimizer state)"},
+    // data
+    {"data.dataset", K::text, "fashion_mnist",
+     "fashion_mnist, mnist, cifar10, image_folder (ImageNet layout); language models: text (words of a "
+     "WikiText/PTB-style folder), text_chars (its characters) or toy_grammar (a generated corpus, no files)"},
+    {"data.root", K::text, "\"\"",
+     "data folder; empty: /usr/share/datasets/fashion-mnist, data/mnist, data/cifar10, data/imagenet or "
+     "data/wikitext-2"},
+    {"data.bptt", K::integer, "35", "text: tokens per truncated-BPTT segment"},
+    {"data.augment", K::boolean, "true",
+     "training augmentation: CIFAR crop(32, pad 4)+flip; image_folder random-resized-crop+flip"},
+    {"data.image_size", K::integer, "224", "image_folder: training crop and evaluation center crop"},
+    {"data.resize", K::integer, "256", "image_folder: evaluation resize of the shorter side"},
+    {"data.mean", K::real_list, "[]", "per-channel normalization mean; empty: the dataset's usual values"},
+    {"data.std", K::real_list, "[]", "per-channel normalization std; empty: the dataset's usual values"},
+    {"data.workers", K::integer, "2", "decoding/augmentation threads (0: on the training thread)"},
+    {"data.limit_train", K::integer, "0", "use only the first N training examples (text: tokens) (0: all)"},
+    {"data.limit_test", K::integer, "0",
+     "use only the first N test examples (text: tokens of valid and test) (0: all)"},
+    // optimizer
+    {"optimizer.name", K::text, "sgd", "sgd, adam, adamw, rmsprop, lion, lamb or lars"},
+    {"optimizer.lr", K::real, "0.1", "learning rate (peak, before the schedule)"},
+    {"optimizer.momentum", K::real, "0.9", "SGD, RMSprop and LARS momentum (RMSprop: set it; its usual value is 0)"},
+    {"optimizer.dampening", K::real, "0.0", "SGD dampening"},
+    {"optimizer.nesterov", K::boolean, "false", "SGD Nesterov momentum"},
+    {"optimizer.weight_decay", K::real, "0.0", "L2 (sgd, adam) or decoupled (adamw) weight decay"},
+    {"optimizer.betas", K::real_list, "[0.9, 0.999]", "Adam/AdamW/LAMB betas (Lion: set [0.9, 0.99])"},
+    {"optimizer.eps", K::real, "1e-8", "Adam/AdamW/LAMB/RMSprop/LARS epsilon"},
+    {"optimizer.alpha", K::real, "0.99", "RMSprop smoothing constant"},
+    {"optimizer.centered", K::boolean, "false", "RMSprop: normalize by the centered second moment"},
+    {"optimizer.trust_coefficient", K::real, "0.001", "LARS trust coefficient"},
+    {"optimizer.amsgrad", K::boolean, "false", "Adam/AdamW AMSGrad variant"},
+    {"optimizer.state_bits", K::integer, "32", "optimizer state precision: 32, or 8 (block-wise quantized)"},
+    {"optimizer.min_8bit_size", K::integer, "4096", "parameters with fewer elements keep 32-bit state"},
+    {"optimizer.block_size", K::integer, "256",
+     "8-bit state block size (a power of two, 64..4096; 4 bytes of absmax per block and buffer)"},
+    {"optimizer.nonzero_second_moment", K::boolean, "true",
+     "8-bit state: a positive second moment never quantizes to 0 (false: the bitsandbytes rule)", "false"},
+    {"optimizer.keep_32bit", K::text_list, "[]",
+     "parameter name patterns (* matches anything) whose state stays 32-bit, e.g. [\"*embedding*\"]"},
+    // schedule
+    {"schedule.name", K::text, "constant",
+     "constant, step, multistep, cosine (applied every step) or plateau (times gamma after each evaluation whose "
+     "loss is no new best)"},
+    {"schedule.warmup_epochs", K::real, "0.0", "linear warm-up length in epochs"},
+    {"schedule.warmup_start", K::real, "0.1", "warm-up starts at this fraction of lr"},
+    {"schedule.step_size", K::real, "30.0", "step: epochs between decays"},
+    {"schedule.gamma", K::real, "0.1", "step, multistep, plateau: decay factor"},
+    {"schedule.patience", K::integer, "0", "plateau: evaluations without a new best loss tolerated before a decay"},
+    {"schedule.milestones", K::real_list, "[]", "multistep: epochs at which lr decays"},
+    {"schedule.eta_min", K::real, "0.0", "cosine: final learning rate"},
+    // quant: INT8 training of convolutions (Unified INT8; quant/int8.h, quant/int8_model.h)
+    {"quant.int8_conv", K::boolean, "false",
+     "train the model's Conv2d layers in INT8: input and weight (forward) and output gradient (backward) quantized"},
+    {"quant.keep_first_last_float", K::boolean, "true",
+     "keep the first convolution (and the final layer, if it is a convolution) in float, as the paper does"},
+    {"quant.dsgc", K::boolean, "true",
+     "gradient clip by the cosine-distance search (DSGC); false: clip = max|gradient|"},
+    {"quant.clip_update_period", K::integer, "100", "backward passes between two DSGC searches (>= 1)"},
+    {"quant.stochastic_rounding", K::boolean, "true",
+     "stochastic rounding of the INT8 gradients; false: round to nearest"},
+    {"quant.dclr", K::boolean, "true",
+     "scale each INT8 layer's lr by max(exp(-dclr_alpha * d_c), dclr_beta), d_c its gradient's cosine distance"},
+    {"quant.dclr_alpha", K::real, "20.0", "DCLR decay rate alpha (>= 0)"},
+    {"quant.dclr_beta", K::real, "0.1", "DCLR lower bound beta on the lr factor, in (0, 1]"},
+    {"quant.cos_distance_warn", K::real, "0.1",
+     "warn when an INT8 layer's gradient cosine distance d_c rises above this (>= 0)"},
+    // train
+    {"train.epochs", K::integer, "10", "epochs to train"},
+    {"train.batch_size", K::integer, "128", "training batch size"},
+    {"train.eval_batch_size", K::integer, "256",
+     "evaluation batch size (text: streams of the valid/test text; PyTorch's word_language_model uses 10)"},
+    {"train.seed", K::integer, "0", "seed of every random choice (init, shuffling, augmentation, dropout)"},
+    {"train.device", K::text, "cpu", "cpu, cuda or cuda:N (the N-th GPU); cuda needs a build with the CUDA backend"},
+    {"train.allow_tf32", K::boolean, "false",
+     "cuda: let FP32 GEMMs and convolutions use TF32 tensor cores (10-bit mantissa inputs)"},
+    {"train.threads", K::integer, "2", "CPU threads for kernels"},
+    {"train.label_smoothing", K::real, "0.0", "cross-entropy label smoothing (classification)"},
+    {"train.clip_grad_norm", K::real, "0.0", "clip gradients to this global L2 norm (0: off)"},
+    {"train.max_steps", K::integer, "0", "stop after this many steps in total (0: no limit)"},
+    {"train.on_nonfinite", K::text, "stop",
+     "a step whose loss or gradient is NaN/inf: stop (an error naming the step and the parameter; the weights are "
+     "not updated and no checkpoint is written) or skip (no update; the step is counted in the metrics)"},
+    // checkpoint
+    {"checkpoint.dir", K::text, "runs", "parent folder of run folders"},
+    {"checkpoint.every_epochs", K::integer, "1", "write last.safetensors every N epochs"},
+    {"checkpoint.on_save_error", K::text, "stop",
+     "a checkpoint that cannot be written (full disk, read-only folder): stop (an error; the previous checkpoint "
+     "stays) or continue (a warning; training goes on and the next save tries again; the run fails at its end if "
+     "a checkpoint is still unwritten)"},
+    // log
+    {"log.run_name", K::text, "\"\"", "run folder name (empty: the recipe's file name)"},
+    {"log.every_steps", K::integer, "50", "steps between metric records"},
+    {"log.progress", K::boolean, "true", "progress bar on a terminal"},
+    {"log.tensorboard", K::boolean, "false", "also write TensorBoard event files"},
+};
+
+// Allowed values of numeric keys beyond their type; convert() checks them.
+struct ValueRange {
+  double lo, hi;
+  bool lo_open;
+  const char* text;
+};
+const std::map<std::string, ValueRange> kRanges = {
+    {"quant.clip_update_period", {1.0, HUGE_VAL, false, ">= 1"}},
+    {"quant.dclr_alpha", {0.0, HUGE_VAL, false, ">= 0"}},
+    {"quant.dclr_beta", {0.0, 1.0, true, "in (0, 1]"}},
+    {"quant.cos_distance_warn", {0.0, HUGE_VAL, false, ">= 0"}},
+    {"data.bptt", {1.0, HUGE_VAL, false, ">= 1"}},
+    {"schedule.patience", {0.0, HUGE_VAL, false, ">= 0"}},
+    {"model.embed_dim", {0.0, HUGE_VAL, false, ">= 0"}},
+    {"model.hidden_size", {1.0, HUGE_VAL, false, ">= 1"}},
+    {"model.num_layers", {1.0, HUGE_VAL, false, ">= 1"}},
+};
+
+const SchemaEntry* find_entry(const std::string& key) {
+  for (const SchemaEntry& e : kSchema)
+    if (e.key == key) return &e;
+  return nullptr;
+}
+
+std::string known_keys(const std::string& section) {
+  std::string out;
+  for (const SchemaEntry& e : kSchema) {
+    if (e.key.compare(0, section.size() + 1, section + ".") != 0) continue;
+    out += (out.empty() ? "" : ", ") + e.key.substr(section.size() + 1);
+  }
+  return out;
+}
+
+std::string known_sections() {
+  std::vector<std::string> seen;
+  for (const SchemaEntry& e : kSchema) {
+    std::string s = e.key.substr(0, e.key.find('.'));
+    if (seen.empty() || seen.back() != s) seen.push_back(s);
+  }
+  std::string out;
+  for (const auto& s : seen) out += (out.empty() ? "" : ", ") + s;
+  return out;
+}
+
+const char* type_name(KeyType t) {
+  switch (t) {
+    case K::integer:
+      return "an integer";
+    case K::real:
+      return "a number";
+    case K::boolean:
+      return "true or false";
+    case K::text:
+      return "a string";
+    case K::real_list:
+      return "a list of numbers";
+    case K::int_list:
+      return "a list of integers";
+    case K::text_list:
+      return "a list of strings";
+  }
+  return "?";
+}
+
+// A recipe larger than this is refused unread: real ones are a few kilobytes. (yaml-cpp itself
+// refuses nesting deeper than 2000 levels, before its recursion can exhaust the stack.)
+constexpr size_t kMaxRecipeBytes = 1 << 20;
+
+// A node for an error message: a scalar as written (cut short), a collection by its kind only, as
+// printing a collection built from aliases could take exponential time and memory.
+std::string describe(const YAML::Node& n) {
+  if (!n.IsScalar()) return n.IsSequence() ? "a list" : n.IsMap() ? "a mapping" : "nothing";
+  std::string s = n.Scalar();
+  if (s.size() > 80) s = s.substr(0, 80) + "...";
+  return "'" + s + "'";
+}
+
+// A mapping key as text; keys that are lists or mappings are errors.
+std::string key_text(const YAML::Node& k, const std::string& where) {
+  OCTET_CHECK(k.IsScalar(), where, ": expected a key name, got ", describe(k));
+  return k.Scalar();
+}
+
+// Converts a YAML node to the entry's type; `where` names the place for errors.
+RecipeValue convert_type(const YAML::Node& n, const SchemaEntry& e, const std::string& where) {
+  auto bad = [&]() -> RecipeValue {
+    OCTET_FAIL(where, ": key '", e.key, "' must be ", type_name(e.type), ", got ", describe(n));
+  };
+  try {
+    switch (e.type) {
+      case K::integer:
+        if (!n.IsScalar()) return bad();
+        return n.as<int64_t>();
+      case K::real:
+        if (!n.IsScalar()) return bad();
+        return n.as<double>();
+      case K::boolean:
+        if (!n.IsScalar()) return bad();
+        return n.as<bool>();
+      case K::text:
+        if (!n.IsScalar()) return bad();
+        return n.as<std::string>();
+      case K::real_list: {
+        if (!n.IsSequence()) return bad();
+        std::vector<double> v;
+        for (const auto& x : n) v.push_back(x.as<double>());
+        return v;
+      }
+      case K::int_list: {
+        if (!n.IsSequence()) return bad();
+        std::vector<int64_t> v;
+        for (const auto& x : n) v.push_back(x.as<int64_t>());
+        return v;
+      }
+      case K::text_list: {
+        if (!n.IsSequence()) return bad();
+        std::vector<std::string> v;
+        for (const auto& x : n) {
+          if (!x.IsScalar()) return bad();
+          v.push_back(x.as<std::string>());
+        }
+        return v;
+      }
+    }
+  } catch (const YAML::Exception&) {
+    return bad();
+  }
+  return bad();
+}
+
+// convert_type, then the key's range (kRanges), if it has one.
+RecipeValue convert(const YAML::Node& n, const SchemaEntry& e, const std::string& where) {
+  RecipeValue v = convert_type(n, e, where);
+  auto range = kRanges.find(e.key);
+  if (range == kRanges.end()) return v;
+  const ValueRange& r = range->second;
+  const double x = std::holds_alternative<int64_t>(v) ? static_cast<double>(std::get<int64_t>(v)) : std::get<double>(v);
+  const bool ok = (r.lo_open ? x > r.lo : x >= r.lo) && x <= r.hi;
+  OCTET_CHECK(ok, where, ": key '", e.key, "' must be ", r.text, ", got ", n.Scalar());  // a number
+  return v;
+}
+
+std::string at_line(const std::string& source, const YAML::Node& n) {
+  return source + ":" + std::to_string(n.Mark().line + 1);
+}
+
+void emit_value(std::ostream& os, const RecipeValue& v) {
+  std::visit(
+      [&](const auto& x) {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<T, bool>) {
+          os << (x ? "true" : "false");
+        } else if constexpr (std::is_same_v<T, std::string>) {
+          YAML::Emitter em;
+          em << YAML::DoubleQuoted << x;
+          os << em.c_str();
+        } else if constexpr (std::is_same_v<T, double>) {
+          std::ostringstream s;
+          s.precision(17);
+          s << x;
+          std::string t = s.str();
+          if (t.find_first_of(".eEn") == std::string::npos) t += ".0";  // stays a real when read back
+          os << t;
+        } else if constexpr (std::is_same_v<T, int64_t>) {
+          os << x;
+        } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+          os << "[";
+          for (size_t i = 0; i < x.size(); ++i) {
+            YAML::Emitter em;
+            em << YAML::DoubleQuoted << x[i];
+            os << (i ? ", " : "") << em.c_str();
+          }
+          os << "]";
+        } else {
+          os << "[";
+          for (size_t i = 0; i < x.size(); ++i) {
+            std::ostringstream s;
+            s.precision(17);
+            s << x[i];
+            os << (i ? ", " : "") << s.str();
+          }
+          os << "]";
+        }
+      },
+      v);
+}
+
+}  // namespace
+
+const std::vector<SchemaEntry>& recipe_schema() { return kSchema; }
+
+std::string schema_markdown() {
+  std::ostringstream os;
+  std::string section;
+  for (const SchemaEntry& e : kSchema) {
+    std::string s = e.key.substr(0, e.key.find('.'));
+    if (s != section) {
+      section = s;
+      os << "\n### `" << section << "`\n\n| key | type | default | meaning |\n|---|---|---|---|\n";
+    }
+    os << "| `" << e.key.substr(s.size() + 1) << "` | " << type_name(e.type) << " | `" << e.default_yaml << "` | "
+       << e.doc << " |\n";
+  }
+  return os.str();
+}
+
+Recipe Recipe::parse(const std::string& yaml, const std::string& source, const std::vector<std::string>& overrides,
+                     bool stored) {
+  OCTET_CHECK(yaml.size() <= kMaxRecipeBytes, source, ": ", yaml.size(), " bytes, more than the ", kMaxRecipeBytes,
+              " bytes a recipe may have");
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml);
+  } catch (const YAML::Exception& e) {
+    OCTET_FAIL(source, ":", e.mark.line + 1, ": invalid YAML: ", e.msg);
+  }
+  Recipe r;
+  r.source_ = source;
+  for (const SchemaEntry& e : kSchema) r.values_[e.key] = convert(YAML::Load(e.default_yaml), e, "schema default");
+  if (root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
+  OCTET_CHECK(root.IsMap(), source, ": a recipe must be a mapping of sections (", known_sections(), ")");
+  if (stored) {
+    for (const SchemaEntry& e : kSchema)
+      if (!e.stored_absent_yaml.empty())
+        r.values_[e.key] = convert(YAML::Load(e.stored_absent_yaml), e, "schema value for stored recipes");
+  }
+  for (auto sec = root.begin(); sec != root.end(); ++sec) {
+    std::string name = key_text(sec->first, at_line(source, sec->first));
+    OCTET_CHECK(!known_keys(name).empty(), at_line(source, sec->first), ": unknown section '", name,
+                "' (known: ", known_sections(), ")");
+    const YAML::Node body = sec->second;  // a copy: the iterator's value is a temporary
+    if (body.IsNull()) continue;
+    OCTET_CHECK(body.IsMap(), at_line(source, sec->first), ": section '", name, "' must be a mapping of keys");
+    for (auto kv = body.begin(); kv != body.end(); ++kv) {
+      std::string key = name + "." + key_text(kv->first, at_line(source, kv->first));
+      const SchemaEntry* e = find_entry(key);
+      OCTET_CHECK(e != nullptr, at_line(source, kv->first), ": unknown key '", key, "' (known keys in ", name, ": ",
+                  known_keys(name), ")");
+      r.values_[key] = convert(kv->second, *e, at_line(source, kv->second));
+      r.set_[key] = true;
+    }
+  }
+  for (const std::string& o : overrides) {
+    size_t eq = o.find('=');
+    OCTET_CHECK(eq != std::string::npos && eq > 0, "override '", o, "': expected section.key=value");
+    std::string key = o.substr(0, eq);
+    const SchemaEntry* e = find_entry(key);
+    OCTET_CHECK(e != nullptr, "override '", o, "': unknown key '", key, "'");
+    YAML::Node v;
+    try {
+      v = YAML::Load(o.substr(eq + 1));
+    } catch (const YAML::Exception& ex) {
+      OCTET_FAIL("override '", o, "': invalid value (", ex.what(), ")");
+    }
+    r.values_[key] = convert(v, *e, "override '" + o + "'");
+    r.set_[key] = true;
+  }
+  return r;
+}
+
+Recipe parse_recipe(const std::string& yaml, const std::string& source, const std::vector<std::string>& overrides) {
+  return Recipe::parse(yaml, source, overrides, false);
+}
+
+Recipe parse_stored_recipe(const std::string& yaml, const std::string& source,
+                           const std::vector<std::string>& overrides) {
+  return Recipe::parse(yaml, source, overrides, true);
+}
+
+Recipe load_recipe(const std::string& path, const std::vector<std::string>& overrides) {
+  std::error_code ec;
+  OCTET_CHECK(std::filesystem::is_regular_file(path, ec), "recipe: ", path, " does not exist or is not a regular file");
+  const uintmax_t size = std::filesystem::file_size(path, ec);
+  OCTET_CHECK(!ec && size <= kMaxRecipeBytes, "recipe: ", path, ": ", size, " bytes, more than the ", kMaxRecipeBytes,
+              " bytes a recipe may have");
+  std::ifstream in(path);
+  OCTET_CHECK(in.good(), "recipe: cannot open ", path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_recipe(ss.str(), path, overrides);
+}
+
+const RecipeValue& Recipe::value(const std::string& key, KeyType want) const {
+  const SchemaEntry* e = find_entry(key);
+  OCTET_CHECK(e != nullptr, "recipe: no key '", key, "' in the schema");
+  OCTET_CHECK(e->type == want, "recipe: key '", key, "' is ", type_name(e->type), ", not ", type_name(want));
+  return values_.at(key);
+}
+
+int64_t Recipe::integer(const std::string& key) const { return std::get<int64_t>(value(key, K::integer)); }
+double Recipe::real(const std::string& key) const { return std::get<double>(value(key, K::real)); }
+bool Recipe::boolean(const std::string& key) const { return std::get<bool>(value(key, K::boolean)); }
+const std::string& Recipe::text(const std::string& key) const { return std::get<std::string>(value(key, K::text)); }
+const std::vector<double>& Recipe::real_list(const std::string& key) const {
+  return std::get<std::vector<double>>(value(key, K::real_list));
+}
+const std::vector<int64_t>& Recipe::int_list(const std::string& key) const {
+  return std::get<std::vector<int64_t>>(value(key, K::int_list));
+}
+const std::vector<std::string>& Recipe::text_list(const std::string& key) const {
+  return std::get<std::vector<std::string>>(value(key, K::text_list));
+}
+bool Recipe::is_set(const std::string& key) const { return set_.count(key) > 0; }
+
+std::string Recipe::resolved_yaml() const {
+  std::ostringstream os;
+  std::string section;
+  for (const SchemaEntry& e : kSchema) {
+    std::string s = e.key.substr(0, e.key.find('.'));
+    if (s != section) {
+      section = s;
+      os << section << ":\n";
+    }
+    os << "  " << e.key.substr(s.size() + 1) << ": ";
+    emit_value(os, values_.at(e.key));
+    os << "\n";
+  }
+  return os.str();
+}
+
+}  // namespace octet::train

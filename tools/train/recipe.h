@@ -1,0 +1,74 @@
+// Recipes: YAML files that describe one experiment (model, data, optimizer, schedule, training,
+// checkpoints, logging). Every key has a type and a default in one schema table (recipe.cpp),
+// which recipes/README.md documents; an unknown key, a wrong type or a bad value is an
+// octet::Error naming the file, the line and the key. Any key can be overridden from the
+// command line as `section.key=value` (the value is parsed as YAML).
+//   Recipe r = load_recipe("recipes/fashion_mnist.yaml", {"optimizer.lr=0.05"});
+//   double lr = r.real("optimizer.lr");   std::string yaml = r.resolved_yaml();
+#pragma once
+
+#include <map>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace octet::train {
+
+enum class KeyType { integer, real, boolean, text, real_list, int_list, text_list };
+
+struct SchemaEntry {
+  std::string key;  // "section.name"
+  KeyType type;
+  std::string default_yaml;  // the default, as YAML
+  std::string doc;
+  // For a key added after recipes were first stored in checkpoints: what a stored recipe without
+  // the key means (the behaviour before the key existed), when that differs from the default.
+  // Stored recipes are resolved (they name every key their version knew), so absence is telling.
+  std::string stored_absent_yaml = {};
+};
+
+// The whole schema, in documentation order.
+const std::vector<SchemaEntry>& recipe_schema();
+// recipes/README.md's key table, generated from the schema.
+std::string schema_markdown();
+
+using RecipeValue = std::variant<int64_t, double, bool, std::string, std::vector<double>, std::vector<int64_t>,
+                                 std::vector<std::string>>;
+
+class Recipe {
+ public:
+  int64_t integer(const std::string& key) const;
+  double real(const std::string& key) const;
+  bool boolean(const std::string& key) const;
+  const std::string& text(const std::string& key) const;
+  const std::vector<double>& real_list(const std::string& key) const;
+  const std::vector<int64_t>& int_list(const std::string& key) const;
+  const std::vector<std::string>& text_list(const std::string& key) const;
+  // Whether the recipe (or an override) set the key, as opposed to the schema default.
+  bool is_set(const std::string& key) const;
+
+  // Every key with its value, as YAML: saved into run folders and checkpoints.
+  std::string resolved_yaml() const;
+  const std::string& source() const { return source_; }  // file path, or "<string>"
+
+ private:
+  friend Recipe parse_recipe(const std::string&, const std::string&, const std::vector<std::string>&);
+  friend Recipe parse_stored_recipe(const std::string&, const std::string&, const std::vector<std::string>&);
+  // parse_recipe and parse_stored_recipe in one.
+  static Recipe parse(const std::string& yaml, const std::string& source, const std::vector<std::string>& overrides,
+                      bool stored);
+  const RecipeValue& value(const std::string& key, KeyType want) const;
+  std::map<std::string, RecipeValue> values_;
+  std::map<std::string, bool> set_;
+  std::string source_;
+};
+
+// Parses YAML text; `source` names it in errors. Overrides are "a.b=value" strings.
+Recipe parse_recipe(const std::string& yaml, const std::string& source, const std::vector<std::string>& overrides = {});
+Recipe load_recipe(const std::string& path, const std::vector<std::string>& overrides = {});
+// A checkpoint's stored (resolved) recipe: as parse_recipe, except that a key it lacks takes the
+// schema's stored_absent_yaml where there is one, so an old run resumes as it was trained.
+Recipe parse_stored_recipe(const std::string& yaml, const std::string& source,
+                           const std::vector<std::string>& overrides = {});
+
+}  // namespace octet::train

@@ -1,0 +1,143 @@
+// The trainer's helpers (tools/train/run_support.h).
+#include "tools/train/run_support.h"
+
+#include <spdlog/sinks/basic_file_sink.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
+#include "core/cuda.h"
+#include "optim/clip.h"
+
+namespace octet::train {
+
+namespace fs = std::filesystem;
+
+// A new run folder: checkpoint.dir/<run name>, numbered -2, -3, ... if that name is taken.
+std::string new_run_dir(const Recipe& r) {
+  std::string name = r.text("log.run_name");
+  if (name.empty()) name = fs::path(r.source()).stem().string();
+  if (name.empty()) name = "run";
+  fs::path base = fs::path(r.text("checkpoint.dir")) / name;
+  fs::path dir = base;
+  for (int i = 2; fs::exists(dir); ++i) dir = base.string() + "-" + std::to_string(i);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  OCTET_CHECK(!ec, "train: cannot create run folder ", dir.string(), ": ", ec.message(),
+              " (set checkpoint.dir to a writable folder)");
+  return dir.string();
+}
+
+// The device a recipe's train.device (or `octet eval --device`) names, checked before anything is
+// built: cuda needs the CUDA backend in this build and a GPU on this machine.
+Device usable_device(const std::string& text, const std::string& what) {
+  Device d;
+  try {
+    d = Device::parse(text);
+  } catch (const Error&) {
+    OCTET_FAIL(what, ": '", text, "' is not a device (expected cpu, cuda or cuda:N)");
+  }
+  if (d.is_cpu()) return d;
+  OCTET_CHECK(cuda_compiled(), what, ": '", text, "' needs the CUDA backend, which this build does not have ",
+              "(configure with -DOCTET_CUDA=ON), or use cpu");
+  OCTET_CHECK(cuda::is_available(), what, ": '", text, "' needs a GPU, but no CUDA device is available ",
+              "(no GPU or no driver found on this machine); use cpu");
+  OCTET_CHECK(d.index < cuda_device_count(), what, ": '", text, "' does not exist (this machine has ",
+              cuda_device_count(), " CUDA device(s): cuda:0 to cuda:", cuda_device_count() - 1, ")");
+  return d;
+}
+
+// Makes `d` the device of this thread's work and sets TF32 as the recipe says (it is process-wide).
+void use_device(Device d, bool allow_tf32) {
+  cuda::set_allow_tf32(allow_tf32);
+  if (d.is_cuda()) cuda::set_device(d.index);
+}
+
+std::string describe(Device d) {
+  if (d.is_cpu()) return "cpu";
+  return d.str() + " (" + cuda::device_name(d.index) + ", driver CUDA " + cuda::driver_version() + ", cuDNN " +
+         cuda::cudnn_version() + ", TF32 " + (cuda::allow_tf32() ? "allowed" : "off") + ")";
+}
+
+// Memory of the caching device allocator, for logs and metrics.jsonl (MiB).
+void add_memory_stats(Device d, std::map<std::string, double>& values) {
+  if (!d.is_cuda()) return;
+  cuda::MemoryStats m = cuda::memory_stats(d.index);
+  constexpr double kMiB = 1024.0 * 1024.0;
+  values["cuda_allocated_mib"] = static_cast<double>(m.allocated) / kMiB;
+  values["cuda_peak_allocated_mib"] = static_cast<double>(m.peak_allocated) / kMiB;
+  values["cuda_cached_mib"] = static_cast<double>(m.cached) / kMiB;
+}
+
+std::string memory_text(Device d) {
+  if (!d.is_cuda()) return "";
+  std::map<std::string, double> v;
+  add_memory_stats(d, v);
+  char buf[160];
+  std::snprintf(buf, sizeof(buf), "; %s memory: %.0f MiB allocated, %.0f MiB peak, %.0f MiB cached", d.str().c_str(),
+                v["cuda_allocated_mib"], v["cuda_peak_allocated_mib"], v["cuda_cached_mib"]);
+  return buf;
+}
+
+void add_file_log(const std::string& path) {
+  auto sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(path, false);
+  spdlog::default_logger()->sinks().push_back(sink);
+}
+
+void drop_file_logs() {
+  auto& sinks = spdlog::default_logger()->sinks();
+  sinks.erase(std::remove_if(sinks.begin(), sinks.end(),
+                             [](const auto& s) { return dynamic_cast<spdlog::sinks::basic_file_sink_mt*>(s.get()); }),
+              sinks.end());
+}
+
+// <checkpoint.dir>/latest -> the run folder, replaced atomically, so `octet eval runs/latest` works.
+void point_latest_at(const std::string& run_dir) {
+  fs::path dir(run_dir);
+  fs::path link = dir.parent_path() / "latest", tmp = dir.parent_path() / ".latest.tmp";
+  std::error_code ec;
+  fs::remove(tmp, ec);
+  fs::create_directory_symlink(dir.filename(), tmp, ec);
+  if (!ec) fs::rename(tmp, link, ec);
+  if (ec) spdlog::warn("could not point {} at {}: {}", link.string(), run_dir, ec.message());
+}
+
+std::string run_dir_of(const std::string& resume) {
+  return fs::is_directory(resume) ? resume : fs::path(resume).parent_path().string();
+}
+
+// An evaluation's record in metrics.jsonl (split "test" or "valid") and TensorBoard.
+void record_eval(MetricsLog& metrics, TensorBoardWriter* tb, const EvalResult& ev, int64_t step, double epoch,
+                 Device device) {
+  MetricRecord rec{
+      ev.split,
+      {{"step", static_cast<double>(step)}, {"epoch", epoch}, {"loss", ev.loss}, {"top1", ev.top1}, {"top5", ev.top5}}};
+  if (ev.tokens) rec.values["ppl"] = ev.perplexity();
+  add_memory_stats(device, rec.values);
+  metrics.record(rec);
+  if (!tb) return;
+  for (const char* k : {"loss", "top1", "top5", "ppl"})
+    if (rec.values.count(k)) tb->add_scalar(ev.split + "/" + k, static_cast<float>(rec.values[k]), step);
+  tb->flush();
+}
+
+// What went non-finite at step `step` (epoch and batch 0-based): the loss, and which parameters'
+// gradients. Backward runs from the loss towards the input, so the last parameter in the model's
+// order (the forward order) with a non-finite gradient is the one nearest to where it began.
+std::string nonfinite_text(const Module& model, const Tensor& loss, int64_t step, int64_t epoch, int64_t batch) {
+  std::string bad_last;
+  int64_t bad = 0, total = 0;
+  for (const auto& [name, p] : model.named_parameters()) {
+    if (!p.grad().defined()) continue;
+    ++total;
+    if (!std::isfinite(clip_grad_norm({p}, kNoClip))) ++bad, bad_last = name;
+  }
+  std::string text = fmt::format("step {} (epoch {}, batch {}): loss {}", step, epoch + 1, batch + 1, loss.item());
+  if (bad == 0) return text + ", every gradient finite";
+  return text +
+         fmt::format(", non-finite gradients in {} of {} parameters, nearest the loss: {}", bad, total, bad_last);
+}
+
+}  // namespace octet::train

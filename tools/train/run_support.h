@@ -1,0 +1,49 @@
+// The trainer's helpers (internal to tools/train, not installed): the run folder and its logs,
+// the device a recipe names, memory counters, evaluation records, and what went non-finite.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <string>
+
+#include "core/device.h"
+#include "layers/module.h"
+#include "tools/train/metrics.h"
+#include "tools/train/recipe.h"
+#include "tools/train/task.h"
+#include "tools/train/tensorboard.h"
+
+namespace octet::train {
+
+// A new run folder: checkpoint.dir/<run name>, numbered -2, -3, ... if that name is taken.
+std::string new_run_dir(const Recipe& r);
+// The run folder of a checkpoint file or run folder.
+std::string run_dir_of(const std::string& resume);
+// <checkpoint.dir>/latest -> the run folder, replaced atomically, so `octet eval runs/latest` works.
+void point_latest_at(const std::string& run_dir);
+// The log also goes to `path` (train.log) until drop_file_logs().
+void add_file_log(const std::string& path);
+void drop_file_logs();
+
+// The device a recipe's train.device (or `octet eval --device`) names, checked before anything is
+// built: cuda needs the CUDA backend in this build and a GPU on this machine.
+Device usable_device(const std::string& text, const std::string& what);
+// Makes `d` the device of this thread's work and sets TF32 as the recipe says (it is process-wide).
+void use_device(Device d, bool allow_tf32);
+std::string describe(Device d);
+// Memory of the caching device allocator, for logs and metrics.jsonl (MiB); nothing on the CPU.
+void add_memory_stats(Device d, std::map<std::string, double>& values);
+std::string memory_text(Device d);
+
+// An evaluation's record in metrics.jsonl (split "test" or "valid") and TensorBoard (if any).
+void record_eval(MetricsLog& metrics, TensorBoardWriter* tb, const EvalResult& ev, int64_t step, double epoch,
+                 Device device);
+
+// clip_grad_norm's max_norm that never scales: the call only measures the norm.
+inline constexpr double kNoClip = std::numeric_limits<double>::infinity();
+// What went non-finite at step `step` (epoch and batch 0-based): the loss, and which parameters'
+// gradients.
+std::string nonfinite_text(const Module& model, const Tensor& loss, int64_t step, int64_t epoch, int64_t batch);
+
+}  // namespace octet::train

@@ -1,0 +1,487 @@
+#include "tools/train/trainer.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <map>
+
+#include "core/octet.h"
+#include "optim/clip.h"
+#include "tools/train/batch_stats.h"
+#include "tools/train/builders.h"
+#include "tools/train/checkpoint.h"
+#include "tools/train/int8_run.h"
+#include "tools/train/lm_task.h"
+#include "tools/train/metrics.h"
+#include "tools/train/progress.h"
+#include "tools/train/run_support.h"
+#include "tools/train/tensorboard.h"
+
+namespace octet::train {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// Loss and accuracy summed over the steps of a log interval or an epoch.
+struct Running {
+  double loss = 0;
+  int64_t n = 0, correct = 0;
+  void add(const BatchStats& st) {
+    loss += st.loss * static_cast<double>(st.n);
+    n += st.n;
+    correct += st.top1;
+  }
+  double mean_loss() const { return loss / std::max<double>(1, static_cast<double>(n)); }
+};
+
+// One call of train(): the steps of a run, from the recipe (or the checkpoint to resume) to the
+// last evaluation, each a method that reads top to bottom. run() is the loop itself.
+class TrainingLoop {
+ public:
+  TrainingLoop(const Recipe& recipe, const TrainOptions& opts) : opts_(opts), recipe_(recipe) {}
+
+  TrainResult run() {
+    if (!opts_.resume.empty()) read_checkpoint_to_resume();
+    build();
+    if (resuming()) restore_from_checkpoint();
+    open_run_folder();
+    for (int64_t epoch = state_.epoch; epoch < epochs_; ++epoch) {
+      if (!train_epoch(epoch)) return stop(false);
+      evaluate_epoch(epoch);
+      save_epoch_checkpoints(epoch);
+      if (stop_after_epoch_ && epoch + 1 < epochs_) return stop(true);
+    }
+    return finish();
+  }
+
+ private:
+  bool resuming() const { return !opts_.resume.empty(); }
+
+  // ---- set-up
+
+  // The checkpoint's recipe (with the caller's overrides), position and run folder.
+  void read_checkpoint_to_resume() {
+    const std::string path = fs::is_directory(opts_.resume) ? opts_.resume + "/last.safetensors" : opts_.resume;
+    ckpt_ = load_checkpoint(path);
+    recipe_ = parse_stored_recipe(ckpt_.recipe_yaml, path + " (recipe)", opts_.overrides);
+    state_ = ckpt_.state;
+    run_dir_ = run_dir_of(path);
+    // The step of last.safetensors on disk, where known.
+    if (fs::is_directory(opts_.resume) || fs::path(opts_.resume).filename() == "last.safetensors")
+      last_on_disk_ = state_.step;
+  }
+
+  // Everything the recipe describes, checked before anything is written. The data (and a language
+  // model's vocabulary, which sizes the model) come first. The model is initialized on the CPU (the
+  // same weights for every device), then moved, before the optimizer creates its state next to the
+  // parameters.
+  void build() {
+    device_ = usable_device(recipe_.text("train.device"), "recipe train.device");
+    set_num_threads(static_cast<int>(recipe_.integer("train.threads")));
+    manual_seed(static_cast<uint64_t>(recipe_.integer("train.seed")));
+    epochs_ = recipe_.integer("train.epochs");
+    OCTET_CHECK(epochs_ >= 1, "recipe train.epochs: expected >= 1, got ", epochs_);
+    task_ = make_task(recipe_, device_, true, resuming() ? &ckpt_ : nullptr);
+    lm_ = task_->vocab_size() > 0;
+    model_ = opts_.model ? opts_.model : build_model_from(recipe_, task_->vocab_size());
+    int8_ = Int8Run(build_int8(recipe_, *model_));
+    use_device(device_, recipe_.boolean("train.allow_tf32"));
+    model_->to(device_);
+    optimizer_ = build_optimizer(recipe_, model_->named_parameters());
+    schedule_ = build_schedule(recipe_, &plateau_);
+
+    log_every_ = std::max<int64_t>(1, recipe_.integer("log.every_steps"));
+    max_steps_ = recipe_.integer("train.max_steps");
+    clip_ = recipe_.real("train.clip_grad_norm");
+    on_nonfinite_ = recipe_.text("train.on_nonfinite");
+    OCTET_CHECK(on_nonfinite_ == "stop" || on_nonfinite_ == "skip",
+                "recipe train.on_nonfinite: expected stop or skip, got '", on_nonfinite_, "'");
+    // checkpoint.on_save_error (save()): stop ends the run with an error; continue trains on.
+    on_save_error_ = recipe_.text("checkpoint.on_save_error");
+    OCTET_CHECK(on_save_error_ == "stop" || on_save_error_ == "continue",
+                "recipe checkpoint.on_save_error: expected stop or continue, got '", on_save_error_, "'");
+    nb_ = task_->batches_per_epoch();
+    OCTET_CHECK(nb_ >= 1, "train: the training data makes no batch");
+    rate_key_ = lm_ ? "tokens_per_s" : "samples_per_s";
+    params_ = model_->parameters();
+    buffers_ = model_->buffers();
+    // The CPU reads loss and accuracy every step; a GPU keeps them until the next metric record.
+    read_every_step_ = device_.is_cpu();
+  }
+
+  // The model, optimizer, RNG, schedule, task and INT8 layers continue where the checkpoint was;
+  // loading copies host tensors into device ones.
+  void restore_from_checkpoint() {
+    model_->load_state_dict(ckpt_.model);
+    optimizer_->load_state_dict(ckpt_.optimizer);
+    default_generator().set_state(state_.rng_seed, state_.rng_offset);
+    if (plateau_) plateau_->set_state(state_.plateau);
+    task_->load_state(ckpt_);
+    if (!int8_.empty()) {
+      try {
+        int8_.load_state_dict(ckpt_.int8);
+      } catch (const Error& e) {
+        OCTET_FAIL(ckpt_.path, ": ", e.what());
+      }
+    }
+    dropped_int8_stats_ = int8_.empty() && !ckpt_.int8.empty();
+    ckpt_ = Checkpoint();  // the tensors now live in the model and optimizer
+  }
+
+  // The run folder (a new one only now that everything above was valid), its logs and the start
+  // of the log.
+  void open_run_folder() {
+    if (!resuming()) run_dir_ = new_run_dir(recipe_);
+    result_.run_dir = run_dir_;
+    add_file_log(run_dir_ + "/train.log");
+    point_latest_at(run_dir_);
+    write_file_atomic(run_dir_ + "/recipe.yaml", recipe_.resolved_yaml());
+    metrics_ = std::make_unique<MetricsLog>(run_dir_, resuming());
+    if (recipe_.boolean("log.tensorboard")) tb_ = std::make_unique<TensorBoardWriter>(run_dir_ + "/tensorboard");
+    spdlog::info("{} run {} ({}): model {} with {} parameters, {}, on {}", resuming() ? "resuming" : "starting",
+                 run_dir_, recipe_.source(), opts_.model ? opts_.model->type_name() : recipe_.text("model.name"),
+                 model_->num_parameters(), task_->describe(), describe(device_));
+    if (!int8_.empty()) {
+      std::string names;
+      for (const auto& l : int8_.layers()) names += (names.empty() ? "" : ", ") + l.name;
+      const quant::Int8Config& c = int8_.layers()[0].layer->config;
+      spdlog::info("INT8 training of {} convolutions ({}); DSGC {} (every {} steps), stochastic rounding {}, DCLR {}",
+                   int8_.layers().size(), names, c.dsgc ? "on" : "off", c.clip_update_period,
+                   c.stochastic_rounding ? "on" : "off", c.dclr ? "on" : "off");
+    }
+    if (dropped_int8_stats_)
+      spdlog::warn("the checkpoint was trained with INT8 layers; this run (quant.int8_conv: false) continues in float");
+    // The optimizer's memory: bytes of state per parameter (8 for 32-bit Adam, about 2 for 8-bit).
+    const double per_param =
+        static_cast<double>(optimizer_->state_bytes()) / std::max<double>(1, model_->num_parameters());
+    spdlog::info("optimizer {}: {:.3f} MB of state, {:.3f} bytes per parameter ({} tensors with 8-bit state)",
+                 recipe_.text("optimizer.name"), static_cast<double>(optimizer_->state_bytes()) / 1e6, per_param,
+                 optimizer_->num_8bit_params());
+  }
+
+  // ---- the loop
+
+  // The epoch's batches from state_.batch on; false when a stop (signal or train.max_steps) came
+  // before its last batch. A stop at the last batch still evaluates the epoch (its best checkpoint,
+  // the plateau schedule), as an uninterrupted run does, and stops after that.
+  bool train_epoch(int64_t epoch) {
+    model_->train();
+    task_->start_epoch(*model_, epoch, state_.batch);
+    bar_ = std::make_unique<ProgressBar>("epoch " + std::to_string(epoch + 1) + "/" + std::to_string(epochs_), nb_,
+                                         recipe_.boolean("log.progress"), task_->units_per_step(), task_->unit());
+    interval_ = Running{}, epoch_ = Running{};
+    interval_start_ = Clock::now();
+    for (int64_t b = state_.batch; b < nb_; ++b) {
+      train_step(epoch, b);
+      ++state_.step;
+      state_.batch = b + 1;
+      const bool stop_now = (opts_.stop && opts_.stop->load()) || (max_steps_ > 0 && state_.step >= max_steps_);
+      const bool record_now = state_.step % log_every_ == 0 || b + 1 == nb_ || stop_now;
+      if (read_every_step_ || record_now)
+        for (const BatchStats& st : step_stats_.drain()) interval_.add(st), epoch_.add(st);
+      char lr_text[32];
+      std::snprintf(lr_text, sizeof(lr_text), "lr %.4g", optimizer_->lr(0));
+      bar_->update(b + 1, epoch_.n > 0 ? stats_text(epoch_) + " " + lr_text : std::string(lr_text));
+      if (record_now) record_interval(epoch, b);
+      if (stop_now && b + 1 < nb_) {
+        state_.epoch = epoch;
+        return false;
+      }
+      stop_after_epoch_ = stop_now;
+    }
+    return true;
+  }
+
+  // Forward, backward, gradient clip, DCLR and the update of batch b; a non-finite loss or
+  // gradient stops the run or skips the update (train.on_nonfinite).
+  void train_step(int64_t epoch, int64_t b) {
+    apply_schedule(*optimizer_, *schedule_, static_cast<double>(epoch) + static_cast<double>(b) / double(nb_));
+    // A skipped step must not leave its forward pass's buffer updates (batch-norm running
+    // statistics of non-finite activations) behind: they are restored from this copy.
+    std::vector<Tensor> buffers_before;
+    if (on_nonfinite_ == "skip")
+      for (const Tensor& t : buffers_) buffers_before.push_back(t.clone());
+    StepOutput out = task_->step(*model_, b);
+    optimizer_->zero_grad();
+    out.loss.backward();
+    // The global gradient norm, accumulated in double, is finite exactly when every gradient is
+    // (clip_grad_norm leaves non-finite gradients unscaled).
+    const double grad_norm = clip_grad_norm(params_, clip_ > 0 ? clip_ : kNoClip);
+    if (!int8_.empty()) {
+      int8_.after_backward(state_.step + 1);
+      int8_.apply_dclr(*optimizer_);  // each INT8 layer's lr factor from this backward pass's d_c
+    }
+    // The loss is read here only where it is read every step anyway (the CPU): on a GPU a
+    // non-finite loss shows in its gradients.
+    if (std::isfinite(grad_norm) && (!read_every_step_ || std::isfinite(out.loss.item()))) {
+      optimizer_->step();
+    } else {
+      const std::string what = nonfinite_text(*model_, out.loss, state_.step + 1, epoch, b);
+      if (on_nonfinite_ == "stop") {
+        metrics_->write_curves();
+        drop_file_logs();
+        OCTET_FAIL("train: ", what, "; stopped before updating the weights (train.on_nonfinite: stop), so ", run_dir_,
+                   "/last.safetensors is as it was. Lower the learning rate, clip gradients "
+                   "(train.clip_grad_norm) or set train.on_nonfinite: skip");
+      }
+      ++skipped_steps_;
+      spdlog::warn("{}; step skipped (train.on_nonfinite: skip; {} skipped so far)", what, skipped_steps_);
+      optimizer_->zero_grad();
+      NoGradGuard no_grad;
+      for (size_t i = 0; i < buffers_.size(); ++i) buffers_[i].copy_(buffers_before[i]);
+      task_->skip_step();
+    }
+    step_stats_.push(out.loss, out.logits, out.labels);
+  }
+
+  // The metric record of the interval that ended at batch b: metrics.jsonl, TensorBoard and, without
+  // a progress bar, the log.
+  void record_interval(int64_t epoch, int64_t b) {
+    const double secs = std::chrono::duration<double>(Clock::now() - interval_start_).count();
+    const double n = static_cast<double>(interval_.n);
+    MetricRecord rec{"train",
+                     {{"step", static_cast<double>(state_.step)},
+                      {"epoch", static_cast<double>(epoch) + static_cast<double>(b + 1) / static_cast<double>(nb_)},
+                      {"loss", interval_.loss / n},
+                      {"top1", 100.0 * static_cast<double>(interval_.correct) / n},
+                      {"lr", optimizer_->lr(0)},
+                      {rate_key_, secs > 0 ? n / secs : 0.0}}};
+    if (lm_) rec.values["ppl"] = std::exp(rec.values["loss"]);
+    if (skipped_steps_ > 0) rec.values["skipped_steps"] = static_cast<double>(skipped_steps_);
+    if (save_failures_ > 0) rec.values["save_failures"] = static_cast<double>(save_failures_);
+    add_memory_stats(device_, rec.values);
+    metrics_->record(rec);
+    if (!int8_.empty()) metrics_->record(int8_.record(state_.step, rec.values["epoch"]));
+    if (tb_) {
+      for (const std::string& k : {std::string("loss"), std::string("top1"), std::string("lr"), rate_key_})
+        tb_->add_scalar("train/" + k, static_cast<float>(rec.values[k]), state_.step);
+      if (!int8_.empty()) int8_.add_scalars(*tb_, state_.step);
+      tb_->flush();
+    }
+    if (!ProgressBar::terminal() || !recipe_.boolean("log.progress")) {
+      spdlog::info("epoch {} step {}: {} lr {:.4g} {:.0f} {}/s", epoch + 1, state_.step, stats_text(interval_),
+                   rec.values["lr"], rec.values[rate_key_], task_->unit());
+      if (!int8_.empty()) spdlog::info("{}", int8_.summary());
+    }
+    interval_ = Running{};
+    interval_start_ = Clock::now();
+  }
+
+  // The evaluation after an epoch: the record, the log line and the plateau schedule.
+  void evaluate_epoch(int64_t epoch) {
+    const std::string train_text = stats_text(epoch_);
+    bar_->finish(train_text);
+    last_eval_ = task_->evaluate_epoch(*model_);
+    result_.last_eval = last_eval_;
+    state_.epoch = epoch + 1;
+    state_.batch = 0;
+    record_eval(*metrics_, tb_.get(), last_eval_, state_.step, static_cast<double>(epoch + 1), device_);
+    spdlog::info("epoch {}/{}: train {}, {}{}", epoch + 1, epochs_, train_text, describe_eval(last_eval_),
+                 memory_text(device_));
+    if (plateau_ && plateau_->observe(last_eval_.loss))
+      spdlog::info("{} loss {:.4f} is no better than the best, {:.4f}: lr x {} -> {:.4g}", last_eval_.split,
+                   last_eval_.loss, plateau_->state().best, recipe_.real("schedule.gamma"),
+                   optimizer_->initial_lr(0) * schedule_->factor(static_cast<double>(epoch + 1)));
+  }
+
+  // ---- checkpoints
+
+  // best.safetensors when the epoch improved; last.safetensors every checkpoint.every_epochs, at
+  // the end and before a stop.
+  void save_epoch_checkpoints(int64_t epoch) {
+    if (task_->improves(last_eval_, state_)) save("best.safetensors");
+    const int64_t every = std::max<int64_t>(1, recipe_.integer("checkpoint.every_epochs"));
+    if ((epoch + 1) % every == 0 || epoch + 1 == epochs_ || stop_after_epoch_) save("last.safetensors");
+    metrics_->write_curves();
+  }
+
+  void write_checkpoint(const std::string& name) {
+    state_.rng_seed = default_generator().seed();
+    state_.rng_offset = default_generator().offset();
+    if (plateau_) state_.plateau = plateau_->state();
+    NamedTensors task_tensors;
+    Metadata task_metadata;
+    task_->save_state(task_tensors, task_metadata);
+    save_checkpoint(run_dir_ + "/" + name, model_->state_dict(), optimizer_->state_dict(), state_,
+                    recipe_.resolved_yaml(), int8_.state_dict(), task_tensors, task_metadata);
+    if (name == "last.safetensors") last_on_disk_ = state_.step;
+  }
+
+  // A checkpoint that cannot be written (a full disk, a folder made read-only) leaves the previous
+  // one under its name (core/serialization.h). checkpoint.on_save_error: stop ends the run with an
+  // error saying so; continue warns, trains on and writes again at the next save. A file whose
+  // newest save failed is "unwritten" until a later save of it succeeds. `required`: a save the run
+  // cannot go on without (the one a stop by signal or max_steps ends with), an error whatever
+  // on_save_error says.
+  void save(const std::string& name, bool required = false) {
+    try {
+      write_checkpoint(name);
+    } catch (const Error& e) {
+      ++save_failures_;
+      if (required || on_save_error_ == "stop") {
+        metrics_->write_curves();
+        drop_file_logs();
+        OCTET_FAIL("train: cannot write the checkpoint at step ", state_.step, ": ", e.what(), "; ",
+                   required ? "stopped" : "stopped (checkpoint.on_save_error: stop)", "; ", on_disk_text(),
+                   ". Make room or fix the folder, then continue with `octet train --resume ", run_dir_, "`",
+                   required ? "" : ", or set checkpoint.on_save_error: continue to train on through failed saves");
+      }
+      unwritten_[name] = e.what();
+      spdlog::warn(
+          "cannot write the checkpoint at step {}: {}; training goes on (checkpoint.on_save_error: "
+          "continue) and writes {} again at the next save; {} ({} failed saves so far)",
+          state_.step, e.what(), name, on_disk_text(), save_failures_);
+      return;
+    }
+    if (unwritten_.erase(name) > 0) spdlog::info("{}/{} written again after failed saves", run_dir_, name);
+  }
+
+  std::string on_disk_text() const {
+    const std::string last = run_dir_ + "/last.safetensors";
+    if (last_on_disk_ >= 0) return last + " (step " + std::to_string(last_on_disk_) + ") is intact";
+    return fs::exists(last) ? "the previous " + last + " is intact" : "no last.safetensors was written yet";
+  }
+
+  // ---- the end
+
+  // Stopped by a signal or train.max_steps: last.safetensors holds the position (state.epoch and
+  // state.batch) to resume from.
+  TrainResult stop(bool saved) {
+    if (!saved || unwritten_.count("last.safetensors")) save("last.safetensors", true);
+    metrics_->write_curves();
+    spdlog::info(
+        "stopped at step {} (epoch {}, batch {} done); checkpoint {}/last.safetensors; continue with "
+        "`octet train --resume {}`",
+        state_.step, state_.batch == 0 ? state_.epoch : state_.epoch + 1, state_.batch == 0 ? nb_ : state_.batch,
+        run_dir_, run_dir_);
+    result_.stopped = true;
+    result_.steps = state_.step;
+    drop_file_logs();
+    return result_;
+  }
+
+  // The run is complete: an error if its newest checkpoints are only in memory; a language model's
+  // test split with the weights of its best epoch, as PyTorch's word_language_model example does.
+  TrainResult finish() {
+    if (!unwritten_.empty()) {
+      std::string files;
+      for (const auto& [name, why] : unwritten_) files += "; " + run_dir_ + "/" + name + ": " + why;
+      drop_file_logs();
+      OCTET_FAIL("train: finished at step ", state_.step, " but its newest checkpoints could not be written (",
+                 save_failures_, " failed saves, checkpoint.on_save_error: continue)", files, "; ", on_disk_text());
+    }
+    result_.steps = state_.step;
+    result_.final_test = result_.last_eval;
+    if (lm_) {
+      const std::string best = run_dir_ + "/best.safetensors";
+      if (fs::exists(best)) model_->load_state_dict(load_checkpoint(best).model);
+      result_.final_test = task_->evaluate_all(*model_).back();
+      record_eval(*metrics_, tb_.get(), result_.final_test, state_.step, static_cast<double>(epochs_), device_);
+      metrics_->write_curves();
+      spdlog::info("{} (the checkpoint of the best validation loss)", describe_eval(result_.final_test));
+    }
+    spdlog::info("done: {} steps; checkpoints and curves in {}", state_.step, run_dir_);
+    drop_file_logs();
+    return result_;
+  }
+
+  // Loss (and perplexity) or accuracy, as the progress bar and the log show them.
+  std::string stats_text(const Running& r) const {
+    char buf[96];
+    if (lm_)
+      std::snprintf(buf, sizeof(buf), "loss %.4f ppl %.2f", r.mean_loss(), std::exp(r.mean_loss()));
+    else
+      std::snprintf(buf, sizeof(buf), "loss %.4f acc %.2f%%", r.mean_loss(),
+                    100.0 * static_cast<double>(r.correct) / std::max<double>(1, static_cast<double>(r.n)));
+    return std::string(buf);
+  }
+
+  const TrainOptions& opts_;
+  Recipe recipe_;
+  Checkpoint ckpt_;
+  TrainState state_;
+  std::string run_dir_;
+  Device device_ = Device::cpu();
+  // What the recipe builds.
+  std::unique_ptr<Task> task_;
+  bool lm_ = false;
+  std::shared_ptr<Module> model_;
+  Int8Run int8_{{}};
+  bool dropped_int8_stats_ = false;
+  std::unique_ptr<Optimizer> optimizer_;
+  std::shared_ptr<PlateauSchedule> plateau_;
+  std::shared_ptr<LrSchedule> schedule_;
+  std::vector<Tensor> params_, buffers_;
+  // The recipe's policies.
+  int64_t epochs_ = 0, nb_ = 0, log_every_ = 1, max_steps_ = 0;
+  double clip_ = 0;
+  std::string on_nonfinite_, on_save_error_, rate_key_;
+  bool read_every_step_ = true;
+  // Outputs.
+  std::unique_ptr<MetricsLog> metrics_;
+  std::unique_ptr<TensorBoardWriter> tb_;
+  std::unique_ptr<ProgressBar> bar_;
+  // Progress.
+  BatchStatsQueue step_stats_;
+  Running interval_, epoch_;
+  Clock::time_point interval_start_;
+  EvalResult last_eval_;
+  bool stop_after_epoch_ = false;
+  int64_t skipped_steps_ = 0, save_failures_ = 0;
+  int64_t last_on_disk_ = -1;                     // the step of last.safetensors on disk, where known
+  std::map<std::string, std::string> unwritten_;  // file name -> why its newest save failed
+  TrainResult result_;
+};
+
+}  // namespace
+
+TrainResult train(const Recipe& recipe, const TrainOptions& opts) { return TrainingLoop(recipe, opts).run(); }
+
+CheckpointModel open_checkpoint_model(const std::string& path_in, int64_t threads, const std::string& device_text,
+                                      const std::string& command) {
+  // A run folder means its best checkpoint (or the last one, before any epoch finished).
+  CheckpointModel m;
+  m.path = path_in;
+  if (fs::is_directory(m.path))
+    m.path = fs::exists(m.path + "/best.safetensors") ? m.path + "/best.safetensors" : m.path + "/last.safetensors";
+  m.checkpoint = load_checkpoint(m.path);
+  m.recipe = parse_stored_recipe(m.checkpoint.recipe_yaml, m.path + " (recipe)");
+  if (!device_text.empty()) {
+    m.device = usable_device(device_text, command + " --device");
+  } else {
+    try {  // the recipe's training device when this machine can use it, else the CPU
+      m.device = usable_device(m.recipe.text("train.device"), "recipe train.device");
+    } catch (const Error& e) {
+      spdlog::info("running on the cpu instead: {}", e.what());
+    }
+  }
+  set_num_threads(static_cast<int>(threads));
+  const int64_t vocab = is_language_model(m.recipe) ? checkpoint_vocabulary(m.checkpoint).size() : 0;
+  m.model = build_model_from(m.recipe, vocab);
+  build_int8(m.recipe, *m.model);  // an INT8-trained model runs through its INT8 layers
+  m.model->load_state_dict(m.checkpoint.model);
+  if (!m.checkpoint.quant_assignment.empty())  // an export: its quantized layers, not preprocessed again
+    m.quant_layers = quant::load_quant_state(*m.model, m.checkpoint.quant, m.checkpoint.quant_assignment, m.path);
+  use_device(m.device, m.recipe.boolean("train.allow_tf32"));
+  m.model->to(m.device);
+  return m;
+}
+
+std::vector<EvalResult> evaluate_checkpoint_splits(const std::string& path, const std::string& data_root,
+                                                   int64_t threads, const std::string& device) {
+  CheckpointModel m = open_checkpoint_model(path, threads, device);
+  std::unique_ptr<Task> task = make_task(m.recipe, m.device, false, &m.checkpoint, data_root);
+  spdlog::info("evaluating {} on {}: {}", m.path, describe(m.device), task->describe());
+  return task->evaluate_all(*m.model);
+}
+
+EvalResult evaluate_checkpoint(const std::string& path, const std::string& data_root, int64_t threads,
+                               const std::string& device) {
+  return evaluate_checkpoint_splits(path, data_root, threads, device).back();
+}
+
+}  // namespace octet::train

@@ -1,0 +1,75 @@
+// The training loop behind `octet train` and the evaluation behind `octet eval`, for every task
+// (tools/train/task.h: image classification, and language models trained with truncated BPTT).
+// A run folder holds recipe.yaml (the resolved recipe), train.log, metrics.jsonl, curves.html,
+// last.safetensors / best.safetensors and, if asked, tensorboard/. A run continues exactly from
+// last.safetensors (`resume`): same batches, same dropout masks, same losses on the CPU.
+// train.device picks the CPU or a GPU (cuda, cuda:N): the model and batches live there, batches
+// are copied ahead of the step that needs them, and metrics.jsonl adds the GPU's memory counters.
+// With quant.int8_conv the model's convolutions train in INT8 (tools/train/int8_run.h: DCLR before each
+// optimizer step, per-layer telemetry, the layers' stats in checkpoints); `octet eval` evaluates
+// such a checkpoint through its INT8 layers, and an export (`octet export`, tools/cli/quant_run.h)
+// through its quantized inference layers. A language model's run logs perplexity, keeps the
+// checkpoint of the best validation loss as best.safetensors, and evaluates it on the test split
+// at the end.
+//   TrainResult r = train(load_recipe("recipes/fashion_mnist.yaml"), {});
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "quant/precision.h"
+#include "tools/train/checkpoint.h"
+#include "tools/train/recipe.h"
+#include "tools/train/task.h"
+
+namespace octet::train {
+
+struct TrainOptions {
+  std::string resume;                       // a checkpoint file or run folder to continue ("" = new run)
+  std::vector<std::string> overrides;       // applied on top of a resumed run's recipe
+  const std::atomic<bool>* stop = nullptr;  // set by SIGINT/SIGTERM: save and return at the next step
+  // A model of the caller's instead of the recipe's model.* (on the CPU, freshly initialized; the
+  // trainer moves it to train.device). It must take the task's batches: images [N,C,H,W] -> logits
+  // [N,classes], or an LstmLm for a language model. A resumed run needs the same model again.
+  std::shared_ptr<Module> model;
+};
+
+struct TrainResult {
+  std::string run_dir;
+  EvalResult last_eval;   // after the last epoch: test (classification) or valid (language model)
+  EvalResult final_test;  // the test split at the end: last_eval, or a language model's best checkpoint
+  int64_t steps = 0;
+  bool stopped = false;  // by a signal or train.max_steps, with a checkpoint written
+};
+
+TrainResult train(const Recipe& recipe, const TrainOptions& opts);
+
+// Evaluates a checkpoint (or a run folder's best.safetensors) on its recipe's test split (or
+// `data_root`): `octet eval`. Training keeps <checkpoint.dir>/latest pointing at the newest run.
+// `device` is "cpu", "cuda" or "cuda:N" (an octet::Error when not usable here); empty means the
+// recipe's train.device when this machine can use it, else the CPU.
+EvalResult evaluate_checkpoint(const std::string& path, const std::string& data_root, int64_t threads,
+                               const std::string& device = "");
+// A checkpoint (or a run folder's best.safetensors) with its recipe and its model, rebuilt,
+// loaded and moved to `device` ("cpu", "cuda" or "cuda:N": an octet::Error naming `command`'s
+// --device when not usable here; empty: the recipe's train.device when this machine can use it, else the CPU), in
+// evaluation and generation.
+struct CheckpointModel {
+  std::string path;  // the file
+  Checkpoint checkpoint;
+  Recipe recipe;
+  std::shared_ptr<Module> model;
+  Device device = Device::cpu();
+  // An export's quantized layers (tools/cli/quant_run.h), converted from its stored data; else empty.
+  std::vector<quant::ConvertedLayer> quant_layers;
+};
+CheckpointModel open_checkpoint_model(const std::string& path, int64_t threads, const std::string& device = "",
+                                      const std::string& command = "eval");
+
+// Every split `octet eval` reports: test; for a language model valid, then test.
+std::vector<EvalResult> evaluate_checkpoint_splits(const std::string& path, const std::string& data_root,
+                                                   int64_t threads, const std::string& device = "");
+
+}  // namespace octet::train
