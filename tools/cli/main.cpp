@@ -71,198 +71,244 @@ int inspect(const std::string& path) {
   return 0;
 }
 
+// One subcommand each: add() declares its options on the app, run() does the work and returns
+// the exit status.
+
+struct TrainCommand {
+  CLI::App* cmd = nullptr;
+  std::string recipe_path, resume;
+  std::vector<std::string> overrides;
+
+  void add(CLI::App& app) {
+    cmd = app.add_subcommand("train", "train from a YAML recipe");
+    cmd->add_option("recipe", recipe_path, "recipe file (recipes/*.yaml); not needed with --resume");
+    cmd->add_option("overrides", overrides, "section.key=value overrides");
+    cmd->add_option("--resume", resume, "continue a run: its folder or a checkpoint file");
+  }
+  int run() {
+    octet::train::TrainOptions opts;
+    opts.resume = resume;
+    opts.stop = &stop_requested;
+    std::signal(SIGINT, on_signal);
+    std::signal(SIGTERM, on_signal);
+    octet::train::Recipe recipe;
+    if (resume.empty()) {
+      if (recipe_path.empty()) {
+        spdlog::error("train: give a recipe file, or --resume RUN");
+        return 2;
+      }
+      recipe = octet::train::load_recipe(recipe_path, overrides);
+    } else {
+      // With --resume a first positional that looks like an override is one.
+      if (!recipe_path.empty()) overrides.insert(overrides.begin(), recipe_path);
+      opts.overrides = overrides;
+    }
+    auto result = octet::train::train(recipe, opts);
+    if (result.stopped && stop_requested) return 130;
+    std::printf("run folder: %s\n", result.run_dir.c_str());
+    return 0;
+  }
+};
+
+struct EvalCommand {
+  CLI::App* cmd = nullptr;
+  std::string ckpt, data_root, device, pbatch;
+  int threads = 2;
+  bool int8 = false;
+
+  void add(CLI::App& app) {
+    cmd = app.add_subcommand(
+        "eval", "evaluate a checkpoint on its recipe's test split (a language model: valid and test perplexity)");
+    cmd->add_option("checkpoint", ckpt, "checkpoint file (.safetensors) or run folder (its best checkpoint)")
+        ->required();
+    cmd->add_option("--data", data_root, "data folder to use instead of the recipe's data.root");
+    cmd->add_option("--threads", threads, "CPU threads")->check(CLI::Range(1, 1024));
+    cmd->add_option("--device", device,
+                    "cpu, cuda or cuda:N (default: the recipe's train.device if this machine has it, else cpu)");
+    cmd->add_option("--pbatch", pbatch,
+                    "PrecisionBatching inference: w=N,a=K (weight bits 1..8, activation bits 2..32) for every LSTM "
+                    "and Linear but the final output layer, or a YAML plan file of per-layer precisions");
+    cmd->add_flag("--int8", int8, "int8 zero-point inference for the same layers");
+  }
+  int run() const {
+    const auto q = octet::cli::evaluate_quantized(ckpt, data_root, threads, device, octet::cli::cli_plan(pbatch, int8));
+    if (!q.layers.empty())
+      std::printf("%s: quantized inference: %s\n", ckpt.c_str(), octet::quant::describe_layers(q.layers).c_str());
+    for (const auto& r : q.splits) {
+      if (r.tokens)
+        std::printf("%s: %s: %lld tokens, loss %.4f, perplexity %.2f\n", ckpt.c_str(), r.split.c_str(),
+                    static_cast<long long>(r.examples), r.loss, r.perplexity());
+      else
+        std::printf("%s: %lld examples, loss %.4f, top-1 %.2f%%, top-5 %.2f%%\n", ckpt.c_str(),
+                    static_cast<long long>(r.examples), r.loss, r.top1, r.top5);
+    }
+    return 0;
+  }
+};
+
+struct ExportCommand {
+  CLI::App* cmd = nullptr;
+  std::string ckpt, pbatch, out;
+  bool int8 = false;
+  int threads = 2;
+
+  void add(CLI::App& app) {
+    cmd = app.add_subcommand(
+        "export", "write a checkpoint with its layers quantized and preprocessed, for `octet eval` to run as is");
+    cmd->add_option("checkpoint", ckpt, "checkpoint file (.safetensors) or run folder (its best checkpoint)")
+        ->required();
+    cmd->add_option("--pbatch", pbatch, "w=N,a=K or a YAML plan file (as for eval)");
+    cmd->add_flag("--int8", int8, "the int8 zero-point baseline");
+    cmd->add_option("-o,--output", out, "the file to write (.safetensors)")->required();
+    cmd->add_option("--threads", threads, "CPU threads")->check(CLI::Range(1, 1024));
+  }
+  int run() const {
+    const auto plan = octet::cli::cli_plan(pbatch, int8);
+    if (!plan) {
+      spdlog::error("export: give --pbatch w=N,a=K (or a plan file) or --int8");
+      return 2;
+    }
+    const auto layers = octet::cli::export_quantized(ckpt, *plan, out, threads);
+    std::printf("%s: %s\n", out.c_str(), octet::quant::describe_layers(layers).c_str());
+    return 0;
+  }
+};
+
+struct SweepCommand {
+  CLI::App* cmd = nullptr;
+  std::string ckpt, out;
+  octet::cli::SweepOptions opts;
+
+  void add(CLI::App& app) {
+    cmd = app.add_subcommand("sweep",
+                             "evaluate a checkpoint at every PrecisionBatching (w, a), int8 and FP32, with "
+                             "batch-1 latency; a markdown table, and CSV + HTML with -o");
+    cmd->add_option("checkpoint", ckpt, "checkpoint file (.safetensors) or run folder (its best checkpoint)")
+        ->required();
+    cmd->add_option("--w-bits", opts.w_bits, "weight bits to try (1..8)")->delimiter(',')->capture_default_str();
+    cmd->add_option("--a-bits", opts.a_bits, "activation bits to try (2..32)")->delimiter(',')->capture_default_str();
+    cmd->add_option("-o,--output", out, "folder for sweep.csv and sweep.html");
+    cmd->add_option("--data", opts.data_root, "data folder to use instead of the recipe's data.root");
+    cmd->add_option("--device", opts.device, "cpu, cuda or cuda:N (default as for eval)");
+    cmd->add_option("--threads", opts.threads, "CPU threads")->check(CLI::Range(1, 1024));
+    cmd->add_option("--repeats", opts.repeats, "latency: timed blocks (the median is reported)")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 100000));
+    cmd->add_option("--steps", opts.steps, "latency: batch-1 forwards (tokens) per block")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 100000));
+  }
+  int run() const {
+    const auto r = octet::cli::run_sweep(ckpt, opts);
+    std::printf("%s on %s; quantized layers: %s\n\n%s", r.checkpoint.c_str(), r.device.c_str(), r.layers.c_str(),
+                octet::cli::sweep_markdown(r).c_str());
+    if (!out.empty()) {
+      octet::cli::write_sweep(out, r);
+      std::printf("\nwritten: %s/sweep.csv, %s/sweep.html\n", out.c_str(), out.c_str());
+    }
+    return 0;
+  }
+};
+
+struct GenerateCommand {
+  CLI::App* cmd = nullptr;
+  std::string ckpt;
+  octet::cli::GenerateOptions opts;
+
+  void add(CLI::App& app) {
+    cmd = app.add_subcommand("generate", "sample text from a language model's checkpoint");
+    cmd->add_option("checkpoint", ckpt, "checkpoint file (.safetensors) or run folder (its best checkpoint)")
+        ->required();
+    cmd->add_option("--prompt", opts.prompt_, "text to continue (words the vocabulary lacks become <unk>)");
+    cmd->add_option("--tokens", opts.tokens_, "tokens (words or characters) to sample")
+        ->capture_default_str()
+        ->check(CLI::Range(0, 1000000));
+    cmd->add_option("--temperature", opts.temperature_, "softmax temperature; 0: always the most likely token")
+        ->capture_default_str()
+        ->check(CLI::Range(0.0, 1e6));
+    cmd->add_option("--seed", opts.seed_, "seed of the sampling")->capture_default_str();
+    cmd->add_option("--threads", opts.threads_, "CPU threads")->check(CLI::Range(1, 1024));
+    cmd->add_option("--device", opts.device_,
+                    "cpu, cuda or cuda:N (default: the recipe's train.device if present, else cpu)");
+  }
+  int run() const {
+    std::printf("%s\n", octet::cli::generate_text(ckpt, opts).text.c_str());
+    return 0;
+  }
+};
+
+struct PbatchBenchCommand {
+  CLI::App* cmd = nullptr;
+  octet::bench::PbBenchOptions opts;
+
+  void add(CLI::App& bench) {
+    cmd = bench.add_subcommand("pbatch",
+                               "PrecisionBatching (pb_linear) vs FP32 GEMV, the paper's Table I layout (markdown)");
+    cmd->add_option("--sizes", opts.sizes, "square sizes N (weights N x N)")->delimiter(',')->capture_default_str();
+    cmd->add_option("--w-bits", opts.w_bits, "weight bits (1..8), one table row each")
+        ->delimiter(',')
+        ->capture_default_str();
+    cmd->add_option("--a-bits", opts.a_bits, "activation bits (2..32), one table column each")
+        ->delimiter(',')
+        ->capture_default_str();
+    cmd->add_option("--threads", opts.threads, "CPU thread counts, one table each")
+        ->delimiter(',')
+        ->capture_default_str();
+    cmd->add_option("--device", opts.device, "cpu, cuda or cuda:N")->capture_default_str();
+    cmd->add_option("--batch", opts.batch, "rows of x")->capture_default_str()->check(CLI::Range(1, 4096));
+    cmd->add_option("--reps", opts.reps, "timed samples per measurement (median reported)")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 1000));
+    cmd->add_option("--min-time", opts.min_time, "seconds per measurement")
+        ->capture_default_str()
+        ->check(CLI::Range(0.0, 60.0));
+    cmd->add_flag("--cpu-time", opts.cpu_time,
+                  "with one thread, time by its CPU time (a shared machine: time descheduled not counted)");
+    cmd->add_flag("--clip-search", opts.clip_search, "preprocess the weights with the clip search");
+  }
+  int run() const {
+    octet::bench::run_pbatch_bench(opts, std::cout);
+    return 0;
+  }
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"octet: low-precision deep learning training"};
   app.require_subcommand(1);
-
-  auto* train = app.add_subcommand("train", "train from a YAML recipe");
-  std::string recipe_path, resume;
-  std::vector<std::string> overrides;
-  train->add_option("recipe", recipe_path, "recipe file (recipes/*.yaml); not needed with --resume");
-  train->add_option("overrides", overrides, "section.key=value overrides");
-  train->add_option("--resume", resume, "continue a run: its folder or a checkpoint file");
-
-  auto* eval = app.add_subcommand(
-      "eval", "evaluate a checkpoint on its recipe's test split (a language model: valid and test perplexity)");
-  std::string ckpt, data_root, eval_device;
-  int threads = 2;
-  eval->add_option("checkpoint", ckpt, "checkpoint file (.safetensors) or run folder (its best checkpoint)")
-      ->required();
-  eval->add_option("--data", data_root, "data folder to use instead of the recipe's data.root");
-  eval->add_option("--threads", threads, "CPU threads")->check(CLI::Range(1, 1024));
-  eval->add_option("--device", eval_device,
-                   "cpu, cuda or cuda:N (default: the recipe's train.device if this machine has it, else cpu)");
-
-  std::string eval_pbatch;
-  bool eval_int8 = false;
-  eval->add_option("--pbatch", eval_pbatch,
-                   "PrecisionBatching inference: w=N,a=K (weight bits 1..8, activation bits 2..32) for every LSTM "
-                   "and Linear but the final output layer, or a YAML plan file of per-layer precisions");
-  eval->add_flag("--int8", eval_int8, "int8 zero-point inference for the same layers");
-
-  auto* exp = app.add_subcommand(
-      "export", "write a checkpoint with its layers quantized and preprocessed, for `octet eval` to run as is");
-  std::string exp_ckpt, exp_pbatch, exp_out;
-  bool exp_int8 = false;
-  int exp_threads = 2;
-  exp->add_option("checkpoint", exp_ckpt, "checkpoint file (.safetensors) or run folder (its best checkpoint)")
-      ->required();
-  exp->add_option("--pbatch", exp_pbatch, "w=N,a=K or a YAML plan file (as for eval)");
-  exp->add_flag("--int8", exp_int8, "the int8 zero-point baseline");
-  exp->add_option("-o,--output", exp_out, "the file to write (.safetensors)")->required();
-  exp->add_option("--threads", exp_threads, "CPU threads")->check(CLI::Range(1, 1024));
-
-  auto* sweep = app.add_subcommand("sweep",
-                                   "evaluate a checkpoint at every PrecisionBatching (w, a), int8 and FP32, with "
-                                   "batch-1 latency; a markdown table, and CSV + HTML with -o");
-  std::string sweep_ckpt, sweep_out;
-  octet::cli::SweepOptions sweep_opts;
-  sweep->add_option("checkpoint", sweep_ckpt, "checkpoint file (.safetensors) or run folder (its best checkpoint)")
-      ->required();
-  sweep->add_option("--w-bits", sweep_opts.w_bits, "weight bits to try (1..8)")->delimiter(',')->capture_default_str();
-  sweep->add_option("--a-bits", sweep_opts.a_bits, "activation bits to try (2..32)")
-      ->delimiter(',')
-      ->capture_default_str();
-  sweep->add_option("-o,--output", sweep_out, "folder for sweep.csv and sweep.html");
-  sweep->add_option("--data", sweep_opts.data_root, "data folder to use instead of the recipe's data.root");
-  sweep->add_option("--device", sweep_opts.device, "cpu, cuda or cuda:N (default as for eval)");
-  sweep->add_option("--threads", sweep_opts.threads, "CPU threads")->check(CLI::Range(1, 1024));
-  sweep->add_option("--repeats", sweep_opts.repeats, "latency: timed blocks (the median is reported)")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 100000));
-  sweep->add_option("--steps", sweep_opts.steps, "latency: batch-1 forwards (tokens) per block")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 100000));
-
-  auto* gen = app.add_subcommand("generate", "sample text from a language model's checkpoint");
-  std::string gen_ckpt, gen_device;
-  octet::cli::GenerateOptions gen_opts;
-  gen->add_option("checkpoint", gen_ckpt, "checkpoint file (.safetensors) or run folder (its best checkpoint)")
-      ->required();
-  gen->add_option("--prompt", gen_opts.prompt_, "text to continue (words the vocabulary lacks become <unk>)");
-  gen->add_option("--tokens", gen_opts.tokens_, "tokens (words or characters) to sample")
-      ->capture_default_str()
-      ->check(CLI::Range(0, 1000000));
-  gen->add_option("--temperature", gen_opts.temperature_, "softmax temperature; 0: always the most likely token")
-      ->capture_default_str()
-      ->check(CLI::Range(0.0, 1e6));
-  gen->add_option("--seed", gen_opts.seed_, "seed of the sampling")->capture_default_str();
-  gen->add_option("--threads", gen_opts.threads_, "CPU threads")->check(CLI::Range(1, 1024));
-  gen->add_option("--device", gen_device,
-                  "cpu, cuda or cuda:N (default: the recipe's train.device if present, else cpu)");
-
+  TrainCommand train;
+  EvalCommand eval;
+  ExportCommand exp;
+  SweepCommand sweep;
+  GenerateCommand gen;
+  train.add(app);
+  eval.add(app);
+  exp.add(app);
+  sweep.add(app);
+  gen.add(app);
   auto* insp = app.add_subcommand("inspect", "list a checkpoint's tensors and metadata");
   std::string insp_path;
   insp->add_option("checkpoint", insp_path, "a .safetensors file")->required();
-
   auto* selftest = app.add_subcommand("selftest", "run a tiny model forward/backward and check it");
   int st_threads = 2;
   selftest->add_option("--threads", st_threads, "threads for CPU kernels")->check(CLI::Range(1, 1024));
-
   auto* schema = app.add_subcommand("schema", "print the recipe keys with their types and defaults");
-
   auto* bench = app.add_subcommand("bench", "kernel benchmarks");
   bench->require_subcommand(1);
-  auto* bench_pb = bench->add_subcommand(
-      "pbatch", "PrecisionBatching (pb_linear) vs FP32 GEMV, the paper's Table I layout (markdown)");
-  octet::bench::PbBenchOptions pb_opts;
-  bench_pb->add_option("--sizes", pb_opts.sizes, "square sizes N (weights N x N)")
-      ->delimiter(',')
-      ->capture_default_str();
-  bench_pb->add_option("--w-bits", pb_opts.w_bits, "weight bits (1..8), one table row each")
-      ->delimiter(',')
-      ->capture_default_str();
-  bench_pb->add_option("--a-bits", pb_opts.a_bits, "activation bits (2..32), one table column each")
-      ->delimiter(',')
-      ->capture_default_str();
-  bench_pb->add_option("--threads", pb_opts.threads, "CPU thread counts, one table each")
-      ->delimiter(',')
-      ->capture_default_str();
-  bench_pb->add_option("--device", pb_opts.device, "cpu, cuda or cuda:N")->capture_default_str();
-  bench_pb->add_option("--batch", pb_opts.batch, "rows of x")->capture_default_str()->check(CLI::Range(1, 4096));
-  bench_pb->add_option("--reps", pb_opts.reps, "timed samples per measurement (median reported)")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 1000));
-  bench_pb->add_option("--min-time", pb_opts.min_time, "seconds per measurement")
-      ->capture_default_str()
-      ->check(CLI::Range(0.0, 60.0));
-  bench_pb->add_flag("--cpu-time", pb_opts.cpu_time,
-                     "with one thread, time by its CPU time (a shared machine: time descheduled not counted)");
-  bench_pb->add_flag("--clip-search", pb_opts.clip_search, "preprocess the weights with the clip search");
+  PbatchBenchCommand bench_pb;
+  bench_pb.add(*bench);
 
   CLI11_PARSE(app, argc, argv);
   try {
-    if (*train) {
-      octet::train::TrainOptions opts;
-      opts.resume = resume;
-      opts.stop = &stop_requested;
-      std::signal(SIGINT, on_signal);
-      std::signal(SIGTERM, on_signal);
-      octet::train::Recipe recipe;
-      if (resume.empty()) {
-        if (recipe_path.empty()) {
-          spdlog::error("train: give a recipe file, or --resume RUN");
-          return 2;
-        }
-        recipe = octet::train::load_recipe(recipe_path, overrides);
-      } else {
-        // With --resume a first positional that looks like an override is one.
-        if (!recipe_path.empty()) overrides.insert(overrides.begin(), recipe_path);
-        opts.overrides = overrides;
-      }
-      auto result = octet::train::train(recipe, opts);
-      if (result.stopped && stop_requested) return 130;
-      std::printf("run folder: %s\n", result.run_dir.c_str());
-      return 0;
-    }
-    if (*eval) {
-      const auto q = octet::cli::evaluate_quantized(ckpt, data_root, threads, eval_device,
-                                                    octet::cli::cli_plan(eval_pbatch, eval_int8));
-      if (!q.layers.empty())
-        std::printf("%s: quantized inference: %s\n", ckpt.c_str(), octet::quant::describe_layers(q.layers).c_str());
-      for (const auto& r : q.splits) {
-        if (r.tokens)
-          std::printf("%s: %s: %lld tokens, loss %.4f, perplexity %.2f\n", ckpt.c_str(), r.split.c_str(),
-                      static_cast<long long>(r.examples), r.loss, r.perplexity());
-        else
-          std::printf("%s: %lld examples, loss %.4f, top-1 %.2f%%, top-5 %.2f%%\n", ckpt.c_str(),
-                      static_cast<long long>(r.examples), r.loss, r.top1, r.top5);
-      }
-      return 0;
-    }
-    if (*exp) {
-      const auto plan = octet::cli::cli_plan(exp_pbatch, exp_int8);
-      if (!plan) {
-        spdlog::error("export: give --pbatch w=N,a=K (or a plan file) or --int8");
-        return 2;
-      }
-      const auto layers = octet::cli::export_quantized(exp_ckpt, *plan, exp_out, exp_threads);
-      std::printf("%s: %s\n", exp_out.c_str(), octet::quant::describe_layers(layers).c_str());
-      return 0;
-    }
-    if (*sweep) {
-      const auto r = octet::cli::run_sweep(sweep_ckpt, sweep_opts);
-      std::printf("%s on %s; quantized layers: %s\n\n%s", r.checkpoint.c_str(), r.device.c_str(), r.layers.c_str(),
-                  octet::cli::sweep_markdown(r).c_str());
-      if (!sweep_out.empty()) {
-        octet::cli::write_sweep(sweep_out, r);
-        std::printf("\nwritten: %s/sweep.csv, %s/sweep.html\n", sweep_out.c_str(), sweep_out.c_str());
-      }
-      return 0;
-    }
-    if (*gen) {
-      gen_opts.device_ = gen_device;
-      std::printf("%s\n", octet::cli::generate_text(gen_ckpt, gen_opts).text.c_str());
-      return 0;
-    }
+    if (*train.cmd) return train.run();
+    if (*eval.cmd) return eval.run();
+    if (*exp.cmd) return exp.run();
+    if (*sweep.cmd) return sweep.run();
+    if (*gen.cmd) return gen.run();
     if (*insp) return inspect(insp_path);
     if (*selftest) return octet::cli::run_selftest(st_threads);
-    if (*bench_pb) {
-      octet::bench::run_pbatch_bench(pb_opts, std::cout);
-      return 0;
-    }
+    if (*bench_pb.cmd) return bench_pb.run();
     if (*schema) {
       std::printf("%s", octet::train::schema_markdown().c_str());
       return 0;
