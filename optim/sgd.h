@@ -18,7 +18,7 @@ struct SGDOptions : OptimizerOptions {
   bool nesterov_ = false;
   double weight_decay_ = 0.0;
 
-  explicit SGDOptions(double lr) : lr_(lr) {}
+  explicit SGDOptions(double lr = 1e-3) : lr_(lr) {}  // PyTorch's default lr
   SGDOptions& lr(double v) {
     lr_ = v;
     return *this;

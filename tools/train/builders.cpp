@@ -150,7 +150,7 @@ std::unique_ptr<Optimizer> build_optimizer(const Recipe& r, const NamedTensors& 
                                          .alpha(r.real("optimizer.alpha"))
                                          .eps(eps)
                                          .weight_decay(wd)
-                                         .momentum(r.is_set("optimizer.momentum") ? momentum : 0.0)
+                                         .momentum(momentum)
                                          .centered(r.boolean("optimizer.centered")),
                                      state);
   if (name == "lars")

@@ -2,13 +2,22 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
 
 #include "core/error.h"
+#include "optim/adam.h"
+#include "optim/lamb.h"
+#include "optim/lars.h"
+#include "optim/lion.h"
+#include "optim/rmsprop.h"
+#include "optim/sgd.h"
 
 namespace octet::train {
 
@@ -55,17 +64,21 @@ const std::vector<SchemaEntry> kSchema = {
      "use only the first N test examples (text: tokens of valid and test) (0: all)"},
     // optimizer
     {"optimizer.name", K::text, "sgd", "sgd, adam, adamw, rmsprop, lion, lamb or lars"},
-    {"optimizer.lr", K::real, "0.1", "learning rate (peak, before the schedule)"},
-    {"optimizer.momentum", K::real, "0.9", "SGD, RMSprop and LARS momentum (RMSprop: set it; its usual value is 0)"},
-    {"optimizer.dampening", K::real, "0.0", "SGD dampening"},
-    {"optimizer.nesterov", K::boolean, "false", "SGD Nesterov momentum"},
-    {"optimizer.weight_decay", K::real, "0.0", "L2 (sgd, adam) or decoupled (adamw) weight decay"},
-    {"optimizer.betas", K::real_list, "[0.9, 0.999]", "Adam/AdamW/LAMB betas (Lion: set [0.9, 0.99])"},
-    {"optimizer.eps", K::real, "1e-8", "Adam/AdamW/LAMB/RMSprop/LARS epsilon"},
-    {"optimizer.alpha", K::real, "0.99", "RMSprop smoothing constant"},
-    {"optimizer.centered", K::boolean, "false", "RMSprop: normalize by the centered second moment"},
-    {"optimizer.trust_coefficient", K::real, "0.001", "LARS trust coefficient"},
-    {"optimizer.amsgrad", K::boolean, "false", "Adam/AdamW AMSGrad variant"},
+    // The keys below mapped to an optimizer's options have no default of their own: an unset key
+    // takes the default of the optimizer's options struct (optim/*.h), so the CLI and the C++ API
+    // cannot disagree (Lion's betas 0.9/0.99, LAMB's eps 1e-6, AdamW's weight decay 0.01, ...).
+    {"optimizer.lr", K::real, "", "learning rate (peak, before the schedule)", "", true},
+    {"optimizer.momentum", K::real, "", "SGD, RMSprop and LARS momentum", "", true},
+    {"optimizer.dampening", K::real, "", "SGD dampening", "", true},
+    {"optimizer.nesterov", K::boolean, "", "SGD Nesterov momentum", "", true},
+    {"optimizer.weight_decay", K::real, "",
+     "L2 (sgd, adam, rmsprop, lars) or decoupled (adamw, lion, lamb) weight decay", "", true},
+    {"optimizer.betas", K::real_list, "", "Adam/AdamW/LAMB/Lion betas", "", true},
+    {"optimizer.eps", K::real, "", "Adam/AdamW/LAMB/RMSprop/LARS epsilon", "", true},
+    {"optimizer.alpha", K::real, "", "RMSprop smoothing constant", "", true},
+    {"optimizer.centered", K::boolean, "", "RMSprop: normalize by the centered second moment", "", true},
+    {"optimizer.trust_coefficient", K::real, "", "LARS trust coefficient", "", true},
+    {"optimizer.amsgrad", K::boolean, "", "Adam/AdamW AMSGrad variant", "", true},
     {"optimizer.state_bits", K::integer, "32", "optimizer state precision: 32, or 8 (block-wise quantized)"},
     {"optimizer.min_8bit_size", K::integer, "4096", "parameters with fewer elements keep 32-bit state"},
     {"optimizer.block_size", K::integer, "256",
@@ -277,6 +290,16 @@ std::string at_line(const std::string& source, const YAML::Node& n) {
   return source + ":" + std::to_string(n.Mark().line + 1);
 }
 
+// The shortest decimal that reads back as exactly x (0.9, not 0.90000000000000002).
+std::string shortest(double x) {
+  char buf[32];
+  for (int precision = 1; precision <= 17; ++precision) {
+    std::snprintf(buf, sizeof(buf), "%.*g", precision, x);
+    if (std::strtod(buf, nullptr) == x) break;
+  }
+  return buf;
+}
+
 void emit_value(std::ostream& os, const RecipeValue& v) {
   std::visit(
       [&](const auto& x) {
@@ -288,10 +311,7 @@ void emit_value(std::ostream& os, const RecipeValue& v) {
           em << YAML::DoubleQuoted << x;
           os << em.c_str();
         } else if constexpr (std::is_same_v<T, double>) {
-          std::ostringstream s;
-          s.precision(17);
-          s << x;
-          std::string t = s.str();
+          std::string t = shortest(x);
           if (t.find_first_of(".eEn") == std::string::npos) t += ".0";  // stays a real when read back
           os << t;
         } else if constexpr (std::is_same_v<T, int64_t>) {
@@ -306,12 +326,7 @@ void emit_value(std::ostream& os, const RecipeValue& v) {
           os << "]";
         } else {
           os << "[";
-          for (size_t i = 0; i < x.size(); ++i) {
-            std::ostringstream s;
-            s.precision(17);
-            s << x[i];
-            os << (i ? ", " : "") << s.str();
-          }
+          for (size_t i = 0; i < x.size(); ++i) os << (i ? ", " : "") << shortest(x[i]);
           os << "]";
         }
       },
@@ -322,6 +337,101 @@ void emit_value(std::ostream& os, const RecipeValue& v) {
 
 const std::vector<SchemaEntry>& recipe_schema() { return kSchema; }
 
+const std::vector<OptimizerDefaults>& optimizer_defaults() {
+  static const std::vector<OptimizerDefaults> table = [] {
+    auto pair = [](std::pair<double, double> b) { return std::vector<double>{b.first, b.second}; };
+    const SGDOptions sgd;
+    const AdamOptions adam;
+    const AdamWOptions adamw;
+    const RMSpropOptions rmsprop;
+    const LionOptions lion;
+    const LambOptions lamb;
+    const LARSOptions lars;
+    return std::vector<OptimizerDefaults>{
+        {"sgd",
+         {{"lr", sgd.lr_},
+          {"momentum", sgd.momentum_},
+          {"dampening", sgd.dampening_},
+          {"nesterov", sgd.nesterov_},
+          {"weight_decay", sgd.weight_decay_}}},
+        {"adam",
+         {{"lr", adam.lr_},
+          {"betas", pair(adam.betas_)},
+          {"eps", adam.eps_},
+          {"weight_decay", adam.weight_decay_},
+          {"amsgrad", adam.amsgrad_}}},
+        {"adamw",
+         {{"lr", adamw.lr_},
+          {"betas", pair(adamw.betas_)},
+          {"eps", adamw.eps_},
+          {"weight_decay", adamw.weight_decay_},
+          {"amsgrad", adamw.amsgrad_}}},
+        {"rmsprop",
+         {{"lr", rmsprop.lr_},
+          {"alpha", rmsprop.alpha_},
+          {"eps", rmsprop.eps_},
+          {"weight_decay", rmsprop.weight_decay_},
+          {"momentum", rmsprop.momentum_},
+          {"centered", rmsprop.centered_}}},
+        {"lion", {{"lr", lion.lr_}, {"betas", pair(lion.betas_)}, {"weight_decay", lion.weight_decay_}}},
+        {"lamb",
+         {{"lr", lamb.lr_}, {"betas", pair(lamb.betas_)}, {"eps", lamb.eps_}, {"weight_decay", lamb.weight_decay_}}},
+        {"lars",
+         {{"lr", lars.lr_},
+          {"momentum", lars.momentum_},
+          {"weight_decay", lars.weight_decay_},
+          {"trust_coefficient", lars.trust_coefficient_},
+          {"eps", lars.eps_}}},
+    };
+  }();
+  return table;
+}
+
+namespace {
+
+const OptimizerDefaults& defaults_of(const std::string& name) {
+  std::string known;
+  for (const OptimizerDefaults& o : optimizer_defaults()) {
+    if (o.name == name) return o;
+    known += (known.empty() ? "" : ", ") + o.name;
+  }
+  OCTET_FAIL("recipe optimizer.name: unknown optimizer '", name, "' (known: ", known, ")");
+}
+
+// The value of an optimizer key the recipe left unset: the chosen optimizer's default, or, for a
+// key it does not use, the default of the first optimizer that does (the resolved recipe still
+// names every key).
+RecipeValue optimizer_default(const std::string& name, const std::string& key) {
+  const std::string field = key.substr(key.find('.') + 1);
+  const OptimizerDefaults& chosen = defaults_of(name);
+  if (auto it = chosen.values.find(field); it != chosen.values.end()) return it->second;
+  for (const OptimizerDefaults& o : optimizer_defaults())
+    if (auto it = o.values.find(field); it != o.values.end()) return it->second;
+  OCTET_FAIL("recipe schema: internal error, no optimizer has a default for ", key);
+}
+
+// "sgd, adam: 0.001; rmsprop: 0.01": the default column of an optimizer key.
+std::string optimizer_defaults_text(const std::string& key) {
+  const std::string field = key.substr(key.find('.') + 1);
+  std::vector<std::pair<std::string, std::string>> groups;  // value -> names, in table order
+  for (const OptimizerDefaults& o : optimizer_defaults()) {
+    auto it = o.values.find(field);
+    if (it == o.values.end()) continue;
+    std::ostringstream v;
+    emit_value(v, it->second);
+    auto g = std::find_if(groups.begin(), groups.end(), [&](const auto& x) { return x.first == v.str(); });
+    if (g == groups.end())
+      groups.emplace_back(v.str(), o.name);
+    else
+      g->second += ", " + o.name;
+  }
+  std::string text;
+  for (const auto& [value, names] : groups) text += (text.empty() ? "" : "; ") + names + ": " + value;
+  return text;
+}
+
+}  // namespace
+
 std::string schema_markdown() {
   std::ostringstream os;
   std::string section;
@@ -331,8 +441,9 @@ std::string schema_markdown() {
       section = s;
       os << "\n### `" << section << "`\n\n| key | type | default | meaning |\n|---|---|---|---|\n";
     }
-    os << "| `" << e.key.substr(s.size() + 1) << "` | " << type_name(e.type) << " | `" << e.default_yaml << "` | "
-       << e.doc << " |\n";
+    const std::string dflt = e.from_optimizer ? optimizer_defaults_text(e.key) : e.default_yaml;
+    os << "| `" << e.key.substr(s.size() + 1) << "` | " << type_name(e.type) << " | `" << dflt << "` | " << e.doc
+       << " |\n";
   }
   return os.str();
 }
@@ -349,7 +460,8 @@ Recipe Recipe::parse(const std::string& yaml, const std::string& source, const s
   }
   Recipe r;
   r.source_ = source;
-  for (const SchemaEntry& e : kSchema) r.values_[e.key] = convert(YAML::Load(e.default_yaml), e, "schema default");
+  for (const SchemaEntry& e : kSchema)
+    if (!e.from_optimizer) r.values_[e.key] = convert(YAML::Load(e.default_yaml), e, "schema default");
   if (root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
   OCTET_CHECK(root.IsMap(), source, ": a recipe must be a mapping of sections (", known_sections(), ")");
   if (stored) {
@@ -388,6 +500,10 @@ Recipe Recipe::parse(const std::string& yaml, const std::string& source, const s
     r.values_[key] = convert(v, *e, "override '" + o + "'");
     r.set_[key] = true;
   }
+  const std::string optimizer = r.text("optimizer.name");
+  for (const SchemaEntry& e : kSchema)
+    if (e.from_optimizer && !r.values_.count(e.key)) r.values_[e.key] = optimizer_default(optimizer, e.key);
+  defaults_of(optimizer);  // an unknown optimizer is an error here, before anything is built
   return r;
 }
 

@@ -25,6 +25,9 @@ struct SchemaEntry {
   // the key means (the behaviour before the key existed), when that differs from the default.
   // Stored recipes are resolved (they name every key their version knew), so absence is telling.
   std::string stored_absent_yaml = {};
+  // A key of the optimizer's options: no default of its own (default_yaml is empty); unset, it takes
+  // the default of the chosen optimizer's options struct (optimizer_defaults()).
+  bool from_optimizer = false;
 };
 
 // The whole schema, in documentation order.
@@ -34,6 +37,14 @@ std::string schema_markdown();
 
 using RecipeValue = std::variant<int64_t, double, bool, std::string, std::vector<double>, std::vector<int64_t>,
                                  std::vector<std::string>>;
+
+// Each optimizer's defaults for the recipe keys it uses (without "optimizer."), read from its options
+// struct default-constructed (SGDOptions, AdamOptions, ...): the one source of those defaults.
+struct OptimizerDefaults {
+  std::string name;  // optimizer.name
+  std::map<std::string, RecipeValue> values;
+};
+const std::vector<OptimizerDefaults>& optimizer_defaults();
 
 class Recipe {
  public:
