@@ -222,54 +222,27 @@ Tensor int8_conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, const C
 
 namespace {
 
-constexpr Int8ConvPath kPaths[] = {Int8ConvPath::automatic, Int8ConvPath::dp4a, Int8ConvPath::tensor_core,
-                                   Int8ConvPath::direct};
-
-// The setting, initialized from OCTET_INT8_CONV_PATH on first use.
-std::atomic<Int8ConvPath>& path_setting() {
-  static std::atomic<Int8ConvPath> setting([] {
-    const char* env = std::getenv("OCTET_INT8_CONV_PATH");
-    if (env == nullptr || *env == '\0') return Int8ConvPath::automatic;
-    try {
-      return parse_int8_conv_path(env);
-    } catch (const Error& e) {
-      OCTET_FAIL("environment variable OCTET_INT8_CONV_PATH: ", e.what());
-    }
-  }());
-  return setting;
-}
+bool int8_conv_path_known(Int8ConvPath) { return true; }  // a setting: the CPU kernels ignore it
+Int8ConvPath default_int8_conv_path() { return Int8ConvPath::automatic; }
 
 }  // namespace
 
-std::string_view int8_conv_path_name(Int8ConvPath path) {
-  switch (path) {
-    case Int8ConvPath::automatic:
-      return "auto";
-    case Int8ConvPath::dp4a:
-      return "dp4a";
-    case Int8ConvPath::tensor_core:
-      return "tensor_core";
-    case Int8ConvPath::direct:
-      return "direct";
-  }
-  return "unknown";
+Selector<Int8ConvPath>& int8_conv_selector() {
+  static Selector<Int8ConvPath> selector{"INT8 convolution path",
+                                         "OCTET_INT8_CONV_PATH",
+                                         {{Int8ConvPath::automatic, "auto"},
+                                          {Int8ConvPath::dp4a, "dp4a"},
+                                          {Int8ConvPath::tensor_core, "tensor_core"},
+                                          {Int8ConvPath::direct, "direct"}},
+                                         int8_conv_path_known,
+                                         default_int8_conv_path};
+  return selector;
 }
 
-Int8ConvPath parse_int8_conv_path(std::string_view name) {
-  if (name == "automatic") return Int8ConvPath::automatic;
-  for (Int8ConvPath p : kPaths)
-    if (name == int8_conv_path_name(p)) return p;
-  OCTET_FAIL("unknown INT8 convolution path '", std::string(name), "' (expected auto, dp4a, tensor_core or direct)");
-}
-
-Int8ConvPath int8_conv_path() { return path_setting().load(); }
-
-Int8ConvPath set_int8_conv_path(Int8ConvPath path) {
-  bool known = false;
-  for (Int8ConvPath p : kPaths) known = known || p == path;
-  OCTET_CHECK(known, "set_int8_conv_path: unknown path ", static_cast<int>(path));
-  return path_setting().exchange(path);
-}
+std::string_view int8_conv_path_name(Int8ConvPath path) { return int8_conv_selector().name(path); }
+Int8ConvPath parse_int8_conv_path(std::string_view name) { return int8_conv_selector().parse(name); }
+Int8ConvPath int8_conv_path() { return int8_conv_selector().active(); }
+Int8ConvPath set_int8_conv_path(Int8ConvPath path) { return int8_conv_selector().set(path); }
 
 std::array<Int8ConvPath, 3> int8_conv_last_paths(const Tensor& x, const Tensor& w, const Conv2dOptions& opts) {
   std::array<Int8ConvPath, 3> none{Int8ConvPath::automatic, Int8ConvPath::automatic, Int8ConvPath::automatic};

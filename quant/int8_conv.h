@@ -42,6 +42,7 @@
 #include <string_view>
 
 #include "core/ops/conv.h"
+#include "core/selector.h"
 #include "core/tensor.h"
 #include "quant/int8.h"
 
@@ -67,6 +68,8 @@ Tensor int8_conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, const C
 // auto); tests and benchmarks switch it with set_int8_conv_path.
 enum class Int8ConvPath : uint8_t { automatic, dp4a, tensor_core, direct };
 
+// The setting (core/selector.h), and shorthands for its name, parse, active and set.
+Selector<Int8ConvPath>& int8_conv_selector();
 std::string_view int8_conv_path_name(Int8ConvPath path);  // "auto", "dp4a", "tensor_core", "direct"
 // The path a name (as int8_conv_path_name, or "automatic") stands for; an octet::Error otherwise.
 Int8ConvPath parse_int8_conv_path(std::string_view name);

@@ -1,5 +1,5 @@
 // CPU 2-D convolution, NCHW, contiguous operands. f32 goes to oneDNN's convolution primitives
-// (conv_dnnl.cpp) unless set_conv2d_use_dnnl(false); the plain kernels below serve f64 (gradient
+// (conv_dnnl.cpp) unless conv2d_selector() says loops; the plain kernels below serve f64 (gradient
 // checks) and are the reference the oneDNN path is tested against.
 // General path: per sample, im2col into a scratch matrix [C*R*S, P*Q] and one GEMM per group
 // (oneDNN sgemm for f32, Eigen for f64); backward runs the transposed GEMMs, then col2im for dx,
@@ -35,7 +35,6 @@ int64_t grain_for(int64_t work_per_item) {
 // A 1-D view of `len` elements starting `off` elements into contiguous `t`: gemm reads
 // .data<T>(), which points at a view's first element. Detached, so nothing is recorded.
 Tensor flat(const Tensor& t, int64_t off, int64_t len) { return t.detach().view({t.numel()}).narrow(0, off, len); }
-
 
 // col[(c*R + r)*S + s][p*Q + q] = x[c][p*sh - ph + r*dh][q*sw - pw + s*dw] (0 in the padding).
 template <typename T>
@@ -234,11 +233,19 @@ void depthwise_backward_weight(const Conv2dGeometry& g, const T* x, const T* dou
   });
 }
 
-std::atomic<bool> conv_use_dnnl{true};
+bool conv2d_path_supported(Conv2dPath) { return true; }
+Conv2dPath default_conv2d_path() { return Conv2dPath::dnnl; }
 
 }  // namespace
 
-bool set_conv2d_use_dnnl(bool on) { return conv_use_dnnl.exchange(on); }
+Selector<Conv2dPath>& conv2d_selector() {
+  static Selector<Conv2dPath> selector{"conv2d path",
+                                       "OCTET_CONV2D_PATH",
+                                       {{Conv2dPath::dnnl, "dnnl"}, {Conv2dPath::loops, "loops"}},
+                                       conv2d_path_supported,
+                                       default_conv2d_path};
+  return selector;
+}
 
 void conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& out) {
   check_cpu("conv2d_forward", {x, w, bias, out});
@@ -248,7 +255,8 @@ void conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, c
               " elements, got ", out.dtype(), " ", out.shape());
   OCTET_CHECK(!bias.defined() || (bias.is_contiguous() && bias.dtype() == x.dtype() && bias.numel() == g.k),
               "conv2d_forward: expected a contiguous ", x.dtype(), " bias of ", g.k, " elements");
-  if (x.dtype() == DType::f32 && conv_use_dnnl) return dnnl_conv2d_forward(g, x, w, bias, out);
+  if (x.dtype() == DType::f32 && conv2d_selector().active() == Conv2dPath::dnnl)
+    return dnnl_conv2d_forward(g, x, w, bias, out);
   dispatch_float(x.dtype(), "conv2d", [&]<typename T>() {
     if (is_depthwise(g))
       depthwise_forward<T>(g, x.data<T>(), w.data<T>(), bias.defined() ? bias.data<T>() : nullptr, out.data<T>());
@@ -263,7 +271,8 @@ void conv2d_backward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, 
   check_conv_operands("conv2d_backward", g, x, w);
   check_conv_grads("conv2d_backward", g, x, w, dout, dx, dw);
   if (!dx.defined() && !dw.defined()) return;
-  if (x.dtype() == DType::f32 && conv_use_dnnl) return dnnl_conv2d_backward(g, x, w, dout, dx, dw);
+  if (x.dtype() == DType::f32 && conv2d_selector().active() == Conv2dPath::dnnl)
+    return dnnl_conv2d_backward(g, x, w, dout, dx, dw);
   dispatch_float(x.dtype(), "conv2d", [&]<typename T>() {
     if (is_depthwise(g)) {
       if (dx.defined()) depthwise_backward_input<T>(g, w.data<T>(), dout.data<T>(), dx.data<T>());

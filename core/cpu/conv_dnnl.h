@@ -5,13 +5,18 @@
 // in conv.cpp remain the f64 path and the reference this one is tested against.
 #pragma once
 
+#include <cstdint>
+
 #include "core/cpu/kernels.h"
+#include "core/selector.h"
 
 namespace octet::cpu {
 
-// Whether f32 convolutions go through oneDNN (default) or the plain kernels; returns the previous
-// setting. For tests and benchmarks that compare the two.
-bool set_conv2d_use_dnnl(bool on);
+// Whether f32 convolutions go through oneDNN (default) or the plain kernels (core/selector.h;
+// OCTET_CONV2D_PATH=dnnl|loops). For tests and benchmarks that compare the two:
+//   Conv2dPath previous = conv2d_selector().set(Conv2dPath::loops);  ...  conv2d_selector().set(previous);
+enum class Conv2dPath : uint8_t { dnnl, loops };
+Selector<Conv2dPath>& conv2d_selector();
 
 void dnnl_conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& bias,
                          const Tensor& out);

@@ -1,22 +1,8 @@
 #include "core/cpu/isa.h"
 
-#include <atomic>
-
 #include "core/error.h"
 
 namespace octet::cpu {
-
-std::string_view isa_name(Isa isa) {
-  switch (isa) {
-    case Isa::portable:
-      return "portable";
-    case Isa::avx2:
-      return "avx2";
-    case Isa::avx512:
-      return "avx512";
-  }
-  return "?";
-}
 
 bool isa_supported(Isa isa) {
   switch (isa) {
@@ -41,19 +27,17 @@ Isa best_isa() {
   return best;
 }
 
-namespace {
-std::atomic<int> g_active_isa{-1};  // -1: best_isa()
-}  // namespace
-
-Isa active_isa() {
-  const int a = g_active_isa.load(std::memory_order_relaxed);
-  return a < 0 ? best_isa() : static_cast<Isa>(a);
+Selector<Isa>& isa_selector() {
+  static Selector<Isa> selector{"cpu ISA",
+                                "OCTET_ISA",
+                                {{Isa::portable, "portable"}, {Isa::avx2, "avx2"}, {Isa::avx512, "avx512"}},
+                                isa_supported,
+                                best_isa};
+  return selector;
 }
 
-void set_active_isa(Isa isa) {
-  OCTET_CHECK(isa_supported(isa), "cpu::set_active_isa: ISA ", isa_name(isa),
-              " is not supported by this CPU or build (best: ", isa_name(best_isa()), ")");
-  g_active_isa.store(static_cast<int>(isa), std::memory_order_relaxed);
-}
+std::string_view isa_name(Isa isa) { return isa_selector().name(isa); }
+Isa active_isa() { return isa_selector().active(); }
+void set_active_isa(Isa isa) { isa_selector().set(isa); }
 
 }  // namespace octet::cpu

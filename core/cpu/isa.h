@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <string_view>
 
+#include "core/selector.h"
+
 namespace octet::cpu {
 
 enum class Isa : uint8_t { portable, avx2, avx512 };
@@ -20,8 +22,9 @@ std::string_view isa_name(Isa isa);
 // Compiled into this build and supported by this CPU (portable always is).
 bool isa_supported(Isa isa);
 Isa best_isa();
-// The ISA the dispatching loops use: best_isa() unless set; process-wide. set_active_isa throws
-// octet::Error for an unsupported ISA.
+// The ISA the dispatching loops use (core/selector.h): best_isa() unless set or named by OCTET_ISA;
+// process-wide. set_active_isa throws octet::Error for an unsupported ISA.
+Selector<Isa>& isa_selector();
 Isa active_isa();
 void set_active_isa(Isa isa);
 

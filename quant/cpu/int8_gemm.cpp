@@ -97,22 +97,18 @@ bool probe_dnnl_exact(bool u8_a) {
 
 Int8GemmPath best_path() { return dnnl_int8_gemm_exact() ? Int8GemmPath::dnnl : Int8GemmPath::reference; }
 
-std::atomic<Int8GemmPath>& active() {
-  static std::atomic<Int8GemmPath> path{best_path()};
-  return path;
-}
-
 }  // namespace
 
-std::string_view int8_gemm_path_name(Int8GemmPath path) {
-  switch (path) {
-    case Int8GemmPath::reference:
-      return "reference";
-    case Int8GemmPath::dnnl:
-      return "dnnl";
-  }
-  return "unknown";
+Selector<Int8GemmPath>& int8_gemm_selector() {
+  static Selector<Int8GemmPath> selector{"int8 GEMM path",
+                                         "OCTET_INT8_GEMM_PATH",
+                                         {{Int8GemmPath::reference, "reference"}, {Int8GemmPath::dnnl, "dnnl"}},
+                                         int8_gemm_path_supported,
+                                         best_path};
+  return selector;
 }
+
+std::string_view int8_gemm_path_name(Int8GemmPath path) { return int8_gemm_selector().name(path); }
 
 bool dnnl_int8_gemm_exact() {
   static const bool exact = probe_dnnl_exact(false);
@@ -128,14 +124,8 @@ bool int8_gemm_path_supported(Int8GemmPath path) {
   return path == Int8GemmPath::reference || (path == Int8GemmPath::dnnl && dnnl_int8_gemm_exact());
 }
 
-Int8GemmPath int8_gemm_path() { return active().load(); }
-
-Int8GemmPath set_int8_gemm_path(Int8GemmPath path) {
-  OCTET_CHECK(int8_gemm_path_supported(path), "set_int8_gemm_path: path ", int8_gemm_path_name(path),
-              " is not supported on this CPU",
-              path == Int8GemmPath::dnnl ? " (oneDNN's s8s8s32 GEMM saturates here: no VNNI)" : "");
-  return active().exchange(path);
-}
+Int8GemmPath int8_gemm_path() { return int8_gemm_selector().active(); }
+Int8GemmPath set_int8_gemm_path(Int8GemmPath path) { return int8_gemm_selector().set(path); }
 
 void int8_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const int8_t* a, int64_t lda,
                const int8_t* b, int64_t ldb, int32_t* c, int64_t ldc, bool accumulate) {

@@ -25,6 +25,8 @@
 #include <cstdint>
 #include <string_view>
 
+#include "core/selector.h"
+
 namespace octet::quant::cpu {
 
 enum class Int8GemmPath : uint8_t { reference, dnnl };
@@ -37,9 +39,11 @@ bool dnnl_int8_gemm_exact();
 // The same probe for oneDNN's u8s8s32 GEMM (the zero-point GEMM's dnnl path, quant/cpu/qgemm.h).
 bool dnnl_u8s8_gemm_exact();
 
-// The path int8_gemm() uses: the fastest supported one unless set (process-wide; tests and
-// benchmarks switch it). set_int8_gemm_path throws octet::Error for an unsupported path and
+// The path int8_gemm() uses (core/selector.h): the fastest supported one unless set or named by
+// OCTET_INT8_GEMM_PATH (process-wide; tests and benchmarks switch it). set_int8_gemm_path throws
+// octet::Error for an unsupported path (dnnl where oneDNN's s8s8s32 GEMM saturates: no VNNI) and
 // returns the previous one.
+Selector<Int8GemmPath>& int8_gemm_selector();
 Int8GemmPath int8_gemm_path();
 Int8GemmPath set_int8_gemm_path(Int8GemmPath path);
 

@@ -26,27 +26,10 @@ PbKernel best_kernel() {
   return PbKernel::portable;
 }
 
-std::atomic<PbKernel>& active() {
-  static std::atomic<PbKernel> k{best_kernel()};
-  return k;
-}
-
 // The sign of the plane-pair (p, j) term: the top plane of each operand counts negative.
 bool negative_term(int p, int w_planes, int j, int x_planes) { return (p == w_planes - 1) != (j == x_planes - 1); }
 
 }  // namespace
-
-std::string_view pb_kernel_name(PbKernel k) {
-  switch (k) {
-    case PbKernel::portable:
-      return "portable";
-    case PbKernel::avx2:
-      return "avx2";
-    case PbKernel::avx512_vpopcnt:
-      return "avx512_vpopcnt";
-  }
-  return "unknown";
-}
 
 bool pb_kernel_supported(PbKernel k) {
   switch (k) {
@@ -63,13 +46,19 @@ bool pb_kernel_supported(PbKernel k) {
   }
 }
 
-PbKernel pb_kernel() { return active().load(std::memory_order_relaxed); }
-
-PbKernel set_pb_kernel(PbKernel k) {
-  OCTET_CHECK(pb_kernel_supported(k), "set_pb_kernel: path ", pb_kernel_name(k),
-              " is not supported by this CPU or build");
-  return active().exchange(k);
+Selector<PbKernel>& pb_kernel_selector() {
+  static Selector<PbKernel> selector{
+      "PrecisionBatching kernel",
+      "OCTET_PB_KERNEL",
+      {{PbKernel::portable, "portable"}, {PbKernel::avx2, "avx2"}, {PbKernel::avx512_vpopcnt, "avx512_vpopcnt"}},
+      pb_kernel_supported,
+      best_kernel};
+  return selector;
 }
+
+std::string_view pb_kernel_name(PbKernel k) { return pb_kernel_selector().name(k); }
+PbKernel pb_kernel() { return pb_kernel_selector().active(); }
+PbKernel set_pb_kernel(PbKernel k) { return pb_kernel_selector().set(k); }
 
 void detail::pb_transpose_portable(const uint32_t* code, int n, int bits, uint64_t* planes, int64_t stride) {
   for (int j = 0; j < bits; ++j) {

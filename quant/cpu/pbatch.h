@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <string_view>
 
+#include "core/selector.h"
+
 namespace octet::quant::cpu {
 
 enum class PbKernel : uint8_t { portable, avx2, avx512_vpopcnt };
@@ -18,8 +20,10 @@ enum class PbKernel : uint8_t { portable, avx2, avx512_vpopcnt };
 std::string_view pb_kernel_name(PbKernel k);
 // Compiled in and supported by this CPU (portable always).
 bool pb_kernel_supported(PbKernel k);
-// The path pb_gemm uses: the fastest supported unless set (process-wide; tests and benchmarks
-// switch it). set_pb_kernel throws octet::Error for an unsupported path and returns the previous one.
+// The path pb_gemm uses (core/selector.h): the fastest supported unless set or named by
+// OCTET_PB_KERNEL (process-wide; tests and benchmarks switch it). set_pb_kernel throws octet::Error
+// for an unsupported path and returns the previous one.
+Selector<PbKernel>& pb_kernel_selector();
 PbKernel pb_kernel();
 PbKernel set_pb_kernel(PbKernel k);
 

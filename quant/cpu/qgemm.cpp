@@ -21,11 +21,6 @@ namespace octet::quant::cpu {
 
 namespace {
 
-std::atomic<QGemmPath>& active() {
-  static std::atomic<QGemmPath> path{QGemmPath::automatic};
-  return path;
-}
-
 QGemmPath resolve(QGemmPath p, int64_t m) {
   if (p != QGemmPath::automatic) return p;
   if (m > kQGemmKernelMaxM && dnnl_u8s8_gemm_exact()) return QGemmPath::dnnl;
@@ -144,22 +139,6 @@ RowRange row_range(const float* x, int64_t n) {
 
 }  // namespace
 
-std::string_view qgemm_path_name(QGemmPath p) {
-  switch (p) {
-    case QGemmPath::automatic:
-      return "automatic";
-    case QGemmPath::portable:
-      return "portable";
-    case QGemmPath::avx2:
-      return "avx2";
-    case QGemmPath::avx512_vnni:
-      return "avx512_vnni";
-    case QGemmPath::dnnl:
-      return "dnnl";
-  }
-  return "unknown";
-}
-
 bool qgemm_path_supported(QGemmPath p) {
   switch (p) {
     case QGemmPath::automatic:
@@ -175,13 +154,26 @@ bool qgemm_path_supported(QGemmPath p) {
   return false;
 }
 
-QGemmPath qgemm_path() { return active().load(); }
+namespace {
+QGemmPath default_qgemm_path() { return QGemmPath::automatic; }
+}  // namespace
 
-QGemmPath set_qgemm_path(QGemmPath p) {
-  OCTET_CHECK(qgemm_path_supported(p), "set_qgemm_path: path ", qgemm_path_name(p), " is not supported on this CPU",
-              p == QGemmPath::dnnl ? " (oneDNN's u8s8s32 GEMM saturates here: no VNNI)" : "");
-  return active().exchange(p);
+Selector<QGemmPath>& qgemm_selector() {
+  static Selector<QGemmPath> selector{"zero-point GEMM path",
+                                      "OCTET_QGEMM_PATH",
+                                      {{QGemmPath::automatic, "auto"},
+                                       {QGemmPath::portable, "portable"},
+                                       {QGemmPath::avx2, "avx2"},
+                                       {QGemmPath::avx512_vnni, "avx512_vnni"},
+                                       {QGemmPath::dnnl, "dnnl"}},
+                                      qgemm_path_supported,
+                                      default_qgemm_path};
+  return selector;
 }
+
+std::string_view qgemm_path_name(QGemmPath p) { return qgemm_selector().name(p); }
+QGemmPath qgemm_path() { return qgemm_selector().active(); }
+QGemmPath set_qgemm_path(QGemmPath p) { return qgemm_selector().set(p); }
 
 void qgemm_row_sums(int64_t n, int64_t k, QType tb, const void* b, int64_t ldb, int32_t* sums) {
   for (int64_t j = 0; j < n; ++j)

@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "core/selector.h"
 #include "quant/qgemm.h"
 
 namespace octet::quant::cpu {
@@ -38,8 +39,10 @@ std::string_view qgemm_path_name(QGemmPath p);
 // automatic and portable always; avx2 / avx512_vnni when compiled in and the CPU has them (VNNI:
 // AVX-512 F/BW/DQ/VL plus AVX512_VNNI); dnnl where oneDNN's u8s8s32 GEMM is exact.
 bool qgemm_path_supported(QGemmPath p);
-// The path quant::qgemm uses (automatic unless set; process-wide). set_qgemm_path throws
-// octet::Error for an unsupported path and returns the previous one.
+// The path quant::qgemm uses (core/selector.h): auto unless set or named by OCTET_QGEMM_PATH
+// (process-wide). set_qgemm_path throws octet::Error for an unsupported path (dnnl where oneDNN's
+// u8s8s32 GEMM saturates: no VNNI) and returns the previous one.
+Selector<QGemmPath>& qgemm_selector();
 QGemmPath qgemm_path();
 QGemmPath set_qgemm_path(QGemmPath p);
 

@@ -125,13 +125,13 @@ TEST_P(ConvValues, GradcheckF64) {
 TEST_P(ConvValues, DnnlMatchesPlainKernels) {
   const ConvCase& cc = GetParam();
   auto run = [&](bool dnnl) {
-    bool prev = cpu::set_conv2d_use_dnnl(dnnl);
+    const cpu::Conv2dPath prev = cpu::conv2d_selector().set(dnnl ? cpu::Conv2dPath::dnnl : cpu::Conv2dPath::loops);
     Tensor x = random({cc.n, cc.c, cc.h, cc.w}, DType::f32, 41).requires_grad_(true);
     Tensor w = random({cc.k, cc.c / cc.opts.groups_, cc.r, cc.s}, DType::f32, 42).requires_grad_(true);
     Tensor b = cc.bias ? random({cc.k}, DType::f32, 43).requires_grad_(true) : Tensor();
     Tensor y = conv2d(x, w, b, cc.opts);
     y.backward(random(y.shape(), DType::f32, 44));
-    cpu::set_conv2d_use_dnnl(prev);
+    cpu::conv2d_selector().set(prev);
     return std::vector<std::vector<double>>{y.to_vector<double>(), x.grad().to_vector<double>(),
                                             w.grad().to_vector<double>()};
   };

@@ -124,7 +124,7 @@ int main(int argc, char** argv) {
     Tensor dy = randn({cc.n, cc.k, cc.h, cc.h}, DType::f32, &g);
     // oneDNN primitives (the default) and the plain kernels they replaced.
     for (bool dnnl : {true, false}) {
-      bool prev = cpu::set_conv2d_use_dnnl(dnnl);
+      const cpu::Conv2dPath prev = cpu::conv2d_selector().set(dnnl ? cpu::Conv2dPath::dnnl : cpu::Conv2dPath::loops);
       std::string name = std::string(cc.name) + (dnnl ? " oneDNN" : " plain");
       double tf = best_time(reps, [&] {
         NoGradGuard ng;
@@ -135,7 +135,7 @@ int main(int argc, char** argv) {
         w.set_grad(Tensor());
         conv2d(x, w, Tensor(), opts).backward(dy);
       });
-      cpu::set_conv2d_use_dnnl(prev);
+      cpu::conv2d_selector().set(prev);
       rows.push_back({name + " fwd", tf, fwd_flop});
       rows.push_back({name + " fwd+bwd", tfb, 3 * fwd_flop});
     }
