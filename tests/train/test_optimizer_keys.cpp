@@ -25,6 +25,16 @@ using Values = std::map<std::string, RecipeValue>;
 
 std::vector<double> pair(std::pair<double, double> b) { return {b.first, b.second}; }
 
+// Adam's and AdamW's options (the same fields).
+template <typename Options>
+Values adam_like(const Options& x) {
+  return {{"lr", x.lr_},
+          {"betas", pair(x.betas_)},
+          {"eps", x.eps_},
+          {"weight_decay", x.weight_decay_},
+          {"amsgrad", x.amsgrad_}};
+}
+
 // The options an optimizer was built with, under the recipe's key names: written here by hand,
 // independently of the schema's table, so a key wired to the wrong field shows.
 Values options_of(const Optimizer& opt) {
@@ -36,22 +46,8 @@ Values options_of(const Optimizer& opt) {
             {"nesterov", x.nesterov_},
             {"weight_decay", x.weight_decay_}};
   }
-  if (auto* o = dynamic_cast<const Adam*>(&opt)) {
-    const AdamOptions& x = o->options(0);
-    return {{"lr", x.lr_},
-            {"betas", pair(x.betas_)},
-            {"eps", x.eps_},
-            {"weight_decay", x.weight_decay_},
-            {"amsgrad", x.amsgrad_}};
-  }
-  if (auto* o = dynamic_cast<const AdamW*>(&opt)) {
-    const AdamWOptions& x = o->options(0);
-    return {{"lr", x.lr_},
-            {"betas", pair(x.betas_)},
-            {"eps", x.eps_},
-            {"weight_decay", x.weight_decay_},
-            {"amsgrad", x.amsgrad_}};
-  }
+  if (auto* o = dynamic_cast<const Adam*>(&opt)) return adam_like(o->options(0));
+  if (auto* o = dynamic_cast<const AdamW*>(&opt)) return adam_like(o->options(0));
   if (auto* o = dynamic_cast<const RMSprop*>(&opt)) {
     const RMSpropOptions& x = o->options(0);
     return {{"lr", x.lr_},
