@@ -98,7 +98,7 @@ TEST(Optim8bitSparse, RareElementsInsideBlocksStayBounded) {
   // vocabulary with every 8th word rare, and rows of 200 (not a multiple of any block) with every
   // 8th row rare.
   const Scenario bias{{31013}, [](int64_t i) { return i % 8 == 3; }};
-  const Scenario misaligned{{4096, 200}, [](int64_t i) { return (i / 200) % 8 == 0; }};
+  const Scenario misaligned{{1024, 200}, [](int64_t i) { return (i / 200) % 8 == 0; }};
   for (const Scenario& sc : {bias, misaligned}) {
     const std::vector<double> d =
         largest_rare_change(sc, {std::nullopt, StateOptions().bits(8), eight(2048, true), eight(256, false)});
