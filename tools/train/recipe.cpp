@@ -340,9 +340,16 @@ const std::vector<SchemaEntry>& recipe_schema() { return kSchema; }
 const std::vector<OptimizerDefaults>& optimizer_defaults() {
   static const std::vector<OptimizerDefaults> table = [] {
     auto pair = [](std::pair<double, double> b) { return std::vector<double>{b.first, b.second}; };
+    // Adam's and AdamW's options have the same fields (only weight decay's default differs).
+    auto adam_like = [&](const char* name, const auto& o) {
+      return OptimizerDefaults{name,
+                               {{"lr", o.lr_},
+                                {"betas", pair(o.betas_)},
+                                {"eps", o.eps_},
+                                {"weight_decay", o.weight_decay_},
+                                {"amsgrad", o.amsgrad_}}};
+    };
     const SGDOptions sgd;
-    const AdamOptions adam;
-    const AdamWOptions adamw;
     const RMSpropOptions rmsprop;
     const LionOptions lion;
     const LambOptions lamb;
@@ -354,18 +361,8 @@ const std::vector<OptimizerDefaults>& optimizer_defaults() {
           {"dampening", sgd.dampening_},
           {"nesterov", sgd.nesterov_},
           {"weight_decay", sgd.weight_decay_}}},
-        {"adam",
-         {{"lr", adam.lr_},
-          {"betas", pair(adam.betas_)},
-          {"eps", adam.eps_},
-          {"weight_decay", adam.weight_decay_},
-          {"amsgrad", adam.amsgrad_}}},
-        {"adamw",
-         {{"lr", adamw.lr_},
-          {"betas", pair(adamw.betas_)},
-          {"eps", adamw.eps_},
-          {"weight_decay", adamw.weight_decay_},
-          {"amsgrad", adamw.amsgrad_}}},
+        adam_like("adam", AdamOptions()),
+        adam_like("adamw", AdamWOptions()),
         {"rmsprop",
          {{"lr", rmsprop.lr_},
           {"alpha", rmsprop.alpha_},
@@ -401,9 +398,8 @@ const OptimizerDefaults& defaults_of(const std::string& name) {
 // The value of an optimizer key the recipe left unset: the chosen optimizer's default, or, for a
 // key it does not use, the default of the first optimizer that does (the resolved recipe still
 // names every key).
-RecipeValue optimizer_default(const std::string& name, const std::string& key) {
+RecipeValue optimizer_default(const OptimizerDefaults& chosen, const std::string& key) {
   const std::string field = key.substr(key.find('.') + 1);
-  const OptimizerDefaults& chosen = defaults_of(name);
   if (auto it = chosen.values.find(field); it != chosen.values.end()) return it->second;
   for (const OptimizerDefaults& o : optimizer_defaults())
     if (auto it = o.values.find(field); it != o.values.end()) return it->second;
@@ -500,10 +496,10 @@ Recipe Recipe::parse(const std::string& yaml, const std::string& source, const s
     r.values_[key] = convert(v, *e, "override '" + o + "'");
     r.set_[key] = true;
   }
-  const std::string optimizer = r.text("optimizer.name");
+  // An unknown optimizer is an error here, before anything is built.
+  const OptimizerDefaults& optimizer = defaults_of(r.text("optimizer.name"));
   for (const SchemaEntry& e : kSchema)
     if (e.from_optimizer && !r.values_.count(e.key)) r.values_[e.key] = optimizer_default(optimizer, e.key);
-  defaults_of(optimizer);  // an unknown optimizer is an error here, before anything is built
   return r;
 }
 

@@ -17,7 +17,7 @@ Run Run::resume(const std::string& run_or_checkpoint, const std::vector<std::str
   TrainOptions opts;
   opts.resume = run_or_checkpoint;
   opts.overrides = overrides;
-  return Run(parse_recipe("", "<resume>"), std::move(opts));
+  return Run(Recipe(), std::move(opts));  // train() reads the recipe from the checkpoint
 }
 
 Run& Run::model(std::shared_ptr<Module> m) {
