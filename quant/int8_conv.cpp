@@ -220,13 +220,6 @@ Tensor int8_conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, const C
 
 // ---------------------------------------------------------------- CUDA kernel path setting
 
-namespace {
-
-bool int8_conv_path_known(Int8ConvPath) { return true; }  // a setting: the CPU kernels ignore it
-Int8ConvPath default_int8_conv_path() { return Int8ConvPath::automatic; }
-
-}  // namespace
-
 Selector<Int8ConvPath>& int8_conv_selector() {
   static Selector<Int8ConvPath> selector{"INT8 convolution path",
                                          "OCTET_INT8_CONV_PATH",
@@ -234,8 +227,9 @@ Selector<Int8ConvPath>& int8_conv_selector() {
                                           {Int8ConvPath::dp4a, "dp4a"},
                                           {Int8ConvPath::tensor_core, "tensor_core"},
                                           {Int8ConvPath::direct, "direct"}},
-                                         int8_conv_path_known,
-                                         default_int8_conv_path};
+                                         // a setting: every choice is accepted, the CPU kernels ignore it
+                                         [](Int8ConvPath) { return true; },
+                                         [] { return Int8ConvPath::automatic; }};
   return selector;
 }
 

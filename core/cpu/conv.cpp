@@ -233,17 +233,14 @@ void depthwise_backward_weight(const Conv2dGeometry& g, const T* x, const T* dou
   });
 }
 
-bool conv2d_path_supported(Conv2dPath) { return true; }
-Conv2dPath default_conv2d_path() { return Conv2dPath::dnnl; }
-
 }  // namespace
 
 Selector<Conv2dPath>& conv2d_selector() {
   static Selector<Conv2dPath> selector{"conv2d path",
                                        "OCTET_CONV2D_PATH",
                                        {{Conv2dPath::dnnl, "dnnl"}, {Conv2dPath::loops, "loops"}},
-                                       conv2d_path_supported,
-                                       default_conv2d_path};
+                                       [](Conv2dPath) { return true; },
+                                       [] { return Conv2dPath::dnnl; }};
   return selector;
 }
 

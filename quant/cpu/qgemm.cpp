@@ -154,10 +154,6 @@ bool qgemm_path_supported(QGemmPath p) {
   return false;
 }
 
-namespace {
-QGemmPath default_qgemm_path() { return QGemmPath::automatic; }
-}  // namespace
-
 Selector<QGemmPath>& qgemm_selector() {
   static Selector<QGemmPath> selector{"zero-point GEMM path",
                                       "OCTET_QGEMM_PATH",
@@ -167,7 +163,7 @@ Selector<QGemmPath>& qgemm_selector() {
                                        {QGemmPath::avx512_vnni, "avx512_vnni"},
                                        {QGemmPath::dnnl, "dnnl"}},
                                       qgemm_path_supported,
-                                      default_qgemm_path};
+                                      [] { return QGemmPath::automatic; }};
   return selector;
 }
 
