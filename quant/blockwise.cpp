@@ -1,5 +1,5 @@
-// Block-wise quantization: argument checks, allocation and device dispatch (CPU kernels in
-// quant/cpu/blockwise.cpp, CUDA kernels in quant/cuda/blockwise.cu), plus the scalar reference
+// Block-wise quantization: argument checks and allocation, then the device kernels through
+// quant/kernels.h (quant/cpu/blockwise.cpp or quant/cuda/blockwise.cu); plus the scalar reference
 // kernels.
 #include "quant/blockwise.h"
 
@@ -10,10 +10,7 @@
 
 #include "core/error.h"
 #include "quant/cpu/blockwise.h"
-#ifdef OCTET_WITH_CUDA
-#include "core/cuda/kernels.h"
-#include "quant/cuda/blockwise.h"
-#endif
+#include "quant/kernels.h"
 
 namespace octet::quant {
 
@@ -32,13 +29,7 @@ void check_map(QuantMap map, const char* op) {
 }
 
 // Kernels run on the device of their tensors: the CPU, or a CUDA device in builds with CUDA.
-void check_device(Device d, const char* op) {
-#ifdef OCTET_WITH_CUDA
-  OCTET_CHECK(d.is_cpu() || d.is_cuda(), op, ": no block-wise quantization kernels for device ", d);
-#else
-  OCTET_CHECK(d.is_cpu(), op, ": no block-wise quantization kernels for device ", d, " in this build");
-#endif
-}
+void check_device(Device d, const char* op) { check_kernel_device(d, op, "block-wise quantization"); }
 
 // codes u8 [n] and absmax f32 [num_blocks] (contiguous, on `device`) of an existing q.
 void check_storage(const BlockwiseQuantized& q, int64_t n, Device device, const char* op) {
@@ -101,15 +92,7 @@ void quantize_blockwise_into(const Tensor& x, BlockwiseQuantized& q) {
   check_device(x.device(), op);
   q.shape = x.shape();
   if (x.numel() == 0) return;
-#ifdef OCTET_WITH_CUDA
-  if (x.device().is_cuda()) {
-    ::octet::cuda::DeviceGuard on(x.device().index);
-    return cuda::quantize_blocks(x.data<float>(), x.numel(), q.block_size, cuda::device_tables(q.map, x.device().index),
-                                 q.codes.data<uint8_t>(), q.absmax.data<float>());
-  }
-#endif
-  cpu::quantize_blocks(x.data<float>(), x.numel(), q.block_size, quant_map(q.map).data(), q.codes.data<uint8_t>(),
-                       q.absmax.data<float>());
+  dispatch::blockwise_quantize_into(x, q.block_size, q.map, q.codes, q.absmax);
 }
 
 Tensor dequantize_blockwise(const BlockwiseQuantized& q) {
@@ -130,15 +113,7 @@ void dequantize_blockwise_into(const BlockwiseQuantized& q, const Tensor& out) {
               out.is_contiguous() ? "" : " (not contiguous)");
   check_device(out.device(), op);
   if (n == 0) return;
-#ifdef OCTET_WITH_CUDA
-  if (out.device().is_cuda()) {
-    ::octet::cuda::DeviceGuard on(out.device().index);
-    return cuda::dequantize_blocks(q.codes.data<uint8_t>(), n, q.block_size, q.absmax.data<float>(),
-                                   cuda::device_tables(q.map, out.device().index), out.data<float>());
-  }
-#endif
-  cpu::dequantize_blocks(q.codes.data<uint8_t>(), n, q.block_size, q.absmax.data<float>(), quant_map(q.map).data(),
-                         out.data<float>());
+  dispatch::blockwise_dequantize_into(q.codes, q.block_size, q.absmax, q.map, out);
 }
 
 // ---- raw block kernels

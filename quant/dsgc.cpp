@@ -1,7 +1,7 @@
 // DSGC (quant/dsgc.h): cosine distance of a quantization and the grid + golden-section clip search,
-// the same search points on every device: the search runs on the host and asks a device-specific
-// evaluator for d_c at a batch of clips (the CPU loops of quant/cpu/int8_quant.h, or the CUDA
-// kernels of quant/cuda/int8_quant.h, which evaluate up to eight clips per pass over g).
+// the same search points on every device: the search runs on the host and asks the device kernels
+// (quant/kernels.h: the CPU loops of quant/cpu/int8_quant.h, or the CUDA kernels, which evaluate
+// up to eight clips per pass over g) for d_c at a batch of clips.
 #include "quant/dsgc.h"
 
 #include <cmath>
@@ -11,10 +11,7 @@
 
 #include "core/error.h"
 #include "quant/cpu/int8_quant.h"
-#ifdef OCTET_WITH_CUDA
-#include "core/cuda/kernels.h"
-#include "quant/cuda/int8_quant.h"
-#endif
+#include "quant/kernels.h"
 
 namespace octet::quant {
 
@@ -104,21 +101,10 @@ double cosine_distance(const float* g, int64_t n, float clip, Int8Rounding round
 
 double cosine_distance(const Tensor& g, float clip, Int8Rounding rounding, uint64_t seed) {
   const Tensor c = int8_f32_operand(g, "cosine_distance");
-#ifdef OCTET_WITH_CUDA
-  if (c.device().is_cuda()) {
-    OCTET_CHECK(!(clip < 0.0f), "cosine_distance: expected a clip >= 0, got ", clip);
-    if (!std::isfinite(clip)) return std::numeric_limits<double>::quiet_NaN();
-    ::octet::cuda::DeviceGuard on(c.device().index);
-    const float inv = int8_inv_scale(clip);
-    if (rounding == Int8Rounding::nearest)
-      return cpu::cosine_distance(cuda::cosine_sums_nearest(c.data<float>(), c.numel(), {inv})[0]);
-    Tensor codes = empty({std::max<int64_t>(c.numel(), 1)}, TensorOptions(DType::i8).device(c.device()));
-    return cpu::cosine_distance(cuda::quantize_channel_major(c.data<float>(), 1, 1, c.numel(), c.numel(), inv, rounding,
-                                                             seed, codes.data<int8_t>())
-                                    .read());
-  }
-#endif
-  return cosine_distance(c.data<float>(), c.numel(), clip, rounding, seed);
+  OCTET_CHECK(!(clip < 0.0f), "cosine_distance: expected a clip >= 0, got ", clip);
+  // A non-finite clip dequantizes every code to NaN (0 * inf or x * NaN).
+  if (!std::isfinite(clip)) return std::numeric_limits<double>::quiet_NaN();
+  return cpu::cosine_distance(dispatch::rounded_sums(c, int8_inv_scale(clip), rounding, seed));
 }
 
 DsgcResult dsgc_search(const float* g, int64_t n, const DsgcOptions& options) {
@@ -128,22 +114,14 @@ DsgcResult dsgc_search(const float* g, int64_t n, const DsgcOptions& options) {
 
 DsgcResult dsgc_search(const Tensor& g, const DsgcOptions& options) {
   const Tensor c = int8_f32_operand(g, "dsgc_search");
-#ifdef OCTET_WITH_CUDA
-  if (c.device().is_cuda()) {
-    check_options(options);
-    ::octet::cuda::DeviceGuard on(c.device().index);
-    const float* p = c.data<float>();
-    const int64_t n = c.numel();
-    return search(cuda::absmax({{p, n}})[0], options, [&](const std::vector<float>& clips) {
-      std::vector<float> invs;
-      for (float clip : clips) invs.push_back(int8_inv_scale(clip));
-      std::vector<double> d;
-      for (const cpu::CosineSums& s : cuda::cosine_sums_nearest(p, n, invs)) d.push_back(cpu::cosine_distance(s));
-      return d;
-    });
-  }
-#endif
-  return dsgc_search(c.data<float>(), c.numel(), options);
+  check_options(options);
+  return search(dispatch::absmax_of(c), options, [&](const std::vector<float>& clips) {
+    std::vector<float> invs;
+    for (float clip : clips) invs.push_back(int8_inv_scale(clip));
+    std::vector<double> d;
+    for (const CosineSums& s : dispatch::nearest_sums(c, invs)) d.push_back(cpu::cosine_distance(s));
+    return d;
+  });
 }
 
 }  // namespace octet::quant

@@ -1,27 +1,14 @@
-// Tensor-level INT8 quantization (quant/int8_tensor.h): argument checks and dispatch by device to
-// the CPU loops of quant/cpu/int8_quant.h or the CUDA kernels of quant/cuda/int8_quant.h.
+// Tensor-level INT8 quantization (quant/int8_tensor.h): argument checks, then the device kernels
+// through quant/kernels.h (the CPU loops of quant/cpu/int8_quant.h or the CUDA kernels).
 #include <cmath>
 
 #include "core/error.h"
-#include "quant/cpu/int8_quant.h"
 #include "quant/int8_tensor.h"
-#ifdef OCTET_WITH_CUDA
-#include "core/cuda/kernels.h"
-#include "quant/cuda/int8_quant.h"
-#endif
+#include "quant/kernels.h"
 
 namespace octet::quant {
 
-float int8_absmax(const Tensor& x) {
-  Tensor c = int8_f32_operand(x, "int8_absmax");
-#ifdef OCTET_WITH_CUDA
-  if (c.device().is_cuda()) {
-    ::octet::cuda::DeviceGuard on(c.device().index);
-    return cuda::absmax({{c.data<float>(), c.numel()}})[0];
-  }
-#endif
-  return cpu::absmax(c.data<float>(), c.numel());
-}
+float int8_absmax(const Tensor& x) { return dispatch::absmax_of(int8_f32_operand(x, "int8_absmax")); }
 
 Tensor int8_quantize(const Tensor& x, float clip, Int8Rounding rounding, uint64_t seed) {
   Tensor c = int8_f32_operand(x, "int8_quantize");
@@ -29,14 +16,7 @@ Tensor int8_quantize(const Tensor& x, float clip, Int8Rounding rounding, uint64_
   OCTET_CHECK(rounding == Int8Rounding::nearest || rounding == Int8Rounding::stochastic,
               "int8_quantize: unknown rounding ", static_cast<int>(rounding));
   Tensor q = empty(x.shape(), TensorOptions(DType::i8).device(x.device()));
-#ifdef OCTET_WITH_CUDA
-  if (c.device().is_cuda()) {
-    ::octet::cuda::DeviceGuard on(c.device().index);
-    cuda::quantize(c.data<float>(), c.numel(), int8_inv_scale(clip), rounding, seed, q.data<int8_t>());
-    return q;
-  }
-#endif
-  cpu::quantize(c.data<float>(), c.numel(), int8_inv_scale(clip), rounding, seed, 0, q.data<int8_t>());
+  dispatch::int8_quantize_into(c, int8_inv_scale(clip), rounding, seed, q);
   return q;
 }
 
@@ -46,14 +26,7 @@ Tensor int8_dequantize(const Tensor& q, float clip) {
   check_int8_device(q.device(), "int8_dequantize");
   Tensor c = q.contiguous();
   Tensor out = empty(q.shape(), TensorOptions(DType::f32).device(q.device()));
-#ifdef OCTET_WITH_CUDA
-  if (c.device().is_cuda()) {
-    ::octet::cuda::DeviceGuard on(c.device().index);
-    cuda::dequantize(c.data<int8_t>(), c.numel(), int8_scale(clip), out.data<float>());
-    return out;
-  }
-#endif
-  cpu::dequantize(c.data<int8_t>(), c.numel(), int8_scale(clip), out.data<float>());
+  dispatch::int8_dequantize_into(c, int8_scale(clip), out);
   return out;
 }
 
@@ -64,13 +37,7 @@ Tensor int8_f32_operand(const Tensor& x, const char* op) {
   return x.detach().contiguous();
 }
 
-void check_int8_device(Device d, const char* op) {
-#ifdef OCTET_WITH_CUDA
-  OCTET_CHECK(d.is_cpu() || d.is_cuda(), op, ": no INT8 kernels for device ", d);
-#else
-  OCTET_CHECK(d.is_cpu(), op, ": no INT8 kernels for device ", d, " in this build (CPU only)");
-#endif
-}
+void check_int8_device(Device d, const char* op) { check_kernel_device(d, op, "INT8"); }
 
 uint64_t int8_backward_seed(uint64_t layer_seed, int64_t step) {
   const auto t = static_cast<uint64_t>(step);

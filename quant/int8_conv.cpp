@@ -1,5 +1,5 @@
-// The INT8 convolution op (quant/int8_conv.h): checks, quantization of the operands, the device
-// kernels (quant/cpu/int8_conv.h, or for CUDA tensors the CUDA half quant/cuda/int8_conv.h) and the
+// The INT8 convolution op (quant/int8_conv.h): checks, the clips, the device kernels through
+// quant/kernels.h (quant/cpu/int8_conv.h, or for CUDA tensors quant/cuda/int8_conv.h) and the
 // autograd node with the INT8 backward; the CUDA kernel path setting.
 #include "quant/int8_conv.h"
 
@@ -13,14 +13,10 @@
 #include "core/autograd.h"
 #include "core/kernels.h"
 #include "core/ops/reduce.h"
-#include "quant/cpu/int8_conv.h"
 #include "quant/cpu/int8_quant.h"
 #include "quant/dsgc.h"
 #include "quant/int8_tensor.h"
-#ifdef OCTET_WITH_CUDA
-#include "core/cuda/kernels.h"
-#include "quant/cuda/int8_conv.h"
-#endif
+#include "quant/kernels.h"
 
 namespace octet::quant {
 
@@ -81,78 +77,6 @@ float gradient_clip(const Tensor& dy, Int8Layer& layer) {
   return dsgc_search(dy).clip;
 }
 
-// What the forward keeps for the backward: w's codes for dx; for dw, x's codes [C,N,H,W] (CPU) or
-// x itself (CUDA, whose kernels quantize it again on load, to the same codes).
-struct Kept {
-  Tensor wq, x;
-  float inv_x = 0.0f;
-};
-
-struct Gradients {
-  Tensor dx, dw, db;
-  cpu::CosineSums sums;  // of dy's quantization
-};
-
-// max|x| and max|w| (on CUDA with one wait for both).
-std::array<float, 2> clips_of(const Tensor& x, const Tensor& w) {
-#ifdef OCTET_WITH_CUDA
-  if (x.device().is_cuda()) {
-    ::octet::cuda::DeviceGuard on(x.device().index);
-    return cuda::absmax_pair(x, w);
-  }
-#endif
-  return {int8_absmax(x), int8_absmax(w)};
-}
-
-// Round to nearest at clip = max|.|, x straight into its channel-major codes (one pass over the
-// floats); then the forward kernels.
-Kept forward_cpu(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& bias, float clip_x,
-                 float clip_w, const Tensor& out) {
-  Kept k;
-  k.inv_x = int8_inv_scale(clip_x);
-  k.x = empty({g.c, g.n, g.h, g.w}, DType::i8), k.wq = empty(w.shape(), DType::i8);
-  cpu::quantize_transposed(x.data<float>(), g.n, g.c, g.h * g.w, k.inv_x, Int8Rounding::nearest, 0, k.x.data<int8_t>());
-  cpu::quantize(w.data<float>(), w.numel(), int8_inv_scale(clip_w), Int8Rounding::nearest, 0, 0, k.wq.data<int8_t>());
-  cpu::int8_conv2d_forward(g, k.x, k.wq, int8_scale(clip_x) * int8_scale(clip_w), bias, out);
-  return k;
-}
-
-// dy quantized once (with the bias gradient's sums in the same pass), then dx and dw.
-Gradients backward_cpu(const Conv2dGeometry& g, const Tensor& dy, const Kept& k, float clip, Int8Rounding rounding,
-                       uint64_t seed, float sx, float sw, bool rb) {
-  Gradients r;
-  Tensor dyq = empty({g.k, g.n, g.p, g.q}, DType::i8);
-  std::vector<double> dy_sums(rb ? static_cast<size_t>(g.k) : 0);
-  cpu::quantize_transposed(dy.data<float>(), g.n, g.k, g.p * g.q, int8_inv_scale(clip), rounding, seed,
-                           dyq.data<int8_t>(), &r.sums, rb ? dy_sums.data() : nullptr);
-  if (rb) {
-    r.db = empty({g.k}, DType::f32);
-    float* d = r.db.data<float>();
-    for (int64_t c = 0; c < g.k; ++c) d[c] = static_cast<float>(dy_sums[c]);
-  }
-  // A NaN or infinite dy (or clip) must not turn into zeros: it makes the gradients NaN.
-  const float sdy = r.sums.finite && std::isfinite(clip) ? int8_scale(clip) : std::numeric_limits<float>::quiet_NaN();
-  if (k.wq.defined()) {
-    r.dx = empty({g.n, g.c, g.h, g.w}, DType::f32);
-    cpu::int8_conv2d_backward_input(g, dyq, k.wq, sdy * sw, r.dx);
-  }
-  if (k.x.defined()) {
-    r.dw = empty({g.k, g.c / g.groups, g.r, g.s}, DType::f32);
-    cpu::int8_conv2d_backward_weight(g, k.x, dyq, sdy * sx, r.dw);
-  }
-  return r;
-}
-
-#ifdef OCTET_WITH_CUDA
-Gradients backward_cuda(const Conv2dGeometry& g, const Tensor& dy, const Kept& k, float clip, Int8Rounding rounding,
-                        uint64_t seed, float sx, float sw, bool rb) {
-  ::octet::cuda::DeviceGuard on(dy.device().index);
-  cuda::Int8ConvGrads c = cuda::int8_conv2d_backward(g, dy, k.x, k.inv_x, k.wq, clip, rounding, seed, sx, sw,
-                                                     {k.wq.defined(), k.x.defined(), rb});
-  return {c.dx, c.dw, c.db, c.sums};
-}
-#endif
-
 }  // namespace
 
 Tensor int8_conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2dOptions& opts,
@@ -172,20 +96,11 @@ Tensor int8_conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, const C
     bc = bias.defined() ? bias.detach().contiguous() : Tensor();
   }
   // Forward operands: round to nearest at clip = max|.|.
-  const std::array<float, 2> clips = clips_of(xc, wc);
+  const std::array<float, 2> clips = dispatch::absmax_pair(xc, wc);
   const float clip_x = clips[0], clip_w = clips[1];
   layer->stats.input_clip = clip_x, layer->stats.weight_clip = clip_w;
   Tensor out = empty({g.n, g.k, g.p, g.q}, TensorOptions(DType::f32).device(x.device()));
-  Kept kept;
-  if (x.device().is_cuda()) {
-#ifdef OCTET_WITH_CUDA
-    ::octet::cuda::DeviceGuard on(x.device().index);
-    kept.wq = cuda::int8_conv2d_forward(g, xc, wc, bc, clip_x, clip_w, out);
-    kept.x = xc, kept.inv_x = int8_inv_scale(clip_x);
-#endif
-  } else {
-    kept = forward_cpu(g, xc, wc, bc, clip_x, clip_w, out);
-  }
+  Int8ConvKept kept = dispatch::int8_conv_forward(g, xc, wc, bc, clip_x, clip_w, out);
   if (!record) return out;
   // Keep only what a gradient needs: dx reads w's codes, dw reads x's.
   if (!rx) kept.wq = Tensor();
@@ -200,13 +115,7 @@ Tensor int8_conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, const C
       const float clip = gradient_clip(dy, L);
       const Int8Rounding rounding = L.config.stochastic_rounding ? Int8Rounding::stochastic : Int8Rounding::nearest;
       const uint64_t seed = int8_backward_seed(L.seed, step);
-      Gradients r;
-#ifdef OCTET_WITH_CUDA
-      if (dy.device().is_cuda())
-        r = backward_cuda(g, dy, kept, clip, rounding, seed, sx, sw, rb);
-      else
-#endif
-        r = backward_cpu(g, dy, kept, clip, rounding, seed, sx, sw, rb);
+      const Int8ConvGrads r = dispatch::int8_conv_backward(g, dy, kept, clip, rounding, seed, sx, sw, rb);
       dx = r.dx, dw = r.dw, db = r.db;
       L.stats.grad_clip = clip;
       L.stats.cos_distance = cpu::cosine_distance(r.sums);
@@ -239,14 +148,8 @@ Int8ConvPath int8_conv_path() { return int8_conv_selector().active(); }
 Int8ConvPath set_int8_conv_path(Int8ConvPath path) { return int8_conv_selector().set(path); }
 
 std::array<Int8ConvPath, 3> int8_conv_last_paths(const Tensor& x, const Tensor& w, const Conv2dOptions& opts) {
-  std::array<Int8ConvPath, 3> none{Int8ConvPath::automatic, Int8ConvPath::automatic, Int8ConvPath::automatic};
-#ifdef OCTET_WITH_CUDA
-  if (x.defined() && x.device().is_cuda()) {
-    ::octet::cuda::DeviceGuard on(x.device().index);
-    return cuda::last_paths(checked_geometry(x, w, Tensor(), opts));
-  }
-#endif
-  return none;
+  if (!x.defined()) return {Int8ConvPath::automatic, Int8ConvPath::automatic, Int8ConvPath::automatic};
+  return dispatch::last_paths(x, checked_geometry(x, w, Tensor(), opts));
 }
 
 }  // namespace octet::quant

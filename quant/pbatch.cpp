@@ -1,6 +1,6 @@
 // PrecisionBatching (quant/pbatch.h): the weight preprocessing (step, clip search, codes, bit-planes),
-// the argument checks and the dispatch by device to the CPU kernels (quant/cpu/pbatch.h) or the CUDA
-// ones (quant/cuda/pbatch.h), and the float64 reference the tests compare with.
+// the argument checks, then the device kernels through quant/kernels.h (quant/cpu/pbatch.h or
+// quant/cuda/pbatch.h), and the float64 reference the tests compare with.
 #include "quant/pbatch.h"
 
 #include <algorithm>
@@ -13,10 +13,7 @@
 #include "core/parallel.h"
 #include "quant/cpu/pbatch.h"
 #include "quant/cpu/pbatch_kernels.h"
-#ifdef OCTET_WITH_CUDA
-#include "core/cuda/kernels.h"
-#include "quant/cuda/pbatch.h"
-#endif
+#include "quant/kernels.h"
 
 namespace octet::quant {
 
@@ -32,13 +29,7 @@ void check_activation_bits(int bits, const char* op) {
               kPbMinActivationBits, ", ", kPbMaxActivationBits, "], got ", bits);
 }
 
-void check_device(Device d, const char* op) {
-#ifdef OCTET_WITH_CUDA
-  OCTET_CHECK(d.is_cpu() || d.is_cuda(), op, ": no PrecisionBatching kernels for device ", d);
-#else
-  OCTET_CHECK(d.is_cpu(), op, ": no PrecisionBatching kernels for device ", d, " in this build (CPU only)");
-#endif
-}
+void check_device(Device d, const char* op) { check_kernel_device(d, op, "PrecisionBatching"); }
 
 // x f32 [batch, cols] with cols < kPbMaxCols, contiguous, on the device it came on.
 Tensor activation_operand(const Tensor& x, const char* op) {
@@ -260,21 +251,7 @@ Tensor pb_decode(const PbWeights& w) {
 PbActivations pb_quantize_activations(const Tensor& x, int bits) {
   check_activation_bits(bits, "pb_quantize_activations");
   const Tensor c = activation_operand(x, "pb_quantize_activations");
-#ifdef OCTET_WITH_CUDA
-  if (c.device().is_cuda()) {
-    ::octet::cuda::DeviceGuard on(c.device().index);
-    return cuda::pb_quantize(c, bits);
-  }
-#endif
-  PbActivations a;
-  a.batch = c.size(0);
-  a.cols = c.size(1);
-  a.bits = bits;
-  a.planes = empty({a.batch, bits, pb_words(a.cols)}, TensorOptions(DType::i64));
-  a.scale = empty({a.batch}, TensorOptions(DType::f64));
-  cpu::pb_quantize(c.data<float>(), a.batch, a.cols, bits, reinterpret_cast<uint64_t*>(a.planes.data<int64_t>()),
-                   a.scale.data<double>());
-  return a;
+  return dispatch::pb_quantize(c, bits);
 }
 
 Tensor pb_activation_codes(const Tensor& x, int bits) {
@@ -315,40 +292,7 @@ Tensor pb_linear(const PbWeights& w, const PbActivations& x, const Tensor& bias)
     OCTET_CHECK(bias.device() == w.planes.device(), "pb_linear: bias on ", bias.device(), " but weights on ",
                 w.planes.device());
   }
-  const Tensor b_c = bias.defined() ? bias.detach().contiguous() : Tensor();
-#ifdef OCTET_WITH_CUDA
-  if (w.planes.device().is_cuda()) {
-    ::octet::cuda::DeviceGuard on(w.planes.device().index);
-    return cuda::pb_linear(w, x, b_c);
-  }
-#endif
-  Tensor y = empty({x.batch, w.rows}, TensorOptions(DType::f32));
-  if (x.batch == 0 || w.rows == 0) return y;
-  const auto* wp = reinterpret_cast<const uint64_t*>(w.planes.data<int64_t>());
-  const auto* xp = reinterpret_cast<const uint64_t*>(x.planes.data<int64_t>());
-  const double* scale = x.scale.data<double>();
-  const float* bp = b_c.defined() ? b_c.data<float>() : nullptr;
-  float* yp = y.data<float>();
-  const int64_t words = w.words(), rows = w.rows;
-  std::vector<int64_t> acc(static_cast<size_t>(std::min(x.batch, kPbMaxBatch) * rows));
-  for (int64_t b0 = 0; b0 < x.batch; b0 += kPbMaxBatch) {
-    const int64_t nb = std::min(kPbMaxBatch, x.batch - b0);
-    const uint64_t* xb = xp + b0 * x.bits * words;
-    if (w.bits == 1)
-      cpu::pb_gemm_1bit(wp, rows, words, xb, nb, x.bits, acc.data());
-    else
-      cpu::pb_gemm(wp, rows, w.num_planes(), words, xb, nb, x.bits, acc.data());
-    for (int64_t b = 0; b < nb; ++b) {
-      const double s = w.step * scale[b0 + b];
-      float* yr = yp + (b0 + b) * rows;
-      const int64_t* ar = acc.data() + b * rows;
-      for (int64_t r = 0; r < rows; ++r) {
-        const float v = static_cast<float>(static_cast<double>(ar[r]) * s);
-        yr[r] = bp ? v + bp[r] : v;
-      }
-    }
-  }
-  return y;
+  return dispatch::pb_linear(w, x, bias.defined() ? bias.detach().contiguous() : Tensor());
 }
 
 Tensor pb_linear(const PbWeights& w, const Tensor& x, int a_bits, const Tensor& bias) {

@@ -1,6 +1,6 @@
 // The zero-point int8/uint8 GEMM and its Linear baseline (quant/qgemm.h): parameters, codes,
-// fixed-point requantization, argument checks, and dispatch by device to the CPU paths
-// (quant/cpu/qgemm.h) or the CUDA ones (quant/cuda/qgemm.h).
+// fixed-point requantization, argument checks, then the device kernels through quant/kernels.h
+// (quant/cpu/qgemm.h or quant/cuda/qgemm.h).
 #include "quant/qgemm.h"
 
 #include <algorithm>
@@ -12,10 +12,7 @@
 #include "core/error.h"
 #include "core/parallel.h"
 #include "quant/cpu/qgemm.h"
-#ifdef OCTET_WITH_CUDA
-#include "core/cuda/kernels.h"
-#include "quant/cuda/qgemm.h"
-#endif
+#include "quant/kernels.h"
 
 namespace octet::quant {
 
@@ -316,40 +313,7 @@ QLinearWeights qlinear_prepare(const Tensor& w, bool clip_search) {
 
 Tensor qlinear(const QLinearWeights& w, const Tensor& x, const Tensor& bias) {
   const Operand xo = check_linear_input(w, x, bias, "qlinear");
-  const int64_t batch = xo.rows, cols = xo.cols, rows = w.rows;
-#ifdef OCTET_WITH_CUDA
-  if (x.device().is_cuda()) {
-    ::octet::cuda::DeviceGuard on(x.device().index);
-    const cuda::RowQuantized xq = cuda::quantize_rows_u8(xo.t);
-    const Tensor acc = cuda::qgemm(xq.codes, xq.zero_point, QType::u8, w.codes, 0, QType::s8, w.row_sums);
-    return cuda::dequantize_linear(acc, xq.scale, w.w.scale, bias.defined() ? bias.contiguous() : bias);
-  }
-#endif
-  OCTET_CHECK(x.device().is_cpu(), "qlinear: no kernels for device ", x.device());
-  Tensor y = empty({batch, rows}, DType::f32);
-  if (batch == 0) return y;
-  std::vector<uint8_t> codes(static_cast<size_t>(batch * cols));
-  std::vector<float> scale(static_cast<size_t>(batch));
-  std::vector<int32_t> za(static_cast<size_t>(batch));
-  cpu::quantize_rows_u8(xo.t.data<float>(), batch, cols, codes.data(), scale.data(), za.data());
-  std::vector<int32_t> acc(static_cast<size_t>(batch * rows));
-  qgemm(batch, rows, cols, QType::u8, codes.data(), cols, za.data(), QType::s8, w.codes.data<int8_t>(), cols, 0,
-        acc.data(), rows, w.row_sums.data<int32_t>());
-  const Tensor bc = bias.defined() ? bias.contiguous() : bias;
-  const float* bp = bc.defined() ? bc.data<float>() : nullptr;
-  float* yp = y.data<float>();
-  for (int64_t b = 0; b < batch; ++b) {
-    const float s = scale[b] * w.w.scale;
-    const int32_t* ab = acc.data() + b * rows;
-    float* yb = yp + b * rows;
-    octet::cpu::simd_dispatch([=] {
-      if (bp != nullptr)
-        for (int64_t r = 0; r < rows; ++r) yb[r] = static_cast<float>(ab[r]) * s + bp[r];
-      else
-        for (int64_t r = 0; r < rows; ++r) yb[r] = static_cast<float>(ab[r]) * s;
-    });
-  }
-  return y;
+  return dispatch::qlinear_rows(w, xo.t, bias.defined() ? bias.contiguous() : bias);
 }
 
 Tensor qlinear_reference(const QLinearWeights& w, const Tensor& x, const Tensor& bias) {

@@ -6,8 +6,8 @@
 // DeviceGuard). Pure C++ declarations: no CUDA headers here.
 //   auto clips = cuda::absmax_pair(x, w);
 //   Tensor wq = cuda::int8_conv2d_forward(g, x, w, bias, clips[0], clips[1], out);
-//   cuda::Int8ConvGrads gr = cuda::int8_conv2d_backward(g, dy, x, inv_x, wq, clip, rounding, seed, sx, sw,
-//                                                       {true, true, false});
+//   Int8ConvGrads gr = cuda::int8_conv2d_backward(g, dy, x, inv_x, wq, clip, rounding, seed, sx, sw,
+//                                                 {true, true, false});
 #pragma once
 
 #include <array>
@@ -17,6 +17,7 @@
 #include "core/tensor.h"
 #include "quant/cpu/int8_quant.h"
 #include "quant/int8_conv.h"
+#include "quant/kernels.h"  // Int8ConvGrads
 
 namespace octet::quant::cuda {
 
@@ -32,11 +33,6 @@ Tensor int8_conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tenso
 
 struct Int8ConvWants {
   bool dx = false, dw = false, db = false;
-};
-
-struct Int8ConvGrads {
-  Tensor dx, dw, db;     // those asked for
-  cpu::CosineSums sums;  // of dy's quantization (d_c)
 };
 
 // dy [N,K,P,Q] quantized at `clip` (channel-major codes, stochastic rounding drawing from `seed`),

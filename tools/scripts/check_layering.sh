@@ -36,19 +36,13 @@ allowed_includes=(
   "layers/quantized.h -> quant/qmatmul.h"
 )
 
-# Files whose OCTET_WITH_CUDA conditionals exist today, with their count: the dispatch points, and
-# (marked) device-agnostic files that still carry #ifdefs until quant/ and optim/ get a kernel
-# signature list like core/kernel_signatures.inc. A new conditional anywhere fails.
+# The files whose OCTET_WITH_CUDA conditionals are allowed, with their count: each folder's one
+# dispatch point, and core's CUDA-off stubs. A new conditional anywhere else fails.
 allowed_cuda_ifdefs=(
-  "core/kernels.cpp 2"       # dispatch point
-  "core/cuda_stub.cpp 2"     # the CUDA-off stubs
-  "quant/blockwise.cpp 4"    # to move behind a quant/ signature list
-  "quant/dsgc.cpp 3"         # to move behind a quant/ signature list
-  "quant/int8.cpp 5"         # to move behind a quant/ signature list
-  "quant/int8_conv.cpp 6"    # to move behind a quant/ signature list
-  "quant/pbatch.cpp 4"       # to move behind a quant/ signature list
-  "quant/qgemm.cpp 2"        # to move behind a quant/ signature list
-  "optim/device_update.cpp 3"  # optim's dispatch point
+  "core/kernels.cpp 2"         # core's dispatch point (core/kernel_signatures.inc)
+  "core/cuda_stub.cpp 2"       # the CUDA-off stubs of core/cuda.h
+  "quant/kernels.cpp 2"        # quant's dispatch point (quant/kernel_signatures.inc)
+  "optim/device_update.cpp 3"  # optim's dispatch point (the device_update of optim/run_rule.h)
 )
 
 folder_of() {

@@ -1,0 +1,9 @@
+// The CPU versions of quant/'s tensor-level kernels (the list in quant/kernel_signatures.inc;
+// quant/kernels.h dispatches to them). They run the loops of quant/cpu/*.h on host tensors.
+#pragma once
+
+#include "quant/kernels.h"
+
+namespace octet::quant::cpu {
+#include "quant/kernel_signatures.inc"
+}  // namespace octet::quant::cpu
