@@ -2,7 +2,7 @@
 // Optionally runs a quantized inference layer in its place (layers/quantized.h: PrecisionBatching
 // or int8), set in place by set_inference, as Conv2d::set_int8 does for INT8 training.
 //   auto fc = std::make_shared<Linear>(512, 10);   Tensor logits = (*fc)(features);  // [N,512] -> [N,10]
-//   fc->set_inference(std::make_shared<PBLinear>(*fc, quant::PbConfig{4, 16}));   // inference only now
+//   fc->set_inference(std::make_shared<PbLinear>(*fc, quant::PbConfig{4, 16}));   // inference only now
 #pragma once
 
 #include <memory>

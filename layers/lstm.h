@@ -7,7 +7,7 @@
 //   auto [y2, next] = lstm->forward(x2, last);                           // state carried in
 // set_inference runs a quantized inference LSTM in its place (layers/quantized.h: PrecisionBatching
 // or int8 input and hidden matrices), as Conv2d::set_int8 does for INT8 training:
-//   lstm->set_inference(std::make_shared<PBLSTM>(*lstm, quant::PbConfig{4, 16}));   // inference only now
+//   lstm->set_inference(std::make_shared<PbLstm>(*lstm, quant::PbConfig{4, 16}));   // inference only now
 #pragma once
 
 #include <memory>
@@ -19,7 +19,7 @@
 
 namespace octet {
 
-class QuantLSTM;
+class QuantLstm;
 
 class LSTM : public Module {
  public:
@@ -37,8 +37,8 @@ class LSTM : public Module {
 
   // Quantized inference: forward runs `q` (made from this layer's weights; an Error while training or
   // when a gradient is needed); nullptr returns to float. The parameters stay, for saving and training.
-  void set_inference(std::shared_ptr<QuantLSTM> q) { inference_ = std::move(q); }
-  const std::shared_ptr<QuantLSTM>& inference() const { return inference_; }
+  void set_inference(std::shared_ptr<QuantLstm> q) { inference_ = std::move(q); }
+  const std::shared_ptr<QuantLstm>& inference() const { return inference_; }
 
   int64_t input_size_, hidden_size_, num_layers_;
   bool batch_first_;
@@ -47,7 +47,7 @@ class LSTM : public Module {
   std::vector<Tensor> weight_ih_, weight_hh_, bias_ih_, bias_hh_;
 
  private:
-  std::shared_ptr<QuantLSTM> inference_;  // null: float
+  std::shared_ptr<QuantLstm> inference_;  // null: float
 };
 
 }  // namespace octet

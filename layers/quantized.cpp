@@ -61,10 +61,10 @@ std::vector<std::shared_ptr<quant::QuantMatmul>> prepare(const std::vector<Tenso
 
 }  // namespace
 
-QuantLSTM::QuantLSTM(const LSTM& lstm, const quant::QuantSpec& spec)
-    : QuantLSTM(lstm, prepare(lstm.weight_ih_, spec), prepare(lstm.weight_hh_, spec)) {}
+QuantLstm::QuantLstm(const LSTM& lstm, const quant::QuantSpec& spec)
+    : QuantLstm(lstm, prepare(lstm.weight_ih_, spec), prepare(lstm.weight_hh_, spec)) {}
 
-QuantLSTM::QuantLSTM(const LSTM& like, std::vector<std::shared_ptr<quant::QuantMatmul>> ih,
+QuantLstm::QuantLstm(const LSTM& like, std::vector<std::shared_ptr<quant::QuantMatmul>> ih,
                      std::vector<std::shared_ptr<quant::QuantMatmul>> hh)
     : input_size_(like.input_size_),
       hidden_size_(like.hidden_size_),
@@ -74,15 +74,15 @@ QuantLSTM::QuantLSTM(const LSTM& like, std::vector<std::shared_ptr<quant::QuantM
       hh_(std::move(hh)) {
   const int64_t g4 = 4 * hidden_size_;
   OCTET_CHECK(static_cast<int64_t>(ih_.size()) == num_layers_ && static_cast<int64_t>(hh_.size()) == num_layers_,
-              "QuantLSTM: expected ", num_layers_, " input and hidden matrices, got ", ih_.size(), " and ", hh_.size());
+              "QuantLstm: expected ", num_layers_, " input and hidden matrices, got ", ih_.size(), " and ", hh_.size());
   for (int64_t l = 0; l < num_layers_; ++l) {
     const int64_t in = l == 0 ? input_size_ : hidden_size_;
-    OCTET_CHECK(ih_[l] && ih_[l]->rows() == g4 && ih_[l]->cols() == in, "QuantLSTM: layer ", l,
+    OCTET_CHECK(ih_[l] && ih_[l]->rows() == g4 && ih_[l]->cols() == in, "QuantLstm: layer ", l,
                 ": the input matrix must be [", g4, ", ", in, "]");
-    OCTET_CHECK(hh_[l] && hh_[l]->rows() == g4 && hh_[l]->cols() == hidden_size_, "QuantLSTM: layer ", l,
+    OCTET_CHECK(hh_[l] && hh_[l]->rows() == g4 && hh_[l]->cols() == hidden_size_, "QuantLstm: layer ", l,
                 ": the hidden matrix must be [", g4, ", ", hidden_size_, "]");
     OCTET_CHECK(ih_[l]->spec() == ih_[0]->spec() && hh_[l]->spec() == ih_[0]->spec(),
-                "QuantLSTM: every matrix needs the same precision");
+                "QuantLstm: every matrix needs the same precision");
     NoGradGuard ng;
     bias_.push_back(like.bias_ih_[l].defined() ? (like.bias_ih_[l].detach() + like.bias_hh_[l].detach()).contiguous()
                                                : Tensor());
@@ -90,7 +90,7 @@ QuantLSTM::QuantLSTM(const LSTM& like, std::vector<std::shared_ptr<quant::QuantM
   eval();  // inference only
 }
 
-std::pair<Tensor, LstmState> QuantLSTM::forward(const Tensor& x, const LstmState& state) {
+std::pair<Tensor, LstmState> QuantLstm::forward(const Tensor& x, const LstmState& state) {
   OCTET_CHECK(x.defined() && x.dim() == 3 && x.size(2) == input_size_ && x.dtype() == DType::f32, type_name(),
               ": expected input f32 ", batch_first_ ? "[B, T, " : "[T, B, ", input_size_, "], got ",
               x.defined() ? detail::str_cat(x.dtype(), " ", x.shape()) : std::string("an undefined tensor"));
@@ -128,7 +128,7 @@ std::pair<Tensor, LstmState> QuantLSTM::forward(const Tensor& x, const LstmState
   return {out, LstmState{stack(hs_last, 0), stack(cs_last, 0)}};
 }
 
-std::string QuantLSTM::extra_repr() const {
+std::string QuantLstm::extra_repr() const {
   std::string s = detail::str_cat(input_size_, ", ", hidden_size_);
   if (num_layers_ != 1) s += detail::str_cat(", num_layers=", num_layers_);
   return s + ", " + spec().name();

@@ -1,16 +1,16 @@
 // Quantized inference layers over quant::QuantMatmul (quant/qmatmul.h): PrecisionBatching
-// (PBLinear, PBLSTM: n-bit weights, k-bit activations) and the int8 zero-point baseline
-// (Int8Linear, Int8LSTM), made from trained float layers. Inference only: forward throws an
+// (PbLinear, PbLstm: n-bit weights, k-bit activations) and the int8 zero-point baseline
+// (Int8Linear, Int8Lstm), made from trained float layers. Inference only: forward throws an
 // octet::Error while the layer trains or when a gradient would be needed (run under NoGradGuard).
 // The weights are preprocessed once, in the constructor; biases, gates and the cell update stay
-// float. QuantLSTM quantizes each layer's input and hidden matrices: the input projection of every
+// float. QuantLstm quantizes each layer's input and hidden matrices: the input projection of every
 // step at once (activations are quantized per row, so this equals step by step), then per step
 // h W_hh^T and the fused pointwise kernel of the float LSTM (kernels::lstm_gates_forward) — one
 // recurrence for both kinds. Conversion in place: Linear::set_inference / LSTM::set_inference
 // make the float layer run through one of these (quant/precision.h converts whole models).
-//   auto pb = std::make_shared<PBLinear>(*fc, quant::PbConfig{/*w_bits=*/4, /*a_bits=*/16});
+//   auto pb = std::make_shared<PbLinear>(*fc, quant::PbConfig{/*w_bits=*/4, /*a_bits=*/16});
 //   NoGradGuard ng;  Tensor y = (*pb)(x);                  // x [..., in] -> [..., out]
-//   lm->lstm_->set_inference(std::make_shared<PBLSTM>(*lm->lstm_, quant::PbConfig{8, 16}));
+//   lm->lstm_->set_inference(std::make_shared<PbLstm>(*lm->lstm_, quant::PbConfig{8, 16}));
 #pragma once
 
 #include <memory>
@@ -41,11 +41,11 @@ class QuantLinear : public Module {
 };
 
 // QuantLinear with PrecisionBatching weights.
-class PBLinear : public QuantLinear {
+class PbLinear : public QuantLinear {
  public:
-  PBLinear(const Linear& linear, const quant::PbConfig& config)
+  PbLinear(const Linear& linear, const quant::PbConfig& config)
       : QuantLinear(linear, quant::QuantSpec::pbatch(config)) {}
-  std::string type_name() const override { return "PBLinear"; }
+  std::string type_name() const override { return "PbLinear"; }
 };
 
 // QuantLinear with the int8 baseline.
@@ -55,19 +55,19 @@ class Int8Linear : public QuantLinear {
   std::string type_name() const override { return "Int8Linear"; }
 };
 
-class QuantLSTM : public Module {
+class QuantLstm : public Module {
  public:
   // Preprocesses every layer's weight_ih and weight_hh for `spec`; the biases are summed (float).
-  QuantLSTM(const LSTM& lstm, const quant::QuantSpec& spec);
+  QuantLstm(const LSTM& lstm, const quant::QuantSpec& spec);
   // From preprocessed matrices per layer (ih [4H, in], hh [4H, H]) and summed biases [4H] (or
   // undefined), as an export holds them; the sizes are checked against `like`.
-  QuantLSTM(const LSTM& like, std::vector<std::shared_ptr<quant::QuantMatmul>> ih,
+  QuantLstm(const LSTM& like, std::vector<std::shared_ptr<quant::QuantMatmul>> ih,
             std::vector<std::shared_ptr<quant::QuantMatmul>> hh);
   // As LSTM::forward: x [B, T, in] (batch_first) or [T, B, in], state h, c [L, B, H] (undefined:
   // zeros) -> y of the last layer and the state after the last step.
   std::pair<Tensor, LstmState> forward(const Tensor& x, const LstmState& state);
   Tensor forward(const Tensor& x) override { return forward(x, LstmState{}).first; }
-  std::string type_name() const override { return "QuantLSTM"; }
+  std::string type_name() const override { return "QuantLstm"; }
   std::string extra_repr() const override;
   const quant::QuantSpec& spec() const { return ih_[0]->spec(); }
 
@@ -77,16 +77,16 @@ class QuantLSTM : public Module {
   std::vector<Tensor> bias_;                                  // per layer b_ih + b_hh, or undefined
 };
 
-class PBLSTM : public QuantLSTM {
+class PbLstm : public QuantLstm {
  public:
-  PBLSTM(const LSTM& lstm, const quant::PbConfig& config) : QuantLSTM(lstm, quant::QuantSpec::pbatch(config)) {}
-  std::string type_name() const override { return "PBLSTM"; }
+  PbLstm(const LSTM& lstm, const quant::PbConfig& config) : QuantLstm(lstm, quant::QuantSpec::pbatch(config)) {}
+  std::string type_name() const override { return "PbLstm"; }
 };
 
-class Int8LSTM : public QuantLSTM {
+class Int8Lstm : public QuantLstm {
  public:
-  explicit Int8LSTM(const LSTM& lstm) : QuantLSTM(lstm, quant::QuantSpec::int8()) {}
-  std::string type_name() const override { return "Int8LSTM"; }
+  explicit Int8Lstm(const LSTM& lstm) : QuantLstm(lstm, quant::QuantSpec::int8()) {}
+  std::string type_name() const override { return "Int8Lstm"; }
 };
 
 namespace detail {
@@ -94,5 +94,11 @@ namespace detail {
 void check_inference_only(const std::string& layer, const quant::QuantSpec& spec, bool training,
                           const std::vector<Tensor>& inputs);
 }  // namespace detail
+
+// The spellings before octet's naming rule (README, "Names"); kept so existing code builds.
+using PBLinear = PbLinear;
+using QuantLSTM = QuantLstm;
+using PBLSTM = PbLstm;
+using Int8LSTM = Int8Lstm;
 
 }  // namespace octet

@@ -9,7 +9,7 @@
 namespace octet {
 namespace {
 
-void check_options(const LARSOptions& o) {
+void check_options(const LarsOptions& o) {
   OCTET_CHECK(o.lr_ >= 0.0, "LARS: expected lr >= 0, got ", o.lr_);
   OCTET_CHECK(o.momentum_ >= 0.0, "LARS: expected momentum >= 0, got ", o.momentum_);
   OCTET_CHECK(o.weight_decay_ >= 0.0, "LARS: expected weight_decay >= 0, got ", o.weight_decay_);
@@ -18,7 +18,7 @@ void check_options(const LARSOptions& o) {
 }
 
 template <typename T>
-LarsRule<T> lars_rule(const LARSOptions& o, bool first) {
+LarsRule<T> lars_rule(const LarsOptions& o, bool first) {
   return {.lr = static_cast<T>(o.lr_),
           .wd = static_cast<T>(o.weight_decay_),
           .mom = static_cast<T>(o.momentum_),
@@ -31,24 +31,24 @@ LarsRule<T> lars_rule(const LARSOptions& o, bool first) {
 
 }  // namespace
 
-LARS::LARS(NamedTensors params, const LARSOptions& options, const StateOptions& state)
-    : LARS(std::vector<ParamGroup>{ParamGroup(std::move(params))}, options, state) {}
+Lars::Lars(NamedTensors params, const LarsOptions& options, const StateOptions& state)
+    : Lars(std::vector<ParamGroup>{ParamGroup(std::move(params))}, options, state) {}
 
-LARS::LARS(std::vector<ParamGroup> groups, const LARSOptions& defaults, const StateOptions& state)
+Lars::Lars(std::vector<ParamGroup> groups, const LarsOptions& defaults, const StateOptions& state)
     : Optimizer(std::move(groups), defaults, "LARS", state) {
   for (size_t g = 0; g < num_groups(); ++g) check_options(options(g));
 }
 
-const LARSOptions& LARS::options(size_t group) const { return static_cast<const LARSOptions&>(group_options(group)); }
-LARSOptions& LARS::options(size_t group) { return static_cast<LARSOptions&>(group_options(group)); }
+const LarsOptions& Lars::options(size_t group) const { return static_cast<const LarsOptions&>(group_options(group)); }
+LarsOptions& Lars::options(size_t group) { return static_cast<LarsOptions&>(group_options(group)); }
 
-std::vector<std::string> LARS::state_buffers(const OptimizerOptions& options) const {
-  if (static_cast<const LARSOptions&>(options).momentum_ == 0.0) return {};
+std::vector<std::string> Lars::state_buffers(const OptimizerOptions& options) const {
+  if (static_cast<const LarsOptions&>(options).momentum_ == 0.0) return {};
   return {"momentum_buffer"};
 }
 
-void LARS::update(const OptimizerOptions& options, const Tensor& param, const Tensor& grad, ParamState& state) const {
-  const auto& o = static_cast<const LARSOptions&>(options);
+void Lars::update(const OptimizerOptions& options, const Tensor& param, const Tensor& grad, ParamState& state) const {
+  const auto& o = static_cast<const LarsOptions&>(options);
   const bool first = state.step() == 1;
   dispatch_float(param.dtype(), "LARS", [&]<typename T>() {
     LarsRule<T> rule = lars_rule<T>(o, first);

@@ -11,7 +11,7 @@
 // Biases and norm layers are NOT excluded by default: to exclude them (as SimCLR/BYOL recipes
 // do), put them in a group with layer_adaptation(false) (local_lr = 1: plain SGD momentum with
 // L2 decay) and, usually, weight_decay(0).
-//   LARS opt(model.named_parameters(), LARSOptions(0.1).momentum(0.9).weight_decay(1e-6));
+//   Lars opt(model.named_parameters(), LarsOptions(0.1).momentum(0.9).weight_decay(1e-6));
 // State buffers: "momentum_buffer" when momentum != 0.
 //
 // Two passes: the norms of p and g (no state involved: they are dense tensors), then the SGD
@@ -22,7 +22,7 @@
 
 namespace octet {
 
-struct LARSOptions : OptimizerOptions {
+struct LarsOptions : OptimizerOptions {
   double lr_;
   double momentum_ = 0.9;
   double weight_decay_ = 0.0;
@@ -30,33 +30,33 @@ struct LARSOptions : OptimizerOptions {
   double eps_ = 1e-8;
   bool layer_adaptation_ = true;
 
-  explicit LARSOptions(double lr = 1.0) : lr_(lr) {}
-  LARSOptions& lr(double v) { return set(lr_, v); }
-  LARSOptions& momentum(double v) { return set(momentum_, v); }
-  LARSOptions& weight_decay(double v) { return set(weight_decay_, v); }
-  LARSOptions& trust_coefficient(double v) { return set(trust_coefficient_, v); }
-  LARSOptions& eps(double v) { return set(eps_, v); }
-  LARSOptions& layer_adaptation(bool v) { return set(layer_adaptation_, v); }
-  std::unique_ptr<OptimizerOptions> clone() const override { return std::make_unique<LARSOptions>(*this); }
+  explicit LarsOptions(double lr = 1.0) : lr_(lr) {}
+  LarsOptions& lr(double v) { return set(lr_, v); }
+  LarsOptions& momentum(double v) { return set(momentum_, v); }
+  LarsOptions& weight_decay(double v) { return set(weight_decay_, v); }
+  LarsOptions& trust_coefficient(double v) { return set(trust_coefficient_, v); }
+  LarsOptions& eps(double v) { return set(eps_, v); }
+  LarsOptions& layer_adaptation(bool v) { return set(layer_adaptation_, v); }
+  std::unique_ptr<OptimizerOptions> clone() const override { return std::make_unique<LarsOptions>(*this); }
   double get_lr() const override { return lr_; }
   void set_lr(double v) override { lr_ = v; }
 
  private:
   template <typename F, typename V>
-  LARSOptions& set(F& field, const V& v) {
+  LarsOptions& set(F& field, const V& v) {
     field = v;
     return *this;
   }
 };
 
-class LARS : public Optimizer {
+class Lars : public Optimizer {
  public:
-  LARS(NamedTensors params, const LARSOptions& options, const StateOptions& state = {});
-  LARS(std::vector<ParamGroup> groups, const LARSOptions& defaults,
+  Lars(NamedTensors params, const LarsOptions& options, const StateOptions& state = {});
+  Lars(std::vector<ParamGroup> groups, const LarsOptions& defaults,
        const StateOptions& state = {});  // groups without options use `defaults`
 
-  const LARSOptions& options(size_t group) const;
-  LARSOptions& options(size_t group);
+  const LarsOptions& options(size_t group) const;
+  LarsOptions& options(size_t group);
 
  protected:
   // {"momentum_buffer"} when momentum != 0, else nothing.
@@ -64,5 +64,9 @@ class LARS : public Optimizer {
   void update(const OptimizerOptions& options, const Tensor& param, const Tensor& grad,
               ParamState& state) const override;
 };
+
+// The spellings before octet's naming rule (README, "Names"); kept so existing code builds.
+using LARS = Lars;
+using LARSOptions = LarsOptions;
 
 }  // namespace octet

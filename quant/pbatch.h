@@ -1,7 +1,7 @@
 // PrecisionBatching (Lam et al., ../shared/papers/precisionbatching.md and NOTES.md): inference of
 // y = x W^T + b with n-bit weights (n = 1..8) and k-bit activations (k = 2..32) as a sum of binary
 // products, each counted with AND + popcount. This header is the contract shared by the CPU kernels
-// (quant/cpu/pbatch.h), the CUDA kernel (quant/cuda/pbatch.h), the layers (PBLinear, the
+// (quant/cpu/pbatch.h), the CUDA kernel (quant/cuda/pbatch.h), the layers (PbLinear, the
 // PrecisionBatching LSTM) and the exported files; every implementation gives the same integers.
 //
 // Weights, once, offline (pb_preprocess): a per-tensor step d > 0 and integer codes q, w ~ d * q.

@@ -30,7 +30,7 @@ void set_precision(Module& m, const LayerPrecision& p) {
   if (auto* l = dynamic_cast<Linear*>(&m))
     l->set_inference(p ? std::make_shared<QuantLinear>(*l, *p) : nullptr);
   else if (auto* l = dynamic_cast<LSTM*>(&m))
-    l->set_inference(p ? std::make_shared<QuantLSTM>(*l, *p) : nullptr);
+    l->set_inference(p ? std::make_shared<QuantLstm>(*l, *p) : nullptr);
 }
 
 std::string layer_list(const std::vector<ConvertedLayer>& layers) {
@@ -145,7 +145,7 @@ void save_quant_state(const Module& model, NamedTensors& tensors, std::string& a
       assignment += name + " Linear " + lin->inference()->spec().name() + "\n";
     } else if (auto* lstm = dynamic_cast<const LSTM*>(m.get())) {
       if (!lstm->inference()) continue;
-      const QuantLSTM& q = *lstm->inference();
+      const QuantLstm& q = *lstm->inference();
       for (int64_t l = 0; l < q.num_layers_; ++l) {
         q.ih_[l]->save(name + ".weight_ih_l" + std::to_string(l) + ".", tensors);
         q.hh_[l]->save(name + ".weight_hh_l" + std::to_string(l) + ".", tensors);
@@ -207,7 +207,7 @@ std::vector<ConvertedLayer> load_quant_state(Module& model, const NamedTensors& 
                                        e.name + ".weight_ih_l" + k + ".", what));
         hh.push_back(load_quant_matmul(e.spec, g4, lstm->hidden_size_, left, e.name + ".weight_hh_l" + k + ".", what));
       }
-      auto q = std::make_shared<QuantLSTM>(*lstm, ih, hh);
+      auto q = std::make_shared<QuantLstm>(*lstm, ih, hh);
       apply.push_back([lstm, q] { lstm->set_inference(q); });
     }
   }

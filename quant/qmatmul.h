@@ -1,7 +1,7 @@
 // Quantized matrix products for inference layers: one interface over PrecisionBatching
 // (quant/pbatch.h: n-bit weights as bit-planes, k-bit activations, popcounts) and the int8
 // zero-point baseline (quant/qgemm.h: int8 weights, uint8 activations per row), so the quantized
-// layers (layers/quantized.h: QuantLinear, QuantLSTM) have one code path for both. The weights are
+// layers (layers/quantized.h: QuantLinear, QuantLstm) have one code path for both. The weights are
 // preprocessed once, when the object is made (or read back from an export, without preprocessing);
 // each call quantizes its activations per row, so a batch of rows gives the same rows as one at a
 // time. Device-agnostic: forward runs on x's device, and the weights follow x the first time they

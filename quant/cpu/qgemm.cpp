@@ -21,12 +21,12 @@ namespace octet::quant::cpu {
 
 namespace {
 
-QGemmPath resolve(QGemmPath p, int64_t m) {
-  if (p != QGemmPath::automatic) return p;
-  if (m > kQGemmKernelMaxM && dnnl_u8s8_gemm_exact()) return QGemmPath::dnnl;
-  if (detail::vnni_available()) return QGemmPath::avx512_vnni;
-  if (detail::avx2_available()) return QGemmPath::avx2;
-  return QGemmPath::portable;
+QgemmPath resolve(QgemmPath p, int64_t m) {
+  if (p != QgemmPath::automatic) return p;
+  if (m > kQGemmKernelMaxM && dnnl_u8s8_gemm_exact()) return QgemmPath::dnnl;
+  if (detail::vnni_available()) return QgemmPath::avx512_vnni;
+  if (detail::avx2_available()) return QgemmPath::avx2;
+  return QgemmPath::portable;
 }
 
 // sum a[i] * b[i], u8 x s8
@@ -48,13 +48,13 @@ int32_t row_sum(const T* x, int64_t k) {
 }
 
 // d[i, j] = sum_k a[i, k] b[j, k] for columns [j0, j1) on path p (not dnnl).
-void raw_dot(QGemmPath p, int64_t m, int64_t j0, int64_t j1, int64_t k, const uint8_t* a, int64_t lda, const int8_t* b,
+void raw_dot(QgemmPath p, int64_t m, int64_t j0, int64_t j1, int64_t k, const uint8_t* a, int64_t lda, const int8_t* b,
              int64_t ldb, int32_t* d, int64_t ldd) {
   switch (p) {
-    case QGemmPath::avx512_vnni:
+    case QgemmPath::avx512_vnni:
       detail::raw_dot_avx512_vnni(m, j0, j1, k, a, lda, b, ldb, d, ldd);
       return;
-    case QGemmPath::avx2:
+    case QgemmPath::avx2:
       detail::raw_dot_avx2(m, j0, j1, k, a, lda, b, ldb, d, ldd);
       return;
     default:
@@ -80,11 +80,11 @@ void fold(int64_t m, int64_t j0, int64_t j1, int64_t k, const int32_t* za, const
 }
 
 // The u8 x s8 core: a u8 with za (per row), b s8 with zb, sb[j] = sum_k b[j, k].
-void qgemm_u8s8(QGemmPath p, int64_t m, int64_t n, int64_t k, const uint8_t* a, int64_t lda, const int32_t* za,
+void qgemm_u8s8(QgemmPath p, int64_t m, int64_t n, int64_t k, const uint8_t* a, int64_t lda, const int32_t* za,
                 const int8_t* b, int64_t ldb, int32_t zb, const int32_t* sb, int32_t* c, int64_t ldc) {
   std::vector<int32_t> sa(static_cast<size_t>(m));
   for (int64_t i = 0; i < m; ++i) sa[i] = row_sum(a + i * lda, k);
-  if (p == QGemmPath::dnnl) {
+  if (p == QgemmPath::dnnl) {
     const int32_t c_offset = 0;
     const dnnl_status_t st =
         dnnl_gemm_u8s8s32('N', 'T', 'F', m, n, k, 1.0f, a, lda, 0, b, ldb, 0, 0.0f, c, ldc, &c_offset);
@@ -139,37 +139,37 @@ RowRange row_range(const float* x, int64_t n) {
 
 }  // namespace
 
-bool qgemm_path_supported(QGemmPath p) {
+bool qgemm_path_supported(QgemmPath p) {
   switch (p) {
-    case QGemmPath::automatic:
-    case QGemmPath::portable:
+    case QgemmPath::automatic:
+    case QgemmPath::portable:
       return true;
-    case QGemmPath::avx2:
+    case QgemmPath::avx2:
       return detail::avx2_available();
-    case QGemmPath::avx512_vnni:
+    case QgemmPath::avx512_vnni:
       return detail::vnni_available();
-    case QGemmPath::dnnl:
+    case QgemmPath::dnnl:
       return dnnl_u8s8_gemm_exact();
   }
   return false;
 }
 
-Selector<QGemmPath>& qgemm_selector() {
-  static Selector<QGemmPath> selector{"zero-point GEMM path",
+Selector<QgemmPath>& qgemm_selector() {
+  static Selector<QgemmPath> selector{"zero-point GEMM path",
                                       "OCTET_QGEMM_PATH",
-                                      {{QGemmPath::automatic, "auto"},
-                                       {QGemmPath::portable, "portable"},
-                                       {QGemmPath::avx2, "avx2"},
-                                       {QGemmPath::avx512_vnni, "avx512_vnni"},
-                                       {QGemmPath::dnnl, "dnnl"}},
+                                      {{QgemmPath::automatic, "auto"},
+                                       {QgemmPath::portable, "portable"},
+                                       {QgemmPath::avx2, "avx2"},
+                                       {QgemmPath::avx512_vnni, "avx512_vnni"},
+                                       {QgemmPath::dnnl, "dnnl"}},
                                       qgemm_path_supported,
-                                      [] { return QGemmPath::automatic; }};
+                                      [] { return QgemmPath::automatic; }};
   return selector;
 }
 
-std::string_view qgemm_path_name(QGemmPath p) { return qgemm_selector().name(p); }
-QGemmPath qgemm_path() { return qgemm_selector().active(); }
-QGemmPath set_qgemm_path(QGemmPath p) { return qgemm_selector().set(p); }
+std::string_view qgemm_path_name(QgemmPath p) { return qgemm_selector().name(p); }
+QgemmPath qgemm_path() { return qgemm_selector().active(); }
+QgemmPath set_qgemm_path(QgemmPath p) { return qgemm_selector().set(p); }
 
 void qgemm_row_sums(int64_t n, int64_t k, QType tb, const void* b, int64_t ldb, int32_t* sums) {
   for (int64_t j = 0; j < n; ++j)
@@ -177,7 +177,7 @@ void qgemm_row_sums(int64_t n, int64_t k, QType tb, const void* b, int64_t ldb, 
                               : row_sum(static_cast<const uint8_t*>(b) + j * ldb, k);
 }
 
-void qgemm(QGemmPath p, int64_t m, int64_t n, int64_t k, QType ta, const void* a, int64_t lda, const int32_t* za,
+void qgemm(QgemmPath p, int64_t m, int64_t n, int64_t k, QType ta, const void* a, int64_t lda, const int32_t* za,
            QType tb, const void* b, int64_t ldb, int32_t zb, int32_t* c, int64_t ldc, const int32_t* b_row_sums) {
   OCTET_CHECK(qgemm_path_supported(p), "qgemm: path ", qgemm_path_name(p), " is not supported on this CPU");
   if (m == 0 || n == 0) return;

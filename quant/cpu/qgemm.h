@@ -18,7 +18,7 @@
 // Measured (tools/bench/RESULTS.md, qlinear, one thread, Zen 5, 2048x2048): batch 1 in 53 us
 // (FP32 SGEMM 282 us), batch 8 in 120 us (dnnl 280 us), batch 32 in 436 us (dnnl 555 us); at
 // batch 64 and 128 dnnl was ahead (4096: 4.7 vs 5.7 ms, 7.5 vs 15.9 ms), hence the switch.
-//   cpu::set_qgemm_path(cpu::QGemmPath::portable);   // tests and benchmarks run every path
+//   cpu::set_qgemm_path(cpu::QgemmPath::portable);   // tests and benchmarks run every path
 //   cpu::qgemm(cpu::qgemm_path(), m, n, k, QType::u8, a, k, za, QType::s8, b, k, 0, c, n, nullptr);
 #pragma once
 
@@ -30,25 +30,25 @@
 
 namespace octet::quant::cpu {
 
-enum class QGemmPath : uint8_t { automatic, portable, avx2, avx512_vnni, dnnl };
+enum class QgemmPath : uint8_t { automatic, portable, avx2, avx512_vnni, dnnl };
 
 // automatic runs the own kernels up to this many activation rows and oneDNN above.
 inline constexpr int64_t kQGemmKernelMaxM = 32;
 
-std::string_view qgemm_path_name(QGemmPath p);
+std::string_view qgemm_path_name(QgemmPath p);
 // automatic and portable always; avx2 / avx512_vnni when compiled in and the CPU has them (VNNI:
 // AVX-512 F/BW/DQ/VL plus AVX512_VNNI); dnnl where oneDNN's u8s8s32 GEMM is exact.
-bool qgemm_path_supported(QGemmPath p);
+bool qgemm_path_supported(QgemmPath p);
 // The path quant::qgemm uses (core/selector.h): auto unless set or named by OCTET_QGEMM_PATH
 // (process-wide). set_qgemm_path throws octet::Error for an unsupported path (dnnl where oneDNN's
 // u8s8s32 GEMM saturates: no VNNI) and returns the previous one.
-Selector<QGemmPath>& qgemm_selector();
-QGemmPath qgemm_path();
-QGemmPath set_qgemm_path(QGemmPath p);
+Selector<QgemmPath>& qgemm_selector();
+QgemmPath qgemm_path();
+QgemmPath set_qgemm_path(QgemmPath p);
 
 // quant/qgemm.h's qgemm on path p, arguments already checked (k <= kQGemmMaxK, zero points in their
 // types' ranges, leading dimensions). b_row_sums: sum_k B[j, k] of the raw codes, or null.
-void qgemm(QGemmPath p, int64_t m, int64_t n, int64_t k, QType ta, const void* a, int64_t lda, const int32_t* za,
+void qgemm(QgemmPath p, int64_t m, int64_t n, int64_t k, QType ta, const void* a, int64_t lda, const int32_t* za,
            QType tb, const void* b, int64_t ldb, int32_t zb, int32_t* c, int64_t ldc, const int32_t* b_row_sums);
 
 // sum_k b[j, k] for j < n (s8 or u8 codes).

@@ -75,9 +75,9 @@ TEST(Selector, EnvironmentOverride) {
 
 // Every family goes through it: the same "auto" name and set() semantics.
 TEST(Selector, EveryKernelFamilyUsesIt) {
-  EXPECT_EQ(quant::cpu::qgemm_path_name(quant::cpu::QGemmPath::automatic), "auto");
+  EXPECT_EQ(quant::cpu::qgemm_path_name(quant::cpu::QgemmPath::automatic), "auto");
   EXPECT_EQ(quant::int8_conv_path_name(quant::Int8ConvPath::automatic), "auto");
-  EXPECT_EQ(quant::cpu::qgemm_selector().parse("automatic"), quant::cpu::QGemmPath::automatic);
+  EXPECT_EQ(quant::cpu::qgemm_selector().parse("automatic"), quant::cpu::QgemmPath::automatic);
   const cpu::Isa isa = cpu::isa_selector().active();
   EXPECT_EQ(cpu::isa_selector().set(cpu::Isa::portable), isa);
   EXPECT_EQ(cpu::active_isa(), cpu::Isa::portable);

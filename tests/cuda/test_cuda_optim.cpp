@@ -112,9 +112,9 @@ std::vector<OptCase> cases() {
       make_case<Lamb>("lamb", LambOptions(1e-2).weight_decay(0.01), true),
       make_case<Lamb>("lamb_trust_clip", LambOptions(1e-2).trust_clip(true), true),
       make_case<Lamb>("lamb_no_adaptation", LambOptions(1e-2).layer_adaptation(false).weight_decay(0.01)),
-      make_case<LARS>("lars", LARSOptions(0.1).momentum(0.9).weight_decay(1e-4).trust_coefficient(0.02), true),
-      make_case<LARS>("lars_no_momentum", LARSOptions(0.1).momentum(0).trust_coefficient(0.02), true),
-      make_case<LARS>("lars_no_adaptation", LARSOptions(0.1).layer_adaptation(false)),
+      make_case<Lars>("lars", LarsOptions(0.1).momentum(0.9).weight_decay(1e-4).trust_coefficient(0.02), true),
+      make_case<Lars>("lars_no_momentum", LarsOptions(0.1).momentum(0).trust_coefficient(0.02), true),
+      make_case<Lars>("lars_no_adaptation", LarsOptions(0.1).layer_adaptation(false)),
   };
 }
 

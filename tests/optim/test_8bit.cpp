@@ -40,7 +40,7 @@ std::vector<OptCase> cases() {
       {"lamb",
        [](const NamedTensors& p, const StateOptions& s) { return std::make_unique<Lamb>(p, LambOptions(1e-3), s); }},
       {"lars", [](const NamedTensors& p,
-                  const StateOptions& s) { return std::make_unique<LARS>(p, LARSOptions(0.1).momentum(0.9), s); }},
+                  const StateOptions& s) { return std::make_unique<Lars>(p, LarsOptions(0.1).momentum(0.9), s); }},
   };
 }
 

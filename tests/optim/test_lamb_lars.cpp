@@ -186,7 +186,7 @@ TEST(OptimLARS, FirstStepsByHand) {
   // p = (3, 4), g = (0.6, 0.8): ||p|| = 5, ||g|| = 1, so local_lr = 0.001 * 5 = 0.005 and
   // buf1 = 0.005 g = (0.003, 0.004). lr 1, eps 0.
   Tensor p = param_of({3.0, 4.0}, {2});
-  LARS opt(NamedTensors{{"p", p}}, LARSOptions(1.0).eps(0));
+  Lars opt(NamedTensors{{"p", p}}, LarsOptions(1.0).eps(0));
   p.set_grad(from_vector<double>({0.6, 0.8}, {2}));
   opt.step();
   expect_near(p.to_vector<double>(), {2.997, 3.996}, 1e-15);
@@ -196,52 +196,52 @@ TEST(OptimLARS, FirstStepsByHand) {
 
   // Weight decay 0.1: local_lr = 0.001 * 5 / (1 + 0.5), d = (g + 0.1 p) local_lr = (0.003, 0.004).
   Tensor q = param_of({3.0, 4.0}, {2});
-  LARS decayed(NamedTensors{{"q", q}}, LARSOptions(1.0).eps(0).weight_decay(0.1));
+  Lars decayed(NamedTensors{{"q", q}}, LarsOptions(1.0).eps(0).weight_decay(0.1));
   q.set_grad(from_vector<double>({0.6, 0.8}, {2}));
   decayed.step();
   expect_near(q.to_vector<double>(), {2.997, 3.996}, 1e-15);
 
   // ||p|| = 0: local_lr = 1, the plain gradient step.
   Tensor z = param_of({0.0, 0.0}, {2});
-  LARS fresh(NamedTensors{{"z", z}}, LARSOptions(0.1).momentum(0));
+  Lars fresh(NamedTensors{{"z", z}}, LarsOptions(0.1).momentum(0));
   z.set_grad(from_vector<double>({0.6, 0.8}, {2}));
   fresh.step();
   expect_near(z.to_vector<double>(), {-0.06, -0.08}, 1e-15);
 }
 
 TEST(OptimLARS, Trajectories) {
-  auto check = [](const LARSOptions& o, const LarsRef& ref) { expect_trajectory<LARS>(kInit, kShape, o, ref, kSteps); };
-  check(LARSOptions(1.0), LarsRef{.lr = 1.0});
+  auto check = [](const LarsOptions& o, const LarsRef& ref) { expect_trajectory<Lars>(kInit, kShape, o, ref, kSteps); };
+  check(LarsOptions(1.0), LarsRef{.lr = 1.0});
   // A large trust coefficient, so the steps are large enough to feed back into the norms.
-  check(LARSOptions(1.0).trust_coefficient(0.05), LarsRef{.lr = 1.0, .trust_coefficient = 0.05});
-  check(LARSOptions(2.0).trust_coefficient(0.05).weight_decay(0.1).momentum(0.8),
+  check(LarsOptions(1.0).trust_coefficient(0.05), LarsRef{.lr = 1.0, .trust_coefficient = 0.05});
+  check(LarsOptions(2.0).trust_coefficient(0.05).weight_decay(0.1).momentum(0.8),
         LarsRef{.lr = 2.0, .momentum = 0.8, .weight_decay = 0.1, .trust_coefficient = 0.05});
-  check(LARSOptions(2.0).trust_coefficient(0.05).momentum(0).eps(1e-3),
+  check(LarsOptions(2.0).trust_coefficient(0.05).momentum(0).eps(1e-3),
         LarsRef{.lr = 2.0, .momentum = 0, .trust_coefficient = 0.05, .eps = 1e-3});
-  check(LARSOptions(0.1).weight_decay(0.01).layer_adaptation(false),
+  check(LarsOptions(0.1).weight_decay(0.01).layer_adaptation(false),
         LarsRef{.lr = 0.1, .weight_decay = 0.01, .layer_adaptation = false});
 }
 
 TEST(OptimLARS, LargeParamIsThreadCountIndependent) {
-  const LARSOptions o = LARSOptions(1.0).trust_coefficient(0.02).weight_decay(0.01);
-  std::vector<double> one = run_large<LARS>(o, 1, 3), two = run_large<LARS>(o, 2, 3);
+  const LarsOptions o = LarsOptions(1.0).trust_coefficient(0.02).weight_decay(0.01);
+  std::vector<double> one = run_large<Lars>(o, 1, 3), two = run_large<Lars>(o, 2, 3);
   EXPECT_EQ(one, two);
   const LarsRef ref{.lr = 1.0, .weight_decay = 0.01, .trust_coefficient = 0.02};
   EXPECT_LE(max_abs_diff(one, ref_trajectory(ref, large_init(), 3)), kTrajectoryTol);
 }
 
 TEST(OptimLARS, StateBuffers) {
-  EXPECT_EQ(LARS(NamedTensors{{"w", param_of(kInit, kShape)}}, LARSOptions()).state_dict().size(), 3u);
-  EXPECT_EQ(LARS(NamedTensors{{"w", param_of(kInit, kShape)}}, LARSOptions().momentum(0)).state_dict().size(), 2u);
+  EXPECT_EQ(Lars(NamedTensors{{"w", param_of(kInit, kShape)}}, LarsOptions()).state_dict().size(), 3u);
+  EXPECT_EQ(Lars(NamedTensors{{"w", param_of(kInit, kShape)}}, LarsOptions().momentum(0)).state_dict().size(), 2u);
 }
 
 TEST(OptimLARS, BadOptions) {
   Tensor p = param_of(kInit, kShape);
-  EXPECT_THROW(LARS(NamedTensors{{"w", p}}, LARSOptions(-1.0)), Error);
-  EXPECT_THROW(LARS(NamedTensors{{"w", p}}, LARSOptions().momentum(-0.9)), Error);
-  EXPECT_THROW(LARS(NamedTensors{{"w", p}}, LARSOptions().weight_decay(-1e-4)), Error);
-  EXPECT_THROW(LARS(NamedTensors{{"w", p}}, LARSOptions().trust_coefficient(0)), Error);
-  EXPECT_THROW(LARS(NamedTensors{{"w", p}}, LARSOptions().eps(-1e-8)), Error);
+  EXPECT_THROW(Lars(NamedTensors{{"w", p}}, LarsOptions(-1.0)), Error);
+  EXPECT_THROW(Lars(NamedTensors{{"w", p}}, LarsOptions().momentum(-0.9)), Error);
+  EXPECT_THROW(Lars(NamedTensors{{"w", p}}, LarsOptions().weight_decay(-1e-4)), Error);
+  EXPECT_THROW(Lars(NamedTensors{{"w", p}}, LarsOptions().trust_coefficient(0)), Error);
+  EXPECT_THROW(Lars(NamedTensors{{"w", p}}, LarsOptions().eps(-1e-8)), Error);
 }
 
 }  // namespace

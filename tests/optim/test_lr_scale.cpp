@@ -53,7 +53,7 @@ std::vector<OptCase> cases() {
        }},
       {"lars", 0.1,
        [](const NamedTensors& p, double lr, const StateOptions& s) {
-         return std::make_unique<LARS>(p, LARSOptions(lr).momentum(0.9).weight_decay(1e-4), s);
+         return std::make_unique<Lars>(p, LarsOptions(lr).momentum(0.9).weight_decay(1e-4), s);
        }},
   };
 }

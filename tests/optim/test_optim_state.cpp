@@ -88,7 +88,7 @@ TEST(OptimState, RoundTripIsBitExactRmspropLionLambLars) {
   check_round_trip(
       [](const NamedTensors& p) { return std::make_unique<Lamb>(p, LambOptions(0.1).weight_decay(0.01)); });
   check_round_trip([](const NamedTensors& p) {
-    return std::make_unique<LARS>(p, LARSOptions(1.0).trust_coefficient(0.02).weight_decay(1e-3));
+    return std::make_unique<Lars>(p, LarsOptions(1.0).trust_coefficient(0.02).weight_decay(1e-3));
   });
 }
 
@@ -300,8 +300,8 @@ TEST(OptimState, PluggableStateRunsLayerwiseUpdates) {
 
   // LARS's norms need no state: only the update pass runs.
   Tensor c = param_of(init, {7}), d = param_of(init, {7});
-  LARS dense_lars(NamedTensors{{"w", c}}, LARSOptions(1.0).trust_coefficient(0.05));
-  Scratch<LARS> blocked_lars(NamedTensors{{"w", d}}, LARSOptions(1.0).trust_coefficient(0.05));
+  Lars dense_lars(NamedTensors{{"w", c}}, LarsOptions(1.0).trust_coefficient(0.05));
+  Scratch<Lars> blocked_lars(NamedTensors{{"w", d}}, LarsOptions(1.0).trust_coefficient(0.05));
   run_steps(dense_lars, {c}, 0, 4);
   run_steps(blocked_lars, {d}, 0, 4);
   EXPECT_EQ(d.to_vector<double>(), c.to_vector<double>());

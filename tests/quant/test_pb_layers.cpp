@@ -1,5 +1,5 @@
 // Quantized inference layers (layers/quantized.h) and the model converter (quant/precision.h):
-// PBLinear / Int8Linear are pb_linear / qlinear on their preprocessed weights, the quantized LSTM
+// PbLinear / Int8Linear are pb_linear / qlinear on their preprocessed weights, the quantized LSTM
 // with 8-bit weights and 32-bit activations tracks the float LSTM, a whole sequence equals token by
 // token, the in-place hooks of Linear and LSTM, inference-only errors, plan selection and errors,
 // and the preprocessed state's round trip with its validation.
@@ -38,7 +38,7 @@ TEST(PbLayers, PBLinearIsPbLinearOnItsWeights) {
   Tensor x = randn({2, 3, 37}, {}, &g);
   NoGradGuard ng;
   for (PbConfig c : {PbConfig{4, 16, true}, PbConfig{1, 8, true}, PbConfig{8, 32, false}}) {
-    PBLinear pb(lin, c);
+    PbLinear pb(lin, c);
     EXPECT_EQ(pb.spec().name(), pb_config_name(c));
     Tensor want =
         pb_linear(pb_preprocess(lin.weight_, c.w_bits, c.clip_search), x.reshape({6, 37}), c.a_bits, lin.bias_);
@@ -55,7 +55,7 @@ TEST(PbLayers, LinearHookAndInferenceOnlyErrors) {
   Generator g(2);
   auto lin = std::make_shared<Linear>(20, 7);
   Tensor x = randn({4, 20}, {}, &g);
-  auto pb = std::make_shared<PBLinear>(*lin, PbConfig{4, 16});
+  auto pb = std::make_shared<PbLinear>(*lin, PbConfig{4, 16});
   lin->set_inference(pb);
   EXPECT_EQ(lin->extra_repr(), "in_features=20, out_features=7, bias=true, w4a16");
   expect_error([&] { (*lin)(x); }, "training mode");  // a new layer trains
@@ -83,7 +83,7 @@ TEST(PbLayers, QuantLstmW8A32TracksFloat) {
   LstmState s0{0.5 * randn({2, 3, 24}, {}, &g), 0.5 * randn({2, 3, 24}, {}, &g)};
   NoGradGuard ng;
   auto [y_ref, st_ref] = lstm.forward(x, s0);
-  PBLSTM pb(lstm, PbConfig{8, 32});
+  PbLstm pb(lstm, PbConfig{8, 32});
   auto [y, st] = pb.forward(x, s0);
   ASSERT_EQ(y.shape(), y_ref.shape());
   // Measured 7e-4 (the weights' rounding: steps of about 0.2 / 128 over 16-24 inputs per gate);
@@ -93,7 +93,7 @@ TEST(PbLayers, QuantLstmW8A32TracksFloat) {
   EXPECT_LT(max_abs_diff(st.h, st_ref.h), kW8Tolerance);
   EXPECT_LT(max_abs_diff(st.c, st_ref.c), kW8Tolerance);
   // 1-bit weights are far off: the comparison means something.
-  EXPECT_GT(max_abs_diff(PBLSTM(lstm, PbConfig{1, 32}).forward(x, s0).first, y_ref), 4 * kW8Tolerance);
+  EXPECT_GT(max_abs_diff(PbLstm(lstm, PbConfig{1, 32}).forward(x, s0).first, y_ref), 4 * kW8Tolerance);
 }
 
 // Activations are quantized per row, so the whole sequence (every step's input projection in one
@@ -104,7 +104,7 @@ TEST(PbLayers, QuantLstmSequenceEqualsTokenByToken) {
   Tensor x = randn({2, 5, 10}, {}, &g);
   NoGradGuard ng;
   for (const QuantSpec& spec : {QuantSpec::pbatch({4, 16}), QuantSpec::int8()}) {
-    QuantLSTM q(lstm, spec);
+    QuantLstm q(lstm, spec);
     auto [y, last] = q.forward(x, LstmState{});
     LstmState s;
     for (int64_t t = 0; t < 5; ++t) {
@@ -123,7 +123,7 @@ TEST(PbLayers, LstmHook) {
   Generator g(5);
   LSTM lstm(6, 8);
   Tensor x = randn({2, 3, 6}, {}, &g);
-  auto q = std::make_shared<Int8LSTM>(lstm);
+  auto q = std::make_shared<Int8Lstm>(lstm);
   lstm.set_inference(q);
   EXPECT_NE(lstm.extra_repr().find("int8"), std::string::npos);
   lstm.eval();

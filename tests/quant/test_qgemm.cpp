@@ -20,12 +20,12 @@
 namespace octet::quant {
 namespace {
 
-using cpu::QGemmPath;
+using cpu::QgemmPath;
 
-std::vector<QGemmPath> supported_paths() {
-  std::vector<QGemmPath> paths;
-  for (QGemmPath p :
-       {QGemmPath::automatic, QGemmPath::portable, QGemmPath::avx2, QGemmPath::avx512_vnni, QGemmPath::dnnl})
+std::vector<QgemmPath> supported_paths() {
+  std::vector<QgemmPath> paths;
+  for (QgemmPath p :
+       {QgemmPath::automatic, QgemmPath::portable, QgemmPath::avx2, QgemmPath::avx512_vnni, QgemmPath::dnnl})
     if (cpu::qgemm_path_supported(p)) paths.push_back(p);
   return paths;
 }
@@ -63,7 +63,7 @@ void check_paths(int64_t m, int64_t n, int64_t k, QType ta, QType tb, int64_t pa
   cpu::qgemm_row_sums(n, k, tb, b.data(), ldb, sums.data());
   std::vector<int32_t> want(static_cast<size_t>(m * ldc), -7);
   qgemm_reference(m, n, k, ta, a.data(), lda, za.data(), tb, b.data(), ldb, zb, want.data(), ldc);
-  for (QGemmPath p : supported_paths()) {
+  for (QgemmPath p : supported_paths()) {
     std::vector<int32_t> c(static_cast<size_t>(m * ldc), -7);
     cpu::qgemm(p, m, n, k, ta, a.data(), lda, za.data(), tb, b.data(), ldb, zb, c.data(), ldc,
                give_sums ? sums.data() : nullptr);
@@ -111,7 +111,7 @@ TEST(QGemm, LargestSumsAreExact) {
   std::vector<uint8_t> a(m * k, 255);
   std::vector<int8_t> b(n * k, -128);
   std::vector<int32_t> za(m, 0);
-  for (QGemmPath p : supported_paths()) {
+  for (QgemmPath p : supported_paths()) {
     std::vector<int32_t> c(m * n);
     cpu::qgemm(p, m, n, k, QType::u8, a.data(), k, za.data(), QType::s8, b.data(), k, 127, c.data(), n, nullptr);
     for (int32_t v : c) ASSERT_EQ(v, -int64_t{255} * 255 * k) << cpu::qgemm_path_name(p);
@@ -139,18 +139,18 @@ TEST(QGemm, EqualsFloat64ProductOfDequantizedOperands) {
 }
 
 TEST(QGemm, PathSelection) {
-  EXPECT_TRUE(cpu::qgemm_path_supported(QGemmPath::portable));
-  EXPECT_EQ(cpu::qgemm_path(), QGemmPath::automatic);
-  const QGemmPath prev = cpu::set_qgemm_path(QGemmPath::portable);
-  EXPECT_EQ(cpu::qgemm_path(), QGemmPath::portable);
+  EXPECT_TRUE(cpu::qgemm_path_supported(QgemmPath::portable));
+  EXPECT_EQ(cpu::qgemm_path(), QgemmPath::automatic);
+  const QgemmPath prev = cpu::set_qgemm_path(QgemmPath::portable);
+  EXPECT_EQ(cpu::qgemm_path(), QgemmPath::portable);
   cpu::set_qgemm_path(prev);
-  if (!cpu::qgemm_path_supported(QGemmPath::dnnl)) {
-    EXPECT_THROW(cpu::set_qgemm_path(QGemmPath::dnnl), Error);
+  if (!cpu::qgemm_path_supported(QgemmPath::dnnl)) {
+    EXPECT_THROW(cpu::set_qgemm_path(QgemmPath::dnnl), Error);
   }
 #ifdef __x86_64__
   // The kernels run wherever the CPU has their instructions (so the tests above cover them).
-  EXPECT_EQ(cpu::qgemm_path_supported(QGemmPath::avx2), ::octet::cpu::isa_supported(::octet::cpu::Isa::avx2));
-  EXPECT_EQ(cpu::qgemm_path_supported(QGemmPath::avx512_vnni),
+  EXPECT_EQ(cpu::qgemm_path_supported(QgemmPath::avx2), ::octet::cpu::isa_supported(::octet::cpu::Isa::avx2));
+  EXPECT_EQ(cpu::qgemm_path_supported(QgemmPath::avx512_vnni),
             ::octet::cpu::isa_supported(::octet::cpu::Isa::avx512) && __builtin_cpu_supports("avx512vnni"));
 #endif
 }
@@ -161,13 +161,13 @@ TEST(QGemm, ProbeSeesSaturationWithoutVnni) {
   const char* isa = std::getenv("ONEDNN_MAX_CPU_ISA");
   if (isa == nullptr || std::string(isa) != "AVX512_CORE")
     GTEST_SKIP() << "runs in the ctest int8_without_vnni (ONEDNN_MAX_CPU_ISA=AVX512_CORE)";
-  EXPECT_FALSE(cpu::qgemm_path_supported(QGemmPath::dnnl));
+  EXPECT_FALSE(cpu::qgemm_path_supported(QgemmPath::dnnl));
 }
 
 TEST(QGemm, EmptyAndZeroK) {
   std::vector<uint8_t> a(6, 3), b(6, 3);
   std::vector<int32_t> za(2, 1), c(6, 9);
-  for (QGemmPath p : supported_paths()) {
+  for (QgemmPath p : supported_paths()) {
     std::fill(c.begin(), c.end(), 9);
     cpu::qgemm(p, 2, 3, 0, QType::u8, a.data(), 1, za.data(), QType::s8, b.data(), 1, 0, c.data(), 3, nullptr);
     EXPECT_EQ(c, std::vector<int32_t>(6, 0));
@@ -355,8 +355,8 @@ TEST(QLinear, EqualsReferenceWithinFloatRounding) {
     const QLinearWeights w = qlinear_prepare(wt);
     EXPECT_EQ(w.w.zero_point, 0);
     EXPECT_EQ(w.w.type, QType::s8);
-    for (QGemmPath p : supported_paths()) {
-      const QGemmPath prev = cpu::set_qgemm_path(p);
+    for (QgemmPath p : supported_paths()) {
+      const QgemmPath prev = cpu::set_qgemm_path(p);
       const Tensor y = qlinear(w, x, bias);
       cpu::set_qgemm_path(prev);
       expect_linear_close(y, qlinear_reference(w, x, bias), w, wt, x, bias);

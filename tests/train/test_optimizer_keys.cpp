@@ -65,8 +65,8 @@ Values options_of(const Optimizer& opt) {
     const LambOptions& x = o->options(0);
     return {{"lr", x.lr_}, {"betas", pair(x.betas_)}, {"eps", x.eps_}, {"weight_decay", x.weight_decay_}};
   }
-  if (auto* o = dynamic_cast<const LARS*>(&opt)) {
-    const LARSOptions& x = o->options(0);
+  if (auto* o = dynamic_cast<const Lars*>(&opt)) {
+    const LarsOptions& x = o->options(0);
     return {{"lr", x.lr_},
             {"momentum", x.momentum_},
             {"weight_decay", x.weight_decay_},

@@ -50,7 +50,7 @@ double block_time(const Args& a, F&& fn) {
 
 struct Config {
   std::string name;
-  std::shared_ptr<QuantLSTM> lstm;  // null: FP32
+  std::shared_ptr<QuantLstm> lstm;  // null: FP32
   std::vector<double> model_s, lstm_s;
 };
 
@@ -70,11 +70,11 @@ void run(const Args& a, int64_t hidden, Device device) {
   // changes over time skews them all alike.
   std::vector<Config> configs;
   configs.push_back({"fp32", nullptr, {}, {}});
-  configs.push_back({"int8", std::make_shared<Int8LSTM>(*lm.lstm_), {}, {}});
+  configs.push_back({"int8", std::make_shared<Int8Lstm>(*lm.lstm_), {}, {}});
   for (int w : {1, 2, 4, 8})
     for (int act : {8, 16}) {
       const quant::PbConfig c{w, act, true};
-      configs.push_back({quant::pb_config_name(c), std::make_shared<PBLSTM>(*lm.lstm_, c), {}, {}});
+      configs.push_back({quant::pb_config_name(c), std::make_shared<PbLstm>(*lm.lstm_, c), {}, {}});
     }
   for (int64_t r = 0; r <= a.repeats; ++r)
     for (Config& c : configs) {

@@ -82,15 +82,15 @@ int main(int argc, char** argv) {
   }
   set_num_threads(threads);
   NoGradGuard no_grad;
-  std::vector<qc::QGemmPath> paths;
-  for (qc::QGemmPath p : {qc::QGemmPath::automatic, qc::QGemmPath::portable, qc::QGemmPath::avx2,
-                          qc::QGemmPath::avx512_vnni, qc::QGemmPath::dnnl})
+  std::vector<qc::QgemmPath> paths;
+  for (qc::QgemmPath p : {qc::QgemmPath::automatic, qc::QgemmPath::portable, qc::QgemmPath::avx2,
+                          qc::QgemmPath::avx512_vnni, qc::QgemmPath::dnnl})
     if (qc::qgemm_path_supported(p)) paths.push_back(p);
 
   std::printf("threads %d, best of %d, %s; times in us per call (int8: qlinear incl. activation quantization)\n\n",
               threads, reps, g_cpu_time ? "thread CPU time" : "wall time");
   std::printf("| size | batch | fp32 matmul |");
-  for (qc::QGemmPath p : paths) std::printf(" int8 %s |", std::string(qc::qgemm_path_name(p)).c_str());
+  for (qc::QgemmPath p : paths) std::printf(" int8 %s |", std::string(qc::qgemm_path_name(p)).c_str());
   std::printf(" fp32 / int8 automatic |\n|---|---|---|");
   for (size_t i = 0; i < paths.size(); ++i) std::printf("---|");
   std::printf("---|\n");
@@ -106,11 +106,11 @@ int main(int argc, char** argv) {
       const double fp32 = per_call(reps, [&] { matmul(x, wt); });
       std::printf("| %lld | %lld | %.1f |", static_cast<long long>(size), static_cast<long long>(batch), fp32 * 1e6);
       double automatic = 0.0;
-      for (qc::QGemmPath p : paths) {
-        const qc::QGemmPath prev = qc::set_qgemm_path(p);
+      for (qc::QgemmPath p : paths) {
+        const qc::QgemmPath prev = qc::set_qgemm_path(p);
         const double t = per_call(reps, [&] { quant::qlinear(qw, x); });
         qc::set_qgemm_path(prev);
-        if (p == qc::QGemmPath::automatic) automatic = t;
+        if (p == qc::QgemmPath::automatic) automatic = t;
         std::printf(" %.1f |", t * 1e6);
       }
       std::printf(" %.2fx |\n", fp32 / automatic);

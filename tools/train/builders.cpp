@@ -154,8 +154,8 @@ std::unique_ptr<Optimizer> build_optimizer(const Recipe& r, const NamedTensors& 
                                          .centered(r.boolean("optimizer.centered")),
                                      state);
   if (name == "lars")
-    return std::make_unique<LARS>(params,
-                                  LARSOptions(lr)
+    return std::make_unique<Lars>(params,
+                                  LarsOptions(lr)
                                       .momentum(momentum)
                                       .weight_decay(wd)
                                       .trust_coefficient(r.real("optimizer.trust_coefficient"))

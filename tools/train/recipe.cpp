@@ -353,7 +353,7 @@ const std::vector<OptimizerDefaults>& optimizer_defaults() {
     const RMSpropOptions rmsprop;
     const LionOptions lion;
     const LambOptions lamb;
-    const LARSOptions lars;
+    const LarsOptions lars;
     return std::vector<OptimizerDefaults>{
         {"sgd",
          {{"lr", sgd.lr_},
