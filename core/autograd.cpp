@@ -55,6 +55,7 @@ Grads AccumulateGrad::apply(Grads dout) {
   Tensor g = dout[0];
   // Always own the stored gradient: dout may alias another tensor or be a broadcast view.
   leaf->grad = leaf->grad.defined() ? add(leaf->grad, g) : g.clone();
+  for (const auto& hook : post_hooks_) hook();
   return {};
 }
 

@@ -67,9 +67,14 @@ class AccumulateGrad : public Node {
   explicit AccumulateGrad(const std::shared_ptr<TensorImpl>& leaf);
   Grads apply(Grads dout) override;
   void release() override {}  // nothing saved; the leaf may be used again
+  // Runs after every accumulation into the leaf's .grad, which then holds the gradient so far
+  // (how DistributedDataParallel learns that a parameter's gradient is complete). A hook lives as
+  // long as this node: keep the node (grad_accumulator(leaf)) to keep the hook.
+  void add_post_hook(std::function<void()> hook) { post_hooks_.push_back(std::move(hook)); }
 
  private:
   std::weak_ptr<TensorImpl> leaf_;
+  std::vector<std::function<void()>> post_hooks_;
 };
 
 // ---- grad mode

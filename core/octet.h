@@ -7,6 +7,7 @@
 #include "core/allocator.h"
 #include "core/autograd.h"
 #include "core/device.h"
+#include "core/distributed.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/generator.h"

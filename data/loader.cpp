@@ -48,6 +48,12 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions
   OCTET_CHECK(options_.workers_ >= 0 && options_.workers_ <= 256, "DataLoader: expected workers in [0, 256], got ",
               options_.workers_);
   OCTET_CHECK(options_.prefetch_ >= 1, "DataLoader: expected prefetch >= 1, got ", options_.prefetch_);
+  OCTET_CHECK(options_.shard_count_ >= 1 && options_.shard_rank_ >= 0 && options_.shard_rank_ < options_.shard_count_,
+              "DataLoader: expected shard rank in [0, count) and count >= 1, got rank ", options_.shard_rank_, " of ",
+              options_.shard_count_);
+  OCTET_CHECK(options_.batch_size_ % options_.shard_count_ == 0, "DataLoader: the global batch size ",
+              options_.batch_size_, " does not divide among ", options_.shard_count_,
+              " processes; choose a batch size that is a multiple of the process count");
 }
 
 DataLoader::~DataLoader() { stop_workers(); }
@@ -136,7 +142,11 @@ void DataLoader::worker_loop() {
 
 Batch DataLoader::make_batch(int64_t b) const {
   int64_t n = dataset_->size(), bs = options_.batch_size_;
-  int64_t begin = b * bs, count = std::min(bs, n - begin);
+  const int64_t global_begin = b * bs, global_count = std::min(bs, n - global_begin);
+  // This shard's contiguous part of the global batch (all of it with one shard).
+  const int64_t rank = options_.shard_rank_, shards = options_.shard_count_;
+  int64_t begin = global_begin + global_count * rank / shards;
+  int64_t count = global_begin + global_count * (rank + 1) / shards - begin;
   Batch batch;
   batch.labels = empty({count}, DType::i64);
   int64_t* labels = batch.labels.data<int64_t>();
@@ -162,6 +172,11 @@ Batch DataLoader::make_batch(int64_t b) const {
     int64_t per = x.numel();
     std::memcpy(batch.inputs.data<float>() + k * per, x.data<float>(), static_cast<size_t>(per) * sizeof(float));
     labels[k] = e.label;
+  }
+  if (count == 0) {  // a shard of a last batch smaller than the shard count: an empty batch of the right shape
+    Shape shape = dataset_->input_shape();
+    shape.insert(shape.begin(), 0);
+    batch.inputs = empty(shape);
   }
   return batch;
 }

@@ -33,6 +33,13 @@ struct DataLoaderOptions {
   int64_t workers_ = 2;     // 0: everything on the calling thread, inside next()
   int64_t prefetch_ = 4;    // batches prepared ahead of the consumer
   uint64_t seed_ = 0;
+  // Data-parallel training: this process is shard `shard_rank_` of `shard_count_`. batch_size_ is
+  // then the global batch: every process sees the same batches of the same permutation and takes
+  // its own contiguous part of each (batch_size / shard_count examples; of a smaller last batch
+  // of m, examples [m * rank / count, m * (rank + 1) / count)), so the shards of a batch are
+  // disjoint and together are the batch one process would get.
+  int64_t shard_rank_ = 0;
+  int64_t shard_count_ = 1;
   DataLoaderOptions& batch_size(int64_t v) {
     batch_size_ = v;
     return *this;
@@ -55,6 +62,11 @@ struct DataLoaderOptions {
   }
   DataLoaderOptions& seed(uint64_t v) {
     seed_ = v;
+    return *this;
+  }
+  DataLoaderOptions& shard(int64_t rank, int64_t count) {
+    shard_rank_ = rank;
+    shard_count_ = count;
     return *this;
   }
 };

@@ -6,6 +6,7 @@
 #include "layers/activation.h"
 #include "layers/batch_norm.h"
 #include "layers/conv.h"
+#include "layers/distributed.h"
 #include "layers/dropout.h"
 #include "layers/embedding.h"
 #include "layers/init.h"

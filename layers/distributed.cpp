@@ -1,0 +1,264 @@
+// DistributedDataParallel (layers/distributed.h): the buckets, the gradient hooks that start
+// their all-reduce, and the write-back of the averaged gradients.
+#include "layers/distributed.h"
+
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <unordered_set>
+
+#include "core/error.h"
+
+namespace octet {
+
+using autograd::Edge;
+using autograd::Node;
+
+namespace {
+
+// FNV-1a over the parameters' names, shapes and dtypes: equal on every rank that built the same
+// model.
+uint64_t layout_hash(const NamedTensors& params) {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&h](const void* p, size_t n) {
+    const auto* b = static_cast<const unsigned char*>(p);
+    for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
+  };
+  for (const auto& [name, t] : params) {
+    mix(name.data(), name.size() + 1);
+    for (int64_t d : t.shape()) mix(&d, sizeof d);
+    const auto dt = static_cast<uint8_t>(t.dtype());
+    mix(&dt, 1);
+  }
+  return h;
+}
+
+}  // namespace
+
+struct DistributedDataParallel::Reducer {
+  struct Bucket {
+    std::vector<size_t> members;   // parameter indices
+    std::vector<int64_t> offsets;  // of each member in flat
+    Tensor flat;
+    int pending = 0;  // members without their gradient yet this step
+    dist::Work work;
+  };
+
+  dist::ProcessGroup* group = nullptr;
+  DdpOptions options;
+  std::vector<std::string> names;
+  std::vector<Tensor> params;
+  std::vector<Tensor> buffers;
+  std::vector<std::shared_ptr<Node>> accumulators;  // kept alive: they hold the hooks
+  std::vector<Bucket> buckets;
+  std::vector<size_t> bucket_of;
+  std::vector<uint8_t> ready;
+  Tensor used;  // i32 [params]: 1 where this rank has a gradient this step; summed over ranks
+  dist::Work used_work;
+  bool prepared = false;
+  size_t next_launch = 0;
+  double wait_s = 0;
+
+  void build_buckets() {
+    const double cap = options.bucket_mb_ * 1024.0 * 1024.0;
+    Bucket cur;
+    double bytes = 0;
+    auto close = [&] {
+      if (!cur.members.empty()) buckets.push_back(std::move(cur));
+      cur = Bucket{};
+      bytes = 0;
+    };
+    for (size_t k = params.size(); k-- > 0;) {
+      const Tensor& p = params[k];
+      const double b = static_cast<double>(p.numel()) * static_cast<double>(dtype_size(p.dtype()));
+      if (!cur.members.empty()) {
+        const Tensor& first = params[cur.members.front()];
+        if (first.dtype() != p.dtype() || first.device() != p.device() || bytes + b > cap) close();
+      }
+      cur.members.push_back(k);
+      bytes += b;
+    }
+    close();
+    bucket_of.assign(params.size(), 0);
+    for (size_t bi = 0; bi < buckets.size(); ++bi) {
+      Bucket& bk = buckets[bi];
+      int64_t n = 0;
+      for (size_t k : bk.members) {
+        bucket_of[k] = bi;
+        bk.offsets.push_back(n);
+        n += params[k].numel();
+      }
+      const Tensor& first = params[bk.members.front()];
+      bk.flat = empty({n}, TensorOptions(first.dtype()).device(first.device()));
+    }
+  }
+
+  void mark_ready(size_t k) {
+    if (!prepared) return;  // outside a synchronized step (no_sync, or no prepare): local only
+    OCTET_CHECK(!ready[k], "DistributedDataParallel: parameter '", names[k],
+                "' got its gradient twice in one synchronized backward (call prepare_for_backward, or forward, "
+                "before each backward)");
+    ready[k] = 1;
+    if (--buckets[bucket_of[k]].pending == 0) launch_ready();
+  }
+
+  // Starts, in bucket order, every bucket whose gradients are all in; the last one finishes the step.
+  void launch_ready() {
+    NoGradGuard no_grad;
+    while (next_launch < buckets.size() && buckets[next_launch].pending == 0) {
+      Bucket& bk = buckets[next_launch];
+      for (size_t j = 0; j < bk.members.size(); ++j) {
+        const Tensor& p = params[bk.members[j]];
+        Tensor slot = bk.flat.narrow(0, bk.offsets[j], p.numel());
+        const Tensor g = p.grad();
+        if (g.defined())
+          slot.copy_(g.reshape({-1}));
+        else
+          slot.fill_(0.0);
+      }
+      bk.work = group->all_reduce_async(bk.flat, dist::ReduceOp::average);
+      ++next_launch;
+      for (size_t b = 0; b + 1 < next_launch; ++b) buckets[b].work.done();  // drive MPI's progress
+    }
+    if (next_launch == buckets.size()) finish();
+  }
+
+  void finish() {
+    NoGradGuard no_grad;
+    const auto t0 = std::chrono::steady_clock::now();
+    used_work.wait();
+    for (Bucket& bk : buckets) bk.work.wait();
+    wait_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const int32_t* u = used.data<int32_t>();
+    for (Bucket& bk : buckets) {
+      for (size_t j = 0; j < bk.members.size(); ++j) {
+        const size_t k = bk.members[j];
+        if (u[k] == 0) continue;  // no rank has a gradient: it stays undefined, as in PyTorch
+        const Tensor& p = params[k];
+        const Tensor avg = bk.flat.narrow(0, bk.offsets[j], p.numel()).view(p.shape());
+        Tensor g = p.grad();
+        if (g.defined())
+          g.copy_(avg);
+        else
+          p.set_grad(avg.clone());
+      }
+    }
+    if (options.broadcast_buffers_)
+      for (const Tensor& b : buffers) group->broadcast(b, 0);
+    prepared = false;
+  }
+};
+
+DistributedDataParallel::DistributedDataParallel(std::shared_ptr<Module> module, dist::ProcessGroup& group,
+                                                 DdpOptions options)
+    : module_(std::move(module)), group_(group), options_(options) {
+  OCTET_CHECK(module_ != nullptr, "DistributedDataParallel: expected a module, got a null pointer");
+  OCTET_CHECK(options_.bucket_mb_ >= 0, "DistributedDataParallel: expected bucket_mb >= 0, got ", options_.bucket_mb_);
+  register_module("module", module_);
+  auto r = std::make_shared<Reducer>();
+  r->group = &group_;
+  r->options = options_;
+  const NamedTensors named = module_->named_parameters();
+  // The same model on every rank: compare a hash of the parameter layout.
+  {
+    Tensor h = full({1}, 0.0, TensorOptions(DType::i64));
+    const uint64_t mine = layout_hash(named);
+    std::memcpy(h.raw_data(), &mine, sizeof mine);
+    const Tensor all = group_.all_gather(h);
+    const auto* v = static_cast<const uint64_t*>(all.raw_data());
+    for (int rank = 0; rank < group_.size(); ++rank)
+      OCTET_CHECK(v[rank] == v[0], "DistributedDataParallel: rank ", rank, "'s model differs from rank 0's (",
+                  named.size(),
+                  " parameters here; names, shapes or dtypes differ): every rank must build the "
+                  "same model from the same recipe");
+  }
+  for (const auto& [name, p] : named) {
+    if (!p.requires_grad()) continue;
+    r->names.push_back(name);
+    r->params.push_back(p);
+  }
+  for (const auto& [name, b] : module_->named_buffers()) r->buffers.push_back(b);
+  {
+    NoGradGuard no_grad;
+    for (const Tensor& p : r->params) group_.broadcast(p, 0);
+    for (const Tensor& b : r->buffers) group_.broadcast(b, 0);
+  }
+  if (options_.bucket_mb_ == 0) r->options.bucket_mb_ = 1e-12;  // every parameter its own bucket
+  r->build_buckets();
+  r->ready.assign(r->params.size(), 0);
+  r->used = zeros({static_cast<int64_t>(r->params.size())}, TensorOptions(DType::i32));
+  std::weak_ptr<Reducer> weak = r;
+  for (size_t k = 0; k < r->params.size(); ++k) {
+    std::shared_ptr<Node> acc = autograd::grad_accumulator(r->params[k]);
+    auto* ag = dynamic_cast<autograd::AccumulateGrad*>(acc.get());
+    OCTET_CHECK(ag != nullptr, "DistributedDataParallel: parameter '", r->names[k], "' is not a leaf");
+    ag->add_post_hook([weak, k] {
+      if (auto red = weak.lock()) red->mark_ready(k);
+    });
+    r->accumulators.push_back(std::move(acc));
+  }
+  reducer_ = std::move(r);
+}
+
+DistributedDataParallel::~DistributedDataParallel() = default;
+
+Tensor DistributedDataParallel::forward(const Tensor& x) {
+  Tensor y = module_->forward(x);
+  if (is_training() && autograd::grad_mode_enabled() && no_sync_depth_ == 0 && y.requires_grad())
+    prepare_for_backward(y);
+  return y;
+}
+
+void DistributedDataParallel::prepare_for_backward(const std::vector<Tensor>& outputs) {
+  Reducer& r = *reducer_;
+  OCTET_CHECK(!r.prepared,
+              "DistributedDataParallel: prepare_for_backward called again before the backward of "
+              "the last one ran");
+  if (no_sync_depth_ > 0) return;
+  // The nodes the backward will run: a parameter whose accumulator is not among them gets no
+  // gradient this step.
+  std::unordered_set<const Node*> seen;
+  std::vector<const Node*> stack;
+  for (const Tensor& t : outputs)
+    if (t.defined() && t.requires_grad()) {
+      const Edge e = autograd::edge_of(t);
+      if (e.node && seen.insert(e.node.get()).second) stack.push_back(e.node.get());
+    }
+  while (!stack.empty()) {
+    const Node* n = stack.back();
+    stack.pop_back();
+    for (const Edge& e : n->next_edges())
+      if (e.node && seen.insert(e.node.get()).second) stack.push_back(e.node.get());
+  }
+  std::fill(r.ready.begin(), r.ready.end(), 0);
+  for (auto& bk : r.buckets) bk.pending = static_cast<int>(bk.members.size());
+  r.next_launch = 0;
+  r.prepared = true;
+  std::vector<size_t> unused;
+  int32_t* u = r.used.data<int32_t>();
+  for (size_t k = 0; k < r.params.size(); ++k) {
+    const bool reached = seen.count(r.accumulators[k].get()) > 0;
+    u[k] = reached || r.params[k].grad().defined() ? 1 : 0;
+    if (!reached) unused.push_back(k);
+  }
+  r.used_work = r.group->all_reduce_async(r.used, dist::ReduceOp::sum);
+  for (size_t k : unused) r.mark_ready(k);
+}
+
+bool DistributedDataParallel::sync_pending() const { return reducer_->prepared; }
+
+void DistributedDataParallel::check_synchronized() const {
+  OCTET_CHECK(!reducer_->prepared, "DistributedDataParallel: a prepared backward has not run (", reducer_->next_launch,
+              " of ", reducer_->buckets.size(),
+              " gradient buckets averaged); call backward on the loss before the optimizer step");
+}
+
+std::vector<std::vector<size_t>> DistributedDataParallel::bucket_indices() const {
+  std::vector<std::vector<size_t>> out;
+  for (const auto& bk : reducer_->buckets) out.push_back(bk.members);
+  return out;
+}
+
+double DistributedDataParallel::last_wait_s() const { return reducer_->wait_s; }
+
+}  // namespace octet
