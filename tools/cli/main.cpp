@@ -105,7 +105,7 @@ struct TrainCommand {
     }
     auto result = octet::train::train(recipe, opts);
     if (result.stopped && stop_requested) return 130;
-    std::printf("run folder: %s\n", result.run_dir.c_str());
+    if (!result.run_dir.empty()) std::printf("run folder: %s\n", result.run_dir.c_str());  // rank 0 of several writes it
     return 0;
   }
 };

@@ -116,7 +116,9 @@ const std::vector<SchemaEntry> kSchema = {
      "warn when an INT8 layer's gradient cosine distance d_c rises above this (>= 0)"},
     // train
     {"train.epochs", K::integer, "10", "epochs to train"},
-    {"train.batch_size", K::integer, "128", "training batch size"},
+    {"train.batch_size", K::integer, "128",
+     "training batch size: the global batch, shared out among the processes of an mpirun job (a multiple of "
+     "their number)"},
     {"train.eval_batch_size", K::integer, "256",
      "evaluation batch size (text: streams of the valid/test text; PyTorch's word_language_model uses 10)"},
     {"train.seed", K::integer, "0", "seed of every random choice (init, shuffling, augmentation, dropout)"},
@@ -130,6 +132,8 @@ const std::vector<SchemaEntry> kSchema = {
     {"train.on_nonfinite", K::text, "stop",
      "a step whose loss or gradient is NaN/inf: stop (an error naming the step and the parameter; the weights are "
      "not updated and no checkpoint is written) or skip (no update; the step is counted in the metrics)"},
+    {"train.dist_timeout_s", K::real, "300",
+     "several processes (mpirun): seconds a rank waits in a collective before it stops the job with an error"},
     // checkpoint
     {"checkpoint.dir", K::text, "runs", "parent folder of run folders"},
     {"checkpoint.every_epochs", K::integer, "1", "write last.safetensors every N epochs"},

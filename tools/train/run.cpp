@@ -31,6 +31,11 @@ Run& Run::stop_when(const std::atomic<bool>* flag) {
   return *this;
 }
 
+Run& Run::distributed(bool on) {
+  opts_.distributed = on;
+  return *this;
+}
+
 TrainResult Run::fit() { return train(recipe_, opts_); }
 
 }  // namespace octet::train

@@ -33,6 +33,9 @@ class Run {
   Run& model(std::shared_ptr<Module> m);
   // Checked at every step: when it becomes true, the run saves last.safetensors and returns.
   Run& stop_when(const std::atomic<bool>* flag);
+  // Launched as several processes (mpirun): true (the default) trains one data-parallel run over
+  // them; false trains this process alone (see TrainOptions::distributed).
+  Run& distributed(bool on);
 
   // The recipe a new run trains with (a resumed run reads its own from the checkpoint).
   const Recipe& recipe() const { return recipe_; }

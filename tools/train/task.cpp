@@ -7,6 +7,7 @@
 #include "data/prefetch.h"
 #include "tools/train/batch_stats.h"
 #include "tools/train/builders.h"
+#include "tools/train/dist_run.h"
 #include "tools/train/lm_task.h"
 
 namespace octet::train {
@@ -22,21 +23,25 @@ Device module_device(const Module& m) {
 // Images of a Dataset through the DataLoader (and, on a GPU, the prefetcher).
 class ClassificationTask : public Task {
  public:
-  ClassificationTask(const Recipe& r, Device device, bool need_train, const std::string& root_override)
+  ClassificationTask(const Recipe& r, Device device, bool need_train, const std::string& root_override,
+                     dist::ProcessGroup* group)
       : data_(build_datasets(r, need_train, root_override)),
         batch_size_(r.integer("train.batch_size")),
         eval_batch_size_(r.integer("train.eval_batch_size")),
         workers_(r.integer("data.workers")),
-        smoothing_(r.real("train.label_smoothing")) {
+        smoothing_(r.real("train.label_smoothing")),
+        group_(group) {
     OCTET_CHECK(eval_batch_size_ >= 1, "recipe train.eval_batch_size: expected >= 1, got ", eval_batch_size_);
     if (!need_train) return;
     OCTET_CHECK(batch_size_ >= 1, "recipe train.batch_size: expected >= 1, got ", batch_size_);
-    loader_ = std::make_unique<DataLoader>(data_.train, DataLoaderOptions()
-                                                            .batch_size(batch_size_)
-                                                            .shuffle(true)
-                                                            .drop_last(true)
-                                                            .workers(workers_)
-                                                            .seed(static_cast<uint64_t>(r.integer("train.seed"))));
+    loader_ =
+        std::make_unique<DataLoader>(data_.train, DataLoaderOptions()
+                                                      .batch_size(batch_size_)
+                                                      .shuffle(true)
+                                                      .drop_last(true)
+                                                      .workers(workers_)
+                                                      .seed(static_cast<uint64_t>(r.integer("train.seed")))
+                                                      .shard(group_ ? group_->rank() : 0, group_ ? group_->size() : 1));
     OCTET_CHECK(loader_->num_batches() >= 1, "train: ", data_.train->size(),
                 " training examples are fewer than one batch of ", batch_size_);
     // On a GPU the prefetcher copies batch b+1 to the device while step b computes.
@@ -60,7 +65,9 @@ class ClassificationTask : public Task {
     return {loss, logits, batch->labels};
   }
 
-  EvalResult evaluate_epoch(Module& model) override { return evaluate(model, data_.test, eval_batch_size_, workers_); }
+  EvalResult evaluate_epoch(Module& model) override {
+    return evaluate(model, data_.test, eval_batch_size_, workers_, group_);
+  }
   std::vector<EvalResult> evaluate_all(Module& model) override { return {evaluate_epoch(model)}; }
   Tensor example_input() const override {
     Generator rng(0);
@@ -79,6 +86,7 @@ class ClassificationTask : public Task {
   Datasets data_;
   int64_t batch_size_, eval_batch_size_, workers_;
   double smoothing_;
+  dist::ProcessGroup* group_;  // several processes: each trains on its shard of every batch
   std::unique_ptr<DataLoader> loader_;
   std::unique_ptr<DevicePrefetcher> batches_;
 };
@@ -105,16 +113,18 @@ bool is_language_model(const Recipe& r) {
 }
 
 std::unique_ptr<Task> make_task(const Recipe& r, Device device, bool need_train, const Checkpoint* ckpt,
-                                const std::string& root_override) {
+                                const std::string& root_override, dist::ProcessGroup* group) {
   const bool lm_model = r.text("model.name") == "lstm_lm";
   if (is_language_model(r)) {
     OCTET_CHECK(lm_model, "recipe model.name: data.dataset ", r.text("data.dataset"), " is text, which needs the ",
                 "language model lstm_lm, not '", r.text("model.name"), "'");
+    OCTET_CHECK(group == nullptr || group->size() == 1, "train: language models (data.dataset ", r.text("data.dataset"),
+                ") do not train or evaluate as several processes yet; run one process (without mpirun)");
     return make_language_model_task(r, device, need_train, ckpt, root_override);
   }
   OCTET_CHECK(!lm_model, "recipe data.dataset: the language model lstm_lm trains on text (data.dataset text, ",
               "text_chars or toy_grammar), not '", r.text("data.dataset"), "'");
-  return std::make_unique<ClassificationTask>(r, device, need_train, root_override);
+  return std::make_unique<ClassificationTask>(r, device, need_train, root_override, group);
 }
 
 void EvalAccumulator::push(const Tensor& loss_sum, const Tensor& logits, const Tensor& labels) {
@@ -126,34 +136,45 @@ void EvalAccumulator::take() {
   for (const BatchStats& s : stats_.drain()) loss_sum_ += s.loss, top1_ += s.top1, top5_ += s.top5, n_ += s.n;
 }
 
-EvalResult EvalAccumulator::result() {
+EvalResult EvalAccumulator::result(const dist::ProcessGroup* group) {
   take();
+  std::vector<double> sums{loss_sum_, static_cast<double>(top1_), static_cast<double>(top5_), static_cast<double>(n_)};
+  sum_over_ranks(sums, group);
   EvalResult r;
-  r.examples = n_;
-  if (n_ > 0) {
-    const double n = static_cast<double>(n_);
-    r.loss = loss_sum_ / n;
-    r.top1 = 100.0 * static_cast<double>(top1_) / n;
-    r.top5 = 100.0 * static_cast<double>(top5_) / n;
+  r.examples = static_cast<int64_t>(sums[3]);
+  if (r.examples > 0) {
+    const double n = sums[3];
+    r.loss = sums[0] / n;
+    r.top1 = 100.0 * sums[1] / n;
+    r.top5 = 100.0 * sums[2] / n;
   }
   return r;
 }
 
-EvalResult evaluate(Module& model, const std::shared_ptr<Dataset>& data, int64_t batch_size, int64_t workers) {
+EvalResult evaluate(Module& model, const std::shared_ptr<Dataset>& data, int64_t batch_size, int64_t workers,
+                    const dist::ProcessGroup* group) {
   NoGradGuard ng;
   bool was_training = model.is_training();
   model.eval();
-  DataLoader loader(data, DataLoaderOptions().batch_size(batch_size).shuffle(false).workers(workers));
+  // Several processes: each evaluates its shard of every batch of batch_size per process (every
+  // example once), and the sums are added over the ranks.
+  const int64_t ranks = group ? group->size() : 1;
+  DataLoader loader(data, DataLoaderOptions()
+                              .batch_size(batch_size * ranks)
+                              .shuffle(false)
+                              .workers(workers)
+                              .shard(group ? group->rank() : 0, ranks));
   DevicePrefetcher batches(loader, module_device(model));
   batches.start_epoch(0);
   EvalAccumulator sums;
   while (auto batch = batches.next()) {
+    if (batch->labels.numel() == 0) continue;  // this shard of a short last batch is empty
     Tensor logits = model(batch->inputs);
     sums.push(cross_entropy(logits, batch->labels, CrossEntropyOptions().reduction(Reduction::sum)), logits,
               batch->labels);
   }
   model.train(was_training);
-  return sums.result();
+  return sums.result(group);
 }
 
 }  // namespace octet::train

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/device.h"
+#include "core/distributed.h"
 #include "data/dataset.h"
 #include "layers/module.h"
 #include "tools/train/batch_stats.h"
@@ -44,7 +45,8 @@ class EvalAccumulator {
  public:
   // loss_sum: the batch's summed loss (one element); logits [N, C]; labels i64 [N].
   void push(const Tensor& loss_sum, const Tensor& logits, const Tensor& labels);
-  EvalResult result();
+  // The means over every example pushed here and, with a group, on every rank.
+  EvalResult result(const dist::ProcessGroup* group = nullptr);
 
  private:
   void take();
@@ -94,13 +96,16 @@ class Task {
 // The task of `r`'s data.dataset. `ckpt` (resuming, or `octet eval`) supplies a language model's
 // vocabulary; with `need_train` false only what evaluation needs is loaded; `root_override`
 // replaces data.root when non-empty. Bad values are octet::Errors naming the recipe key.
+// `group`: the processes of a data-parallel run; each trains and evaluates its shard of every
+// batch, and evaluations sum over the ranks (null: this process alone).
 std::unique_ptr<Task> make_task(const Recipe& r, Device device, bool need_train, const Checkpoint* ckpt = nullptr,
-                                const std::string& root_override = "");
+                                const std::string& root_override = "", dist::ProcessGroup* group = nullptr);
 
 // Whether `r` trains a language model (data.dataset text, text_chars or toy_grammar).
 bool is_language_model(const Recipe& r);
 
 // Classification accuracy and loss of `model` on `data`, on the device of the model's parameters.
-EvalResult evaluate(Module& model, const std::shared_ptr<Dataset>& data, int64_t batch_size, int64_t workers);
+EvalResult evaluate(Module& model, const std::shared_ptr<Dataset>& data, int64_t batch_size, int64_t workers,
+                    const dist::ProcessGroup* group = nullptr);
 
 }  // namespace octet::train

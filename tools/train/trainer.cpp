@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <map>
 
@@ -12,6 +13,7 @@
 #include "tools/train/batch_stats.h"
 #include "tools/train/builders.h"
 #include "tools/train/checkpoint.h"
+#include "tools/train/dist_run.h"
 #include "tools/train/int8_run.h"
 #include "tools/train/lm_task.h"
 #include "tools/train/metrics.h"
@@ -48,6 +50,8 @@ class TrainingLoop {
     if (!opts_.resume.empty()) read_checkpoint_to_resume();
     build();
     if (resuming()) restore_from_checkpoint();
+    // Several processes: rank 0's weights to every rank, and gradients averaged in each backward.
+    if (group_) ddp_ = std::make_shared<DistributedDataParallel>(model_, *group_);
     open_run_folder();
     for (int64_t epoch = state_.epoch; epoch < epochs_; ++epoch) {
       if (!train_epoch(epoch)) return stop(false);
@@ -80,12 +84,21 @@ class TrainingLoop {
   // same weights for every device), then moved, before the optimizer creates its state next to the
   // parameters.
   void build() {
+    // Launched as several processes (mpirun, srun): each trains on its shard of every batch; rank 0
+    // alone writes the run folder and the log.
+    group_ = opts_.distributed ? training_group() : nullptr;
+    if (group_) {
+      group_->set_timeout_s(recipe_.real("train.dist_timeout_s"));
+      writer_ = group_->rank() == 0;
+      if (!writer_) spdlog::set_level(spdlog::level::warn);
+      check_same_recipe_everywhere();
+    }
     device_ = usable_device(recipe_.text("train.device"), "recipe train.device");
     set_num_threads(static_cast<int>(recipe_.integer("train.threads")));
     manual_seed(static_cast<uint64_t>(recipe_.integer("train.seed")));
     epochs_ = recipe_.integer("train.epochs");
     OCTET_CHECK(epochs_ >= 1, "recipe train.epochs: expected >= 1, got ", epochs_);
-    task_ = make_task(recipe_, device_, true, resuming() ? &ckpt_ : nullptr);
+    task_ = make_task(recipe_, device_, true, resuming() ? &ckpt_ : nullptr, "", group_);
     lm_ = task_->vocab_size() > 0;
     model_ = opts_.model ? opts_.model : build_model_from(recipe_, task_->vocab_size());
     int8_ = Int8Run(build_int8(recipe_, *model_));
@@ -135,6 +148,7 @@ class TrainingLoop {
   // The run folder (a new one only now that everything above was valid), its logs and the start
   // of the log.
   void open_run_folder() {
+    if (!writer_) return;  // another rank's run: rank 0 writes its folder
     if (!resuming()) run_dir_ = new_run_dir(recipe_);
     result_.run_dir = run_dir_;
     add_file_log(run_dir_ + "/train.log");
@@ -142,9 +156,10 @@ class TrainingLoop {
     write_file_atomic(run_dir_ + "/recipe.yaml", recipe_.resolved_yaml());
     metrics_ = std::make_unique<MetricsLog>(run_dir_, resuming());
     if (recipe_.boolean("log.tensorboard")) tb_ = std::make_unique<TensorBoardWriter>(run_dir_ + "/tensorboard");
-    spdlog::info("{} run {} ({}): model {} with {} parameters, {}, on {}", resuming() ? "resuming" : "starting",
+    spdlog::info("{} run {} ({}): model {} with {} parameters, {}, on {}{}", resuming() ? "resuming" : "starting",
                  run_dir_, recipe_.source(), opts_.model ? opts_.model->type_name() : recipe_.text("model.name"),
-                 model_->num_parameters(), task_->describe(), describe(device_));
+                 model_->num_parameters(), task_->describe(), describe(device_),
+                 group_ ? " x " + std::to_string(group_->size()) + " processes (each a shard of every batch)" : "");
     if (!int8_.empty()) {
       std::string names;
       for (const auto& l : int8_.layers()) names += (names.empty() ? "" : ", ") + l.name;
@@ -172,14 +187,15 @@ class TrainingLoop {
     model_->train();
     task_->start_epoch(*model_, epoch, state_.batch);
     bar_ = std::make_unique<ProgressBar>("epoch " + std::to_string(epoch + 1) + "/" + std::to_string(epochs_), nb_,
-                                         recipe_.boolean("log.progress"), task_->units_per_step(), task_->unit());
+                                         writer_ && recipe_.boolean("log.progress"), task_->units_per_step(),
+                                         task_->unit());
     interval_ = Running{}, epoch_ = Running{};
     interval_start_ = Clock::now();
     for (int64_t b = state_.batch; b < nb_; ++b) {
       train_step(epoch, b);
       ++state_.step;
       state_.batch = b + 1;
-      const bool stop_now = (opts_.stop && opts_.stop->load()) || (max_steps_ > 0 && state_.step >= max_steps_);
+      const bool stop_now = agreed_stop() || (max_steps_ > 0 && state_.step >= max_steps_);
       const bool record_now = state_.step % log_every_ == 0 || b + 1 == nb_ || stop_now;
       if (read_every_step_ || record_now)
         for (const BatchStats& st : step_stats_.drain()) interval_.add(st), epoch_.add(st);
@@ -207,22 +223,30 @@ class TrainingLoop {
       for (const Tensor& t : buffers_) buffers_before.push_back(t.clone());
     StepOutput out = task_->step(*model_, b);
     optimizer_->zero_grad();
+    if (ddp_) ddp_->prepare_for_backward(out.loss);
     out.loss.backward();
+    if (ddp_) {
+      ddp_->check_synchronized();
+      comm_wait_s_ += ddp_->last_wait_s();
+    }
     // The global gradient norm, accumulated in double, is finite exactly when every gradient is
     // (clip_grad_norm leaves non-finite gradients unscaled).
     const double grad_norm = clip_grad_norm(params_, clip_ > 0 ? clip_ : kNoClip);
     if (!int8_.empty()) {
+      average_int8_distances();
       int8_.after_backward(state_.step + 1);
       int8_.apply_dclr(*optimizer_);  // each INT8 layer's lr factor from this backward pass's d_c
     }
     // The loss is read here only where it is read every step anyway (the CPU): on a GPU a
     // non-finite loss shows in its gradients.
-    if (std::isfinite(grad_norm) && (!read_every_step_ || std::isfinite(out.loss.item()))) {
+    // Several processes decide on the averaged gradients alone, the same on every rank (a rank's
+    // non-finite loss makes them non-finite).
+    if (std::isfinite(grad_norm) && (ddp_ || !read_every_step_ || std::isfinite(out.loss.item()))) {
       optimizer_->step();
     } else {
       const std::string what = nonfinite_text(*model_, out.loss, state_.step + 1, epoch, b);
       if (on_nonfinite_ == "stop") {
-        metrics_->write_curves();
+        if (metrics_) metrics_->write_curves();
         drop_file_logs();
         OCTET_FAIL("train: ", what, "; stopped before updating the weights (train.on_nonfinite: stop), so ", run_dir_,
                    "/last.safetensors is as it was. Lower the learning rate, clip gradients "
@@ -242,6 +266,7 @@ class TrainingLoop {
   // a progress bar, the log.
   void record_interval(int64_t epoch, int64_t b) {
     const double secs = std::chrono::duration<double>(Clock::now() - interval_start_).count();
+    interval_ = over_ranks(interval_);
     const double n = static_cast<double>(interval_.n);
     MetricRecord rec{"train",
                      {{"step", static_cast<double>(state_.step)},
@@ -253,7 +278,17 @@ class TrainingLoop {
     if (lm_) rec.values["ppl"] = std::exp(rec.values["loss"]);
     if (skipped_steps_ > 0) rec.values["skipped_steps"] = static_cast<double>(skipped_steps_);
     if (save_failures_ > 0) rec.values["save_failures"] = static_cast<double>(save_failures_);
+    if (group_) {
+      rec.values["world_size"] = static_cast<double>(group_->size());
+      rec.values["comm_wait_s"] = comm_wait_s_;  // rank 0's wait for gradients after its backward passes
+      comm_wait_s_ = 0;
+    }
     add_memory_stats(device_, rec.values);
+    if (!writer_) {
+      interval_ = Running{};
+      interval_start_ = Clock::now();
+      return;
+    }
     metrics_->record(rec);
     if (!int8_.empty()) metrics_->record(int8_.record(state_.step, rec.values["epoch"]));
     if (tb_) {
@@ -273,13 +308,13 @@ class TrainingLoop {
 
   // The evaluation after an epoch: the record, the log line and the plateau schedule.
   void evaluate_epoch(int64_t epoch) {
-    const std::string train_text = stats_text(epoch_);
+    const std::string train_text = stats_text(over_ranks(epoch_));
     bar_->finish(train_text);
     last_eval_ = task_->evaluate_epoch(*model_);
     result_.last_eval = last_eval_;
     state_.epoch = epoch + 1;
     state_.batch = 0;
-    record_eval(*metrics_, tb_.get(), last_eval_, state_.step, static_cast<double>(epoch + 1), device_);
+    if (metrics_) record_eval(*metrics_, tb_.get(), last_eval_, state_.step, static_cast<double>(epoch + 1), device_);
     spdlog::info("epoch {}/{}: train {}, {}{}", epoch + 1, epochs_, train_text, describe_eval(last_eval_),
                  memory_text(device_));
     if (plateau_ && plateau_->observe(last_eval_.loss))
@@ -296,10 +331,11 @@ class TrainingLoop {
     if (task_->improves(last_eval_, state_)) save("best.safetensors");
     const int64_t every = std::max<int64_t>(1, recipe_.integer("checkpoint.every_epochs"));
     if ((epoch + 1) % every == 0 || epoch + 1 == epochs_ || stop_after_epoch_) save("last.safetensors");
-    metrics_->write_curves();
+    if (metrics_) metrics_->write_curves();
   }
 
   void write_checkpoint(const std::string& name) {
+    if (!writer_) return;  // rank 0 writes the run's checkpoints
     state_.rng_seed = default_generator().seed();
     state_.rng_offset = default_generator().offset();
     if (plateau_) state_.plateau = plateau_->state();
@@ -323,7 +359,7 @@ class TrainingLoop {
     } catch (const Error& e) {
       ++save_failures_;
       if (required || on_save_error_ == "stop") {
-        metrics_->write_curves();
+        if (metrics_) metrics_->write_curves();
         drop_file_logs();
         OCTET_FAIL("train: cannot write the checkpoint at step ", state_.step, ": ", e.what(), "; ",
                    required ? "stopped" : "stopped (checkpoint.on_save_error: stop)", "; ", on_disk_text(),
@@ -352,7 +388,7 @@ class TrainingLoop {
   // state.batch) to resume from.
   TrainResult stop(bool saved) {
     if (!saved || unwritten_.count("last.safetensors")) save("last.safetensors", true);
-    metrics_->write_curves();
+    if (metrics_) metrics_->write_curves();
     spdlog::info(
         "stopped at step {} (epoch {}, batch {} done); checkpoint {}/last.safetensors; continue with "
         "`octet train --resume {}`",
@@ -380,13 +416,59 @@ class TrainingLoop {
       const std::string best = run_dir_ + "/best.safetensors";
       if (fs::exists(best)) model_->load_state_dict(load_checkpoint(best).model);
       result_.final_test = task_->evaluate_all(*model_).back();
-      record_eval(*metrics_, tb_.get(), result_.final_test, state_.step, static_cast<double>(epochs_), device_);
-      metrics_->write_curves();
+      if (metrics_) {
+        record_eval(*metrics_, tb_.get(), result_.final_test, state_.step, static_cast<double>(epochs_), device_);
+        metrics_->write_curves();
+      }
       spdlog::info("{} (the checkpoint of the best validation loss)", describe_eval(result_.final_test));
     }
     spdlog::info("done: {} steps; checkpoints and curves in {}", state_.step, run_dir_);
     drop_file_logs();
     return result_;
+  }
+
+  // Several processes: each INT8 layer's gradient cosine distance d_c becomes its mean over the
+  // ranks, so DCLR gives every rank the same learning-rate factors (and the weights stay equal).
+  void average_int8_distances() {
+    if (!group_) return;
+    std::vector<double> d;
+    for (const auto& l : int8_.layers()) d.push_back(l.layer->stats.cos_distance);
+    sum_over_ranks(d, group_);
+    for (size_t i = 0; i < d.size(); ++i)
+      int8_.layers()[i].layer->stats.cos_distance = d[i] / static_cast<double>(group_->size());
+  }
+
+  // Every rank must train the same resolved recipe: a hash of it is compared across the ranks.
+  void check_same_recipe_everywhere() const {
+    uint64_t h = 1469598103934665603ull;  // FNV-1a
+    for (unsigned char c : recipe_.resolved_yaml()) h = (h ^ c) * 1099511628211ull;
+    Tensor mine = empty({1}, TensorOptions(DType::i64));
+    std::memcpy(mine.raw_data(), &h, sizeof h);
+    const Tensor all = group_->all_gather(mine);
+    const auto* v = static_cast<const uint64_t*>(all.raw_data());
+    for (int r = 1; r < group_->size(); ++r)
+      OCTET_CHECK(v[r] == v[0], "train: rank ", r,
+                  "'s recipe differs from rank 0's (after its overrides): every "
+                  "process of the job must get the same recipe and overrides");
+  }
+
+  // A stop asked for (a signal, or the caller's flag) on any rank stops every rank after this step.
+  bool agreed_stop() const {
+    const bool mine = opts_.stop && opts_.stop->load();
+    if (!group_) return mine;
+    std::vector<double> v{mine ? 1.0 : 0.0};
+    sum_over_ranks(v, group_);
+    return v[0] > 0;
+  }
+
+  // The statistics of every rank's shard together (r itself with one process).
+  Running over_ranks(const Running& r) const {
+    if (!group_) return r;
+    std::vector<double> v{r.loss, static_cast<double>(r.n), static_cast<double>(r.correct)};
+    sum_over_ranks(v, group_);
+    Running g;
+    g.loss = v[0], g.n = static_cast<int64_t>(v[1]), g.correct = static_cast<int64_t>(v[2]);
+    return g;
   }
 
   // Loss (and perplexity) or accuracy, as the progress bar and the log show them.
@@ -416,6 +498,11 @@ class TrainingLoop {
   std::shared_ptr<PlateauSchedule> plateau_;
   std::shared_ptr<LrSchedule> schedule_;
   std::vector<Tensor> params_, buffers_;
+  // Several processes (null/true with one).
+  dist::ProcessGroup* group_ = nullptr;
+  bool writer_ = true;
+  std::shared_ptr<DistributedDataParallel> ddp_;
+  double comm_wait_s_ = 0;
   // The recipe's policies.
   int64_t epochs_ = 0, nb_ = 0, log_every_ = 1, max_steps_ = 0;
   double clip_ = 0;
@@ -439,7 +526,19 @@ class TrainingLoop {
 
 }  // namespace
 
-TrainResult train(const Recipe& recipe, const TrainOptions& opts) { return TrainingLoop(recipe, opts).run(); }
+TrainResult train(const Recipe& recipe, const TrainOptions& opts) {
+  try {
+    return TrainingLoop(recipe, opts).run();
+  } catch (const std::exception& e) {
+    // One failing rank of several stops them all now, with its message; the others may wait in a
+    // collective for it.
+    if (opts.distributed && dist::mpi_built() && dist::launched_world_size() > 1) {
+      const dist::ProcessGroup& g = dist::ProcessGroup::world();
+      g.abort("octet train: rank " + std::to_string(g.rank()) + " of " + std::to_string(g.size()) + ": " + e.what());
+    }
+    throw;
+  }
+}
 
 CheckpointModel open_checkpoint_model(const std::string& path_in, int64_t threads, const std::string& device_text,
                                       const std::string& command) {

@@ -34,6 +34,9 @@ struct TrainOptions {
   // trainer moves it to train.device). It must take the task's batches: images [N,C,H,W] -> logits
   // [N,classes], or an LstmLm for a language model. A resumed run needs the same model again.
   std::shared_ptr<Module> model;
+  // Launched as several processes (mpirun, srun): false trains this process alone, as if started
+  // without a launcher (each rank its own run; rank 0's folder only if the others write elsewhere).
+  bool distributed = true;
 };
 
 struct TrainResult {

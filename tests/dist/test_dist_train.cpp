@@ -1,0 +1,134 @@
+// The trainer as a data-parallel job: run by ctest under `mpirun -np 2` (tests/CMakeLists.txt).
+// Every rank first trains the same model alone on the global batch (TrainOptions::distributed
+// false), then the job trains it over both ranks; on real data (Fashion-MNIST, installed by
+// tools/scripts/setup.sh). The model has no BatchNorm and no dropout, whose per-rank statistics
+// and masks would differ from one process's (as in PyTorch).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/octet.h"
+#include "tools/train/run.h"
+
+// GCC 12 at -O3 warns of overlapping memcpy inside std::string's operator+ (a false positive, GCC
+// bug 105329).
+#pragma GCC diagnostic ignored "-Wrestrict"
+
+namespace octet::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kRecipe = std::string(OCTET_TESTS_DIR) + "/../recipes/fashion_mnist.yaml";
+const std::string kData = "/usr/share/datasets/fashion-mnist";
+
+dist::ProcessGroup& pg() { return dist::ProcessGroup::world(); }
+
+std::shared_ptr<Module> mlp() {
+  manual_seed(5);
+  return std::make_shared<Sequential>(
+      std::initializer_list<std::shared_ptr<Module>>{std::make_shared<Flatten>(), std::make_shared<Linear>(784, 32),
+                                                     std::make_shared<ReLU>(), std::make_shared<Linear>(32, 10)});
+}
+
+// A folder every rank names alike (rank 0 makes it; the job's id keeps parallel runs apart).
+std::string job_dir() {
+  static const std::string dir = [] {
+    std::string d = (fs::temp_directory_path() / "octet_dist_train").string();
+    Tensor id = full({1}, pg().rank() == 0 ? static_cast<double>(::getpid()) : 0.0, TensorOptions(DType::f64));
+    pg().broadcast(id, 0);
+    d += "_" + std::to_string(static_cast<int64_t>(id.item()));
+    if (pg().rank() == 0) fs::create_directories(d);
+    pg().barrier();
+    return d;
+  }();
+  return dir;
+}
+
+std::vector<std::string> overrides(const std::string& runs, int64_t steps) {
+  return {"data.root=" + kData,
+          "data.workers=0",
+          "train.batch_size=32",
+          "train.threads=1",
+          "train.max_steps=" + std::to_string(steps),
+          "log.progress=false",
+          "checkpoint.dir=" + runs};
+}
+
+NamedTensors params_of(const std::string& checkpoint) {
+  Checkpoint c = load_checkpoint(checkpoint);
+  return c.model;
+}
+
+// max over the tensors of max |a - b| / max |b|
+double max_rel_diff(const NamedTensors& a, const NamedTensors& b) {
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const Tensor x = a[i].second.to(DType::f64), y = b[i].second.to(DType::f64);
+    worst = std::max(worst, max(abs(x - y)).item() / max(abs(y)).item());
+  }
+  return worst;
+}
+
+bool bits_equal(const NamedTensors& a, const NamedTensors& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const Tensor x = a[i].second.contiguous(), y = b[i].second.contiguous();
+    if (x.shape() != y.shape() || std::memcmp(x.raw_data(), y.raw_data(), static_cast<size_t>(x.numel()) * 4) != 0)
+      return false;
+  }
+  return true;
+}
+
+TEST(DistTrain, TwoRanksFollowOneProcessAndResumeWithOneOrTwo) {
+  if (!fs::exists(kData)) GTEST_SKIP() << kData << " is missing (tools/scripts/setup.sh installs it)";
+  const std::string dir = job_dir();
+  const int me = pg().rank();
+  // One process on the global batch of 32, 20 steps (each rank its own folder).
+  auto alone_model = mlp();
+  TrainResult alone = Run::from_recipe(kRecipe, overrides(dir + "/alone" + std::to_string(me), 20))
+                          .model(alone_model)
+                          .distributed(false)
+                          .fit();
+  ASSERT_EQ(alone.steps, 20);
+  // The job: 16 examples per rank, 20 steps; rank 0 writes the run folder, the other nothing.
+  auto model = mlp();
+  TrainResult both = Run::from_recipe(kRecipe, overrides(dir + "/both", 20)).model(model).fit();
+  EXPECT_EQ(both.steps, 20);
+  EXPECT_EQ(both.run_dir.empty(), me != 0);
+  const NamedTensors mine = model->named_parameters();
+  EXPECT_LT(max_rel_diff(mine, alone_model->named_parameters()), 1e-6);
+  for (const auto& [name, p] : mine) {
+    const Tensor all = pg().all_gather(p.detach());
+    EXPECT_EQ(max(abs(all.select(0, 1) - all.select(0, 0))).item(), 0.0) << name << ": ranks differ";
+  }
+  // Stopped at step 8 and resumed by both ranks to step 20: the same bits as without the stop.
+  EXPECT_EQ(Run::from_recipe(kRecipe, overrides(dir + "/stopped", 8)).model(mlp()).fit().steps, 8);
+  const std::string stopped_dir = dir + "/stopped/fashion_mnist";
+  pg().barrier();
+  if (me == 0) fs::copy(stopped_dir, dir + "/stopped_copy", fs::copy_options::recursive);
+  pg().barrier();
+  auto resumed = mlp();
+  Run::resume(stopped_dir, {"train.max_steps=20"}).model(resumed).fit();
+  if (me == 0) {
+    EXPECT_TRUE(
+        bits_equal(params_of(stopped_dir + "/last.safetensors"), params_of(both.run_dir + "/last.safetensors")));
+  }
+  // ... and by one process alone, from the same checkpoint: the one-process trajectory.
+  if (me == 0) {
+    auto single = mlp();
+    Run::resume(dir + "/stopped_copy", {"train.max_steps=20"}).model(single).distributed(false).fit();
+    EXPECT_LT(max_rel_diff(single->named_parameters(), alone_model->named_parameters()), 1e-6);
+  }
+  pg().barrier();
+  if (me == 0) fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace octet::train
