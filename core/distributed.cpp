@@ -1,8 +1,9 @@
 // The tensor collectives of core/distributed.h on the byte collectives of core/mpi/comm.h. An
-// all-reduce is a reduce-scatter and an all-gather: each rank receives chunk `rank` of every
-// rank's tensor (MPI_Ialltoall), adds them in rank order, and every rank gathers the reduced
-// chunks (MPI_Iallgather) -- the bytes of a ring all-reduce, 2 (P-1)/P of the tensor per rank, with
-// an order of additions that does not depend on MPI's algorithm choice.
+// all-reduce is a reduce-scatter and an all-gather: the tensor is cut into one part per rank; each
+// rank receives its part of every rank's tensor (MPI_Ialltoallv), adds them in rank order into its
+// own part, and every rank gathers the reduced parts in place (MPI_Iallgatherv) -- the bytes of a
+// ring all-reduce, 2 (P-1)/P of the tensor per rank, with no copy of the tensor, and an order of
+// additions that does not depend on MPI's algorithm choice.
 #include "core/distributed.h"
 
 #include <algorithm>
@@ -38,26 +39,40 @@ Tensor host_operand(const Tensor& t, const char* op) {
   return t.device().is_cpu() ? t : t.to(Device::cpu());
 }
 
-// out[i] = in[0][i] + in[1][i] + ... + in[P-1][i], in that order (then / P for an average).
-// Floating values add in their own type (bf16 in f32, rounded once); integers add modulo 2^64
-// and wrap to their type, as PyTorch's integer sums do.
+// out[i] = in[0][i] + in[1][i] + ... + in[P-1][i], in that order (then / P for an average), where
+// in[r] = in + r * count. Rank by rank over the whole part, so the loops vectorize; the additions of
+// each element keep their order. Floating values add in their own type (bf16 in f32, rounded once);
+// integers wrap to their type, as PyTorch's integer sums do.
 template <typename T>
-void reduce_chunks(const T* in, int ranks, int64_t chunk, ReduceOp op, T* out) {
-  using Acc = std::conditional_t<std::is_same_v<T, BFloat16>, float,
-                                 std::conditional_t<std::is_floating_point_v<T>, T, uint64_t>>;
-  for (int64_t i = 0; i < chunk; ++i) {
-    Acc a = static_cast<Acc>(in[i]);
-    for (int r = 1; r < ranks; ++r) a = static_cast<Acc>(a + static_cast<Acc>(in[r * chunk + i]));
-    if constexpr (std::is_floating_point_v<Acc>) {
-      if (op == ReduceOp::average) a = a / static_cast<Acc>(ranks);
+void reduce_parts(const T* in, int ranks, int64_t count, ReduceOp op, T* out) {
+  if constexpr (std::is_same_v<T, BFloat16>) {
+    std::vector<float> acc(in, in + count);
+    for (int r = 1; r < ranks; ++r)
+      for (int64_t i = 0; i < count; ++i) acc[static_cast<size_t>(i)] += static_cast<float>(in[r * count + i]);
+    const float p = static_cast<float>(ranks);
+    for (int64_t i = 0; i < count; ++i)
+      out[i] = BFloat16(op == ReduceOp::average ? acc[static_cast<size_t>(i)] / p : acc[static_cast<size_t>(i)]);
+  } else if constexpr (std::is_floating_point_v<T>) {
+    if (out != in) std::memcpy(out, in, static_cast<size_t>(count) * sizeof(T));
+    for (int r = 1; r < ranks; ++r) {
+      const T* part = in + r * count;
+      for (int64_t i = 0; i < count; ++i) out[i] += part[i];
     }
-    out[i] = static_cast<T>(a);
+    if (op == ReduceOp::average)
+      for (int64_t i = 0; i < count; ++i) out[i] /= static_cast<T>(ranks);
+  } else {
+    using U = std::make_unsigned_t<T>;  // modular addition: no signed overflow
+    if (out != in) std::memcpy(out, in, static_cast<size_t>(count) * sizeof(T));
+    for (int r = 1; r < ranks; ++r) {
+      const T* part = in + r * count;
+      for (int64_t i = 0; i < count; ++i) out[i] = static_cast<T>(static_cast<U>(out[i]) + static_cast<U>(part[i]));
+    }
   }
 }
 
-void reduce_chunks(DType dtype, const void* in, int ranks, int64_t chunk, ReduceOp op, void* out) {
+void reduce_parts(DType dtype, const void* in, int ranks, int64_t count, ReduceOp op, void* out) {
   dispatch_all(dtype,
-               [&]<typename T>() { reduce_chunks(static_cast<const T*>(in), ranks, chunk, op, static_cast<T*>(out)); });
+               [&]<typename T>() { reduce_parts(static_cast<const T*>(in), ranks, count, op, static_cast<T*>(out)); });
 }
 
 void check_op(ReduceOp op, DType dtype, const char* what) {
@@ -66,12 +81,19 @@ void check_op(ReduceOp op, DType dtype, const char* what) {
               ": an average needs a floating dtype (f32, f64, bf16), got ", dtype, "; use ReduceOp::sum");
 }
 
-// Elements per rank's chunk: ceil(n / ranks), in whole KiB when a chunk is too large for an int count.
-int64_t chunk_of(int64_t n, int ranks, size_t esize) {
-  int64_t chunk = (n + ranks - 1) / ranks;
-  const auto per_kib = static_cast<int64_t>(1024 / esize);
-  if (chunk * static_cast<int64_t>(esize) > (int64_t{1} << 31) - 1) chunk = (chunk + per_kib - 1) / per_kib * per_kib;
-  return chunk;
+// The parts of n elements among `ranks`: counts (n / ranks, the first n % ranks one more) and
+// their offsets.
+void parts_of(int64_t n, int ranks, std::vector<int>& counts, std::vector<int>& displs, const char* what) {
+  OCTET_CHECK(n / ranks < (int64_t{1} << 31) - 1, what, ": ", n, " elements are too many for MPI's int counts");
+  counts.assign(static_cast<size_t>(ranks), 0);
+  displs.assign(static_cast<size_t>(ranks), 0);
+  int64_t at = 0;
+  for (int r = 0; r < ranks; ++r) {
+    counts[static_cast<size_t>(r)] = static_cast<int>(n / ranks + (r < n % ranks ? 1 : 0));
+    displs[static_cast<size_t>(r)] = static_cast<int>(at);
+    at += counts[static_cast<size_t>(r)];
+  }
+  OCTET_CHECK(at < (int64_t{1} << 31), what, ": ", n, " elements are too many for MPI's int offsets");
 }
 
 }  // namespace
@@ -112,30 +134,30 @@ void ProcessGroup::set_timeout_s(double seconds) {
 // ---------------------------------------------------------------- all-reduce, in two stages
 
 struct Work::State {
-  Tensor target;           // the caller's tensor, written at the end
-  Tensor host;             // its values on the host (target itself for a CPU tensor)
-  std::vector<char> send;  // host's bytes, padded to ranks * chunk elements
-  std::vector<char> recv;  // stage 1: chunk `rank` of every rank; stage 2: every reduced chunk
-  std::vector<char> mine;  // the reduced chunk of this rank
-  int64_t chunk = 0;
-  size_t esize = 0;
-  int ranks = 1;
+  Tensor target;                    // the caller's tensor, written at the end
+  Tensor host;                      // its values on the host (target itself for a CPU tensor)
+  std::vector<int> counts, displs;  // each rank's part of the tensor
+  std::vector<char> recv;           // this rank's part of every rank's tensor
+  int esize = 0;
+  int ranks = 1, rank = 0;
   ReduceOp op = ReduceOp::sum;
   double timeout_s = 300;
-  int stage = 0;  // 1: alltoall in flight, 2: allgather in flight, 3: done
+  int stage = 0;  // 1: alltoallv in flight, 2: allgatherv in flight, 3: done
   mpi::Request request;
 
-  // Stage 1 -> 2: waits for the alltoall, adds the chunks, starts the allgather.
+  // Stage 1 -> 2: waits for the alltoallv, adds the parts into this rank's part of host, starts
+  // the allgatherv.
   void start_second_stage() {
     mpi::wait(request, timeout_s, "all_reduce");
-    reduce_chunks(host.dtype(), recv.data(), ranks, chunk, op, mine.data());
-    request = mpi::allgather(mine.data(), recv.data(), chunk * static_cast<int64_t>(esize));
+    const size_t me = static_cast<size_t>(rank);
+    char* mine = static_cast<char*>(host.raw_data()) + static_cast<size_t>(displs[me]) * static_cast<size_t>(esize);
+    reduce_parts(host.dtype(), recv.data(), ranks, counts[me], op, mine);
+    request = mpi::allgatherv_in_place(host.raw_data(), counts.data(), displs.data(), esize);
     stage = 2;
   }
-  // Stage 2 -> 3 once the allgather is in.
+  // Stage 2 -> 3 once the allgatherv is in.
   bool finish_if_done() {
     if (stage != 2 || !mpi::test(request)) return stage == 3;
-    std::memcpy(host.raw_data(), recv.data(), static_cast<size_t>(host.numel()) * esize);
     if (!target.device().is_cpu()) target.copy_(host);
     stage = 3;
     return true;
@@ -202,15 +224,14 @@ Work ProcessGroup::all_reduce_async(const Tensor& t, ReduceOp op) const {
   if (size_ == 1 || t.numel() == 0) return w;
   start_second_stages();
   auto s = std::make_shared<Work::State>();
-  s->target = t, s->host = host, s->op = op, s->ranks = size_, s->timeout_s = timeout_s_;
-  s->esize = dtype_size(t.dtype());
-  s->chunk = chunk_of(t.numel(), size_, s->esize);
-  const size_t chunk_bytes = static_cast<size_t>(s->chunk) * s->esize;
-  s->send.assign(chunk_bytes * static_cast<size_t>(size_), 0);
-  std::memcpy(s->send.data(), host.raw_data(), static_cast<size_t>(t.numel()) * s->esize);
-  s->recv.resize(s->send.size());
-  s->mine.resize(chunk_bytes);
-  s->request = mpi::alltoall(s->send.data(), s->recv.data(), static_cast<int64_t>(chunk_bytes));
+  s->target = t, s->op = op, s->ranks = size_, s->rank = rank_, s->timeout_s = timeout_s_;
+  // The reduced parts are written into host: a CPU tensor itself, or a host copy of a GPU one.
+  s->host = host;
+  s->esize = static_cast<int>(dtype_size(t.dtype()));
+  parts_of(t.numel(), size_, s->counts, s->displs, what);
+  s->recv.resize(static_cast<size_t>(s->counts[static_cast<size_t>(rank_)]) * static_cast<size_t>(size_) *
+                 static_cast<size_t>(s->esize));
+  s->request = mpi::alltoallv(s->host.raw_data(), s->counts.data(), s->displs.data(), s->recv.data(), s->esize);
   s->stage = 1;
   first_stage_queue().push_back(s);
   w.state_ = std::move(s);
@@ -270,7 +291,7 @@ Tensor ProcessGroup::reduce_scatter(const Tensor& t, ReduceOp op) const {
       mpi::Request r = mpi::alltoall(host.raw_data(), recv.data(), chunk * static_cast<int64_t>(esize));
       mpi::wait(r, timeout_s_, what);
     }
-    reduce_chunks(t.dtype(), recv.data(), size_, chunk, op, out.raw_data());
+    reduce_parts(t.dtype(), recv.data(), size_, chunk, op, out.raw_data());
   }
   return t.device().is_cpu() ? out : out.to(t.device());
 }

@@ -8,6 +8,7 @@
 #include <climits>
 #include <cstdio>
 #include <thread>
+#include <vector>
 
 #include "core/error.h"
 
@@ -16,6 +17,7 @@ namespace octet::dist::mpi {
 struct Request::Impl {
   MPI_Request request = MPI_REQUEST_NULL;
   MPI_Datatype type = MPI_DATATYPE_NULL;  // a derived type to free, or null
+  std::vector<int> counts;                // the v-forms' arrays, alive until the request ends
 };
 
 Request::Request() = default;
@@ -118,6 +120,47 @@ Request broadcast(void* buf, int64_t bytes, int root) {
   r.impl_ = std::make_unique<Request::Impl>();
   auto [count, type] = counted(bytes, *r.impl_, "broadcast");
   check(MPI_Ibcast(buf, count, type, root, MPI_COMM_WORLD, &r.impl_->request), "broadcast");
+  return r;
+}
+
+namespace {
+// A request whose elements are `esize` bytes (a committed derived type it frees).
+Request element_request(int esize, const char* what) {
+  Request r;
+  r.impl_ = std::make_unique<Request::Impl>();
+  check(MPI_Type_contiguous(esize, MPI_BYTE, &r.impl_->type), what);
+  check(MPI_Type_commit(&r.impl_->type), what);
+  return r;
+}
+}  // namespace
+
+Request alltoallv(const void* send, const int* counts, const int* displs, void* recv, int esize) {
+  Request r = element_request(esize, "alltoallv");
+  const int n = size(), me = rank();
+  // counts | displs | recv counts | recv displs, kept with the request.
+  std::vector<int>& a = r.impl_->counts;
+  a.assign(static_cast<size_t>(4 * n), 0);
+  for (int i = 0; i < n; ++i) {
+    a[static_cast<size_t>(i)] = counts[i];
+    a[static_cast<size_t>(n + i)] = displs[i];
+    a[static_cast<size_t>(2 * n + i)] = counts[me];
+    a[static_cast<size_t>(3 * n + i)] = i * counts[me];
+  }
+  check(MPI_Ialltoallv(send, a.data(), a.data() + n, r.impl_->type, recv, a.data() + 2 * n, a.data() + 3 * n,
+                       r.impl_->type, MPI_COMM_WORLD, &r.impl_->request),
+        "alltoallv");
+  return r;
+}
+
+Request allgatherv_in_place(void* buf, const int* counts, const int* displs, int esize) {
+  Request r = element_request(esize, "allgatherv");
+  const int n = size();
+  std::vector<int>& a = r.impl_->counts;
+  a.assign(counts, counts + n);
+  a.insert(a.end(), displs, displs + n);
+  check(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, a.data(), a.data() + n, r.impl_->type, MPI_COMM_WORLD,
+                        &r.impl_->request),
+        "allgatherv");
   return r;
 }
 

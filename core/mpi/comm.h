@@ -40,6 +40,12 @@ Request alltoall(const void* send, void* recv, int64_t chunk);
 Request allgather(const void* send, void* recv, int64_t bytes);
 // buf's bytes from rank `root` to every rank.
 Request broadcast(void* buf, int64_t bytes, int root);
+// The v-forms, on elements of `esize` bytes, for a tensor cut into one part per rank: part r is
+// elements [displs[r], displs[r] + counts[r]) (counts and displs have size() entries).
+// alltoallv: part r of send goes to rank r; rank r's part rank() arrives at recv + r * counts[rank()].
+Request alltoallv(const void* send, const int* counts, const int* displs, void* recv, int esize);
+// allgatherv_in_place: this rank's part of buf (in place) to every rank, and theirs into buf.
+Request allgatherv_in_place(void* buf, const int* counts, const int* displs, int esize);
 Request barrier();
 
 // True when r has finished (drives MPI's progress).

@@ -94,6 +94,9 @@ class TrainingLoop {
       check_same_recipe_everywhere();
     }
     device_ = usable_device(recipe_.text("train.device"), "recipe train.device");
+    // train.device: cuda under mpirun: each process the GPU of its rank on its host.
+    if (group_ && device_.is_cuda() && recipe_.text("train.device") == "cuda")
+      device_ = Device::cuda(group_->local_rank() % std::max(1, cuda_device_count()));
     set_num_threads(static_cast<int>(recipe_.integer("train.threads")));
     manual_seed(static_cast<uint64_t>(recipe_.integer("train.seed")));
     epochs_ = recipe_.integer("train.epochs");
