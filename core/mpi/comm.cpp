@@ -49,6 +49,13 @@ std::pair<int, MPI_Datatype> counted(int64_t bytes, Request::Impl& r, const char
   return {static_cast<int>(bytes / 1024), r.type};
 }
 
+// A request with its state allocated, for one of the calls below to start.
+Request fresh_request() {
+  Request r;
+  r.impl_ = std::make_unique<Request::Impl>();
+  return r;
+}
+
 int local_rank_of_world() {
   MPI_Comm local;
   check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local), "local_rank");
@@ -100,24 +107,21 @@ int local_rank() {
 }
 
 Request alltoall(const void* send, void* recv, int64_t chunk) {
-  Request r;
-  r.impl_ = std::make_unique<Request::Impl>();
+  Request r = fresh_request();
   auto [count, type] = counted(chunk, *r.impl_, "alltoall");
   check(MPI_Ialltoall(send, count, type, recv, count, type, MPI_COMM_WORLD, &r.impl_->request), "alltoall");
   return r;
 }
 
 Request allgather(const void* send, void* recv, int64_t bytes) {
-  Request r;
-  r.impl_ = std::make_unique<Request::Impl>();
+  Request r = fresh_request();
   auto [count, type] = counted(bytes, *r.impl_, "allgather");
   check(MPI_Iallgather(send, count, type, recv, count, type, MPI_COMM_WORLD, &r.impl_->request), "allgather");
   return r;
 }
 
 Request broadcast(void* buf, int64_t bytes, int root) {
-  Request r;
-  r.impl_ = std::make_unique<Request::Impl>();
+  Request r = fresh_request();
   auto [count, type] = counted(bytes, *r.impl_, "broadcast");
   check(MPI_Ibcast(buf, count, type, root, MPI_COMM_WORLD, &r.impl_->request), "broadcast");
   return r;
@@ -126,8 +130,7 @@ Request broadcast(void* buf, int64_t bytes, int root) {
 namespace {
 // A request whose elements are `esize` bytes (a committed derived type it frees).
 Request element_request(int esize, const char* what) {
-  Request r;
-  r.impl_ = std::make_unique<Request::Impl>();
+  Request r = fresh_request();
   check(MPI_Type_contiguous(esize, MPI_BYTE, &r.impl_->type), what);
   check(MPI_Type_commit(&r.impl_->type), what);
   return r;
@@ -165,8 +168,7 @@ Request allgatherv_in_place(void* buf, const int* counts, const int* displs, int
 }
 
 Request barrier() {
-  Request r;
-  r.impl_ = std::make_unique<Request::Impl>();
+  Request r = fresh_request();
   check(MPI_Ibarrier(MPI_COMM_WORLD, &r.impl_->request), "barrier");
   return r;
 }
