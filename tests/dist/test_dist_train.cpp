@@ -130,5 +130,26 @@ TEST(DistTrain, TwoRanksFollowOneProcessAndResumeWithOneOrTwo) {
   if (me == 0) fs::remove_all(dir);
 }
 
+// INT8 convolutions (DSGC clips from each rank's own gradients, DCLR from the averaged d_c) with
+// 8-bit Adam state, BatchNorm and dropout: every rank holds the same bits after the run.
+TEST(DistTrain, Int8And8BitStateKeepRanksBitIdentical) {
+  if (!fs::exists(kData)) GTEST_SKIP() << kData << " is missing (tools/scripts/setup.sh installs it)";
+  manual_seed(3);
+  auto model = std::make_shared<SmallCnn>(10, 1, 28, 0.25);
+  std::vector<std::string> o = overrides(job_dir() + "/int8", 12);
+  o.insert(o.end(), {"optimizer.name=adam", "optimizer.lr=0.001", "optimizer.state_bits=8", "optimizer.min_8bit_size=0",
+                     "quant.clip_update_period=4"});
+  const std::string recipe = std::string(OCTET_TESTS_DIR) + "/../recipes/fashion_mnist_int8.yaml";
+  EXPECT_EQ(Run::from_recipe(recipe, o).model(model).fit().steps, 12);
+  NamedTensors all = model->named_parameters();
+  for (const auto& b : model->named_buffers()) all.push_back(b);
+  for (const auto& [name, t] : all) {
+    const Tensor g = pg().all_gather(t.detach().contiguous());
+    const Tensor a = g.select(0, 0).contiguous(), b = g.select(0, 1).contiguous();
+    EXPECT_EQ(std::memcmp(a.raw_data(), b.raw_data(), static_cast<size_t>(a.numel()) * dtype_size(a.dtype())), 0)
+        << name << " differs between the ranks";
+  }
+}
+
 }  // namespace
 }  // namespace octet::train
