@@ -303,6 +303,16 @@ void ProcessGroup::barrier() const {
   mpi::wait(r, timeout_s_, "barrier");
 }
 
+int ProcessGroup::first_rank_differing(uint64_t value) const {
+  Tensor mine = empty({1}, TensorOptions(DType::i64));
+  std::memcpy(mine.raw_data(), &value, sizeof value);
+  const Tensor all = all_gather(mine);
+  const auto* v = static_cast<const uint64_t*>(all.raw_data());
+  for (int r = 1; r < size_; ++r)
+    if (v[r] != v[0]) return r;
+  return -1;
+}
+
 void ProcessGroup::abort(const std::string& message, int code) const {
   if (size_ == 1) {
     std::fprintf(stderr, "%s\n", message.c_str());

@@ -3,6 +3,8 @@
 #include "core/autograd.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/nn.h"
+#include "core/ops/reduce.h"
+#include "layers/distributed.h"
 #include "layers/init.h"
 
 namespace octet {
@@ -33,11 +35,35 @@ Tensor BatchNorm2d::forward(const Tensor& x) {
               num_features_, ", H, W], got ", x.defined() ? x.shape() : Shape{});
   OCTET_CHECK(x.dtype() == weight_.dtype(), "BatchNorm2d: input dtype ", x.dtype(), " differs from the parameters' ",
               weight_.dtype(), " (convert the module with Module::to)");
-  Tensor y = batch_norm(x, running_mean_, running_var_, weight_, bias_, is_training(), momentum_, eps_);
+  Tensor y = sync_ && sync_->size() > 1 && is_training()
+                 ? sync_forward(x)
+                 : batch_norm(x, running_mean_, running_var_, weight_, bias_, is_training(), momentum_, eps_);
   if (is_training()) {
     NoGradGuard ng;
     num_batches_tracked_.copy_(num_batches_tracked_ + 1.0);  // on its device: no host round trip
   }
+  return y;
+}
+
+// Statistics over the global batch, in two passes as batch_norm's (no E[x^2] - E[x]^2
+// cancellation): every rank's per-channel sums and count, added over the ranks, give the mean;
+// then the sums of squared deviations from it, added too, the variance. The sums are added
+// differentiably (dist_sum: the backward adds the ranks' gradients), so the backward is the
+// global batch's. The running statistics are updated as batch_norm updates them.
+Tensor BatchNorm2d::sync_forward(const Tensor& x) {
+  const int64_t c = num_features_;
+  const Shape b{1, c, 1, 1};
+  const Tensor count = full({1}, static_cast<double>(x.numel() / c), TensorOptions(x.dtype()).device(x.device()));
+  const Tensor sums = dist_sum(cat({sum(x, {0, 2, 3}), count}, 0), *sync_);
+  const double n = sums.narrow(0, c, 1).item();
+  OCTET_CHECK(n > 1, "SyncBatchNorm: training needs more than one value per channel over the ranks, got ", n);
+  const Tensor mean = sums.narrow(0, 0, c) / n;
+  const Tensor d = x - mean.reshape(b);
+  const Tensor var = dist_sum(sum(d * d, {0, 2, 3}), *sync_) / n;  // biased, as batch_norm normalizes
+  Tensor y = d * rsqrt(var + eps_).reshape(b) * weight_.reshape(b) + bias_.reshape(b);
+  NoGradGuard ng;
+  running_mean_.copy_(running_mean_ * (1.0 - momentum_) + mean.detach() * momentum_);
+  running_var_.copy_(running_var_ * (1.0 - momentum_) + var.detach() * (n / (n - 1.0)) * momentum_);
   return y;
 }
 

@@ -1,10 +1,14 @@
 // BatchNorm2d: per-channel batch normalization of NCHW inputs with running statistics.
 // Training normalizes with the batch statistics and updates running_mean / running_var
 // (r = (1 - momentum) r + momentum * stat, unbiased variance) and num_batches_tracked;
-// evaluation normalizes with the running statistics.
+// evaluation normalizes with the running statistics. With set_sync(group) (SyncBatchNorm, as
+// PyTorch's: convert_sync_batchnorm in layers/distributed.h sets it on a whole model), training
+// normalizes with the statistics of the whole global batch over the group's processes, and the
+// backward sums the statistics' gradients over them.
 //   auto bn = std::make_shared<BatchNorm2d>(64);   Tensor y = (*bn)(x);   bn->eval();
 #pragma once
 
+#include "core/distributed.h"
 #include "layers/module.h"
 
 namespace octet {
@@ -15,14 +19,21 @@ class BatchNorm2d : public Module {
   explicit BatchNorm2d(int64_t num_features, double eps = 1e-5, double momentum = 0.1);
   // x [N, C, H, W] -> same shape
   Tensor forward(const Tensor& x) override;
-  std::string type_name() const override { return "BatchNorm2d"; }
+  std::string type_name() const override { return sync_ ? "SyncBatchNorm" : "BatchNorm2d"; }
   std::string extra_repr() const override;
   void reset_parameters();
+  // Training statistics over every process of `group` (null: this process's batch only).
+  void set_sync(const dist::ProcessGroup* group) { sync_ = group; }
+  const dist::ProcessGroup* sync() const { return sync_; }
 
   int64_t num_features_;
   double eps_, momentum_;
   Tensor weight_, bias_;                                     // parameters [C]
   Tensor running_mean_, running_var_, num_batches_tracked_;  // buffers
+
+ private:
+  Tensor sync_forward(const Tensor& x);
+  const dist::ProcessGroup* sync_ = nullptr;
 };
 
 }  // namespace octet

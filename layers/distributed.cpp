@@ -8,6 +8,7 @@
 #include <unordered_set>
 
 #include "core/error.h"
+#include "layers/batch_norm.h"
 
 namespace octet {
 
@@ -149,6 +150,31 @@ struct DistributedDataParallel::Reducer {
   }
 };
 
+Tensor dist_sum(const Tensor& x, const dist::ProcessGroup& group) {
+  Tensor y = x.detach().contiguous().clone();
+  group.all_reduce(y, dist::ReduceOp::sum);
+  if (autograd::needs_grad({x})) {
+    const dist::ProcessGroup* g = &group;
+    autograd::record("dist_sum", {x}, {y}, [g](const autograd::Grads& dy) {
+      Tensor d = dy[0].contiguous().clone();
+      g->all_reduce(d, dist::ReduceOp::sum);
+      return autograd::Grads{d};
+    });
+  }
+  return y;
+}
+
+int64_t convert_sync_batchnorm(Module& model, const dist::ProcessGroup& group) {
+  int64_t converted = 0;
+  model.apply([&](Module& m) {
+    if (auto* bn = dynamic_cast<BatchNorm2d*>(&m)) {
+      bn->set_sync(&group);
+      ++converted;
+    }
+  });
+  return converted;
+}
+
 DistributedDataParallel::DistributedDataParallel(std::shared_ptr<Module> module, dist::ProcessGroup& group,
                                                  DdpOptions options)
     : module_(std::move(module)), group_(group), options_(options) {
@@ -160,18 +186,11 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<Module> module,
   r->options = options_;
   const NamedTensors named = module_->named_parameters();
   // The same model on every rank: compare a hash of the parameter layout.
-  {
-    Tensor h = full({1}, 0.0, TensorOptions(DType::i64));
-    const uint64_t mine = layout_hash(named);
-    std::memcpy(h.raw_data(), &mine, sizeof mine);
-    const Tensor all = group_.all_gather(h);
-    const auto* v = static_cast<const uint64_t*>(all.raw_data());
-    for (int rank = 0; rank < group_.size(); ++rank)
-      OCTET_CHECK(v[rank] == v[0], "DistributedDataParallel: rank ", rank, "'s model differs from rank 0's (",
-                  named.size(),
-                  " parameters here; names, shapes or dtypes differ): every rank must build the "
-                  "same model from the same recipe");
-  }
+  const int differing = group_.first_rank_differing(layout_hash(named));
+  OCTET_CHECK(differing < 0, "DistributedDataParallel: rank ", differing, "'s model differs from rank 0's (",
+              named.size(),
+              " parameters here; names, shapes or dtypes differ): every rank must build the same model "
+              "from the same recipe");
   for (const auto& [name, p] : named) {
     if (!p.requires_grad()) continue;
     r->names.push_back(name);

@@ -45,6 +45,16 @@ struct DdpOptions {
   }
 };
 
+// The sum of x over the ranks of `group`, differentiable: the gradient each rank gets is the sum of
+// every rank's gradient of the result (the result enters every rank's loss). SyncBatchNorm's
+// statistics are built on it.
+Tensor dist_sum(const Tensor& x, const dist::ProcessGroup& group);
+
+// Every BatchNorm2d of `model` (and its descendants) normalizes with the statistics of the global
+// batch over `group` (PyTorch's SyncBatchNorm.convert_sync_batchnorm; recipe train.sync_batchnorm).
+// Returns how many were converted.
+int64_t convert_sync_batchnorm(Module& model, const dist::ProcessGroup& group = dist::ProcessGroup::world());
+
 class DistributedDataParallel : public Module {
  public:
   explicit DistributedDataParallel(std::shared_ptr<Module> module,

@@ -132,6 +132,9 @@ const std::vector<SchemaEntry> kSchema = {
     {"train.on_nonfinite", K::text, "stop",
      "a step whose loss or gradient is NaN/inf: stop (an error naming the step and the parameter; the weights are "
      "not updated and no checkpoint is written) or skip (no update; the step is counted in the metrics)"},
+    {"train.sync_batchnorm", K::boolean, "false",
+     "several processes (mpirun): BatchNorm2d layers normalize with the statistics of the whole global batch "
+     "(SyncBatchNorm); false: each process's own share, as PyTorch's plain BatchNorm"},
     {"train.dist_timeout_s", K::real, "300",
      "several processes (mpirun): seconds a rank waits in a collective before it stops the job with an error"},
     // checkpoint

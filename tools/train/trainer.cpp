@@ -4,7 +4,6 @@
 
 #include <chrono>
 #include <cmath>
-#include <cstring>
 #include <filesystem>
 #include <map>
 
@@ -51,7 +50,12 @@ class TrainingLoop {
     build();
     if (resuming()) restore_from_checkpoint();
     // Several processes: rank 0's weights to every rank, and gradients averaged in each backward.
-    if (group_) ddp_ = std::make_shared<DistributedDataParallel>(model_, *group_);
+    if (group_) {
+      if (recipe_.boolean("train.sync_batchnorm"))
+        spdlog::info("SyncBatchNorm: {} BatchNorm2d layers use the global batch's statistics",
+                     convert_sync_batchnorm(*model_, *group_));
+      ddp_ = std::make_shared<DistributedDataParallel>(model_, *group_);
+    }
     open_run_folder();
     for (int64_t epoch = state_.epoch; epoch < epochs_; ++epoch) {
       if (!train_epoch(epoch)) return stop(false);
@@ -445,14 +449,10 @@ class TrainingLoop {
   void check_same_recipe_everywhere() const {
     uint64_t h = 1469598103934665603ull;  // FNV-1a
     for (unsigned char c : recipe_.resolved_yaml()) h = (h ^ c) * 1099511628211ull;
-    Tensor mine = empty({1}, TensorOptions(DType::i64));
-    std::memcpy(mine.raw_data(), &h, sizeof h);
-    const Tensor all = group_->all_gather(mine);
-    const auto* v = static_cast<const uint64_t*>(all.raw_data());
-    for (int r = 1; r < group_->size(); ++r)
-      OCTET_CHECK(v[r] == v[0], "train: rank ", r,
-                  "'s recipe differs from rank 0's (after its overrides): every "
-                  "process of the job must get the same recipe and overrides");
+    const int differing = group_->first_rank_differing(h);
+    OCTET_CHECK(differing < 0, "train: rank ", differing,
+                "'s recipe differs from rank 0's (after its overrides): every process of the job must get the same "
+                "recipe and overrides");
   }
 
   // A stop asked for (a signal, or the caller's flag) on any rank stops every rank after this step.
