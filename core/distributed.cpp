@@ -248,10 +248,9 @@ void ProcessGroup::broadcast(const Tensor& t, int root) const {
   Tensor host = host_operand(t, what);
   if (size_ == 1 || t.numel() == 0) return;
   start_second_stages();
-  if (!t.device().is_cpu()) host = host.clone();
   mpi::Request r = mpi::broadcast(host.raw_data(), t.numel() * static_cast<int64_t>(dtype_size(t.dtype())), root);
   mpi::wait(r, timeout_s_, what);
-  if (!t.device().is_cpu()) Tensor(t).copy_(host);  // the handle shares t's storage
+  if (!t.device().is_cpu()) Tensor(t).copy_(host);  // host is a copy; the handle shares t's storage
 }
 
 Tensor ProcessGroup::all_gather(const Tensor& t) const {
