@@ -302,7 +302,9 @@ void ProcessGroup::barrier() const {
   mpi::wait(r, timeout_s_, "barrier");
 }
 
-int ProcessGroup::first_rank_differing(uint64_t value) const {
+int ProcessGroup::first_rank_differing(std::string_view text) const {
+  uint64_t value = 1469598103934665603ull;  // FNV-1a
+  for (unsigned char c : text) value = (value ^ c) * 1099511628211ull;
   Tensor mine = empty({1}, TensorOptions(DType::i64));
   std::memcpy(mine.raw_data(), &value, sizeof value);
   const Tensor all = all_gather(mine);

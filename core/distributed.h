@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "core/tensor.h"
 
@@ -54,9 +55,9 @@ class ProcessGroup {
   // t [size * k, ...] -> [k, ...]: this rank's k rows of the reduction of every rank's t.
   Tensor reduce_scatter(const Tensor& t, ReduceOp op = ReduceOp::sum) const;
   void barrier() const;
-  // The first rank whose `value` differs from rank 0's, or -1 when all agree (start-up checks
-  // that every rank built the same thing, compared by a hash).
-  int first_rank_differing(uint64_t value) const;
+  // The first rank whose `text` differs from rank 0's, or -1 when all agree: start-up checks that
+  // every rank built the same thing (a recipe, a model's layout), compared by a 64-bit hash.
+  int first_rank_differing(std::string_view text) const;
 
   // Ends every process of the job now, after printing `message` on this one's stderr: the way
   // out when this rank fails while the others may wait in a collective.

@@ -17,21 +17,11 @@ using autograd::Node;
 
 namespace {
 
-// FNV-1a over the parameters' names, shapes and dtypes: equal on every rank that built the same
-// model.
-uint64_t layout_hash(const NamedTensors& params) {
-  uint64_t h = 1469598103934665603ull;
-  auto mix = [&h](const void* p, size_t n) {
-    const auto* b = static_cast<const unsigned char*>(p);
-    for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
-  };
-  for (const auto& [name, t] : params) {
-    mix(name.data(), name.size() + 1);
-    for (int64_t d : t.shape()) mix(&d, sizeof d);
-    const auto dt = static_cast<uint8_t>(t.dtype());
-    mix(&dt, 1);
-  }
-  return h;
+// The parameters' names, shapes and dtypes: equal on every rank that built the same model.
+std::string layout_of(const NamedTensors& params) {
+  std::string out;
+  for (const auto& [name, t] : params) out += detail::str_cat(name, ' ', t.shape(), ' ', t.dtype(), '\n');
+  return out;
 }
 
 }  // namespace
@@ -186,7 +176,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<Module> module,
   r->options = options_;
   const NamedTensors named = module_->named_parameters();
   // The same model on every rank: compare a hash of the parameter layout.
-  const int differing = group_.first_rank_differing(layout_hash(named));
+  const int differing = group_.first_rank_differing(layout_of(named));
   OCTET_CHECK(differing < 0, "DistributedDataParallel: rank ", differing, "'s model differs from rank 0's (",
               named.size(),
               " parameters here; names, shapes or dtypes differ): every rank must build the same model "

@@ -447,9 +447,7 @@ class TrainingLoop {
 
   // Every rank must train the same resolved recipe: a hash of it is compared across the ranks.
   void check_same_recipe_everywhere() const {
-    uint64_t h = 1469598103934665603ull;  // FNV-1a
-    for (unsigned char c : recipe_.resolved_yaml()) h = (h ^ c) * 1099511628211ull;
-    const int differing = group_->first_rank_differing(h);
+    const int differing = group_->first_rank_differing(recipe_.resolved_yaml());
     OCTET_CHECK(differing < 0, "train: rank ", differing,
                 "'s recipe differs from rank 0's (after its overrides): every process of the job must get the same "
                 "recipe and overrides");
