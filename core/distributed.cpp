@@ -3,7 +3,8 @@
 // rank receives its part of every rank's tensor (MPI_Ialltoallv), adds them in rank order into its
 // own part, and every rank gathers the reduced parts in place (MPI_Iallgatherv) -- the bytes of a
 // ring all-reduce, 2 (P-1)/P of the tensor per rank, with no copy of the tensor, and an order of
-// additions that does not depend on MPI's algorithm choice.
+// additions that does not depend on MPI's algorithm choice. CUDA tensors go through NCCL
+// (core/nccl/comm.h) when octet has it, and through the host otherwise.
 #include "core/distributed.h"
 
 #include <algorithm>
@@ -17,6 +18,7 @@
 
 #include "core/error.h"
 #include "core/mpi/comm.h"
+#include "core/nccl/comm.h"
 
 namespace octet::dist {
 
@@ -30,12 +32,18 @@ int env_int(const char* name) {
   return (end != nullptr && *end == '\0' && n > 0 && n < (1L << 24)) ? static_cast<int>(n) : 0;
 }
 
-// A contiguous CPU tensor of t's values: t itself, or a host copy (CUDA tensors are staged through
-// the host until the NCCL path lands).
-Tensor host_operand(const Tensor& t, const char* op) {
+void check_operand(const Tensor& t, const char* op) {
   OCTET_CHECK(t.defined(), op, ": expected a defined tensor");
   OCTET_CHECK(t.is_contiguous(), op, ": expected a contiguous tensor, got shape ", t.shape(),
               " with strides that are not");
+}
+
+// True when t's collective runs on NCCL: a CUDA tensor in a build with NCCL.
+bool on_nccl(const Tensor& t) { return !t.device().is_cpu() && nccl::built(); }
+
+// A contiguous CPU tensor of t's values: t itself, or a host copy (CUDA tensors without NCCL).
+Tensor host_operand(const Tensor& t, const char* op) {
+  check_operand(t, op);
   return t.device().is_cpu() ? t : t.to(Device::cpu());
 }
 
@@ -142,8 +150,10 @@ struct Work::State {
   int ranks = 1, rank = 0;
   ReduceOp op = ReduceOp::sum;
   double timeout_s = 300;
-  int stage = 0;  // 1: alltoallv in flight, 2: allgatherv in flight, 3: done
+  int stage = 0;  // 1: alltoallv in flight, 2: allgatherv (or the NCCL all-reduce) in flight, 3: done
   mpi::Request request;
+  nccl::Request gpu_request;  // the NCCL all-reduce of a CUDA tensor (no first stage)
+  bool gpu = false;
 
   // Stage 1 -> 2: waits for the alltoallv, adds the parts into this rank's part of host, starts
   // the allgatherv.
@@ -155,12 +165,23 @@ struct Work::State {
     request = mpi::allgatherv_in_place(host.raw_data(), counts.data(), displs.data(), esize);
     stage = 2;
   }
-  // Stage 2 -> 3 once the allgatherv is in.
+  // Stage 2 -> 3 once the allgatherv (or the NCCL all-reduce) is in.
   bool finish_if_done() {
-    if (stage != 2 || !mpi::test(request)) return stage == 3;
-    if (!target.device().is_cpu()) target.copy_(host);
-    stage = 3;
+    if (stage != 2 || !(gpu ? nccl::test(gpu_request) : mpi::test(request))) return stage == 3;
+    finish();
     return true;
+  }
+  void wait_second_stage() {
+    if (stage != 2) return;
+    if (gpu)
+      nccl::wait(gpu_request, timeout_s, "all_reduce");
+    else
+      mpi::wait(request, timeout_s, "all_reduce");
+    finish();
+  }
+  void finish() {
+    if (!gpu && !target.device().is_cpu()) target.copy_(host);
+    stage = 3;
   }
 };
 
@@ -213,18 +234,29 @@ bool Work::done() {
 void Work::wait() {
   if (!state_) return;
   if (state_->stage == 1) start_second_stages(state_.get());
-  while (!state_->finish_if_done()) mpi::wait(state_->request, state_->timeout_s, "all_reduce");
+  state_->wait_second_stage();
 }
+
+nccl::Peers ProcessGroup::peers() const { return nccl::Peers{rank_, size_, timeout_s_}; }
 
 Work ProcessGroup::all_reduce_async(const Tensor& t, ReduceOp op) const {
   const char* what = "all_reduce";
-  Tensor host = host_operand(t, what);
+  check_operand(t, what);
   check_op(op, t.dtype(), what);
   Work w;
   if (size_ == 1 || t.numel() == 0) return w;
   start_second_stages();
   auto s = std::make_shared<Work::State>();
   s->target = t, s->op = op, s->ranks = size_, s->rank = rank_, s->timeout_s = timeout_s_;
+  if (on_nccl(t)) {
+    s->gpu = true;
+    s->gpu_request =
+        nccl::all_reduce(peers(), t.device().index, t.raw_data(), t.numel(), t.dtype(), op == ReduceOp::average);
+    s->stage = 2;
+    w.state_ = std::move(s);
+    return w;
+  }
+  Tensor host = host_operand(t, what);
   // The reduced parts are written into host: a CPU tensor itself, or a host copy of a GPU one.
   s->host = host;
   s->esize = static_cast<int>(dtype_size(t.dtype()));
@@ -245,9 +277,15 @@ void ProcessGroup::all_reduce(const Tensor& t, ReduceOp op) const { all_reduce_a
 void ProcessGroup::broadcast(const Tensor& t, int root) const {
   const char* what = "broadcast";
   OCTET_CHECK(root >= 0 && root < size_, what, ": root ", root, " is not a rank of a group of ", size_);
-  Tensor host = host_operand(t, what);
+  check_operand(t, what);
   if (size_ == 1 || t.numel() == 0) return;
   start_second_stages();
+  if (on_nccl(t)) {
+    nccl::Request r = nccl::broadcast(peers(), t.device().index, t.raw_data(), t.numel(), t.dtype(), root);
+    nccl::wait(r, timeout_s_, what);
+    return;
+  }
+  Tensor host = host_operand(t, what);
   mpi::Request r = mpi::broadcast(host.raw_data(), t.numel() * static_cast<int64_t>(dtype_size(t.dtype())), root);
   mpi::wait(r, timeout_s_, what);
   if (!t.device().is_cpu()) Tensor(t).copy_(host);  // host is a copy; the handle shares t's storage
@@ -255,9 +293,19 @@ void ProcessGroup::broadcast(const Tensor& t, int root) const {
 
 Tensor ProcessGroup::all_gather(const Tensor& t) const {
   const char* what = "all_gather";
-  const Tensor host = host_operand(t, what);
+  check_operand(t, what);
   Shape shape = t.shape();
   shape.insert(shape.begin(), size_);
+  if (on_nccl(t) && size_ > 1) {
+    Tensor out = empty(shape, TensorOptions(t.dtype()).device(t.device()));
+    if (t.numel() > 0) {
+      start_second_stages();
+      nccl::Request r = nccl::all_gather(peers(), t.device().index, t.raw_data(), out.raw_data(), t.numel(), t.dtype());
+      nccl::wait(r, timeout_s_, what);
+    }
+    return out;
+  }
+  const Tensor host = host_operand(t, what);
   Tensor out = empty(shape, TensorOptions(t.dtype()));
   if (size_ == 1) {
     out.copy_(host.reshape(shape));
@@ -272,12 +320,23 @@ Tensor ProcessGroup::all_gather(const Tensor& t) const {
 
 Tensor ProcessGroup::reduce_scatter(const Tensor& t, ReduceOp op) const {
   const char* what = "reduce_scatter";
-  const Tensor host = host_operand(t, what);
+  check_operand(t, what);
   check_op(op, t.dtype(), what);
   OCTET_CHECK(t.dim() >= 1 && t.size(0) % size_ == 0, what, ": expected a first dimension divisible by the group size ",
               size_, ", got shape ", t.shape());
   Shape shape = t.shape();
   shape[0] /= size_;
+  if (on_nccl(t) && size_ > 1) {
+    Tensor out = empty(shape, TensorOptions(t.dtype()).device(t.device()));
+    if (out.numel() > 0) {
+      start_second_stages();
+      nccl::Request r = nccl::reduce_scatter(peers(), t.device().index, t.raw_data(), out.raw_data(), out.numel(),
+                                             t.dtype(), op == ReduceOp::average);
+      nccl::wait(r, timeout_s_, what);
+    }
+    return out;
+  }
+  const Tensor host = host_operand(t, what);
   Tensor out = empty(shape, TensorOptions(t.dtype()));
   const int64_t chunk = out.numel();
   const size_t esize = dtype_size(t.dtype());

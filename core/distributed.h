@@ -1,8 +1,10 @@
 // Data-parallel building blocks: the job's processes (a ProcessGroup over MPI's world: rank, size,
 // local rank) and collectives on tensors -- all-reduce (sum, average), broadcast, all-gather,
-// reduce-scatter, barrier -- for any contiguous tensor of any dtype. Deterministic: a reduction adds
-// the ranks' values in rank order (MPI moves the bytes; octet does the arithmetic), so the same
-// inputs give the same bits on every run and on every rank. Every collective finishes within the
+// reduce-scatter, barrier -- for any contiguous tensor of any dtype. CPU tensors go through MPI,
+// CUDA tensors through NCCL (or through the host in a build without NCCL). Deterministic: on the
+// CPU a reduction adds the ranks' values in rank order (MPI moves the bytes; octet does the
+// arithmetic); on GPUs NCCL's order follows its algorithm, which it picks from the size and the
+// topology alone. Either way the same inputs give the same bits on every run and on every rank. Every collective finishes within the
 // group's time-out or throws an octet::Error (a dead or stuck rank never hangs the others). A job
 // of one process (started without mpirun, or octet built without MPI) needs no communication.
 //   dist::ProcessGroup& pg = dist::ProcessGroup::world();   // mpirun -np 4 ./app: size() == 4
@@ -18,6 +20,10 @@
 #include "core/tensor.h"
 
 namespace octet::dist {
+
+namespace nccl {
+struct Peers;
+}
 
 enum class ReduceOp : uint8_t { sum, average };
 
@@ -65,6 +71,7 @@ class ProcessGroup {
 
  private:
   ProcessGroup();
+  nccl::Peers peers() const;
   int rank_ = 0, size_ = 1, local_rank_ = 0;
   double timeout_s_ = 300.0;
 };

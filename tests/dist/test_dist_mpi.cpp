@@ -120,6 +120,43 @@ TEST(Collectives, AsyncAllReducesFinishInAnyOrder) {
   }
 }
 
+// CUDA tensors go through NCCL: one GPU per rank of this host (skips where there are fewer GPUs
+// than ranks, e.g. on CI). NCCL adds in its own order, so sums are compared with a tolerance and
+// across ranks bit for bit; moves (broadcast, gather) and integer sums are exact.
+TEST(CudaCollectives, MatchTheCpuAndAgreeAcrossRanks) {
+  const int P = pg().size(), me = pg().rank();
+  // Every rank decides together, so no rank waits in a collective the others skip.
+  Tensor usable = full({1}, cuda::is_available() && pg().local_rank() < cuda_device_count() ? 1.0 : 0.0,
+                       TensorOptions(DType::i32));
+  pg().all_reduce(usable);
+  if (usable.item() < P) GTEST_SKIP() << "needs one GPU per rank of this host";
+  const Device gpu = Device::cuda(pg().local_rank());
+  for (DType dt : kDtypes) {
+    SCOPED_TRACE(::testing::Message() << dt);
+    const bool floating = dt == DType::f32 || dt == DType::f64 || dt == DType::bf16;
+    Tensor want = values_of(0, {1000}, dt, 20).to(DType::f64);
+    for (int r = 1; r < P; ++r) want = want + values_of(r, {1000}, dt, 20).to(DType::f64);
+    Tensor x = values_of(me, {1000}, dt, 20).to(gpu);
+    pg().all_reduce(x);
+    const Tensor got = x.to(Device::cpu());
+    if (floating) {
+      const double tol = dt == DType::bf16 ? 2.0 : dt == DType::f32 ? 1e-3 : 1e-9;
+      EXPECT_LT(max(abs(got.to(DType::f64) - want)).item(), tol);
+    } else {
+      EXPECT_TRUE(bits_equal(got, want.to(dt)));
+    }
+    const Tensor all = pg().all_gather(got);
+    for (int r = 1; r < P; ++r) EXPECT_TRUE(bits_equal(all.select(0, r), all.select(0, 0)));
+    Tensor b = values_of(me, {5, 3}, dt, 21).to(gpu);
+    pg().broadcast(b, P - 1);
+    EXPECT_TRUE(bits_equal(b.to(Device::cpu()), values_of(P - 1, {5, 3}, dt, 21)));
+    const Tensor gathered = pg().all_gather(values_of(me, {4, 2}, dt, 22).to(gpu)).to(Device::cpu());
+    for (int r = 0; r < P; ++r) EXPECT_TRUE(bits_equal(gathered.select(0, r), values_of(r, {4, 2}, dt, 22)));
+    const Tensor part = pg().reduce_scatter(values_of(me, {2 * P, 3}, dt, 23).to(gpu)).to(Device::cpu());
+    ASSERT_EQ(part.shape(), Shape({2, 3}));
+  }
+}
+
 // ---------------------------------------------------------------- DistributedDataParallel
 
 constexpr int64_t kBatch = 12;  // the global batch: divides among 2 and 3 ranks
