@@ -14,7 +14,9 @@
 #include <vector>
 
 #include "core/octet.h"
+#include "tools/train/recipe.h"
 #include "tools/train/run.h"
+#include "tools/train/task.h"
 
 // GCC 12 at -O3 warns of overlapping memcpy inside std::string's operator+ (a false positive, GCC
 // bug 105329).
@@ -128,6 +130,64 @@ TEST(DistTrain, TwoRanksFollowOneProcessAndResumeWithOneOrTwo) {
   }
   pg().barrier();
   if (me == 0) fs::remove_all(dir);
+}
+
+// The LSTM language model: each rank takes its block of the train.batch_size streams (and of the
+// evaluation's, which do not divide evenly here: 3 streams on 2 ranks), carries its own streams'
+// state, and a checkpoint taken mid-epoch holds the state of all of them, so the run resumes with
+// 2 ranks or 1. Dropout off (its masks would differ from one process's).
+TEST(DistTrain, LanguageModelFollowsOneProcessAndResumesWithOneOrTwo) {
+  const std::string recipe = std::string(OCTET_TESTS_DIR) + "/../recipes/lstm_lm_tiny.yaml";
+  const std::string dir = job_dir() + "/lm";
+  const int me = pg().rank();
+  auto lm_overrides = [&](const std::string& runs, int64_t steps) {
+    // 1200 training tokens in 4 streams: 9 segments of 35 an epoch, 2 epochs (each ends with an
+    // evaluation); a stop at step 5 falls mid-epoch. At the end, the test split with the weights of
+    // the best epoch, which rank 0 reads and hands to rank 1.
+    return std::vector<std::string>{"model.dropout=0",         "model.num_layers=2",     "data.limit_train=1200",
+                                    "data.limit_test=600",     "train.batch_size=4",     "train.eval_batch_size=3",
+                                    "train.threads=1",         "train.epochs=2",         "log.progress=false",
+                                    "train.max_steps=" + std::to_string(steps), "checkpoint.dir=" + runs};
+  };
+  {  // Each rank's batch is its block: 2 of the 4 streams, different tokens on each rank.
+    std::unique_ptr<Task> task = make_task(load_recipe(recipe, lm_overrides(dir, 0)), Device::cpu(), true, nullptr,
+                                           "", &pg());
+    auto model = build_model(ModelOptions().name("lstm_lm").vocab_size(task->vocab_size()).embed_dim(8).hidden_size(8));
+    task->start_epoch(*model, 0, 0);
+    const Tensor labels = task->step(*model, 0).labels;
+    ASSERT_EQ(labels.numel(), 2 * 35);
+    const Tensor all = pg().all_gather(labels);
+    EXPECT_GT(max(abs(all.select(0, 1) - all.select(0, 0))).item(), 0);
+  }
+  TrainResult alone =
+      Run::from_recipe(recipe, lm_overrides(dir + "/alone" + std::to_string(me), 0)).distributed(false).fit();
+  TrainResult both = Run::from_recipe(recipe, lm_overrides(dir + "/both", 0)).fit();
+  ASSERT_EQ(both.steps, 18);
+  // Metrics over both ranks' streams: every token counted once, as alone.
+  for (const auto& [b, a] : {std::pair{both.last_eval, alone.last_eval}, std::pair{both.final_test, alone.final_test}}) {
+    EXPECT_GT(a.examples, 0);
+    EXPECT_EQ(b.examples, a.examples);
+    EXPECT_NEAR(b.loss, a.loss, 1e-5 * a.loss);
+  }
+  std::string alone_last = dir + "/alone" + std::to_string(me) + "/lstm_lm_tiny/last.safetensors";
+  if (me == 0) {
+    EXPECT_LT(max_rel_diff(params_of(both.run_dir + "/last.safetensors"), params_of(alone_last)), 1e-5);
+  }
+  // Stopped mid-epoch at step 5, resumed by both ranks: the same bits as without the stop.
+  EXPECT_EQ(Run::from_recipe(recipe, lm_overrides(dir + "/stopped", 5)).fit().steps, 5);
+  const std::string stopped_dir = dir + "/stopped/lstm_lm_tiny";
+  pg().barrier();
+  if (me == 0) fs::copy(stopped_dir, dir + "/stopped_copy", fs::copy_options::recursive);
+  pg().barrier();
+  Run::resume(stopped_dir, {"train.max_steps=0"}).fit();
+  if (me == 0) {
+    EXPECT_TRUE(
+        bits_equal(params_of(stopped_dir + "/last.safetensors"), params_of(both.run_dir + "/last.safetensors")));
+    // ... and by one process from the same checkpoint: the one-process trajectory.
+    Run::resume(dir + "/stopped_copy", {"train.max_steps=0"}).distributed(false).fit();
+    EXPECT_LT(max_rel_diff(params_of(dir + "/stopped_copy/last.safetensors"), params_of(alone_last)), 1e-5);
+  }
+  pg().barrier();
 }
 
 // INT8 convolutions (DSGC clips from each rank's own gradients, DCLR from the averaged d_c) with

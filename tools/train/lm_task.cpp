@@ -1,6 +1,7 @@
 #include "tools/train/lm_task.h"
 
 #include <filesystem>
+#include <algorithm>
 #include <map>
 #include <optional>
 
@@ -22,25 +23,44 @@ Tensor first_tokens(const Tensor& ids, int64_t limit) {
   return limit > 0 && limit < ids.numel() ? ids.narrow(0, 0, limit) : ids;
 }
 
+// Rank `rank` of `ranks`: its rows [begin, begin + count) of n rows, the first n % ranks ranks one
+// more (count 0 when n < ranks).
+struct Rows {
+  int64_t begin = 0, count = 0;
+};
+Rows rows_of(int64_t n, int rank, int ranks) {
+  const int64_t per = n / ranks, extra = n % ranks;
+  return {rank * per + std::min<int64_t>(rank, extra), per + (rank < extra ? 1 : 0)};
+}
+
 class LanguageModelTask : public Task {
  public:
   LanguageModelTask(const Recipe& r, Device device, bool need_train, const Checkpoint* ckpt,
-                    const std::string& root_override)
+                    const std::string& root_override, const dist::ProcessGroup* group)
       : device_(device),
         batch_size_(r.integer("train.batch_size")),
         eval_batch_size_(r.integer("train.eval_batch_size")),
-        bptt_(r.integer("data.bptt")) {
+        bptt_(r.integer("data.bptt")),
+        group_(group && group->size() > 1 ? group : nullptr) {
     OCTET_CHECK(batch_size_ >= 1, "recipe train.batch_size: expected >= 1, got ", batch_size_);
     OCTET_CHECK(eval_batch_size_ >= 1, "recipe train.eval_batch_size: expected >= 1, got ", eval_batch_size_);
+    OCTET_CHECK(batch_size_ % ranks() == 0, "recipe train.batch_size: the global batch of ", batch_size_,
+                " streams does not divide among ", ranks(), " processes");
     std::optional<Vocabulary> vocab;
     if (ckpt) vocab = checkpoint_vocabulary(*ckpt);
     corpus_ = load_recipe_corpus(r, vocab ? &*vocab : nullptr, need_train, root_override);
+    // Several processes: the split is cut into the same `batch` streams as in one process, and
+    // each rank takes its block of them (the training batch divides evenly; an evaluation's may
+    // not, and a rank may get none).
     auto streams = [&](const Tensor& ids, int64_t batch, const std::string& name, const char* key) {
+      Tensor all;
       try {
-        return BpttSegments(batchify(ids, batch), bptt_);
+        all = batchify(ids, batch);
       } catch (const Error& e) {
         OCTET_FAIL("recipe ", key, ": ", name, ": ", e.what());
       }
+      const Rows mine = rows_of(batch, rank(), ranks());
+      return mine.count == 0 ? BpttSegments() : BpttSegments(all.narrow(0, mine.begin, mine.count), bptt_);
     };
     if (need_train) train_ = streams(corpus_.train, batch_size_, corpus_.train_name, "train.batch_size");
     valid_ = streams(corpus_.valid, eval_batch_size_, corpus_.valid_name, "train.eval_batch_size");
@@ -88,16 +108,19 @@ class LanguageModelTask : public Task {
     return true;
   }
 
+  // The carried state of all train.batch_size streams [layers, batch, hidden], whatever the
+  // process count (every rank calls it: the ranks' blocks are gathered), so a run resumes with the
+  // same or another number of processes.
   void save_state(NamedTensors& tensors, Metadata& metadata) const override {
     metadata["vocab"] = corpus_.vocab.serialize();
     if (!hidden_.h.defined()) return;
-    tensors.emplace_back("hidden.h", hidden_.h.to(Device::cpu()));
-    tensors.emplace_back("hidden.c", hidden_.c.to(Device::cpu()));
+    tensors.emplace_back("hidden.h", all_streams(hidden_.h));
+    tensors.emplace_back("hidden.c", all_streams(hidden_.c));
   }
   void load_state(const Checkpoint& c) override {
     std::map<std::string, Tensor> t(c.task.begin(), c.task.end());
     if (!t.count("hidden.h") || !t.count("hidden.c")) return;
-    hidden_ = LstmState{t.at("hidden.h").to(device_), t.at("hidden.c").to(device_)};
+    hidden_ = LstmState{my_streams(t.at("hidden.h"), c.path), my_streams(t.at("hidden.c"), c.path)};
   }
 
  private:
@@ -109,7 +132,7 @@ class LanguageModelTask : public Task {
     LstmLm& lm = as_lstm_lm(model);
     LstmState h;
     EvalAccumulator sums;
-    for (int64_t k = 0; k < segments.size(); ++k) {
+    for (int64_t k = 0; k < segments.size(); ++k) {  // none on a rank without streams
       TextBatch t = segments.get(k);
       auto [logits, next] = lm.forward(t.input.to(device_), h);
       h = next;
@@ -117,14 +140,33 @@ class LanguageModelTask : public Task {
       sums.push(cross_entropy(flat, labels, CrossEntropyOptions().reduction(Reduction::sum)), flat, labels);
     }
     model.train(was_training);
-    EvalResult r = sums.result();
+    EvalResult r = sums.result(group_);
     r.split = split;
     r.tokens = true;
     return r;
   }
 
+  int ranks() const { return group_ ? group_->size() : 1; }
+  int rank() const { return group_ ? group_->rank() : 0; }
+
+  // [layers, batch / ranks, hidden] on each rank -> [layers, batch, hidden] on the host.
+  Tensor all_streams(const Tensor& mine) const {
+    const Tensor host = mine.to(Device::cpu()).contiguous();
+    if (!group_) return host;
+    const Tensor all = group_->all_gather(host);  // [ranks, layers, batch / ranks, hidden]
+    return all.permute({1, 0, 2, 3}).reshape({host.size(0), batch_size_, host.size(2)}).contiguous();
+  }
+  // This rank's block of a checkpoint's [layers, batch, hidden].
+  Tensor my_streams(const Tensor& all, const std::string& path) const {
+    OCTET_CHECK(all.dim() == 3 && all.size(1) == batch_size_, path, ": the carried LSTM state (task.hidden) has shape ",
+                all.shape(), ", not [layers, ", batch_size_, " (train.batch_size), hidden]");
+    const Rows mine = rows_of(batch_size_, rank(), ranks());
+    return all.narrow(1, mine.begin, mine.count).contiguous().to(device_);
+  }
+
   Device device_;
   int64_t batch_size_, eval_batch_size_, bptt_;
+  const dist::ProcessGroup* group_;  // several processes: each trains and evaluates on its block of the streams
   TextCorpus corpus_;
   BpttSegments train_, valid_, test_;
   LstmState hidden_;
@@ -174,8 +216,8 @@ TextCorpus load_recipe_corpus(const Recipe& r, const Vocabulary* vocab, bool nee
 }
 
 std::unique_ptr<Task> make_language_model_task(const Recipe& r, Device device, bool need_train, const Checkpoint* ckpt,
-                                               const std::string& root_override) {
-  return std::make_unique<LanguageModelTask>(r, device, need_train, ckpt, root_override);
+                                               const std::string& root_override, const dist::ProcessGroup* group) {
+  return std::make_unique<LanguageModelTask>(r, device, need_train, ckpt, root_override, group);
 }
 
 }  // namespace octet::train

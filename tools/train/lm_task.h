@@ -1,6 +1,7 @@
 // The language-modeling task (tools/train/task.h): an LstmLm trained on a text corpus with truncated
 // BPTT. make_task() picks it for data.dataset text, text_chars and toy_grammar.
 //   auto task = make_language_model_task(recipe, Device::cpu(), true, nullptr, "");
+// Under several processes (`group`) each rank trains and evaluates on its block of the streams.
 #pragma once
 
 #include <memory>
@@ -12,7 +13,8 @@
 namespace octet::train {
 
 std::unique_ptr<Task> make_language_model_task(const Recipe& r, Device device, bool need_train, const Checkpoint* ckpt,
-                                               const std::string& root_override);
+                                               const std::string& root_override,
+                                               const dist::ProcessGroup* group = nullptr);
 
 // The vocabulary a language-model checkpoint carries (metadata "task.vocab"); an octet::Error
 // naming the file when it has none.

@@ -118,9 +118,7 @@ std::unique_ptr<Task> make_task(const Recipe& r, Device device, bool need_train,
   if (is_language_model(r)) {
     OCTET_CHECK(lm_model, "recipe model.name: data.dataset ", r.text("data.dataset"), " is text, which needs the ",
                 "language model lstm_lm, not '", r.text("model.name"), "'");
-    OCTET_CHECK(group == nullptr || group->size() == 1, "train: language models (data.dataset ", r.text("data.dataset"),
-                ") do not train or evaluate as several processes yet; run one process (without mpirun)");
-    return make_language_model_task(r, device, need_train, ckpt, root_override);
+    return make_language_model_task(r, device, need_train, ckpt, root_override, group);
   }
   OCTET_CHECK(!lm_model, "recipe data.dataset: the language model lstm_lm trains on text (data.dataset text, ",
               "text_chars or toy_grammar), not '", r.text("data.dataset"), "'");

@@ -342,13 +342,13 @@ class TrainingLoop {
   }
 
   void write_checkpoint(const std::string& name) {
-    if (!writer_) return;  // rank 0 writes the run's checkpoints
+    NamedTensors task_tensors;
+    Metadata task_metadata;
+    task_->save_state(task_tensors, task_metadata);  // on every rank: a task may gather its state from all
+    if (!writer_) return;                             // rank 0 writes the run's checkpoints
     state_.rng_seed = default_generator().seed();
     state_.rng_offset = default_generator().offset();
     if (plateau_) state_.plateau = plateau_->state();
-    NamedTensors task_tensors;
-    Metadata task_metadata;
-    task_->save_state(task_tensors, task_metadata);
     save_checkpoint(run_dir_ + "/" + name, model_->state_dict(), optimizer_->state_dict(), state_,
                     recipe_.resolved_yaml(), int8_.state_dict(), task_tensors, task_metadata);
     if (name == "last.safetensors") last_on_disk_ = state_.step;
@@ -420,8 +420,14 @@ class TrainingLoop {
     result_.steps = state_.step;
     result_.final_test = result_.last_eval;
     if (lm_) {
+      // Rank 0 reads the best weights (its run folder) and hands them to the other ranks.
       const std::string best = run_dir_ + "/best.safetensors";
-      if (fs::exists(best)) model_->load_state_dict(load_checkpoint(best).model);
+      std::vector<double> have_best{writer_ && fs::exists(best) ? 1.0 : 0.0};
+      sum_over_ranks(have_best, group_);
+      if (have_best[0] > 0) {
+        if (writer_) model_->load_state_dict(load_checkpoint(best).model);
+        broadcast_weights(*model_, group_);
+      }
       result_.final_test = task_->evaluate_all(*model_).back();
       if (metrics_) {
         record_eval(*metrics_, tb_.get(), result_.final_test, state_.step, static_cast<double>(epochs_), device_);
