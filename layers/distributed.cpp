@@ -50,6 +50,8 @@ struct DistributedDataParallel::Reducer {
   size_t next_launch = 0;
   double wait_s = 0;
 
+  bool alone() const { return group->size() == 1; }
+
   void build_buckets() {
     const double cap = options.bucket_mb_ * 1024.0 * 1024.0;
     Bucket cur;
@@ -98,6 +100,10 @@ struct DistributedDataParallel::Reducer {
     NoGradGuard no_grad;
     while (next_launch < buckets.size() && buckets[next_launch].pending == 0) {
       Bucket& bk = buckets[next_launch];
+      if (alone()) {  // one process: the gradients are already the averages
+        ++next_launch;
+        continue;
+      }
       for (size_t j = 0; j < bk.members.size(); ++j) {
         const Tensor& p = params[bk.members[j]];
         Tensor slot = bk.flat.narrow(0, bk.offsets[j], p.numel());
@@ -122,6 +128,7 @@ struct DistributedDataParallel::Reducer {
     wait_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const int32_t* u = used.data<int32_t>();
     for (Bucket& bk : buckets) {
+      if (alone()) break;
       for (size_t j = 0; j < bk.members.size(); ++j) {
         const size_t k = bk.members[j];
         if (u[k] == 0) continue;  // no rank has a gradient: it stays undefined, as in PyTorch

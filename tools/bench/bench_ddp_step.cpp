@@ -2,8 +2,11 @@
 // ResNet-50 or of the LSTM language model, split into compute and communication: the time the
 // backward waited for gradients after its last kernel (exposed communication), the time the same
 // buckets take to all-reduce on their own (communication), and the share of it the backward hid
-// (overlap = 1 - exposed / communication). Run it alone and under mpirun with the same global
-// batch to compare 1 process x 2 threads with 2 processes x 1 thread:
+// (overlap = 1 - exposed / communication), and the same step on the bare model with no
+// communication at all: on a CPU the hidden all-reduce still takes cores and memory bandwidth
+// from the backward, and the difference of the two steps is its whole cost. Run it alone and
+// under mpirun with the same global batch to compare 1 process x 2 threads with 2 processes x 1
+// thread; rank 0 prints a row of the RESULTS.md table:
 //   ./build/tools/bench/octet_bench_ddp_step --model resnet50 --batch 16 --threads 2
 //   mpirun --oversubscribe -np 2 ./build/tools/bench/octet_bench_ddp_step --model resnet50 --batch 16 --threads 1
 //   ... --model lstm_lm [--hidden 2048 --vocab 33278 --bptt 35]   (the PrecisionBatching paper's LM)
@@ -77,22 +80,29 @@ int main(int argc, char** argv) {
     x = (rand({local, a.bptt}, DType::f64, &g) * static_cast<double>(a.vocab - 1)).to(DType::i64);
     y = (rand({local * a.bptt}, DType::f64, &g) * static_cast<double>(a.vocab - 1)).to(DType::i64);
   }
-  auto step = [&] {
-    ddp->zero_grad();
-    Tensor out = (*ddp)(x);
+  // One step through `m`: the DDP wrapper, or the bare model (no communication).
+  auto step = [&](Module& m) {
+    m.zero_grad();
+    Tensor out = m(x);
     if (a.model == "lstm_lm") out = out.reshape({-1, a.vocab});
     cross_entropy(out, y).backward();
   };
-  step();  // warm-up: allocations, oneDNN primitives
-  double step_s = 0, exposed_s = 0;
+  step(*ddp);  // warm-up: allocations, oneDNN primitives
+  // DDP and bare steps alternate, so both see the same machine.
+  double step_s = 0, bare_s = 0, exposed_s = 0;
   for (int64_t s = 0; s < a.steps; ++s) {
     pg.barrier();
-    const double t0 = now();
-    step();
+    double t0 = now();
+    step(*ddp);
     step_s += now() - t0;
     exposed_s += ddp->last_wait_s();
+    pg.barrier();
+    t0 = now();
+    step(*net);
+    bare_s += now() - t0;
   }
-  step_s /= static_cast<double>(a.steps), exposed_s /= static_cast<double>(a.steps);
+  step_s /= static_cast<double>(a.steps), bare_s /= static_cast<double>(a.steps);
+  exposed_s /= static_cast<double>(a.steps);
   // The same buckets all-reduced with nothing else running: the communication a step needs.
   const NamedTensors params = ddp->named_parameters();
   std::vector<Tensor> buckets;
@@ -113,12 +123,14 @@ int main(int argc, char** argv) {
     comm_s += now() - t0;
   }
   comm_s /= static_cast<double>(a.steps);
-  step_s = max_over_ranks(step_s, pg), exposed_s = max_over_ranks(exposed_s, pg), comm_s = max_over_ranks(comm_s, pg);
+  step_s = max_over_ranks(step_s, pg), bare_s = max_over_ranks(bare_s, pg);
+  exposed_s = max_over_ranks(exposed_s, pg), comm_s = max_over_ranks(comm_s, pg);
   if (pg.rank() == 0) {
-    std::printf("| %s | %d x %lld | %lld | %.3f | %.3f | %.3f | %.3f | %s | %.1f |\n", a.model.c_str(), pg.size(),
-                static_cast<long long>(a.threads), static_cast<long long>(a.batch), step_s, step_s - exposed_s, comm_s,
-                exposed_s, pg.size() > 1 ? std::to_string(1.0 - exposed_s / comm_s).substr(0, 4).c_str() : "-",
-                static_cast<double>(numel) * 4 / 1048576.0);
+    const std::string overlap = pg.size() > 1 ? std::to_string(1.0 - exposed_s / comm_s).substr(0, 4) : "-";
+    std::printf("| %s | %d x %lld | %lld | %.1f | %.3f | %.3f | %.3f | %.3f | %s | %.3f |\n", a.model.c_str(), pg.size(),
+                static_cast<long long>(a.threads), static_cast<long long>(a.batch),
+                static_cast<double>(numel) * 4 / 1048576.0, step_s, bare_s, comm_s, exposed_s, overlap.c_str(),
+                step_s - bare_s);
   }
   return 0;
 }
