@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# A signal in the middle of a 2-process `octet train`. ctest runs it in two modes:
+#   kill-rank (dist_kill_rank): rank 1 is killed with SIGKILL; the job must end with a non-zero
+#     status within the collective time-out.
+#   term-job (dist_term_job): the job gets SIGTERM (mpirun forwards it to every rank); every rank
+#     stops at the same step, rank 0 saves last.safetensors once, and the job ends.
+# Either way no process of the job may remain.
+#   bash tests/dist/signal_job.sh <kill-rank|term-job> <mpiexec> <octet> <recipe>
+set -uo pipefail
+mode=$1 mpiexec=$2 octet=$3 recipe=$4
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+"$mpiexec" --oversubscribe --allow-run-as-root -np 2 -x OMP_NUM_THREADS=1 -x OCTET_SIGNAL_TEST_TAG="$work" \
+  "$octet" train "$recipe" train.threads=1 data.workers=0 train.batch_size=32 log.progress=false \
+  train.dist_timeout_s=20 >"$work/out.txt" 2>&1 &
+job=$!
+# The rank-1 process of this job (its environment carries our tag and the rank).
+rank1=""
+for _ in $(seq 1 300); do
+  for p in $(pgrep -f "$octet train" || true); do
+    env=$(tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null || true)
+    if grep -qx "OCTET_SIGNAL_TEST_TAG=$work" <<<"$env" && grep -qx "OMPI_COMM_WORLD_RANK=1" <<<"$env"; then rank1=$p; fi
+  done
+  # Signal once training has started (the first metrics line is written by rank 0).
+  if [ -n "$rank1" ] && ls runs/*/metrics.jsonl >/dev/null 2>&1; then break; fi
+  sleep 0.1
+done
+if [ -z "$rank1" ]; then
+  echo "signal_job: rank 1 never started"; cat "$work/out.txt"; kill -9 $job 2>/dev/null; exit 1
+fi
+case "$mode" in
+  kill-rank) kill -9 "$rank1" ;;
+  term-job) kill -TERM "$job" ;;
+  *) echo "signal_job: unknown mode $mode"; exit 2 ;;
+esac
+start=$(date +%s)
+wait $job
+rc=$?
+took=$(( $(date +%s) - start ))
+tail -n 12 "$work/out.txt"
+left=$(for p in $(pgrep -f "$octet train" || true); do
+  tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OCTET_SIGNAL_TEST_TAG=$work" && echo "$p"; done)
+echo "signal_job $mode: job status $rc after $took s; processes left: ${left:-none}"
+[ "$rc" -ne 0 ] && [ "$took" -le 60 ] && [ -z "$left" ] || exit 1
+if [ "$mode" = term-job ]; then
+  # One stop line (rank 0's; the others log warnings only), and its checkpoint.
+  [ "$(grep -c 'stopped at step' "$work/out.txt")" -eq 1 ] || { echo "signal_job: expected one 'stopped at step'"; exit 1; }
+  [ -f runs/fashion_mnist/last.safetensors ] || { echo "signal_job: no last.safetensors"; exit 1; }
+  # It resumes as 2 processes to the end of the next few steps.
+  step=$(sed -n 's/.*stopped at step \([0-9]*\).*/\1/p' "$work/out.txt")
+  "$mpiexec" --oversubscribe --allow-run-as-root -np 2 -x OMP_NUM_THREADS=1 "$octet" train --resume runs/fashion_mnist \
+    train.max_steps=$((step + 5)) >"$work/resume.txt" 2>&1 || { cat "$work/resume.txt"; exit 1; }
+  grep -q "stopped at step $((step + 5))" "$work/resume.txt" || { tail -5 "$work/resume.txt"; exit 1; }
+fi
+echo "signal_job $mode: ok"
