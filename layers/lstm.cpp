@@ -56,7 +56,7 @@ std::pair<Tensor, LstmState> LSTM::forward(const Tensor& x, const LstmState& sta
     auto [y, last] = lstm_layer(seq, init, weight_ih_[l], weight_hh_[l], bias_ih_[l], bias_hh_[l]);
     hs.push_back(last.h);
     cs.push_back(last.c);
-    seq = l + 1 < num_layers_ ? dropout(y, dropout_, is_training()) : y;
+    seq = l + 1 < num_layers_ ? dropout(y, dropout_, is_training(), nullptr, /*batch_dim=*/1) : y;
   }
   Tensor out = batch_first_ ? seq.transpose(0, 1).contiguous() : seq;
   return {out, LstmState{stack(hs, 0), stack(cs, 0)}};

@@ -91,5 +91,29 @@ TEST(DistSingle, ShardsOfABatchAreDisjointAndMakeTheBatch) {
   EXPECT_THROW(DataLoader(tiny, DataLoaderOptions().batch_size(8).shard(4, 4)), Error);
 }
 
+// Under a DropoutShard each rank's mask is its block of the mask one process draws for the global
+// batch, along the batch dimension (0, or 1 for time-major sequences); the generator advances alike.
+TEST(DistSingle, DropoutShardsAreBlocksOfTheGlobalMask) {
+  for (int64_t batch_dim : {0, 1}) {
+    Shape local{3, 4, 5};
+    Shape global = local;
+    global[static_cast<size_t>(batch_dim)] *= 3;
+    Generator g(11);
+    const Tensor whole = dropout(ones(global), 0.5, true, &g);
+    const uint64_t offset_after = g.offset();
+    std::vector<Tensor> blocks;
+    for (int r = 0; r < 3; ++r) {
+      DropoutShardGuard on({r, 3});
+      Generator gr(11);
+      blocks.push_back(dropout(ones(local), 0.5, true, &gr, batch_dim));
+      EXPECT_EQ(gr.offset(), offset_after);
+    }
+    EXPECT_EQ(dropout_shard().count, 1);  // the guard restores
+    EXPECT_EQ(max(abs(cat(blocks, batch_dim) - whole)).item(), 0.0) << "batch_dim " << batch_dim;
+    EXPECT_GT(max(abs(blocks[0] - blocks[1])).item(), 0.0);
+  }
+  EXPECT_THROW(DropoutShardGuard({2, 2}), Error);
+}
+
 }  // namespace
 }  // namespace octet

@@ -1,8 +1,9 @@
 // The trainer as a data-parallel job: run by ctest under `mpirun -np 2` (tests/CMakeLists.txt).
 // Every rank first trains the same model alone on the global batch (TrainOptions::distributed
 // false), then the job trains it over both ranks; on real data (Fashion-MNIST, installed by
-// tools/scripts/setup.sh). The model has no BatchNorm and no dropout, whose per-rank statistics
-// and masks would differ from one process's (as in PyTorch).
+// tools/scripts/setup.sh). The model has dropout (each rank draws its block of the global batch's
+// mask, as one process would) and no BatchNorm, whose per-rank statistics would differ from one
+// process's (as in PyTorch; SyncBatchNorm is tested in test_dist_mpi.cpp).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -36,7 +37,8 @@ std::shared_ptr<Module> mlp() {
   manual_seed(5);
   return std::make_shared<Sequential>(
       std::initializer_list<std::shared_ptr<Module>>{std::make_shared<Flatten>(), std::make_shared<Linear>(784, 32),
-                                                     std::make_shared<ReLU>(), std::make_shared<Linear>(32, 10)});
+                                                     std::make_shared<ReLU>(), std::make_shared<Dropout>(0.3),
+                                                     std::make_shared<Linear>(32, 10)});
 }
 
 // A folder every rank names alike (rank 0 makes it; the job's id keeps parallel runs apart).
@@ -135,7 +137,7 @@ TEST(DistTrain, TwoRanksFollowOneProcessAndResumeWithOneOrTwo) {
 // The LSTM language model: each rank takes its block of the train.batch_size streams (and of the
 // evaluation's, which do not divide evenly here: 3 streams on 2 ranks), carries its own streams'
 // state, and a checkpoint taken mid-epoch holds the state of all of them, so the run resumes with
-// 2 ranks or 1. Dropout off (its masks would differ from one process's).
+// 2 ranks or 1. Dropout on, between the LSTM's layers (time-major) too.
 TEST(DistTrain, LanguageModelFollowsOneProcessAndResumesWithOneOrTwo) {
   const std::string recipe = std::string(OCTET_TESTS_DIR) + "/../recipes/lstm_lm_tiny.yaml";
   const std::string dir = job_dir() + "/lm";
@@ -144,7 +146,7 @@ TEST(DistTrain, LanguageModelFollowsOneProcessAndResumesWithOneOrTwo) {
     // 1200 training tokens in 4 streams: 9 segments of 35 an epoch, 2 epochs (each ends with an
     // evaluation); a stop at step 5 falls mid-epoch. At the end, the test split with the weights of
     // the best epoch, which rank 0 reads and hands to rank 1.
-    return std::vector<std::string>{"model.dropout=0",         "model.num_layers=2",     "data.limit_train=1200",
+    return std::vector<std::string>{"model.dropout=0.2",         "model.num_layers=2",     "data.limit_train=1200",
                                     "data.limit_test=600",     "train.batch_size=4",     "train.eval_batch_size=3",
                                     "train.threads=1",         "train.epochs=2",         "log.progress=false",
                                     "train.max_steps=" + std::to_string(steps), "checkpoint.dir=" + runs};

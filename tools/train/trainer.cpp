@@ -55,6 +55,8 @@ class TrainingLoop {
         spdlog::info("SyncBatchNorm: {} BatchNorm2d layers use the global batch's statistics",
                      convert_sync_batchnorm(*model_, *group_));
       ddp_ = std::make_shared<DistributedDataParallel>(model_, *group_);
+      // Each rank's batch is its block of the global one: dropout masks as one process draws them.
+      dropout_shard_ = std::make_unique<DropoutShardGuard>(DropoutShard{group_->rank(), group_->size()});
     }
     open_run_folder();
     for (int64_t epoch = state_.epoch; epoch < epochs_; ++epoch) {
@@ -507,6 +509,7 @@ class TrainingLoop {
   std::vector<Tensor> params_, buffers_;
   // Several processes (null/true with one).
   dist::ProcessGroup* group_ = nullptr;
+  std::unique_ptr<DropoutShardGuard> dropout_shard_;
   bool writer_ = true;
   std::shared_ptr<DistributedDataParallel> ddp_;
   double comm_wait_s_ = 0;
