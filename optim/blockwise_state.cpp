@@ -1,11 +1,57 @@
 #include "optim/blockwise_state.h"
 
 #include <algorithm>
+#include <cstring>
+#include <optional>
 #include <vector>
 
 #include "core/parallel.h"
 
 namespace octet {
+
+namespace {
+
+Tensor map_tensor(quant::QuantMap m) {
+  Tensor t = empty({256});
+  std::memcpy(t.data<float>(), quant::quant_map(m).data(), 256 * sizeof(float));
+  return t;
+}
+
+bool keeps_positive_nonzero(quant::QuantMap m) {
+  return m == quant::QuantMap::dynamic_unsigned_nonzero || m == quant::QuantMap::dynamic_unsigned_upper_nonzero;
+}
+
+// The map whose values `values` holds; of several, the one that encodes as `configured` does.
+quant::QuantMap map_of_values(const Tensor& values, quant::QuantMap configured, const std::string& buffer) {
+  OCTET_CHECK(values.dtype() == DType::f32 && values.numel() == 256, "8-bit state '", buffer,
+              "': expected a quantization map of 256 f32 values, got ", values.dtype(), " ", values.shape());
+  const Tensor host = values.to(Device::cpu()).contiguous();
+  std::optional<quant::QuantMap> found;
+  for (quant::QuantMap m : quant::kAllQuantMaps) {
+    if (std::memcmp(host.data<float>(), quant::quant_map(m).data(), 256 * sizeof(float)) != 0) continue;
+    if (!found || keeps_positive_nonzero(m) == keeps_positive_nonzero(configured)) found = m;
+  }
+  OCTET_CHECK(found.has_value(), "8-bit state '", buffer,
+              "': the checkpoint's quantization map (", host.data<float>()[0], " .. ", host.data<float>()[255],
+              ") is none of octet's maps");
+  return *found;
+}
+
+// What octet used for a map of this kind before checkpoints recorded maps.
+quant::QuantMap map_before_recording(quant::QuantMap configured) {
+  switch (configured) {
+    case quant::QuantMap::dynamic_signed:
+      return quant::QuantMap::dynamic_signed_upper;
+    case quant::QuantMap::dynamic_unsigned:
+      return quant::QuantMap::dynamic_unsigned_upper;
+    case quant::QuantMap::dynamic_unsigned_nonzero:
+      return quant::QuantMap::dynamic_unsigned_upper_nonzero;
+    default:
+      return configured;
+  }
+}
+
+}  // namespace
 
 BlockwiseState::BlockwiseState(const Tensor& param, std::vector<std::string> buffer_names,
                                std::vector<quant::QuantMap> maps, int64_t block_size)
@@ -14,7 +60,10 @@ BlockwiseState::BlockwiseState(const Tensor& param, std::vector<std::string> buf
   OCTET_CHECK(maps.size() == ParamState::buffer_names().size(), "8-bit optimizer state: ", maps.size(), " maps for ",
               ParamState::buffer_names().size(), " buffers");
   quant::check_block_size(block_size, "8-bit optimizer state");
-  for (quant::QuantMap m : maps) buffers_.push_back(quant::blockwise_zeros({numel_}, m, block_size, param.device()));
+  for (quant::QuantMap m : maps) {
+    buffers_.push_back(quant::blockwise_zeros({numel_}, m, block_size, param.device()));
+    map_values_.push_back(map_tensor(m));
+  }
 }
 
 template <typename Body>
@@ -72,8 +121,26 @@ NamedTensors BlockwiseState::tensors() const {
   for (size_t i = 0; i < buffers_.size(); ++i) {
     out.emplace_back(buffer_names()[i] + ".codes", buffers_[i].codes);
     out.emplace_back(buffer_names()[i] + ".absmax", buffers_[i].absmax);
+    out.emplace_back(buffer_names()[i] + ".map", map_values_[i]);
   }
   return out;
+}
+
+NamedTensors BlockwiseState::older_checkpoint_defaults() const {
+  NamedTensors out;
+  for (size_t i = 0; i < buffers_.size(); ++i)
+    out.emplace_back(buffer_names()[i] + ".map", map_tensor(map_before_recording(buffers_[i].map)));
+  return out;
+}
+
+void BlockwiseState::check_incoming(const std::function<const Tensor&(const std::string& suffix)>& incoming) const {
+  for (size_t i = 0; i < buffers_.size(); ++i)
+    map_of_values(incoming(buffer_names()[i] + ".map"), buffers_[i].map, buffer_names()[i]);
+}
+
+void BlockwiseState::loaded() {
+  for (size_t i = 0; i < buffers_.size(); ++i)
+    buffers_[i].map = map_of_values(map_values_[i], buffers_[i].map, buffer_names()[i]);
 }
 
 }  // namespace octet

@@ -27,8 +27,16 @@ class BlockwiseState : public ParamState {
   void for_each_block(const BlockUpdate<double>& fn) override;  // an error: 8-bit state is for f32
   // Dequantizes only (the first, read-only pass of LAMB): the state is left exactly as it was.
   void read_blocks(const BlockRead<float>& fn) override;
-  // "<buffer>.codes" (u8, the parameter's element count) and "<buffer>.absmax" (f32, one per block).
+  // "<buffer>.codes" (u8, the parameter's element count), "<buffer>.absmax" (f32, one per block)
+  // and "<buffer>.map" (f32 [256], the values of the buffer's quantization map). A checkpoint
+  // without maps (written before octet recorded them) holds states of the maps octet used then
+  // (quant::QuantMap::dynamic_*_upper) and resumes with them; a map is found by its values, and of
+  // two maps with the same values (a rule for encoding, as dynamic_unsigned_nonzero's) the one of
+  // this optimizer's settings is kept.
   NamedTensors tensors() const override;
+  NamedTensors older_checkpoint_defaults() const override;
+  void check_incoming(const std::function<const Tensor&(const std::string& suffix)>& incoming) const override;
+  void loaded() override;
   int64_t block_size() const { return block_size_; }
   const quant::BlockwiseQuantized& buffer(size_t i) const { return buffers_.at(i); }
 
@@ -37,6 +45,7 @@ class BlockwiseState : public ParamState {
   template <typename Body>
   void blocks(Body body);
   std::vector<quant::BlockwiseQuantized> buffers_;
+  std::vector<Tensor> map_values_;  // f32 [256] on the host: each buffer's map, as checkpoints store it
   int64_t numel_, block_size_;
 };
 

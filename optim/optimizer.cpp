@@ -257,6 +257,7 @@ void Optimizer::load_state_dict(const NamedTensors& state) {
     ParamState* counter = nullptr;  // for "<param>.step"
     bool found = false;
     const Tensor* from = nullptr;
+    Tensor if_missing = Tensor();  // what a checkpoint of an older octet implied, when it lacks the key
   };
   std::map<std::string, Target> targets;
   std::vector<std::string> order;  // state_dict() order, for error messages
@@ -270,6 +271,8 @@ void Optimizer::load_state_dict(const NamedTensors& state) {
       const std::string& pname = g.params[i].first;
       add(pname + ".step", Target{Tensor(), g.states[i].get()});
       for (const auto& [suffix, t] : g.states[i]->tensors()) add(pname + "." + suffix, Target{t});
+      for (const auto& [suffix, t] : g.states[i]->older_checkpoint_defaults())
+        targets.at(pname + "." + suffix).if_missing = t;
     }
   }
   add(kStepsKey, Target{});
@@ -295,9 +298,28 @@ void Optimizer::load_state_dict(const NamedTensors& state) {
     }
   }
   std::string missing;
-  for (const std::string& key : order)
-    if (!targets[key].found) missing += (missing.empty() ? "'" : ", '") + key + "'";
+  for (const std::string& key : order) {
+    Target& t = targets[key];
+    if (t.found) continue;
+    if (t.if_missing.defined()) {
+      t.from = &t.if_missing;
+      continue;
+    }
+    missing += (missing.empty() ? "'" : ", '") + key + "'";
+  }
   OCTET_CHECK(missing.empty(), name_, ".load_state_dict: missing key(s) ", missing);
+
+  for (Group& g : groups_)
+    for (size_t i = 0; i < g.params.size(); ++i) {
+      const std::string& pname = g.params[i].first;
+      try {
+        g.states[i]->check_incoming([&](const std::string& suffix) -> const Tensor& {
+          return *targets.at(pname + "." + suffix).from;
+        });
+      } catch (const Error& e) {
+        OCTET_FAIL(name_, ".load_state_dict: the state of '", pname, "': ", e.what());
+      }
+    }
 
   NoGradGuard no_grad;
   for (auto& [key, target] : targets) {
@@ -309,6 +331,8 @@ void Optimizer::load_state_dict(const NamedTensors& state) {
       steps_ = target.from->item<int64_t>();
     }
   }
+  for (Group& g : groups_)
+    for (auto& st : g.states) st->loaded();
 }
 
 }  // namespace octet

@@ -13,7 +13,7 @@
 //   v      = x / absmax in float (IEEE division, not a reciprocal); NaN -> 0.
 //   code   = nearest_code(map, v): the nearest map entry, the lower one on a tie.
 // Consequences: a NaN element stores the code of 0 (dequantizes to 0); +-inf saturate to the map's
-// ends (dequantize to +-absmax for the dynamic and linear maps); a non-finite element never
+// ends (+absmax and, for dynamic_signed, which has no -1, -0.99296875 absmax); a non-finite element never
 // changes the other elements' codes. An all-zero block has absmax 0 (0/0 is NaN -> the code of 0)
 // and dequantizes to exactly 0, as does anything in a block whose absmax is 0.
 //

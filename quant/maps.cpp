@@ -29,7 +29,39 @@ std::array<float, 256> to_sorted_table(std::vector<double> values) {
   return table;
 }
 
-std::array<float, 256> build_dynamic_signed() {
+// The reference's dynamic maps (bitsandbytes create_dynamic_map), computed as it computes them, in
+// float32: decade k = 0..6, scale 10^(k-6), holds the midpoints of neighbouring points of
+// linspace(0.1, 1, n + 1) with n = 2^k (signed, each with its negative) or 2^(k+1) (unsigned);
+// then 0 and 1.0. torch's float32 linspace is start + step * i for the first half of the points and
+// end - step * (n - i) for the rest, each a fused multiply-add; the midpoint and the scaling round in
+// float (the scale is rounded to float first).
+std::array<float, 256> build_reference_dynamic(bool is_signed) {
+  static constexpr double kScale[7] = {1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0};
+  std::vector<float> values;
+  for (int k = 0; k < 7; ++k) {
+    const int points = (is_signed ? 1 << k : 2 << k) + 1;
+    const float start = 0.1f, end = 1.0f, step = (end - start) / static_cast<float>(points - 1);
+    auto point = [&](int i) {
+      return i < points / 2 ? std::fma(step, static_cast<float>(i), start)
+                            : std::fma(-step, static_cast<float>(points - 1 - i), end);
+    };
+    const auto scale = static_cast<float>(kScale[k]);
+    for (int j = 0; j + 1 < points; ++j) {
+      const float value = scale * ((point(j) + point(j + 1)) / 2.0f);
+      values.push_back(value);
+      if (is_signed) values.push_back(-value);
+    }
+  }
+  values.push_back(0.0f);
+  values.push_back(1.0f);
+  OCTET_CHECK(values.size() == 256, "quant_map: internal error, built ", values.size(), " values instead of 256");
+  std::sort(values.begin(), values.end());
+  std::array<float, 256> table{};
+  std::copy(values.begin(), values.end(), table.begin());
+  return table;
+}
+
+std::array<float, 256> build_dynamic_signed_upper() {
   std::vector<double> mags;
   append_decades(mags, /*top_bits=*/6, /*max_k=*/6);  // 127 magnitudes
   std::vector<double> values;
@@ -42,7 +74,7 @@ std::array<float, 256> build_dynamic_signed() {
   return to_sorted_table(std::move(values));
 }
 
-std::array<float, 256> build_dynamic_unsigned() {
+std::array<float, 256> build_dynamic_unsigned_upper() {
   std::vector<double> values;
   append_decades(values, /*top_bits=*/7, /*max_k=*/6);  // 254 magnitudes
   values.push_back(0.0);                                // no indicator bit, fixed fraction bit 0
@@ -68,17 +100,32 @@ std::string_view quant_map_name(QuantMap map) {
       return "linear";
     case QuantMap::dynamic_unsigned_nonzero:
       return "dynamic_unsigned_nonzero";
+    case QuantMap::dynamic_signed_upper:
+      return "dynamic_signed_upper";
+    case QuantMap::dynamic_unsigned_upper:
+      return "dynamic_unsigned_upper";
+    case QuantMap::dynamic_unsigned_upper_nonzero:
+      return "dynamic_unsigned_upper_nonzero";
   }
   return "?";
 }
 
 const std::array<float, 256>& quant_map(QuantMap map) {
-  static const std::array<float, 256> dynamic_signed = build_dynamic_signed();
-  static const std::array<float, 256> dynamic_unsigned = build_dynamic_unsigned();
+  static const std::array<float, 256> dynamic_signed = build_reference_dynamic(true);
+  static const std::array<float, 256> dynamic_unsigned = build_reference_dynamic(false);
   static const std::array<float, 256> linear = build_linear();
   // The same values in a table of its own: its address selects the nonzero rule (maps.h).
-  static const std::array<float, 256> dynamic_unsigned_nonzero = build_dynamic_unsigned();
+  static const std::array<float, 256> dynamic_unsigned_nonzero = build_reference_dynamic(false);
+  static const std::array<float, 256> dynamic_signed_upper = build_dynamic_signed_upper();
+  static const std::array<float, 256> dynamic_unsigned_upper = build_dynamic_unsigned_upper();
+  static const std::array<float, 256> dynamic_unsigned_upper_nonzero = build_dynamic_unsigned_upper();
   switch (map) {
+    case QuantMap::dynamic_signed_upper:
+      return dynamic_signed_upper;
+    case QuantMap::dynamic_unsigned_upper:
+      return dynamic_unsigned_upper;
+    case QuantMap::dynamic_unsigned_upper_nonzero:
+      return dynamic_unsigned_upper_nonzero;
     case QuantMap::dynamic_signed:
       return dynamic_signed;
     case QuantMap::dynamic_unsigned:
@@ -89,13 +136,15 @@ const std::array<float, 256>& quant_map(QuantMap map) {
       return dynamic_unsigned_nonzero;
   }
   OCTET_FAIL("quant_map: unknown map ", static_cast<int>(map),
-             " (expected dynamic_signed, dynamic_unsigned, linear, dynamic_unsigned_nonzero)");
+             " (expected dynamic_signed, dynamic_unsigned, linear, dynamic_unsigned_nonzero, dynamic_signed_upper, "
+             "dynamic_unsigned_upper, dynamic_unsigned_upper_nonzero)");
 }
 
 namespace {
 
 bool positive_never_zero(const float* map) {
-  return map == quant_map(QuantMap::dynamic_unsigned_nonzero).data();
+  return map == quant_map(QuantMap::dynamic_unsigned_nonzero).data() ||
+         map == quant_map(QuantMap::dynamic_unsigned_upper_nonzero).data();
 }
 
 // The index of the map's (last) 0 entry, or -1.
@@ -149,22 +198,13 @@ Thresholds compute_thresholds(const float* map) {
 }
 
 const Thresholds& quant_thresholds(QuantMap map) {
-  static const Thresholds dynamic_signed = compute_thresholds(quant_map(QuantMap::dynamic_signed).data());
-  static const Thresholds dynamic_unsigned = compute_thresholds(quant_map(QuantMap::dynamic_unsigned).data());
-  static const Thresholds linear = compute_thresholds(quant_map(QuantMap::linear).data());
-  static const Thresholds dynamic_unsigned_nonzero =
-      compute_thresholds(quant_map(QuantMap::dynamic_unsigned_nonzero).data());
-  switch (map) {
-    case QuantMap::dynamic_signed:
-      return dynamic_signed;
-    case QuantMap::dynamic_unsigned:
-      return dynamic_unsigned;
-    case QuantMap::linear:
-      return linear;
-    case QuantMap::dynamic_unsigned_nonzero:
-      return dynamic_unsigned_nonzero;
-  }
-  OCTET_FAIL("quant_thresholds: unknown map ", static_cast<int>(map));
+  static const auto all = [] {
+    std::array<Thresholds, std::size(kAllQuantMaps)> t{};
+    for (QuantMap m : kAllQuantMaps) t[static_cast<size_t>(m)] = compute_thresholds(quant_map(m).data());
+    return t;
+  }();
+  OCTET_CHECK(static_cast<size_t>(map) < all.size(), "quant_thresholds: unknown map ", static_cast<int>(map));
+  return all[static_cast<size_t>(map)];
 }
 
 }  // namespace octet::quant

@@ -2,45 +2,44 @@
 // A value v (already normalized by its block's absmax) is stored as the index of the nearest
 // map value; dequantization is a table lookup times the absmax (quant/blockwise.h).
 //   const auto& m = quant_map(QuantMap::dynamic_signed);
-//   uint8_t c = nearest_code(m, 0.3f);   // m[c] == 0.296875f
+//   uint8_t c = nearest_code(m, 0.3f);   // m[c] == 0.30390625f
 //   float back = m[c];
 //
-// How the maps are generated (Dettmers et al., "8-bit optimizers via block-wise quantization",
-// sections 1.3 and 2.2; values computed in double, rounded once to float):
+// The maps (Dettmers et al., "8-bit optimizers via block-wise quantization", sections 1.3 and 2.2):
 //
-// dynamic_signed -- dynamic tree quantization, for first moments. Bit 7 is the sign; in the other
-//   7 bits, a run of k leading zeros (k = 0..6) selects the decade 10^-k, the first one bit after
-//   it is the indicator, and the remaining F = 6 - k bits are a linear fraction f in [0, 2^F):
-//       |value| = 10^-k * (0.1 + 0.9 * (f + 1) / 2^F)
-//   so each decade [0.1, 1] * 10^-k is cut into 2^F equal steps and holds their upper ends: the
-//   decades join without gaps and +-1 and +-10^-k are exact. Decade k = 6 has no fraction bits
-//   and holds only 1e-6 (the smallest nonzero magnitude); 1e-6..1 with 64, 32, ..., 1 values per
-//   decade; magnitudes below 5e-7 round to 0. The all-zero pattern is 0 for either sign, so the
-//   format has 255 distinct values (127 negative, 0, 127 positive); the 256-entry table holds 0
-//   twice, at indices 127 and 128 (see "duplicates" below).
-//
-// dynamic_unsigned -- the paper's "dynamic quantization" for non-negative second moments: the sign
-//   bit becomes a fixed extra fraction bit, so decade k has F = 7 - k fraction bits (128, 64, ...,
-//   2 values for k = 0..6, same formula as above). The pattern with no indicator bit (a run of
-//   7 zeros) keeps its fixed fraction bit: 0 -> 0.0, 1 -> 1e-7. 256 distinct values in [0, 1].
+// dynamic_signed, dynamic_unsigned -- the reference implementation's dynamic tree maps, float for
+//   float (bitsandbytes create_dynamic_map(signed=True) / (signed=False); the values it computes in
+//   float32 are reproduced exactly and checked against a committed dump, tests/quant/data/). Decade
+//   k = 0..6 spans [0.1, 1] * 10^(k-6) and holds the midpoints of 2^k equal steps (signed: each also
+//   negated) or 2^(k+1) (unsigned, where the sign bit is one more fraction bit); then 0 and +1.0.
+//   Signed: 127 negative values down to -0.99296875 (no -1), 0, 127 positive values from 5.5e-7,
+//   and 1.0 -- 256 distinct values. Unsigned: 0, 254 values from 3.25e-7 to 0.99648440, and 1.0.
+//   dynamic_signed holds first moments and momenta, dynamic_unsigned second moments.
 //
 // dynamic_unsigned_nonzero -- the values of dynamic_unsigned with one change to the decision rule:
-//   a positive value never gets the code of 0 (it gets at least the smallest positive entry, 1e-7),
+//   a positive value never gets the code of 0 (it gets at least the smallest positive entry),
 //   whatever the nearest entry is. octet's default for 8-bit second moments: a rarely updated
-//   element in a block of frequent ones has a normalized second moment below 5e-8, which the plain
-//   rule stores as 0 while its first moment stays nonzero, and m / (sqrt(0) + eps) explodes; with
-//   this rule sqrt(v) keeps at least sqrt(1e-7 * absmax), so the update stays bounded. Only the
-//   encoding differs: codes decode to the same values, so states written under either rule load
-//   under the other. The kernels tell the two apart by the table's address (quant_map returns a
-//   separate table for each), the rule itself is in the thresholds (quant_thresholds), so every
-//   CPU path and the CUDA kernels follow it without a flag.
+//   element in a block of frequent ones has a normalized second moment below half the smallest
+//   entry, which the plain rule stores as 0 while its first moment stays nonzero, and
+//   m / (sqrt(0) + eps) explodes; with this rule sqrt(v) keeps at least sqrt(3.25e-7 * absmax), so
+//   the update stays bounded. Only the encoding differs: codes decode to the same values, so states
+//   written under either rule load under the other. The kernels tell the two apart by the table's
+//   address (quant_map returns a separate table for each), the rule itself is in the thresholds
+//   (quant_thresholds), so every CPU path and the CUDA kernels follow it without a flag.
+//
+// dynamic_signed_upper, dynamic_unsigned_upper, dynamic_unsigned_upper_nonzero -- octet's maps
+//   before it followed the reference: the same decades, but each holds the upper ends of its steps
+//   instead of their midpoints, |value| = 10^-k * (0.1 + 0.9 * (f + 1) / 2^F) computed in double and
+//   rounded once (so +-1 and +-10^-k are exact; signed holds 0 twice, at 127 and 128, and -1;
+//   unsigned has 0 and 1e-7 below its decades). Kept so that states written with them (checkpoints
+//   that record no map) resume exactly; new states use the reference maps.
 //
 // linear -- for ablations: i / 127 for i = -127..127 (255 evenly spaced values, step 1/127, with
 //   exact -1, 0 and 1, so zeros stay zeros and the map is symmetric; unlike linspace(-1, 1, 256),
 //   which has no 0). The 256th entry repeats -1 at index 0.
 //
 // Duplicates and ties: nearest_code returns the LOWEST index among the nearest entries. So a
-// repeated entry is reached only through its first index (dynamic_signed: 0 -> code 127, code 128
+// repeated entry is reached only through its first index (dynamic_signed_upper: 0 -> code 127, code 128
 // is never produced; linear: -1 -> code 0, code 1 never produced); the unused code still
 // dequantizes to the same value. A value exactly halfway between two entries gets the lower one.
 // NaN is treated as 0 (the code of the entry nearest 0); +-inf as the largest / smallest entry.
@@ -53,9 +52,19 @@
 
 namespace octet::quant {
 
-enum class QuantMap : uint8_t { dynamic_signed, dynamic_unsigned, linear, dynamic_unsigned_nonzero };
-inline constexpr QuantMap kAllQuantMaps[] = {QuantMap::dynamic_signed, QuantMap::dynamic_unsigned, QuantMap::linear,
-                                             QuantMap::dynamic_unsigned_nonzero};
+enum class QuantMap : uint8_t {
+  dynamic_signed,
+  dynamic_unsigned,
+  linear,
+  dynamic_unsigned_nonzero,
+  dynamic_signed_upper,
+  dynamic_unsigned_upper,
+  dynamic_unsigned_upper_nonzero
+};
+inline constexpr QuantMap kAllQuantMaps[] = {
+    QuantMap::dynamic_signed,       QuantMap::dynamic_unsigned,       QuantMap::linear,
+    QuantMap::dynamic_unsigned_nonzero, QuantMap::dynamic_signed_upper, QuantMap::dynamic_unsigned_upper,
+    QuantMap::dynamic_unsigned_upper_nonzero};
 
 std::string_view quant_map_name(QuantMap map);
 

@@ -3,8 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstring>
+#include <fstream>
 #include <limits>
+#include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "quant/maps.h"
@@ -29,16 +34,67 @@ TEST(QuantMaps, SortedWithDocumentedDuplicates) {
     EXPECT_TRUE(std::find(m.begin(), m.end(), 0.0f) != m.end());
     int repeats = 0;
     for (int i = 0; i < 255; ++i) repeats += m[i] == m[i + 1];
-    // dynamic_signed repeats 0, linear repeats -1 (the formats have 255 values); unsigned has 256.
-    const bool is_unsigned = q == QuantMap::dynamic_unsigned || q == QuantMap::dynamic_unsigned_nonzero;
-    EXPECT_EQ(repeats, is_unsigned ? 0 : 1);
+    // dynamic_signed_upper repeats 0, linear repeats -1 (the formats have 255 values); the others
+    // have 256.
+    EXPECT_EQ(repeats, q == QuantMap::dynamic_signed_upper || q == QuantMap::linear ? 1 : 0);
     for (float v : m) EXPECT_TRUE(std::isfinite(v) && v >= -1.0f && v <= 1.0f);
     EXPECT_EQ(&quant_map(q), &m);  // built once
   }
 }
 
+// The reference's maps, bit for bit: bitsandbytes' create_dynamic_map(signed=True / False), dumped
+// by tests/quant/data/make_bnb_maps.py.
+TEST(QuantMaps, DynamicMapsEqualTheReferenceFloatForFloat) {
+  std::ifstream in(std::string(OCTET_TESTS_DIR) + "/quant/data/bnb_dynamic_maps.txt");
+  ASSERT_TRUE(in) << "tests/quant/data/bnb_dynamic_maps.txt is missing";
+  std::string line;
+  std::vector<float> ref;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    const auto bits = static_cast<uint32_t>(std::stoul(line.substr(0, 8), nullptr, 16));
+    float v;
+    std::memcpy(&v, &bits, 4);
+    ref.push_back(v);
+  }
+  ASSERT_EQ(ref.size(), 512u);
+  const auto& sm = quant_map(QuantMap::dynamic_signed);
+  const auto& um = quant_map(QuantMap::dynamic_unsigned);
+  for (int i = 0; i < 256; ++i) {
+    EXPECT_EQ(std::bit_cast<uint32_t>(sm[i]), std::bit_cast<uint32_t>(ref[i])) << "signed " << i;
+    EXPECT_EQ(std::bit_cast<uint32_t>(um[i]), std::bit_cast<uint32_t>(ref[256 + i])) << "unsigned " << i;
+  }
+}
+
 TEST(QuantMaps, DynamicSigned) {
   const auto& m = quant_map(QuantMap::dynamic_signed);
+  EXPECT_EQ(m[0], -0.99296875f);  // no -1: the top midpoint, 1 - 0.9/128
+  EXPECT_EQ(m[127], 0.0f);
+  EXPECT_NEAR(m[128], 5.5e-7, 1e-13);  // decade 10^-6: one midpoint of [0.1, 1] (computed in float)
+  EXPECT_EQ(m[254], 0.99296875f);
+  EXPECT_EQ(m[255], 1.0f);
+  for (int i = 0; i < 127; ++i) EXPECT_EQ(m[254 - i], -m[i]) << i;  // symmetric but for +1
+  for (int k = 0; k <= 6; ++k) {
+    double hi = std::pow(10.0, -k) * 1.0000001, lo = std::pow(10.0, -k - 1) * 1.0000001;
+    EXPECT_EQ(count_in(m, lo, hi), (64 >> k) + (k == 0)) << "decade " << k;  // decade 0 also holds 1.0
+  }
+  EXPECT_NEAR(m[nearest_code(m, 0.3f)], 0.30390625, 1e-7);  // 0.1 + 0.9 * 14.5/64
+}
+
+TEST(QuantMaps, DynamicUnsigned) {
+  const auto& m = quant_map(QuantMap::dynamic_unsigned);
+  EXPECT_EQ(m[0], 0.0f);
+  EXPECT_NEAR(m[1], 3.25e-7, 1e-13);  // decade 10^-6: the midpoints of 2 steps
+  EXPECT_NEAR(m[2], 7.75e-7, 1e-13);
+  EXPECT_EQ(m[255], 1.0f);
+  for (int i = 0; i < 255; ++i) EXPECT_LT(m[i], m[i + 1]) << i;
+  for (int k = 0; k <= 6; ++k) {
+    double hi = std::pow(10.0, -k) * 1.0000001, lo = std::pow(10.0, -k - 1) * 1.0000001;
+    EXPECT_EQ(count_in(m, lo, hi), (128 >> k) + (k == 0)) << "decade " << k;
+  }
+}
+
+TEST(QuantMaps, DynamicSignedUpper) {
+  const auto& m = quant_map(QuantMap::dynamic_signed_upper);
   EXPECT_EQ(m[0], -1.0f);
   EXPECT_EQ(m[127], 0.0f);
   EXPECT_EQ(m[128], 0.0f);
@@ -56,8 +112,8 @@ TEST(QuantMaps, DynamicSigned) {
   EXPECT_EQ(m[nearest_code(m, 0.3f)], 0.296875f);  // 0.1 + 0.9 * 14/64
 }
 
-TEST(QuantMaps, DynamicUnsigned) {
-  const auto& m = quant_map(QuantMap::dynamic_unsigned);
+TEST(QuantMaps, DynamicUnsignedUpper) {
+  const auto& m = quant_map(QuantMap::dynamic_unsigned_upper);
   EXPECT_EQ(m[0], 0.0f);
   EXPECT_EQ(m[1], 1e-7f);  // the fixed fraction bit of the all-zero exponent run
   EXPECT_EQ(m[2], 5.5e-7f);
@@ -70,26 +126,34 @@ TEST(QuantMaps, DynamicUnsigned) {
   }
 }
 
-// The same values as dynamic_unsigned in a table of its own; only the rule for positive values
+// The same values as the unsigned map in a table of its own; only the rule for positive values
 // whose nearest entry is 0 differs (they take the smallest positive entry).
 TEST(QuantMaps, DynamicUnsignedNonzero) {
-  const auto& u = quant_map(QuantMap::dynamic_unsigned);
-  const auto& z = quant_map(QuantMap::dynamic_unsigned_nonzero);
-  EXPECT_EQ(u, z);
-  EXPECT_NE(&u, &z);
-  const float tiny = std::numeric_limits<float>::denorm_min();
-  for (float v : {tiny, 1e-30f, 1e-9f, 4.9e-8f}) {
-    EXPECT_EQ(nearest_code(u, v), 0) << v;
-    EXPECT_EQ(nearest_code(z, v), 1) << v;  // 1e-7
+  const std::pair<QuantMap, QuantMap> pairs[] = {{QuantMap::dynamic_unsigned, QuantMap::dynamic_unsigned_nonzero},
+                                                 {QuantMap::dynamic_unsigned_upper,
+                                                  QuantMap::dynamic_unsigned_upper_nonzero}};
+  for (const auto& [plain, nonzero] : pairs) {
+    SCOPED_TRACE(std::string(quant_map_name(nonzero)));
+    const auto& u = quant_map(plain);
+    const auto& z = quant_map(nonzero);
+    EXPECT_EQ(u, z);
+    EXPECT_NE(&u, &z);
+    const float half = u[1] / 2;  // below it the plain rule gives 0
+    const float tiny = std::numeric_limits<float>::denorm_min();
+    for (float v : {tiny, 1e-30f, 1e-9f, half}) {
+      EXPECT_EQ(nearest_code(u, v), 0) << v;
+      EXPECT_EQ(nearest_code(z, v), 1) << v;
+    }
+    for (float v : {0.0f, -0.0f, -1e-9f, -0.5f, std::numeric_limits<float>::quiet_NaN(), -kInf})
+      EXPECT_EQ(nearest_code(z, v), 0) << v;
+    for (float v : {std::nextafter(half, kInf), u[1], 3e-7f, 0.3f, 1.0f, kInf})
+      EXPECT_EQ(nearest_code(z, v), nearest_code(u, v)) << v;
+    const Thresholds& tu = quant_thresholds(plain);
+    const Thresholds& tz = quant_thresholds(nonzero);
+    EXPECT_EQ(tz[0], 0.0f);
+    EXPECT_GT(tu[0], 0.0f);
+    for (int i = 1; i < 255; ++i) EXPECT_EQ(tz[i], tu[i]) << i;
   }
-  for (float v : {0.0f, -0.0f, -1e-9f, -0.5f, std::numeric_limits<float>::quiet_NaN(), -kInf})
-    EXPECT_EQ(nearest_code(z, v), 0) << v;
-  for (float v : {5.1e-8f, 1e-7f, 3e-7f, 0.3f, 1.0f, kInf}) EXPECT_EQ(nearest_code(z, v), nearest_code(u, v)) << v;
-  const Thresholds& tu = quant_thresholds(QuantMap::dynamic_unsigned);
-  const Thresholds& tz = quant_thresholds(QuantMap::dynamic_unsigned_nonzero);
-  EXPECT_EQ(tz[0], 0.0f);
-  EXPECT_GT(tu[0], 0.0f);
-  for (int i = 1; i < 255; ++i) EXPECT_EQ(tz[i], tu[i]) << i;
 }
 
 TEST(QuantMaps, Linear) {
@@ -101,7 +165,7 @@ TEST(QuantMaps, Linear) {
 }
 
 TEST(QuantMaps, NearestCodeTiesDuplicatesNonFinite) {
-  const auto& s = quant_map(QuantMap::dynamic_signed);
+  const auto& s = quant_map(QuantMap::dynamic_signed_upper);
   const auto& u = quant_map(QuantMap::dynamic_unsigned);
   const auto& l = quant_map(QuantMap::linear);
   const float nan = std::numeric_limits<float>::quiet_NaN();
@@ -152,7 +216,10 @@ TEST(QuantMaps, ThresholdsReproduceNearestCode) {
   }
 }
 
-TEST(QuantMaps, BadMap) { EXPECT_THROW(quant_map(static_cast<QuantMap>(7)), Error); }
+TEST(QuantMaps, BadMap) {
+  EXPECT_THROW(quant_map(static_cast<QuantMap>(std::size(kAllQuantMaps))), Error);
+  EXPECT_THROW(quant_thresholds(static_cast<QuantMap>(200)), Error);
+}
 
 }  // namespace
 }  // namespace octet::quant
