@@ -56,7 +56,7 @@ void Lars::update(const OptimizerOptions& options, const Tensor& param, const Te
       return device_lars_update(rule, o.trust_coefficient_, o.weight_decay_, o.eps_, param, grad, state);
     if (o.layer_adaptation_) {  // pass 1: the norms of p and g (no state involved)
       const int64_t n = param.numel();
-      const double p_sq = sum_squares(param.data<T>(), n), g_sq = sum_squares(grad.data<T>(), n);
+      const double p_sq = sum_squares(param.data<T>(), n), g_sq = sum_squares(grad.data<T>(), n, /*finite_only=*/true);
       rule.set_scale(static_cast<T>(lars_local_lr(p_sq, g_sq, o.trust_coefficient_, o.weight_decay_, o.eps_)));
     }
     run_rule(rule, param, grad, state, "LARS");  // pass 2: SGD momentum on the scaled gradient

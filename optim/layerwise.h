@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/parallel.h"
+#include "optim/update_rules.h"
 
 namespace octet {
 
@@ -42,16 +43,17 @@ class BlockSums {
   std::vector<std::pair<int64_t, Sums>> parts_;
 };
 
-// sum of x[i]^2 over n elements, in fixed chunks (parallel, thread-count independent).
+// sum of x[i]^2 over n elements, in fixed chunks (parallel, thread-count independent); with
+// finite_only, non-finite elements add nothing (a gradient's, see finite_grad).
 template <typename T>
-double sum_squares(const T* x, int64_t n) {
+double sum_squares(const T* x, int64_t n, bool finite_only = false) {
   constexpr int64_t kChunk = int64_t{1} << 15;
   std::vector<double> part(static_cast<size_t>((n + kChunk - 1) / kChunk), 0.0);
   parallel_for(0, static_cast<int64_t>(part.size()), 1, [&](int64_t first, int64_t last) {
     for (int64_t k = first; k < last; ++k) {
       double s = 0.0;
       for (int64_t i = k * kChunk, end = std::min(n, i + kChunk); i < end; ++i)
-        s += static_cast<double>(x[i]) * static_cast<double>(x[i]);
+        s += finite_only ? finite_square(x[i]) : static_cast<double>(x[i]) * static_cast<double>(x[i]);
       part[static_cast<size_t>(k)] = s;
     }
   });

@@ -26,7 +26,7 @@ template <int N, typename Rule, typename T>
   for (int64_t i = 0; i < n; ++i) {
     T s[kMaxStateBuffers] = {};
     for (int k = 0; k < N; ++k) s[k] = buf[k][i];
-    rule(p[i], g[i], s);
+    update_element<N>(rule, p[i], g[i], s);
     for (int k = 0; k < N; ++k) buf[k][i] = s[k];
   }
 }

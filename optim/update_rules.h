@@ -36,6 +36,34 @@ OCTET_HD inline T min_of(T a, T b) {
   return b < a ? b : a;
 }
 
+// False for inf and NaN (x - x is then NaN), on the host and the device, in a form that vectorizes.
+// The loops that run a rule skip an element whose gradient is not finite: its parameter and state
+// values stay as they were, as the reference's 8-bit and 32-bit kernels (bitsandbytes) do, so one
+// overflowed gradient element does not poison its weight; the layer-wise sums leave it out too.
+template <typename T>
+OCTET_HD inline bool finite_grad(T g) {
+  return g - g == T(0);
+}
+
+// g^2 in double, or 0 for a non-finite g (LARS's ||g||^2 leaves out the elements it skips).
+template <typename T>
+OCTET_HD inline double finite_square(T g) {
+  return finite_grad(g) ? static_cast<double>(g) * static_cast<double>(g) : 0.0;
+}
+
+// One element through `rule`, or left as it was when g is not finite (see finite_grad): the
+// selects, not a branch, keep the CPU loop vectorized.
+template <int N, typename Rule, typename T>
+OCTET_HD inline void update_element(const Rule& rule, T& p, T g, T* s) {
+  T old[N > 0 ? N : 1] = {};
+  for (int k = 0; k < N; ++k) old[k] = s[k];
+  T next = p;
+  rule(next, g, s);
+  const bool keep = !finite_grad(g);
+  p = keep ? p : next;
+  for (int k = 0; k < N; ++k) s[k] = keep ? old[k] : s[k];
+}
+
 // torch.sign: 0 stays 0, NaN stays NaN (so divergence stays visible).
 template <typename T>
 OCTET_HD inline T sign_of(T x) {
@@ -148,10 +176,11 @@ struct LambRule {
     T u = (m / bias_c1) / (std::sqrt(v) / bias_c2_sqrt + eps);
     return decay ? u + wd * p : u;
   }
-  // The first pass: this element's terms of ||p||^2 and ||u||^2, from the old state (unchanged).
+  // The first pass: this element's terms of ||p||^2 and ||u||^2, from the old state (unchanged);
+  // an element with a non-finite gradient adds its ||p||^2 but no update.
   OCTET_HD void terms(T p, T g, const T* s, double* t) const {
     T m = s[0], v = s[1];
-    const double u = direction(p, g, m, v);
+    const double u = finite_grad(g) ? static_cast<double>(direction(p, g, m, v)) : 0.0;
     t[0] = static_cast<double>(p) * static_cast<double>(p);
     t[1] = u * u;
   }

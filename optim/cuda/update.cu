@@ -43,7 +43,7 @@ __global__ void __launch_bounds__(kUpdateThreads)
 #pragma unroll
     for (int k = 0; k < kMaxStateBuffers; ++k) s[k] = k < state.count ? state.buf[k][i] : T(0);
     T pi = p[i];
-    rule(pi, g[i], s);
+    update_element<kMaxStateBuffers>(rule, pi, g[i], s);
     p[i] = pi;
 #pragma unroll
     for (int k = 0; k < kMaxStateBuffers; ++k)
@@ -93,7 +93,7 @@ __global__ void __launch_bounds__(kUpdateThreads)
       for (int k = 0; k < kMaxStateBuffers; ++k)
         st[k] = k < q.count ? quant::decode(map[k], q.codes[k][i], old_absmax[k]) : 0.0f;
       float pi = p[i];
-      rule(pi, g[i], st);
+      update_element<kMaxStateBuffers>(rule, pi, g[i], st);
       p[i] = pi;
 #pragma unroll
       for (int k = 0; k < kMaxStateBuffers; ++k) {
@@ -227,7 +227,7 @@ struct SquarePairTerms {
   const T* y;
   __device__ void operator()(int64_t i, double* t) const {
     t[0] = static_cast<double>(x[i]) * static_cast<double>(x[i]);
-    t[1] = static_cast<double>(y[i]) * static_cast<double>(y[i]);
+    t[1] = finite_square(y[i]);  // y is the gradient: its non-finite elements are skipped
   }
 };
 
