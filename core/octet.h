@@ -25,6 +25,7 @@
 #include "data/data.h"
 #include "layers/layers.h"
 #include "models/models.h"
+#include "optim/adagrad.h"
 #include "optim/adam.h"
 #include "optim/clip.h"
 #include "optim/dclr.h"

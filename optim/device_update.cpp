@@ -206,6 +206,7 @@ double device_sum_squares(const std::vector<Tensor>& xs) {
   template void device_update(const SgdRule<T>&, const Tensor&, const Tensor&, ParamState&, const char*);        \
   template void device_update(const AdamRule<T>&, const Tensor&, const Tensor&, ParamState&, const char*);       \
   template void device_update(const RmspropRule<T>&, const Tensor&, const Tensor&, ParamState&, const char*);    \
+  template void device_update(const AdagradRule<T>&, const Tensor&, const Tensor&, ParamState&, const char*);    \
   template void device_update(const LionRule<T>&, const Tensor&, const Tensor&, ParamState&, const char*);       \
   template void device_update(const LambRule<T>&, const Tensor&, const Tensor&, ParamState&, const char*);       \
   template void device_update(const LarsRule<T>&, const Tensor&, const Tensor&, ParamState&, const char*);       \

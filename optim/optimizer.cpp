@@ -156,7 +156,7 @@ std::unique_ptr<ParamState> Optimizer::make_state(const std::string& name, const
       so.nonzero_second_moment_ ? quant::QuantMap::dynamic_unsigned_nonzero : quant::QuantMap::dynamic_unsigned;
   std::vector<quant::QuantMap> maps;
   for (const std::string& b : buffers) {
-    bool nonnegative = b.find("_sq") != std::string::npos || b == "square_avg";
+    bool nonnegative = b.find("_sq") != std::string::npos || b == "square_avg" || b == "sum";
     maps.push_back(nonnegative ? unsigned_map : quant::QuantMap::dynamic_signed);
   }
   return std::make_unique<BlockwiseState>(param, std::move(buffers), std::move(maps), so.block_size_);

@@ -142,6 +142,23 @@ struct RmspropRule {
   }
 };
 
+// ---- Adagrad (optim/adagrad.h): s = sum. The state starts at 0 and the first step adds
+// initial_accumulator_value, so no state needs another initial value.
+template <typename T>
+struct AdagradRule {
+  using Scalar = T;
+  static constexpr bool kScaled = false;
+  T clr, wd, init, eps;
+  bool decay, first;
+  int buffers;  // 1
+
+  OCTET_HD void operator()(T& p, T g, T* s) const {
+    const T grad = decay ? g + wd * p : g;
+    s[0] = (first ? init : s[0]) + grad * grad;
+    p -= clr * (grad / (std::sqrt(s[0]) + eps));
+  }
+};
+
 // ---- Lion (optim/lion.h): s = exp_avg
 template <typename T>
 struct LionRule {

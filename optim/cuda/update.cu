@@ -361,6 +361,7 @@ void sum_finish(const double* partials, int64_t count, double* out) {
 OCTET_RULE(SgdRule)
 OCTET_RULE(AdamRule)
 OCTET_RULE(RmspropRule)
+OCTET_RULE(AdagradRule)
 OCTET_RULE(LionRule)
 OCTET_RULE(LambRule)
 OCTET_RULE(LarsRule)

@@ -108,6 +108,8 @@ std::vector<OptCase> cases() {
       make_case<RMSprop>("rmsprop", RMSpropOptions(1e-2)),
       make_case<RMSprop>("rmsprop_centered", RMSpropOptions(1e-2).centered(true)),
       make_case<RMSprop>("rmsprop_all", RMSpropOptions(1e-2).momentum(0.9).centered(true).weight_decay(0.01)),
+      make_case<Adagrad>("adagrad", AdagradOptions(1e-2)),
+      make_case<Adagrad>("adagrad_all", AdagradOptions(1e-2).lr_decay(0.1).weight_decay(0.01).initial_accumulator_value(0.1)),
       make_case<Lion>("lion", LionOptions(1e-3).weight_decay(0.1)),
       make_case<Lamb>("lamb", LambOptions(1e-2).weight_decay(0.01), true),
       make_case<Lamb>("lamb_trust_clip", LambOptions(1e-2).trust_clip(true), true),

@@ -35,6 +35,8 @@ std::vector<OptCase> cases() {
                       const StateOptions& s) { return std::make_unique<SGD>(p, SGDOptions(1e-2).momentum(0.9), s); }},
       {"rmsprop", [](const NamedTensors& p,
                      const StateOptions& s) { return std::make_unique<RMSprop>(p, RMSpropOptions(1e-3), s); }},
+      {"adagrad", [](const NamedTensors& p,
+                     const StateOptions& s) { return std::make_unique<Adagrad>(p, AdagradOptions(1e-2), s); }},
       {"lion",
        [](const NamedTensors& p, const StateOptions& s) { return std::make_unique<Lion>(p, LionOptions(1e-4), s); }},
       {"lamb",
@@ -52,7 +54,8 @@ NamedTensors dequantized_state(const Optimizer& opt, int64_t block_size, const S
     if (k.size() > 6 && k.compare(k.size() - 6, 6, ".codes") == 0) {
       std::string base = k.substr(0, k.size() - 6);
       const Tensor& absmax = sd[i + 1].second;  // "<base>.absmax" follows its codes
-      bool unsigned_map = base.find("_sq") != std::string::npos || base.find("square_avg") != std::string::npos;
+      bool unsigned_map = base.find("_sq") != std::string::npos || base.find("square_avg") != std::string::npos ||
+                          base.ends_with(".sum");
       quant::BlockwiseQuantized q{sd[i].second, absmax, block_size,
                                   unsigned_map ? quant::QuantMap::dynamic_unsigned : quant::QuantMap::dynamic_signed,
                                   sd[i].second.shape()};

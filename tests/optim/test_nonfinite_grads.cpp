@@ -38,6 +38,9 @@ std::vector<Case> cases() {
       {"rmsprop", true, opt([](const NamedTensors& p, const StateOptions& s) {
          return std::make_unique<RMSprop>(p, RMSpropOptions(1e-3).momentum(0.9).centered(true), s);
        })},
+      {"adagrad", true, opt([](const NamedTensors& p, const StateOptions& s) {
+         return std::make_unique<Adagrad>(p, AdagradOptions(1e-2).lr_decay(0.1).weight_decay(1e-2), s);
+       })},
       {"lion", true, opt([](const NamedTensors& p, const StateOptions& s) { return std::make_unique<Lion>(p, LionOptions(1e-4), s); })},
       {"lamb", false, opt([](const NamedTensors& p, const StateOptions& s) { return std::make_unique<Lamb>(p, LambOptions(1e-3), s); })},
       {"lars", false, opt([](const NamedTensors& p, const StateOptions& s) {

@@ -57,6 +57,14 @@ Values options_of(const Optimizer& opt) {
             {"momentum", x.momentum_},
             {"centered", x.centered_}};
   }
+  if (auto* o = dynamic_cast<const Adagrad*>(&opt)) {
+    const AdagradOptions& x = o->options(0);
+    return {{"lr", x.lr_},
+            {"lr_decay", x.lr_decay_},
+            {"weight_decay", x.weight_decay_},
+            {"initial_accumulator_value", x.initial_accumulator_value_},
+            {"eps", x.eps_}};
+  }
   if (auto* o = dynamic_cast<const Lion*>(&opt)) {
     const LionOptions& x = o->options(0);
     return {{"lr", x.lr_}, {"betas", pair(x.betas_)}, {"weight_decay", x.weight_decay_}};
@@ -99,7 +107,7 @@ std::string changed(const RecipeValue& v) {
 }
 
 TEST(OptimizerKeys, UnsetKeysAreTheOptionsStructDefaults) {
-  ASSERT_EQ(optimizer_defaults().size(), 7u);
+  ASSERT_EQ(optimizer_defaults().size(), 8u);
   for (const OptimizerDefaults& o : optimizer_defaults()) {
     SCOPED_TRACE(o.name);
     EXPECT_EQ(options_of(*build(o.name)), o.values);

@@ -7,6 +7,7 @@
 #include "data/mnist.h"
 #include "data/transforms.h"
 #include "models/registry.h"
+#include "optim/adagrad.h"
 #include "optim/adam.h"
 #include "optim/lamb.h"
 #include "optim/lars.h"
@@ -153,6 +154,14 @@ std::unique_ptr<Optimizer> build_optimizer(const Recipe& r, const NamedTensors& 
                                          .momentum(momentum)
                                          .centered(r.boolean("optimizer.centered")),
                                      state);
+  if (name == "adagrad")
+    return std::make_unique<Adagrad>(params,
+                                     AdagradOptions(lr)
+                                         .lr_decay(r.real("optimizer.lr_decay"))
+                                         .weight_decay(wd)
+                                         .initial_accumulator_value(r.real("optimizer.initial_accumulator_value"))
+                                         .eps(eps),
+                                     state);
   if (name == "lars")
     return std::make_unique<Lars>(params,
                                   LarsOptions(lr)
@@ -174,7 +183,7 @@ std::unique_ptr<Optimizer> build_optimizer(const Recipe& r, const NamedTensors& 
   if (name == "adam") return std::make_unique<Adam>(params, adam_options(AdamOptions(lr)), state);
   if (name == "adamw") return std::make_unique<AdamW>(params, adam_options(AdamWOptions(lr)), state);
   OCTET_FAIL("recipe optimizer.name: unknown optimizer '", name,
-             "' (known: sgd, adam, adamw, rmsprop, lion, lamb, lars)");
+             "' (known: sgd, adam, adamw, rmsprop, adagrad, lion, lamb, lars)");
 }
 
 std::shared_ptr<LrSchedule> build_schedule(const Recipe& r, std::shared_ptr<PlateauSchedule>* plateau) {

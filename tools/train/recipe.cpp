@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "optim/adagrad.h"
 #include "optim/adam.h"
 #include "optim/lamb.h"
 #include "optim/lars.h"
@@ -63,7 +64,7 @@ const std::vector<SchemaEntry> kSchema = {
     {"data.limit_test", K::integer, "0",
      "use only the first N test examples (text: tokens of valid and test) (0: all)"},
     // optimizer
-    {"optimizer.name", K::text, "sgd", "sgd, adam, adamw, rmsprop, lion, lamb or lars"},
+    {"optimizer.name", K::text, "sgd", "sgd, adam, adamw, rmsprop, adagrad, lion, lamb or lars"},
     // The keys below mapped to an optimizer's options have no default of their own: an unset key
     // takes the default of the optimizer's options struct (optim/*.h), so the CLI and the C++ API
     // cannot disagree (Lion's betas 0.9/0.99, LAMB's eps 1e-6, AdamW's weight decay 0.01, ...).
@@ -72,11 +73,13 @@ const std::vector<SchemaEntry> kSchema = {
     {"optimizer.dampening", K::real, "", "SGD dampening", "", true},
     {"optimizer.nesterov", K::boolean, "", "SGD Nesterov momentum", "", true},
     {"optimizer.weight_decay", K::real, "",
-     "L2 (sgd, adam, rmsprop, lars) or decoupled (adamw, lion, lamb) weight decay", "", true},
+     "L2 (sgd, adam, rmsprop, adagrad, lars) or decoupled (adamw, lion, lamb) weight decay", "", true},
     {"optimizer.betas", K::real_list, "", "Adam/AdamW/LAMB/Lion betas", "", true},
-    {"optimizer.eps", K::real, "", "Adam/AdamW/LAMB/RMSprop/LARS epsilon", "", true},
+    {"optimizer.eps", K::real, "", "Adam/AdamW/LAMB/RMSprop/Adagrad/LARS epsilon", "", true},
     {"optimizer.alpha", K::real, "", "RMSprop smoothing constant", "", true},
     {"optimizer.centered", K::boolean, "", "RMSprop: normalize by the centered second moment", "", true},
+    {"optimizer.lr_decay", K::real, "", "Adagrad: lr / (1 + (step - 1) * lr_decay)", "", true},
+    {"optimizer.initial_accumulator_value", K::real, "", "Adagrad: the sum of squared gradients starts here", "", true},
     {"optimizer.trust_coefficient", K::real, "", "LARS trust coefficient", "", true},
     {"optimizer.amsgrad", K::boolean, "", "Adam/AdamW AMSGrad variant", "", true},
     {"optimizer.state_bits", K::integer, "32", "optimizer state precision: 32, or 8 (block-wise quantized)"},
@@ -358,6 +361,7 @@ const std::vector<OptimizerDefaults>& optimizer_defaults() {
     };
     const SGDOptions sgd;
     const RMSpropOptions rmsprop;
+    const AdagradOptions adagrad;
     const LionOptions lion;
     const LambOptions lamb;
     const LarsOptions lars;
@@ -377,6 +381,12 @@ const std::vector<OptimizerDefaults>& optimizer_defaults() {
           {"weight_decay", rmsprop.weight_decay_},
           {"momentum", rmsprop.momentum_},
           {"centered", rmsprop.centered_}}},
+        {"adagrad",
+         {{"lr", adagrad.lr_},
+          {"lr_decay", adagrad.lr_decay_},
+          {"weight_decay", adagrad.weight_decay_},
+          {"initial_accumulator_value", adagrad.initial_accumulator_value_},
+          {"eps", adagrad.eps_}}},
         {"lion", {{"lr", lion.lr_}, {"betas", pair(lion.betas_)}, {"weight_decay", lion.weight_decay_}}},
         {"lamb",
          {{"lr", lamb.lr_}, {"betas", pair(lamb.betas_)}, {"eps", lamb.eps_}, {"weight_decay", lamb.weight_decay_}}},

@@ -1,0 +1,54 @@
+// Adagrad's update: the rule of optim/update_rules.h, in the parameter's type, on its device.
+#include "optim/adagrad.h"
+
+#include "optim/run_rule.h"
+
+namespace octet {
+namespace {
+
+void check_options(const AdagradOptions& o) {
+  OCTET_CHECK(o.lr_ >= 0.0, "Adagrad: expected lr >= 0, got ", o.lr_);
+  OCTET_CHECK(o.lr_decay_ >= 0.0, "Adagrad: expected lr_decay >= 0, got ", o.lr_decay_);
+  OCTET_CHECK(o.weight_decay_ >= 0.0, "Adagrad: expected weight_decay >= 0, got ", o.weight_decay_);
+  OCTET_CHECK(o.initial_accumulator_value_ >= 0.0, "Adagrad: expected initial_accumulator_value >= 0, got ",
+              o.initial_accumulator_value_);
+  OCTET_CHECK(o.eps_ >= 0.0, "Adagrad: expected eps >= 0, got ", o.eps_);
+}
+
+template <typename T>
+AdagradRule<T> adagrad_rule(const AdagradOptions& o, int64_t t) {
+  return {.clr = static_cast<T>(o.lr_ / (1.0 + static_cast<double>(t - 1) * o.lr_decay_)),
+          .wd = static_cast<T>(o.weight_decay_),
+          .init = static_cast<T>(o.initial_accumulator_value_),
+          .eps = static_cast<T>(o.eps_),
+          .decay = o.weight_decay_ != 0.0,  // skipped at 0, so inf/nan weights stay out of g
+          .first = t == 1,
+          .buffers = 1};
+}
+
+}  // namespace
+
+Adagrad::Adagrad(NamedTensors params, const AdagradOptions& options, const StateOptions& state)
+    : Adagrad(std::vector<ParamGroup>{ParamGroup(std::move(params))}, options, state) {}
+
+Adagrad::Adagrad(std::vector<ParamGroup> groups, const AdagradOptions& defaults, const StateOptions& state)
+    : Optimizer(std::move(groups), defaults, "Adagrad", state) {
+  for (size_t g = 0; g < num_groups(); ++g) check_options(options(g));
+}
+
+const AdagradOptions& Adagrad::options(size_t group) const {
+  return static_cast<const AdagradOptions&>(group_options(group));
+}
+AdagradOptions& Adagrad::options(size_t group) { return static_cast<AdagradOptions&>(group_options(group)); }
+
+std::vector<std::string> Adagrad::state_buffers(const OptimizerOptions&) const { return {"sum"}; }
+
+void Adagrad::update(const OptimizerOptions& options, const Tensor& param, const Tensor& grad,
+                     ParamState& state) const {
+  const auto& o = static_cast<const AdagradOptions&>(options);
+  const int64_t t = state.step();
+  dispatch_float(param.dtype(), "Adagrad",
+                 [&]<typename T>() { run_rule(adagrad_rule<T>(o, t), param, grad, state, "Adagrad"); });
+}
+
+}  // namespace octet
