@@ -18,11 +18,25 @@ namespace octet {
 // registers (s), so the rule sees the same values whatever the state's storage.
 // The rule is copied to a local: the compiler then knows that stores to p and the buffers
 // cannot change its scalars, keeps them in registers and vectorizes the loop.
+// A block whose gradient is all finite (the usual case, found by a vectorized scan) runs the rule
+// as is; a block with a non-finite element runs update_element, which skips it (update_rules.h):
+// the selects in one loop would keep the compiler from vectorizing the rule.
 template <int N, typename Rule, typename T>
 [[gnu::always_inline]] inline void rule_loop(const Rule& rule_ref, T* p, const T* g, int64_t n, T* const* buffers) {
   const Rule rule = rule_ref;
   T* buf[N > 0 ? N : 1] = {};
   for (int k = 0; k < N; ++k) buf[k] = buffers[k];
+  int non_finite = 0;
+  for (int64_t i = 0; i < n; ++i) non_finite |= !finite_grad(g[i]);
+  if (non_finite == 0) {
+    for (int64_t i = 0; i < n; ++i) {
+      T s[kMaxStateBuffers] = {};
+      for (int k = 0; k < N; ++k) s[k] = buf[k][i];
+      rule(p[i], g[i], s);
+      for (int k = 0; k < N; ++k) buf[k][i] = s[k];
+    }
+    return;
+  }
   for (int64_t i = 0; i < n; ++i) {
     T s[kMaxStateBuffers] = {};
     for (int k = 0; k < N; ++k) s[k] = buf[k][i];
