@@ -172,6 +172,13 @@ int64_t convert_sync_batchnorm(Module& model, const dist::ProcessGroup& group) {
   return converted;
 }
 
+void broadcast_weights(const Module& model, const dist::ProcessGroup& group) {
+  if (group.size() == 1) return;
+  NoGradGuard no_grad;
+  for (const auto& [name, t] : model.named_parameters()) group.broadcast(t, 0);
+  for (const auto& [name, t] : model.named_buffers()) group.broadcast(t, 0);
+}
+
 DistributedDataParallel::DistributedDataParallel(std::shared_ptr<Module> module, dist::ProcessGroup& group,
                                                  DdpOptions options)
     : module_(std::move(module)), group_(group), options_(options) {
@@ -194,11 +201,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<Module> module,
     r->params.push_back(p);
   }
   for (const auto& [name, b] : module_->named_buffers()) r->buffers.push_back(b);
-  {
-    NoGradGuard no_grad;
-    for (const Tensor& p : r->params) group_.broadcast(p, 0);
-    for (const Tensor& b : r->buffers) group_.broadcast(b, 0);
-  }
+  broadcast_weights(*module_, group_);
   if (options_.bucket_mb_ == 0) r->options.bucket_mb_ = 1e-12;  // every parameter its own bucket
   r->build_buckets();
   r->ready.assign(r->params.size(), 0);

@@ -55,6 +55,10 @@ Tensor dist_sum(const Tensor& x, const dist::ProcessGroup& group);
 // Returns how many were converted.
 int64_t convert_sync_batchnorm(Module& model, const dist::ProcessGroup& group = dist::ProcessGroup::world());
 
+// Every parameter and buffer of `model` = rank 0's, in place (what DistributedDataParallel does at
+// its start; the trainer again after rank 0 alone read weights from a file).
+void broadcast_weights(const Module& model, const dist::ProcessGroup& group = dist::ProcessGroup::world());
+
 class DistributedDataParallel : public Module {
  public:
   explicit DistributedDataParallel(std::shared_ptr<Module> module,

@@ -18,10 +18,4 @@ void sum_over_ranks(std::vector<double>& values, const dist::ProcessGroup* g) {
   std::memcpy(values.data(), t.data<double>(), values.size() * sizeof(double));
 }
 
-void broadcast_weights(Module& m, const dist::ProcessGroup* g) {
-  if (g == nullptr || g->size() == 1) return;
-  for (const auto& [name, t] : m.named_parameters()) g->broadcast(t, 0);
-  for (const auto& [name, t] : m.named_buffers()) g->broadcast(t, 0);
-}
-
 }  // namespace octet::train

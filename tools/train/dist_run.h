@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "core/distributed.h"
-#include "layers/module.h"
 
 namespace octet::train {
 
@@ -17,8 +16,5 @@ dist::ProcessGroup* training_group();
 
 // values = their sum over the ranks of g (f64, deterministic); unchanged without g.
 void sum_over_ranks(std::vector<double>& values, const dist::ProcessGroup* g);
-
-// Every parameter and buffer of m = rank 0's (in place); nothing without g.
-void broadcast_weights(Module& m, const dist::ProcessGroup* g);
 
 }  // namespace octet::train

@@ -428,7 +428,7 @@ class TrainingLoop {
       sum_over_ranks(have_best, group_);
       if (have_best[0] > 0) {
         if (writer_) model_->load_state_dict(load_checkpoint(best).model);
-        broadcast_weights(*model_, group_);
+        if (group_) broadcast_weights(*model_, *group_);
       }
       result_.final_test = task_->evaluate_all(*model_).back();
       if (metrics_) {
