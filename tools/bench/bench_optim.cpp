@@ -4,14 +4,18 @@
 // bandwidth of the same device measured in the same run.
 //   build/tools/bench/octet_bench_optim [--threads N] [--log2n 26] [--reps 5]
 //                                       [--device cpu|cuda] [--isa portable|avx2|avx512]
+//                                       [--optimizers all|adam] [--format table|json]
 // --isa picks the CPU loops' instruction set (core/cpu/isa.h; default: the best this CPU has).
-// On CUDA every timed call ends with a device synchronize.
+// --optimizers adam keeps the Adam rows only; --format json prints one JSON object per line (the
+// run, then one per row) for tools/bench/optim_peers.py, which sets it beside PyTorch and
+// bitsandbytes. On CUDA every timed call ends with a device synchronize.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "core/cpu/isa.h"
@@ -60,7 +64,7 @@ int usage(const char* what) {
 
 int main(int argc, char** argv) {
   int threads = 2, reps = 5, log2n = 26;
-  std::string device_name = "cpu", isa_name;
+  std::string device_name = "cpu", isa_name, optimizers = "all", format = "table";
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--threads"))
       threads = std::atoi(argv[i + 1]);
@@ -72,10 +76,16 @@ int main(int argc, char** argv) {
       device_name = argv[i + 1];
     else if (!std::strcmp(argv[i], "--isa"))
       isa_name = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--optimizers"))
+      optimizers = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--format"))
+      format = argv[i + 1];
     else
       return usage((std::string("unknown option ") + argv[i]).c_str());
   }
   if (device_name != "cpu" && device_name != "cuda") return usage("--device must be cpu or cuda");
+  if (optimizers != "all" && optimizers != "adam") return usage("--optimizers must be all or adam");
+  if (format != "table" && format != "json") return usage("--format must be table or json");
   const Device device = device_name == "cuda" ? Device::cuda(0) : Device::cpu();
   if (device.is_cuda() && !cuda::is_available()) return usage("--device cuda: no CUDA device is available");
   if (!isa_name.empty()) {
@@ -101,7 +111,8 @@ int main(int argc, char** argv) {
     std::function<std::unique_ptr<Optimizer>()> make;
     double bytes_per_param;  // what the update must read and write
   };
-  const double code = 1.0 + 4.0 / 2048;  // u8 code + the block's share of an f32 absmax
+  // u8 code + the block's share of an f32 absmax, at the default block size
+  const double code = 1.0 + 4.0 / static_cast<double>(StateOptions().block_size_);
   std::vector<Case> cases = {
       {"Adam 32-bit",
        [&] {
@@ -124,30 +135,47 @@ int main(int argc, char** argv) {
        },
        2 * 4 + 4 + 2 * code},
   };
-  if (device.is_cuda()) {
+  if (optimizers == "adam") cases.resize(2);
+  const std::string where = device.is_cuda() ? cuda::device_name(0) : "cpu";
+  const std::string isa = device.is_cuda() ? "" : std::string(cpu::isa_name(cpu::active_isa()));
+  if (format == "json") {
+    std::printf(
+        "{\"run\": true, \"log2n\": %d, \"n\": %lld, \"threads\": %d, \"device\": \"%s\", \"isa\": \"%s\", "
+        "\"reps\": %d, \"copy_gbps\": %.3f}\n",
+        log2n, static_cast<long long>(n), threads, where.c_str(), isa.c_str(), reps, copy_bw / 1e9);
+  } else if (device.is_cuda()) {
     std::printf("octet optimizer update: 2^%d = %lld f32 parameters on %s, best of %d\n", log2n,
-                static_cast<long long>(n), cuda::device_name(0).c_str(), reps);
+                static_cast<long long>(n), where.c_str(), reps);
   } else {
-    std::printf("octet optimizer update: 2^%d = %lld f32 parameters, %d thread(s), CPU loops %s, best of %d\n",
-                log2n, static_cast<long long>(n), threads, std::string(cpu::isa_name(cpu::active_isa())).c_str(),
-                reps);
+    std::printf("octet optimizer update: 2^%d = %lld f32 parameters, %d thread(s), CPU loops %s, best of %d\n", log2n,
+                static_cast<long long>(n), threads, isa.c_str(), reps);
   }
-  std::printf("copy bandwidth (read+write, same run): %.1f GB/s\n\n", copy_bw / 1e9);
-  std::printf("| %-20s | %10s | %16s | %12s | %10s | %8s |\n", "optimizer", "ms/update", "ms per 1B params",
-              "state B/param", "GB/s", "% copy");
-  std::printf("|%s|%s|%s|%s|%s|%s|\n", std::string(22, '-').c_str(), std::string(12, '-').c_str(),
-              std::string(18, '-').c_str(), std::string(14, '-').c_str(), std::string(12, '-').c_str(),
-              std::string(10, '-').c_str());
+  if (format == "table") {
+    std::printf("copy bandwidth (read+write, same run): %.1f GB/s\n\n", copy_bw / 1e9);
+    std::printf("| %-20s | %10s | %16s | %12s | %10s | %8s |\n", "optimizer", "ms/update", "ms per 1B params",
+                "state B/param", "GB/s", "% copy");
+    std::printf("|%s|%s|%s|%s|%s|%s|\n", std::string(22, '-').c_str(), std::string(12, '-').c_str(),
+                std::string(18, '-').c_str(), std::string(14, '-').c_str(), std::string(12, '-').c_str(),
+                std::string(10, '-').c_str());
+  }
   for (const Case& c : cases) {
     auto opt = c.make();
     double t = best_time(reps, [&] {
       opt->step();
       if (device.is_cuda()) cuda::synchronize();
     });
-    double bw = c.bytes_per_param * static_cast<double>(n) / t;
-    std::printf("| %-20s | %10.1f | %16.1f | %12.3f | %10.1f | %7.1f%% |\n", c.name, t * 1e3,
-                t * 1e3 * 1e9 / static_cast<double>(n),
-                static_cast<double>(opt->state_bytes()) / static_cast<double>(n), bw / 1e9, 100.0 * bw / copy_bw);
+    const double bw = c.bytes_per_param * static_cast<double>(n) / t;
+    const double ms_per_1b = t * 1e3 * 1e9 / static_cast<double>(n);
+    const double state = static_cast<double>(opt->state_bytes()) / static_cast<double>(n);
+    if (format == "json") {
+      std::printf(
+          "{\"name\": \"%s\", \"ms\": %.4f, \"ms_per_1b\": %.3f, \"state_bytes_per_param\": %.4f, "
+          "\"gbps\": %.3f}\n",
+          c.name, t * 1e3, ms_per_1b, state, bw / 1e9);
+    } else {
+      std::printf("| %-20s | %10.1f | %16.1f | %12.3f | %10.1f | %7.1f%% |\n", c.name, t * 1e3, ms_per_1b, state,
+                  bw / 1e9, 100.0 * bw / copy_bw);
+    }
   }
   return 0;
 }
