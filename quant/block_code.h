@@ -1,16 +1,20 @@
 // The per-element steps of block-wise quantization (definition in quant/blockwise.h), written once
 // for the CPU kernels and the CUDA kernels (OCTET_HD), so both give the same codes and absmax bit
 // for bit: the same finite-only absmax, the same IEEE division and the same walk down the same
-// threshold tree (quant/cpu/blockwise.h: thresholds in Eytzinger order, node[1..255]).
+// code search: the code table where the map has one (quant/code_table.h), else the threshold tree
+// (quant/cpu/blockwise.h: thresholds in Eytzinger order, node[1..255]); both give nearest_code.
 //   float m = 0;  for (i...) m = absmax_step(m, x[i]);
+//   uint8_t c = table_code(table, normalized(x[i], m));
 //   uint8_t c = static_cast<uint8_t>(tree_code(tree.node, normalized(x[i], m)));
 //   float back = decode(map, c, m);
 #pragma once
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 #include "core/hostdevice.h"
+#include "quant/code_table.h"
 
 namespace octet::quant {
 
@@ -33,6 +37,34 @@ OCTET_HD inline unsigned tree_code(const float* node, float v) {
   unsigned k = 1;
   for (int level = 0; level < 8; ++level) k = 2 * k + (v > node[k] ? 1u : 0u);
   return k - 256;
+}
+
+// The bits of a float.
+OCTET_HD inline uint32_t float_bits(float v) {
+#ifdef __CUDA_ARCH__
+  return __float_as_uint(v);
+#else
+  uint32_t u;
+  std::memcpy(&u, &v, sizeof u);
+  return u;
+#endif
+}
+
+// The code of a normalized value from its code table (layout in quant/code_table.h); NaN -> the
+// code of 0, as normalized() gives.
+OCTET_HD inline uint8_t table_code(const CodeTable& t, float v) {
+  const uint32_t b = float_bits(v != v ? 0.0f : v);
+  const uint32_t key = (b & 0x7FFFFFFFu) < t.a1 ? b & 0x7FFFFFFFu : t.a1;
+  const uint32_t mask = (1u << t.shift) - 1;
+  uint32_t idx = 0, low = key < mask ? key : mask;
+  if (key >= t.a0) {
+    idx = ((key - t.a0) >> t.shift) + 1;
+    low = (key - t.a0) & mask;
+  }
+  if (b >> 31) idx = t.negatives_one_entry ? t.half : idx + t.half;
+  const uint32_t e = t.entry[idx];
+  const int32_t delta = static_cast<int32_t>(e << 8) >> 28;
+  return static_cast<uint8_t>(static_cast<int32_t>(e >> 24) + (low > (e & 0xFFFFFu) ? delta : 0));
 }
 
 OCTET_HD inline float decode(const float* map, uint8_t code, float absmax) { return map[code] * absmax; }

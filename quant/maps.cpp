@@ -175,6 +175,18 @@ uint8_t nearest_code(const float* map, float v) {
   return static_cast<uint8_t>(best);
 }
 
+const QuantMap* builtin_map(const float* map) {
+  static const auto tables = [] {
+    std::array<const float*, std::size(kAllQuantMaps)> t{};
+    for (size_t i = 0; i < t.size(); ++i) t[i] = quant_map(kAllQuantMaps[i]).data();
+    return t;
+  }();
+  for (size_t i = 0; i < tables.size(); ++i) {
+    if (tables[i] == map) return &kAllQuantMaps[i];
+  }
+  return nullptr;
+}
+
 uint8_t nearest_code(const std::array<float, 256>& map, float v) { return nearest_code(map.data(), v); }
 
 Thresholds compute_thresholds(const float* map) {

@@ -71,6 +71,10 @@ std::string_view quant_map_name(QuantMap map);
 // The map's 256 values, ascending; built once (thread-safe), valid for the program's lifetime.
 const std::array<float, 256>& quant_map(QuantMap map);
 
+// The built-in map whose table `map` is (one of quant_map(...).data()), or null for any other
+// pointer (a map with the same values elsewhere is not built in). Cheap: one static array.
+const QuantMap* builtin_map(const float* map);
+
 // Index of the map entry nearest to v (ties, duplicates, NaN and inf as described above). The
 // scalar reference: a scan of all 256 entries comparing exact distances. `map` must be ascending
 // and finite, with neighbouring entries within a factor 2^29 of each other or one of them 0 (true

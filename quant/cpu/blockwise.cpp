@@ -31,9 +31,7 @@ const SearchTree& search_tree(const float* map, SearchTree& scratch) {
     for (QuantMap m : kAllQuantMaps) t[static_cast<size_t>(m)] = make_search_tree(quant_thresholds(m));
     return t;
   }();
-  for (QuantMap m : kAllQuantMaps) {
-    if (map == quant_map(m).data()) return trees[static_cast<size_t>(m)];
-  }
+  if (const QuantMap* m = builtin_map(map)) return trees[static_cast<size_t>(*m)];
   scratch = make_search_tree(compute_thresholds(map));
   return scratch;
 }
@@ -69,6 +67,10 @@ void encode_portable(const float* x, int64_t n, float absmax, const SearchTree& 
   for (; i < n; ++i) codes[i] = static_cast<uint8_t>(tree_code(tree.node, normalized(x[i], absmax)));
 }
 
+void encode_table_portable(const float* x, int64_t n, float absmax, const CodeTable& table, uint8_t* codes) {
+  for (int64_t i = 0; i < n; ++i) codes[i] = table_code(table, normalized(x[i], absmax));
+}
+
 void decode_portable(const uint8_t* codes, int64_t n, float absmax, const float* map, float* out) {
   for (int64_t i = 0; i < n; ++i) out[i] = decode(map, codes[i], absmax);
 }
@@ -87,11 +89,16 @@ float absmax_isa(Isa isa, const float* x, int64_t n) {
   return detail::absmax_portable(x, n);
 }
 
-void encode_isa(Isa isa, const float* x, int64_t n, float absmax, const SearchTree& tree, uint8_t* codes) {
+// The map's code table where it has one (portable, AVX2), else the tree (always on AVX-512, whose
+// whole tree sits in registers).
+void encode_isa(Isa isa, const float* x, int64_t n, float absmax, const CodeTable* table, const SearchTree& tree,
+                uint8_t* codes) {
 #ifdef OCTET_CPU_X86
   if (isa == Isa::avx512) return detail::encode_avx512(x, n, absmax, tree, codes);
+  if (isa == Isa::avx2 && table != nullptr) return detail::encode_table_avx2(x, n, absmax, *table, codes);
   if (isa == Isa::avx2) return detail::encode_avx2(x, n, absmax, tree, codes);
 #endif
+  if (table != nullptr) return detail::encode_table_portable(x, n, absmax, *table, codes);
   detail::encode_portable(x, n, absmax, tree, codes);
 }
 
@@ -110,11 +117,12 @@ void check_isa(Isa isa, const char* op) {
 
 void quantize_block(Isa isa, const float* x, int64_t n, const float* map, uint8_t* codes, float* absmax) {
   check_isa(isa, "quant::cpu::quantize_block");
+  const CodeTable* table = code_table(map);
   SearchTree scratch;
   const SearchTree& tree = search_tree(map, scratch);
   float a = absmax_isa(isa, x, n);
   *absmax = a;
-  encode_isa(isa, x, n, a, tree, codes);
+  encode_isa(isa, x, n, a, table, tree, codes);
 }
 
 void dequantize_block(Isa isa, const uint8_t* codes, int64_t n, float absmax, const float* map, float* out) {
@@ -129,6 +137,7 @@ int64_t block_grain(int64_t block_size) { return std::max<int64_t>(1, (int64_t{1
 
 void quantize_blocks(const float* x, int64_t n, int64_t block_size, const float* map, uint8_t* codes, float* absmax) {
   Isa isa = active_isa();
+  const CodeTable* table = code_table(map);
   SearchTree scratch;
   const SearchTree& tree = search_tree(map, scratch);
   parallel_for(0, (n + block_size - 1) / block_size, block_grain(block_size), [&](int64_t b0, int64_t b1) {
@@ -136,7 +145,7 @@ void quantize_blocks(const float* x, int64_t n, int64_t block_size, const float*
       int64_t begin = b * block_size, len = std::min(block_size, n - begin);
       float a = absmax_isa(isa, x + begin, len);
       absmax[b] = a;
-      encode_isa(isa, x + begin, len, a, tree, codes + begin);
+      encode_isa(isa, x + begin, len, a, table, tree, codes + begin);
     }
   });
 }

@@ -5,7 +5,9 @@
 //   cpu::set_active_isa(cpu::Isa::portable);   // e.g. to test or time the fallback
 //   cpu::quantize_block(cpu::Isa::avx512, x, n, map, codes, &absmax);
 //
-// The fast search: the 255 decision thresholds of the map (quant/maps.h) are stored in Eytzinger
+// The fast search, portable and AVX2: the code table of quant/code_table.h, one lookup (a gather
+// on AVX2) and one compare per element. AVX-512, and any map without a table, walk a tree instead:
+// the 255 decision thresholds of the map (quant/maps.h) are stored in Eytzinger
 // (breadth-first binary tree) order, node[k] for k in [1, 256), and each element walks 8 levels,
 // k = 2k + (v > node[k]), ending at k = 256 + code -- O(log 256), branch-free. AVX-512 keeps the
 // whole tree in 16 registers and looks nodes up with permutes; AVX2 permutes the first 5 levels
@@ -17,6 +19,7 @@
 #include <cstdint>
 
 #include "core/cpu/isa.h"
+#include "quant/code_table.h"
 #include "quant/maps.h"
 
 namespace octet::quant::cpu {
@@ -54,7 +57,10 @@ float absmax_portable(const float* x, int64_t n);
 // codes[i] = code of x[i] / absmax (NaN -> 0) found in `tree`.
 void encode_portable(const float* x, int64_t n, float absmax, const SearchTree& tree, uint8_t* codes);
 void decode_portable(const uint8_t* codes, int64_t n, float absmax, const float* map, float* out);
+// The same codes as encode_portable, from the map's code table.
+void encode_table_portable(const float* x, int64_t n, float absmax, const CodeTable& table, uint8_t* codes);
 #ifdef OCTET_CPU_X86
+void encode_table_avx2(const float* x, int64_t n, float absmax, const CodeTable& table, uint8_t* codes);
 float absmax_avx2(const float* x, int64_t n);
 void encode_avx2(const float* x, int64_t n, float absmax, const SearchTree& tree, uint8_t* codes);
 float absmax_avx512(const float* x, int64_t n);

@@ -72,16 +72,53 @@ OCTET_TARGET_AVX2 static inline __m256i codes_avx2(const float* x, __m256 absmax
   return _mm256_sub_epi32(k, _mm256_set1_epi32(256));
 }
 
-OCTET_TARGET_AVX2 void encode_avx2(const float* x, int64_t n, float absmax, const SearchTree& tree, uint8_t* codes) {
+// Codes of 8 normalized values from the code table (quant/code_table.h): the same key, bucket and
+// compare as table_code, with one gather.
+OCTET_TARGET_AVX2 static inline __m256i table_codes_avx2(const float* x, __m256 absmax, const CodeTable& t) {
+  __m256 v = _mm256_div_ps(_mm256_loadu_ps(x), absmax);
+  v = _mm256_andnot_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q), v);  // NaN -> 0
+  const __m256i b = _mm256_castps_si256(v);
+  const __m256i key = _mm256_min_epi32(_mm256_and_si256(b, _mm256_set1_epi32(0x7FFFFFFF)),
+                                       _mm256_set1_epi32(static_cast<int>(t.a1)));
+  const __m256i d = _mm256_sub_epi32(key, _mm256_set1_epi32(static_cast<int>(t.a0)));
+  const __m256i mask = _mm256_set1_epi32(static_cast<int>((1u << t.shift) - 1));
+  const __m256i under = _mm256_cmpgt_epi32(_mm256_setzero_si256(), d);  // bucket 0: key < a0
+  const __m128i shift = _mm_cvtsi32_si128(static_cast<int>(t.shift));
+  __m256i idx = _mm256_andnot_si256(under, _mm256_add_epi32(_mm256_srl_epi32(d, shift), _mm256_set1_epi32(1)));
+  const __m256i low = _mm256_blendv_epi8(_mm256_and_si256(d, mask), _mm256_min_epi32(key, mask), under);
+  // Negatives: entry half + idx, or the one entry [half].
+  const __m256i neg = _mm256_srai_epi32(b, 31);
+  const __m256i one_entry = _mm256_set1_epi32(t.negatives_one_entry ? -1 : 0);
+  idx = _mm256_add_epi32(_mm256_andnot_si256(_mm256_and_si256(neg, one_entry), idx),
+                         _mm256_and_si256(neg, _mm256_set1_epi32(static_cast<int>(t.half))));
+  const __m256i e = _mm256_i32gather_epi32(reinterpret_cast<const int*>(t.entry), idx, 4);
+  const __m256i change = _mm256_and_si256(e, _mm256_set1_epi32(0xFFFFF));
+  const __m256i delta = _mm256_srai_epi32(_mm256_slli_epi32(e, 8), 28);
+  return _mm256_add_epi32(_mm256_srli_epi32(e, 24), _mm256_and_si256(_mm256_cmpgt_epi32(low, change), delta));
+}
+
+// 16 codes (each 0..255 in a 32-bit lane) to bytes in order.
+OCTET_TARGET_AVX2 static inline void store_codes_avx2(__m256i c0, __m256i c1, uint8_t* codes) {
+  // [c0 lo, c1 lo, c0 hi, c1 hi] as u16 per 128-bit lane, then bytes; fix the lane order.
+  __m256i w = _mm256_permute4x64_epi64(_mm256_packus_epi32(c0, c1), 0xD8);
+  __m128i b = _mm_packus_epi16(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(codes), b);
+}
+
+OCTET_TARGET_AVX2 void encode_table_avx2(const float* x, int64_t n, float absmax, const CodeTable& table,
+                                         uint8_t* codes) {
   const __m256 a = _mm256_set1_ps(absmax);
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
-    __m256i c0 = codes_avx2(x + i, a, tree), c1 = codes_avx2(x + i + 8, a, tree);
-    // [c0 lo, c1 lo, c0 hi, c1 hi] as u16 per 128-bit lane, then bytes; fix the lane order.
-    __m256i w = _mm256_permute4x64_epi64(_mm256_packus_epi32(c0, c1), 0xD8);
-    __m128i b = _mm_packus_epi16(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(codes + i), b);
+    store_codes_avx2(table_codes_avx2(x + i, a, table), table_codes_avx2(x + i + 8, a, table), codes + i);
   }
+  encode_table_portable(x + i, n - i, absmax, table, codes + i);
+}
+
+OCTET_TARGET_AVX2 void encode_avx2(const float* x, int64_t n, float absmax, const SearchTree& tree, uint8_t* codes) {
+  const __m256 a = _mm256_set1_ps(absmax);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) store_codes_avx2(codes_avx2(x + i, a, tree), codes_avx2(x + i + 8, a, tree), codes + i);
   encode_portable(x + i, n - i, absmax, tree, codes + i);
 }
 

@@ -12,6 +12,7 @@
 
 #include "core/octet.h"
 #include "quant/blockwise.h"
+#include "quant/code_table.h"
 #include "quant/cpu/blockwise.h"
 
 namespace octet::quant {
@@ -183,13 +184,24 @@ TEST(QuantBlockwise, NonFiniteValues) {
 }
 
 // Hard inputs for one block with absmax exactly 1: every map entry, every threshold and its
-// neighbours (exact ties where the midpoint is a float), non-finite values, denormals, -0.
+// neighbours (exact ties where the midpoint is a float), the code table's bucket edges, non-finite
+// values, denormals, -0.
 std::vector<float> hard_block(QuantMap q) {
   const auto& m = quant_map(q);
   const Thresholds& t = quant_thresholds(q);
   std::vector<float> x{1.0f, -1.0f, kNaN, kInf, -kInf, -0.0f, 1e-40f, -1e-40f, 1e-30f, 0.5f};
   for (int i = 0; i < 255; ++i) {
-    x.insert(x.end(), {m[i], t[i], std::nextafter(t[i], kInf), std::nextafter(t[i], -kInf)});
+    x.push_back(m[i]);
+    float v = t[i];
+    for (int k = 0; k < 3; ++k) v = std::nextafter(v, -kInf);
+    for (int k = 0; k < 7; ++k, v = std::nextafter(v, kInf)) x.push_back(v);  // t[i] and 3 floats each side
+  }
+  // The edges of the code table's buckets (quant/code_table.h), both signs.
+  const CodeTable* table = code_table(q);
+  for (uint32_t key = table ? table->a0 : 0; table && key <= table->a1; key += 1u << table->shift) {
+    float edge;
+    std::memcpy(&edge, &key, sizeof edge);
+    x.insert(x.end(), {edge, std::nextafter(edge, 0.0f), -edge, -std::nextafter(edge, 0.0f)});
   }
   return x;
 }
