@@ -19,7 +19,7 @@
 //
 // Device: the tensor-level functions run on the device of their tensors (CPU, or CUDA in builds
 // with it: quant/cuda/blockwise.h, one thread block per quantization block, the same threshold
-// tree as the CPU, so the same codes and absmax); the raw block kernels below are CPU-only.
+// code table as the CPU, so the same codes and absmax); the raw block kernels below are CPU-only.
 #pragma once
 
 #include <cstdint>

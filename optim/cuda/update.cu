@@ -5,7 +5,7 @@
 //   - 8-bit state: one thread block per quantization block. Each thread dequantizes its elements
 //     (map in shared memory), runs the rule in f32 and keeps the new state values in registers;
 //     the block reduces each buffer's new absmax (finite values only, as on the CPU) and every
-//     thread requantizes its values by the CPU's tree walk. The f32 state never reaches memory;
+//     thread requantizes its values from the CPU's code table (quant/code_table.h). The f32 state never reaches memory;
 //   - sums: fixed chunks, a fixed tree within each chunk, one block summing the partials in a fixed
 //     order, and a finishing functor turning the sums into a factor left in device memory (the
 //     layer-wise update reads it there: no host synchronization between the passes).
@@ -61,16 +61,12 @@ __global__ void __launch_bounds__(kUpdateThreads)
     blockwise_update_kernel(Rule rule, float* __restrict__ p, const float* __restrict__ g, int64_t n, QuantView q,
                             const float* __restrict__ scale) {
   __shared__ float map[kMaxStateBuffers][256];
-  __shared__ float tree[kMaxStateBuffers][256];
   __shared__ float red[kMaxStateBuffers][32];
   const int tid = threadIdx.x, threads = blockDim.x;
 #pragma unroll
   for (int k = 0; k < kMaxStateBuffers; ++k) {  // constant k (unrolled, guarded): q stays in registers
     if (k < q.count) {
-      for (int j = tid; j < 256; j += threads) {
-        map[k][j] = q.tables[k]->map[j];
-        tree[k][j] = q.tables[k]->tree[j];
-      }
+      for (int j = tid; j < 256; j += threads) map[k][j] = q.tables[k]->map[j];
     }
   }
   take_scale(rule, scale);
@@ -111,7 +107,7 @@ __global__ void __launch_bounds__(kUpdateThreads)
 #pragma unroll
       for (int k = 0; k < kMaxStateBuffers; ++k)
         if (k < q.count)
-          q.codes[k][i] = static_cast<uint8_t>(quant::tree_code(tree[k], quant::normalized(s[k][e], m[k])));
+          q.codes[k][i] = quant::table_code(q.tables[k]->codes, quant::normalized(s[k][e], m[k]));
     }
   }
   if (tid == 0) {

@@ -96,7 +96,6 @@ void encode_isa(Isa isa, const float* x, int64_t n, float absmax, const CodeTabl
 #ifdef OCTET_CPU_X86
   if (isa == Isa::avx512) return detail::encode_avx512(x, n, absmax, tree, codes);
   if (isa == Isa::avx2 && table != nullptr) return detail::encode_table_avx2(x, n, absmax, *table, codes);
-  if (isa == Isa::avx2) return detail::encode_avx2(x, n, absmax, tree, codes);
 #endif
   if (table != nullptr) return detail::encode_table_portable(x, n, absmax, *table, codes);
   detail::encode_portable(x, n, absmax, tree, codes);

@@ -1,7 +1,7 @@
 // AVX2 and AVX-512 kernels of block-wise quantization (quant/cpu/blockwise.h). Each function is
 // compiled for its ISA with __attribute__((target)) and only called after __builtin_cpu_supports
 // said yes; tails go to the portable kernels, so results are bit-identical by construction of the
-// same search tree, the same IEEE division and the same "v > node" comparison.
+// same code table (or search tree), the same IEEE division and the same comparisons.
 #include "quant/cpu/blockwise.h"
 
 #ifdef OCTET_CPU_X86
@@ -42,34 +42,6 @@ OCTET_TARGET_AVX2 float absmax_avx2(const float* x, int64_t n) {
   float m = hmax_avx2(_mm256_max_ps(m0, m1));
   float tail = absmax_portable(x + i, n - i);
   return tail > m ? tail : m;
-}
-
-// One tree level: k = 2k + (v > t).
-OCTET_TARGET_AVX2 static inline __m256i step_avx2(__m256 v, __m256 t, __m256i k) {
-  __m256i gt = _mm256_castps_si256(_mm256_cmp_ps(v, t, _CMP_GT_OQ));  // -1 where v > t
-  return _mm256_sub_epi32(_mm256_add_epi32(k, k), gt);
-}
-
-// The nodes [8m, 16m) of one level (m = 1 or 2 registers of 8) for each lane's k: each register
-// permuted by the low 3 bits of k, bit 3 picks between them.
-OCTET_TARGET_AVX2 static inline __m256 node_avx2(__m256i k, const float* level, int regs) {
-  __m256 r0 = _mm256_permutevar8x32_ps(_mm256_load_ps(level), k);
-  if (regs == 1) return r0;
-  __m256 r1 = _mm256_permutevar8x32_ps(_mm256_load_ps(level + 8), k);
-  return _mm256_blendv_ps(r0, r1, _mm256_castsi256_ps(_mm256_slli_epi32(k, 28)));  // bit 3 as the sign
-}
-
-// Levels 1..5 come from permutes; 6..8 (nodes 32..255) from gathers, which measured faster here
-// than trees of 4..16 permutes and blends (and than unrolling: AVX2 has 16 registers).
-OCTET_TARGET_AVX2 static inline __m256i codes_avx2(const float* x, __m256 absmax, const SearchTree& tree) {
-  __m256 v = _mm256_div_ps(_mm256_loadu_ps(x), absmax);
-  v = _mm256_andnot_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q), v);  // NaN -> 0
-  __m256i k = _mm256_set1_epi32(1);
-  for (int level = 0; level < 3; ++level) k = step_avx2(v, node_avx2(k, tree.node, 1), k);  // nodes 1..7
-  k = step_avx2(v, node_avx2(k, tree.node + 8, 1), k);                                      // 8..15
-  k = step_avx2(v, node_avx2(k, tree.node + 16, 2), k);                                     // 16..31
-  for (int level = 0; level < 3; ++level) k = step_avx2(v, _mm256_i32gather_ps(tree.node, k, 4), k);
-  return _mm256_sub_epi32(k, _mm256_set1_epi32(256));
 }
 
 // Codes of 8 normalized values from the code table (quant/code_table.h): the same key, bucket and
@@ -113,13 +85,6 @@ OCTET_TARGET_AVX2 void encode_table_avx2(const float* x, int64_t n, float absmax
     store_codes_avx2(table_codes_avx2(x + i, a, table), table_codes_avx2(x + i + 8, a, table), codes + i);
   }
   encode_table_portable(x + i, n - i, absmax, table, codes + i);
-}
-
-OCTET_TARGET_AVX2 void encode_avx2(const float* x, int64_t n, float absmax, const SearchTree& tree, uint8_t* codes) {
-  const __m256 a = _mm256_set1_ps(absmax);
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) store_codes_avx2(codes_avx2(x + i, a, tree), codes_avx2(x + i + 8, a, tree), codes + i);
-  encode_portable(x + i, n - i, absmax, tree, codes + i);
 }
 
 // ---- AVX-512: 16 lanes, the whole tree in registers

@@ -1,8 +1,9 @@
 // CUDA kernels of block-wise quantization (quant/cuda/blockwise.h). Quantization runs one thread
 // block per quantization block: the block's absmax over its finite elements (a max, exact in any
 // order), then each element's code by the CPU's own steps (quant/block_code.h) on the CPU's own
-// threshold tree, copied to shared memory; codes and absmax are therefore bit-identical to the
-// CPU's. Dequantization is one table lookup and one multiply per element.
+// code table (quant/code_table.h, read through the cache: one 4-byte entry per element); codes and
+// absmax are therefore bit-identical to the CPU's. Dequantization is one table lookup and one
+// multiply per element.
 #include "core/cuda/cuda_util.h"
 #include "quant/block_code.h"
 #include "quant/cuda/block_max.cuh"
@@ -18,18 +19,15 @@ constexpr int kThreads = 256;
 __global__ void __launch_bounds__(kThreads)
     quantize_kernel(const float* __restrict__ x, int64_t n, int64_t block_size, const DeviceTables* __restrict__ tables,
                     uint8_t* __restrict__ codes, float* __restrict__ absmax) {
-  __shared__ float tree[256];
   __shared__ float red[1][32];
-  for (int j = threadIdx.x; j < 256; j += blockDim.x) tree[j] = tables->tree[j];
   const int64_t begin = static_cast<int64_t>(blockIdx.x) * block_size;
   const int len = static_cast<int>(min(block_size, n - begin));
   const float* xb = x + begin;
   float m[1] = {0.0f};
   for (int j = threadIdx.x; j < len; j += blockDim.x) m[0] = absmax_step(m[0], xb[j]);
-  block_max(m, red);  // its __syncthreads also publishes `tree`
+  block_max(m, red);
   uint8_t* cb = codes + begin;
-  for (int j = threadIdx.x; j < len; j += blockDim.x)
-    cb[j] = static_cast<uint8_t>(tree_code(tree, normalized(xb[j], m[0])));
+  for (int j = threadIdx.x; j < len; j += blockDim.x) cb[j] = table_code(tables->codes, normalized(xb[j], m[0]));
   if (threadIdx.x == 0) absmax[blockIdx.x] = m[0];
 }
 

@@ -8,20 +8,20 @@
 
 #include <cstdint>
 
+#include "quant/code_table.h"
 #include "quant/maps.h"
 
 namespace octet::quant::cuda {
 
-// A map (256 ascending values) and its search tree (the thresholds in Eytzinger order, node[0]
-// unused: the same tree the CPU kernels walk), as they lie in device memory.
+// A map (256 ascending values) and its code table (quant/code_table.h: the same table the CPU
+// kernels read), as they lie in device memory.
 struct DeviceTables {
   float map[256];
-  float tree[256];
+  CodeTable codes;
 };
-static_assert(sizeof(DeviceTables) == 2048, "DeviceTables: two tables of 256 floats");
 
 // The tables of `map` on CUDA device `device`, uploaded on first use and kept for the lifetime of
-// the process (2 KB per map and device).
+// the process (17 KB per map and device).
 const DeviceTables* device_tables(QuantMap map, int device);
 
 // n elements in blocks of block_size (a power of two in [64, 4096]); absmax has one entry per block.

@@ -1,6 +1,6 @@
-// The quantization maps and their search trees in device memory (quant/cuda/blockwise.h): built
-// from the very tables the CPU kernels use, uploaded once per map and device, never freed (they
-// live as long as the process; 2 KB each).
+// The quantization maps and their code tables in device memory (quant/cuda/blockwise.h): the very
+// tables the CPU kernels use, uploaded once per map and device, never freed (they live as long as
+// the process; 17 KB each).
 #include <cuda_runtime.h>
 
 #include <cstring>
@@ -10,7 +10,7 @@
 
 #include "core/cuda.h"
 #include "core/cuda/cuda_util.h"
-#include "quant/cpu/blockwise.h"
+#include "core/error.h"
 #include "quant/cuda/blockwise.h"
 
 namespace octet::quant::cuda {
@@ -26,8 +26,9 @@ const DeviceTables* device_tables(QuantMap map, int device) {
   DeviceTables host{};
   const std::array<float, 256>& values = quant_map(map);  // throws for an unknown map
   std::memcpy(host.map, values.data(), sizeof(host.map));
-  cpu::SearchTree scratch;
-  std::memcpy(host.tree, cpu::search_tree(values.data(), scratch).node, sizeof(host.tree));
+  const CodeTable* codes = code_table(map);
+  OCTET_CHECK(codes != nullptr, "quant::cuda::device_tables: map ", quant_map_name(map), " has no code table");
+  host.codes = *codes;
 
   ::octet::cuda::check_available("quant::cuda::device_tables");
   int previous = 0;

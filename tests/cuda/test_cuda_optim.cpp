@@ -6,7 +6,7 @@
 // multiplies, divisions and square roots in the same order, on float / double without flush to
 // zero. So every elementwise update (SGD, Adam, AdamW, RMSprop, Lion; also LAMB's moments) is
 // bit-identical, and so are block-wise codes and absmax (same finite-only max, same division, same
-// threshold tree). Only sums are ordered differently (layer-wise norms, clip_grad_norm: a tree on
+// code table). Only sums are ordered differently (layer-wise norms, clip_grad_norm: a tree on
 // the GPU, serial per block on the CPU): double sums then differ by a few ulps, the f32 factors
 // they make by at most one float ulp, so those results get a float-rounding tolerance.
 #include <gtest/gtest.h>
