@@ -54,11 +54,16 @@ quant::QuantMap map_before_recording(quant::QuantMap configured) {
 }  // namespace
 
 BlockwiseState::BlockwiseState(const Tensor& param, std::vector<std::string> buffer_names,
-                               std::vector<quant::QuantMap> maps, int64_t block_size)
-    : ParamState(std::move(buffer_names)), numel_(param.numel()), block_size_(block_size) {
+                               std::vector<quant::QuantMap> maps, int64_t block_size,
+                               std::vector<quant::QuantMap> maps_before_recording)
+    : ParamState(std::move(buffer_names)),
+      maps_before_recording_(maps_before_recording.empty() ? maps : std::move(maps_before_recording)),
+      numel_(param.numel()),
+      block_size_(block_size) {
   OCTET_CHECK(param.dtype() == DType::f32, "8-bit optimizer state: parameter must be f32, got ", param.dtype());
-  OCTET_CHECK(maps.size() == ParamState::buffer_names().size(), "8-bit optimizer state: ", maps.size(), " maps for ",
-              ParamState::buffer_names().size(), " buffers");
+  OCTET_CHECK(maps.size() == ParamState::buffer_names().size() &&
+                  maps_before_recording_.size() == ParamState::buffer_names().size(),
+              "8-bit optimizer state: ", maps.size(), " maps for ", ParamState::buffer_names().size(), " buffers");
   quant::check_block_size(block_size, "8-bit optimizer state");
   for (quant::QuantMap m : maps) {
     buffers_.push_back(quant::blockwise_zeros({numel_}, m, block_size, param.device()));
@@ -129,7 +134,7 @@ NamedTensors BlockwiseState::tensors() const {
 NamedTensors BlockwiseState::older_checkpoint_defaults() const {
   NamedTensors out;
   for (size_t i = 0; i < buffers_.size(); ++i)
-    out.emplace_back(buffer_names()[i] + ".map", map_tensor(map_before_recording(buffers_[i].map)));
+    out.emplace_back(buffer_names()[i] + ".map", map_tensor(map_before_recording(maps_before_recording_[i])));
   return out;
 }
 

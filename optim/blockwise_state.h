@@ -21,8 +21,10 @@ class BlockwiseState : public ParamState {
  public:
   // One map per buffer: dynamic_signed for signed buffers (momentum, first moments),
   // dynamic_unsigned for non-negative ones (second moments). f32 parameters only.
+  // maps_before_recording: the maps, as this version names them, that octet chose for these buffers
+  // before checkpoints recorded maps (older_checkpoint_defaults); empty: `maps`.
   BlockwiseState(const Tensor& param, std::vector<std::string> buffer_names, std::vector<quant::QuantMap> maps,
-                 int64_t block_size);
+                 int64_t block_size, std::vector<quant::QuantMap> maps_before_recording = {});
   void for_each_block(const BlockUpdate<float>& fn) override;
   void for_each_block(const BlockUpdate<double>& fn) override;  // an error: 8-bit state is for f32
   // Dequantizes only (the first, read-only pass of LAMB): the state is left exactly as it was.
@@ -46,6 +48,7 @@ class BlockwiseState : public ParamState {
   void blocks(Body body);
   std::vector<quant::BlockwiseQuantized> buffers_;
   std::vector<Tensor> map_values_;  // f32 [256] on the host: each buffer's map, as checkpoints store it
+  std::vector<quant::QuantMap> maps_before_recording_;
   int64_t numel_, block_size_;
 };
 

@@ -78,9 +78,12 @@ bool name_matches(const std::string& pattern, const std::string& name) {
 Optimizer::Optimizer(std::vector<ParamGroup> groups, const OptimizerOptions& defaults, const char* name,
                      const StateOptions& state)
     : name_(name), state_options_(state) {
-  OCTET_CHECK(state.bits_ == 32 || state.bits_ == 8, name, ": state bits must be 32 or 8, got ", state.bits_);
-  OCTET_CHECK(state.min_8bit_size_ >= 0, name, ": min_8bit_size must be >= 0, got ", state.min_8bit_size_);
-  if (state.bits_ == 8) quant::check_block_size(state.block_size_, name);
+  auto check_state = [&](const StateOptions& s, const std::string& what) {
+    OCTET_CHECK(s.bits_ == 32 || s.bits_ == 8, what, ": state bits must be 32 or 8, got ", s.bits_);
+    OCTET_CHECK(s.min_8bit_size_ >= 0, what, ": min_8bit_size must be >= 0, got ", s.min_8bit_size_);
+    if (s.bits_ == 8) quant::check_block_size(s.block_size_, what.c_str());
+  };
+  check_state(state, name);
   std::set<std::string> seen;
   std::set<const TensorImpl*> seen_tensors;
   for (size_t g = 0; g < groups.size(); ++g) {
@@ -90,10 +93,13 @@ Optimizer::Optimizer(std::vector<ParamGroup> groups, const OptimizerOptions& def
     Group group;
     group.options = pg.options ? std::move(pg.options) : defaults.clone();
     group.initial_lr = group.options->get_lr();
+    if (pg.state) check_state(*pg.state, std::string(name) + ": parameter group " + std::to_string(g));
+    group.state = pg.state ? *pg.state : state;
     for (auto& [pname, p] : pg.params) {
       OCTET_CHECK(p.defined(), name, ": parameter '", pname, "' is undefined");
       OCTET_CHECK(seen.insert(pname).second, name, ": parameter name '", pname, "' appears twice");
       lr_scale_[pname] = 1.0;
+      group_of_[pname] = g;
       OCTET_CHECK(seen_tensors.insert(p.impl()).second, name, ": parameter '", pname,
                   "' is a tensor already listed under another name (tied weights: list it once)");
       OCTET_CHECK(p.dtype() == DType::f32 || p.dtype() == DType::f64, name, ": parameter '", pname, "' has dtype ",
@@ -116,6 +122,12 @@ const OptimizerOptions& Optimizer::group_options(size_t group) const {
 OptimizerOptions& Optimizer::group_options(size_t group) {
   OCTET_CHECK(group < groups_.size(), name_, ": group ", group, " out of range (", groups_.size(), " groups)");
   return *groups_[group].options;
+}
+
+const StateOptions& Optimizer::state_options(const std::string& param) const {
+  auto it = group_of_.find(param);
+  OCTET_CHECK(it != group_of_.end(), name_, ".state_options: no parameter named '", param, "'");
+  return groups_[it->second].state;
 }
 
 double Optimizer::lr(size_t group) const { return group_options(group).get_lr(); }
@@ -144,22 +156,27 @@ double Optimizer::lr_scale(const std::string& param) const {
 
 std::unique_ptr<ParamState> Optimizer::make_state(const std::string& name, const Tensor& param,
                                                   const OptimizerOptions& options) const {
-  const StateOptions& so = state_options_;
+  const StateOptions& so = state_options(name);
   bool eight = so.bits_ == 8 && param.dtype() == DType::f32 && param.numel() >= so.min_8bit_size_ &&
                !param.impl()->keep_32bit_state &&
                std::none_of(so.keep_32bit_.begin(), so.keep_32bit_.end(),
                             [&](const std::string& pat) { return name_matches(pat, name); });
   std::vector<std::string> buffers = state_buffers(options);
   if (!eight || buffers.empty()) return std::make_unique<DenseState>(param, std::move(buffers));
-  // Second moments are non-negative: the unsigned map spends its sign bit on precision.
+  // Second moments are non-negative: the unsigned map spends its sign bit on precision. RMSprop's
+  // square_avg is the exception, as in the reference (bitsandbytes stores it with the signed map of
+  // its one-state optimizers); octet stored it unsigned until then, so checkpoints that record no
+  // map resume with that.
   const quant::QuantMap unsigned_map =
       so.nonzero_second_moment_ ? quant::QuantMap::dynamic_unsigned_nonzero : quant::QuantMap::dynamic_unsigned;
-  std::vector<quant::QuantMap> maps;
+  std::vector<quant::QuantMap> maps, before_recording;
   for (const std::string& b : buffers) {
-    bool nonnegative = b.find("_sq") != std::string::npos || b == "square_avg" || b == "sum";
-    maps.push_back(nonnegative ? unsigned_map : quant::QuantMap::dynamic_signed);
+    const bool nonnegative = b.find("_sq") != std::string::npos || b == "square_avg" || b == "sum";
+    before_recording.push_back(nonnegative ? unsigned_map : quant::QuantMap::dynamic_signed);
+    maps.push_back(nonnegative && b != "square_avg" ? unsigned_map : quant::QuantMap::dynamic_signed);
   }
-  return std::make_unique<BlockwiseState>(param, std::move(buffers), std::move(maps), so.block_size_);
+  return std::make_unique<BlockwiseState>(param, std::move(buffers), std::move(maps), so.block_size_,
+                                          std::move(before_recording));
 }
 
 int64_t Optimizer::state_bytes() const {

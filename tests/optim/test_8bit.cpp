@@ -54,8 +54,8 @@ NamedTensors dequantized_state(const Optimizer& opt, int64_t block_size, const S
     if (k.size() > 6 && k.compare(k.size() - 6, 6, ".codes") == 0) {
       std::string base = k.substr(0, k.size() - 6);
       const Tensor& absmax = sd[i + 1].second;  // "<base>.absmax" follows its codes
-      bool unsigned_map = base.find("_sq") != std::string::npos || base.find("square_avg") != std::string::npos ||
-                          base.ends_with(".sum");
+      // RMSprop's square_avg is signed, as in the reference (optim/optimizer.cpp).
+      bool unsigned_map = base.find("_sq") != std::string::npos || base.ends_with(".sum");
       quant::BlockwiseQuantized q{sd[i].second, absmax, block_size,
                                   unsigned_map ? quant::QuantMap::dynamic_unsigned : quant::QuantMap::dynamic_signed,
                                   sd[i].second.shape()};
@@ -230,6 +230,33 @@ TEST(Optim8bit, TrainingTracks32BitAdam) {
 // The optimizer loops are compiled for each instruction set (core/cpu/isa.h): every path moves
 // parameters and state to the same bits as the portable one, in 32- and 8-bit state, on sizes
 // that leave vector tails and partial quantization blocks, for each optimizer and its variants.
+// RMSprop's square_avg uses the signed map, as in the reference; a checkpoint without recorded maps
+// (octet stored it unsigned then) loads with the map it was written with.
+TEST(Optim8bit, RmspropSquareAvgMapFollowsTheReference) {
+  auto make = [](Tensor p) {
+    return RMSprop({{"w", p}}, RMSpropOptions(0.01), StateOptions().bits(8).block_size(256).min_8bit_size(0));
+  };
+  Tensor p = randn({1000}).requires_grad_(true);
+  p.set_grad(randn({1000}) * 0.01);
+  RMSprop opt = make(p);
+  opt.step();
+  auto map_of = [](const NamedTensors& sd) {
+    for (const auto& [k, t] : sd)
+      if (k == "w.square_avg.map") return t.to_vector<float>();
+    return std::vector<float>{};
+  };
+  const auto& signed_map = quant::quant_map(quant::QuantMap::dynamic_signed);
+  EXPECT_EQ(map_of(opt.state_dict()), std::vector<float>(signed_map.begin(), signed_map.end()));
+  // The same state without its map: read as octet's earlier unsigned map.
+  NamedTensors old;
+  for (const auto& [k, t] : opt.state_dict())
+    if (!k.ends_with(".map")) old.emplace_back(k, t);
+  RMSprop fresh = make(p);
+  fresh.load_state_dict(old);
+  const auto& before = quant::quant_map(quant::QuantMap::dynamic_unsigned_upper);
+  EXPECT_EQ(map_of(fresh.state_dict()), std::vector<float>(before.begin(), before.end()));
+}
+
 TEST(OptimIsa, EveryPathGivesThePortableBits) {
   std::vector<OptCase> all = cases();
   all.push_back({"adam-l2-amsgrad", [](const NamedTensors& p, const StateOptions& s) {

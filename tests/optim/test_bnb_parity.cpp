@@ -4,9 +4,9 @@
 //     on normal, uniform and outlier data, and at exact ties; dequantization of its codes;
 //   - one 8-bit optimizer step of Adam, AdamW, SGD momentum, RMSprop, Lion, LAMB and LARS from the
 //     same parameter, gradient and 8-bit state, with the settings of bitsandbytes' tests/test_optim.py.
-// Where the two differ on purpose the test follows the reference and says so: RMSprop's square
-// average is stored with the signed map (octet's default is the unsigned one: the golden's map is
-// loaded with the state), and bitsandbytes' LAMB8bit and LARS8bit have no layer-wise factor (octet's
+// Every state starts with the map octet itself chose for it, which must be the golden's (RMSprop's
+// square average too: signed, as in the reference). Where the two differ on purpose the test
+// follows the reference and says so: bitsandbytes' LAMB8bit and LARS8bit have no layer-wise factor (octet's
 // Lamb and Lars run with layer_adaptation(false) to match; LayerwiseFactorIsTheOnlyDifference pins
 // what the factor changes).
 #include <gtest/gtest.h>
@@ -276,7 +276,8 @@ StepResult octet_step(const json& c, bool layer_adaptation = false) {
     EXPECT_EQ(at(b + ".absmax").numel(), static_cast<int64_t>(absmax.size()));
     std::memcpy(at(b + ".codes").data<uint8_t>(), codes.data(), codes.size());
     std::memcpy(at(b + ".absmax").data<float>(), absmax.data(), absmax.size() * sizeof(float));
-    std::memcpy(at(b + ".map").data<float>(), map.data(), sizeof(float) * 256);
+    EXPECT_EQ(std::memcmp(at(b + ".map").data<float>(), map.data(), sizeof(float) * 256), 0)
+        << b << ": octet's own map differs from the reference's " << s.at("map").get<std::string>();
   }
   opt->load_state_dict(sd);
   p.set_grad(from_vector(g, {n}));
