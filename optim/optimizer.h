@@ -49,6 +49,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -197,18 +198,28 @@ struct OptimizerOptions {
   virtual void set_lr(double lr) = 0;
 };
 
-// Parameters that share options. Without options the group takes the optimizer's defaults.
+// Parameters that share options. Without options the group takes the optimizer's defaults; without
+// state options, the optimizer's StateOptions (a group may keep 32-bit state in an 8-bit optimizer,
+// or the reverse, as bitsandbytes' per-parameter overrides do).
+//   ParamGroup(embedding_params).state_options(StateOptions().bits(32))
 struct ParamGroup {
   NamedTensors params;
   std::unique_ptr<OptimizerOptions> options;  // may be null
+  std::optional<StateOptions> state;          // unset: the optimizer's
 
   explicit ParamGroup(NamedTensors p) : params(std::move(p)) {}
   ParamGroup(NamedTensors p, const OptimizerOptions& o) : params(std::move(p)), options(o.clone()) {}
-  ParamGroup(const ParamGroup& o) : params(o.params), options(o.options ? o.options->clone() : nullptr) {}
+  ParamGroup(const ParamGroup& o)
+      : params(o.params), options(o.options ? o.options->clone() : nullptr), state(o.state) {}
   ParamGroup(ParamGroup&&) = default;
   ParamGroup& operator=(ParamGroup o) {
     params = std::move(o.params);
     options = std::move(o.options);
+    state = std::move(o.state);
+    return *this;
+  }
+  ParamGroup& state_options(StateOptions s) {
+    state = std::move(s);
     return *this;
   }
 };
@@ -244,7 +255,10 @@ class Optimizer {
   double lr_scale(const std::string& name) const;
   // Calls of step() so far (also restored by load_state_dict).
   int64_t steps() const { return steps_; }
+  // The optimizer's state options, and those of the group holding parameter `param` (its own, or
+  // the optimizer's); an unknown name is an Error.
   const StateOptions& state_options() const { return state_options_; }
+  const StateOptions& state_options(const std::string& param) const;
   // Bytes of optimizer state (every state tensor; creates the state if it does not exist yet).
   int64_t state_bytes() const;
   // Parameters whose state is 8-bit.
@@ -264,8 +278,8 @@ class Optimizer {
             const StateOptions& state = {});
 
   // The extension point: the state of parameter `name` in a group with `options`. The default
-  // is DenseState with state_buffers(options), or BlockwiseState when state_options() asks for
-  // 8 bits and the parameter qualifies. Called lazily (first step/state_dict/load).
+  // is DenseState with state_buffers(options), or BlockwiseState when state_options(name) asks
+  // for 8 bits and the parameter qualifies. Called lazily (first step/state_dict/load).
   virtual std::unique_ptr<ParamState> make_state(const std::string& name, const Tensor& param,
                                                  const OptimizerOptions& options) const;
   // Names of the state buffers a parameter needs under `options` (e.g. {"momentum_buffer"}).
@@ -285,6 +299,7 @@ class Optimizer {
     NamedTensors params;
     std::unique_ptr<OptimizerOptions> options;
     double initial_lr = 0.0;
+    StateOptions state;
     std::vector<std::unique_ptr<ParamState>> states;  // one per param, made by ensure_state()
   };
   void ensure_state() const;
@@ -293,6 +308,7 @@ class Optimizer {
   StateOptions state_options_;
   mutable std::vector<Group> groups_;       // states are created lazily, also from const accessors
   std::map<std::string, double> lr_scale_;  // every parameter's name -> its lr factor
+  std::map<std::string, size_t> group_of_;  // every parameter's name -> its group
   int64_t steps_ = 0;
 };
 
