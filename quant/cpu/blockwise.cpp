@@ -104,8 +104,9 @@ void encode_isa(Isa isa, const float* x, int64_t n, float absmax, const CodeTabl
 void decode_isa(Isa isa, const uint8_t* codes, int64_t n, float absmax, const float* map, float* out) {
 #ifdef OCTET_CPU_X86
   if (isa == Isa::avx512) return detail::decode_avx512(codes, n, absmax, map, out);
+  if (isa == Isa::avx2) return detail::decode_avx2(codes, n, absmax, map, out);
 #endif
-  detail::decode_portable(codes, n, absmax, map, out);  // AVX2: the scalar lookup was fastest
+  detail::decode_portable(codes, n, absmax, map, out);
 }
 
 void check_isa(Isa isa, const char* op) {
