@@ -42,6 +42,8 @@ for name in sorted(os.listdir(os.path.join(here, "../../recipes"))):
             put("recipe", name, f.read())
 put("recipe", "flow", b"{optimizer: {name: adam, lr: 1e-3, betas: [0.9, 0.999]}, train: {epochs: 2}}\n")
 put("recipe", "anchors", b"train: &t {epochs: 1}\nschedule: {milestones: [1, 2]}\nx: *t\n")
+put("recipe", "param_groups", b"optimizer:\n  name: adamw\n  param_groups:\n    - params: [\"*.bias\", \"*bn*\"]\n"
+    b"      weight_decay: 0\n    - {params: embedding.*, state_bits: 32, betas: [0.8, 0.9]}\n")
 put("recipe", "bad_types", b"train:\n  epochs: [1]\n  allow_tf32: maybe\nmodel:\n  {a: 1}: 2\n")
 
 

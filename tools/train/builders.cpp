@@ -1,6 +1,8 @@
 #include "tools/train/builders.h"
 
+#include <algorithm>
 #include <filesystem>
+#include <map>
 
 #include "data/cifar10.h"
 #include "data/image_folder.h"
@@ -14,6 +16,7 @@
 #include "optim/lion.h"
 #include "optim/rmsprop.h"
 #include "optim/sgd.h"
+#include "quant/blockwise.h"
 
 namespace octet::train {
 
@@ -122,68 +125,173 @@ Datasets build_datasets(const Recipe& r, bool need_train, const std::string& roo
   return out;
 }
 
-std::unique_ptr<Optimizer> build_optimizer(const Recipe& r, const NamedTensors& params) {
-  const std::string name = r.text("optimizer.name");
-  const double lr = r.real("optimizer.lr"), wd = r.real("optimizer.weight_decay"), eps = r.real("optimizer.eps");
-  const double momentum = r.real("optimizer.momentum");
-  OCTET_CHECK(lr > 0, "recipe optimizer.lr: expected > 0, got ", lr);
-  OCTET_CHECK(wd >= 0, "recipe optimizer.weight_decay: expected >= 0, got ", wd);
-  const int64_t bits = r.integer("optimizer.state_bits");
-  OCTET_CHECK(bits == 32 || bits == 8, "recipe optimizer.state_bits: expected 32 or 8, got ", bits);
-  StateOptions state = StateOptions()
-                           .bits(bits)
-                           .min_8bit_size(r.integer("optimizer.min_8bit_size"))
-                           .block_size(r.integer("optimizer.block_size"))
-                           .nonzero_second_moment(r.boolean("optimizer.nonzero_second_moment"))
-                           .keep_32bit(r.text_list("optimizer.keep_32bit"));
-  if (name == "sgd") {
-    return std::make_unique<SGD>(params,
-                                 SGDOptions(lr)
-                                     .momentum(momentum)
-                                     .dampening(r.real("optimizer.dampening"))
-                                     .nesterov(r.boolean("optimizer.nesterov"))
-                                     .weight_decay(wd),
-                                 state);
+namespace {
+
+// The optimizer keys of one parameter group: the group's own values, else the section's.
+class OptimizerKeys {
+ public:
+  // `group` null: the section itself.
+  OptimizerKeys(const Recipe& r, const ParamGroupSpec* group, size_t index) : r_(r), group_(group), index_(index) {}
+  double real(const std::string& k) const { return own<double>(k) ? *own<double>(k) : r_.real(full(k)); }
+  int64_t integer(const std::string& k) const { return own<int64_t>(k) ? *own<int64_t>(k) : r_.integer(full(k)); }
+  bool boolean(const std::string& k) const { return own<bool>(k) ? *own<bool>(k) : r_.boolean(full(k)); }
+  const std::vector<double>& real_list(const std::string& k) const {
+    return own<std::vector<double>>(k) ? *own<std::vector<double>>(k) : r_.real_list(full(k));
   }
+  // The key's name in errors: "recipe optimizer.lr", or "recipe optimizer.param_groups[1].lr" when the
+  // group sets it.
+  std::string where(const std::string& k) const {
+    if (group_ && group_->values.count(k)) return "recipe optimizer.param_groups[" + std::to_string(index_) + "]." + k;
+    return "recipe " + full(k);
+  }
+
+ private:
+  static std::string full(const std::string& k) { return "optimizer." + k; }
+  template <typename T>
+  const T* own(const std::string& k) const {
+    if (!group_) return nullptr;
+    auto it = group_->values.find(k);
+    return it == group_->values.end() ? nullptr : &std::get<T>(it->second);
+  }
+  const Recipe& r_;
+  const ParamGroupSpec* group_;
+  size_t index_;
+};
+
+// The options struct of optimizer `name` from the keys it uses.
+std::unique_ptr<OptimizerOptions> optimizer_options(const std::string& name, const OptimizerKeys& k) {
+  const double lr = k.real("lr"), wd = k.real("weight_decay"), eps = k.real("eps"), momentum = k.real("momentum");
+  OCTET_CHECK(lr > 0, k.where("lr"), ": expected > 0, got ", lr);
+  OCTET_CHECK(wd >= 0, k.where("weight_decay"), ": expected >= 0, got ", wd);
+  if (name == "sgd")
+    return SGDOptions(lr)
+        .momentum(momentum)
+        .dampening(k.real("dampening"))
+        .nesterov(k.boolean("nesterov"))
+        .weight_decay(wd)
+        .clone();
   if (name == "rmsprop")
-    return std::make_unique<RMSprop>(params,
-                                     RMSpropOptions(lr)
-                                         .alpha(r.real("optimizer.alpha"))
-                                         .eps(eps)
-                                         .weight_decay(wd)
-                                         .momentum(momentum)
-                                         .centered(r.boolean("optimizer.centered")),
-                                     state);
+    return RMSpropOptions(lr)
+        .alpha(k.real("alpha"))
+        .eps(eps)
+        .weight_decay(wd)
+        .momentum(momentum)
+        .centered(k.boolean("centered"))
+        .clone();
   if (name == "adagrad")
-    return std::make_unique<Adagrad>(params,
-                                     AdagradOptions(lr)
-                                         .lr_decay(r.real("optimizer.lr_decay"))
-                                         .weight_decay(wd)
-                                         .initial_accumulator_value(r.real("optimizer.initial_accumulator_value"))
-                                         .eps(eps),
-                                     state);
+    return AdagradOptions(lr)
+        .lr_decay(k.real("lr_decay"))
+        .weight_decay(wd)
+        .initial_accumulator_value(k.real("initial_accumulator_value"))
+        .eps(eps)
+        .clone();
   if (name == "lars")
-    return std::make_unique<Lars>(params,
-                                  LarsOptions(lr)
-                                      .momentum(momentum)
-                                      .weight_decay(wd)
-                                      .trust_coefficient(r.real("optimizer.trust_coefficient"))
-                                      .eps(eps),
-                                  state);
-  const auto& b = r.real_list("optimizer.betas");
-  OCTET_CHECK(b.size() == 2, "recipe optimizer.betas: expected two values, got ", b.size());
-  if (name == "lion")
-    return std::make_unique<Lion>(params, LionOptions(lr).betas({b[0], b[1]}).weight_decay(wd), state);
-  if (name == "lamb")
-    return std::make_unique<Lamb>(params, LambOptions(lr).betas({b[0], b[1]}).eps(eps).weight_decay(wd), state);
+    return LarsOptions(lr)
+        .momentum(momentum)
+        .weight_decay(wd)
+        .trust_coefficient(k.real("trust_coefficient"))
+        .eps(eps)
+        .clone();
+  const auto& b = k.real_list("betas");
+  OCTET_CHECK(b.size() == 2, k.where("betas"), ": expected two values, got ", b.size());
+  if (name == "lion") return LionOptions(lr).betas({b[0], b[1]}).weight_decay(wd).clone();
+  if (name == "lamb") return LambOptions(lr).betas({b[0], b[1]}).eps(eps).weight_decay(wd).clone();
   // Adam and AdamW share their options; only the weight decay's meaning differs.
   auto adam_options = [&](auto opts) -> decltype(opts) {
-    return opts.betas({b[0], b[1]}).eps(eps).weight_decay(wd).amsgrad(r.boolean("optimizer.amsgrad"));
+    return opts.betas({b[0], b[1]}).eps(eps).weight_decay(wd).amsgrad(k.boolean("amsgrad"));
   };
-  if (name == "adam") return std::make_unique<Adam>(params, adam_options(AdamOptions(lr)), state);
-  if (name == "adamw") return std::make_unique<AdamW>(params, adam_options(AdamWOptions(lr)), state);
+  if (name == "adam") return adam_options(AdamOptions(lr)).clone();
+  if (name == "adamw") return adam_options(AdamWOptions(lr)).clone();
   OCTET_FAIL("recipe optimizer.name: unknown optimizer '", name,
              "' (known: sgd, adam, adamw, rmsprop, adagrad, lion, lamb, lars)");
+}
+
+StateOptions state_options(const Recipe& r, const OptimizerKeys& k) {
+  const int64_t bits = k.integer("state_bits"), min_size = k.integer("min_8bit_size");
+  const int64_t block = k.integer("block_size");
+  OCTET_CHECK(bits == 32 || bits == 8, k.where("state_bits"), ": expected 32 or 8, got ", bits);
+  OCTET_CHECK(min_size >= 0, k.where("min_8bit_size"), ": expected >= 0, got ", min_size);
+  if (bits == 8) quant::check_block_size(block, k.where("block_size").c_str());
+  return StateOptions()
+      .bits(bits)
+      .min_8bit_size(min_size)
+      .block_size(block)
+      .nonzero_second_moment(k.boolean("nonzero_second_moment"))
+      .keep_32bit(r.text_list("optimizer.keep_32bit"));
+}
+
+// The optimizer `Opt` over `groups` (its options struct is `Options`).
+template <typename Opt, typename Options>
+std::unique_ptr<Optimizer> make(std::vector<ParamGroup> groups, const OptimizerOptions& defaults,
+                                const StateOptions& state) {
+  return std::make_unique<Opt>(std::move(groups), dynamic_cast<const Options&>(defaults), state);
+}
+
+// "a, b, c, ... (120 in all)": parameter names for an error message.
+std::string some_names(const NamedTensors& params) {
+  constexpr size_t kShown = 12;
+  std::string out;
+  for (size_t i = 0; i < params.size() && i < kShown; ++i) out += (i ? ", " : "") + params[i].first;
+  if (params.size() > kShown) out += ", ... (" + std::to_string(params.size()) + " in all)";
+  return out.empty() ? "none" : out;
+}
+
+// The parameters of each optimizer group: [0] those no param_groups entry matches, [i + 1] those
+// whose first matching entry is param_groups[i].
+std::vector<NamedTensors> split_params(const std::vector<ParamGroupSpec>& specs, const NamedTensors& params) {
+  for (size_t i = 0; i < specs.size(); ++i)
+    for (const std::string& glob : specs[i].params) {
+      const bool any =
+          std::any_of(params.begin(), params.end(), [&](const auto& p) { return name_matches(glob, p.first); });
+      OCTET_CHECK(any, "recipe optimizer.param_groups[", i, "]: params pattern '", glob,
+                  "' matches no parameter of the model ('*' matches any run of characters; the parameters: ",
+                  some_names(params), ")");
+    }
+  std::vector<NamedTensors> out(specs.size() + 1);
+  for (const auto& p : params) {
+    size_t g = 0;
+    for (size_t i = 0; i < specs.size() && g == 0; ++i)
+      for (const std::string& glob : specs[i].params)
+        if (name_matches(glob, p.first)) {
+          g = i + 1;
+          break;
+        }
+    out[g].push_back(p);
+  }
+  for (size_t i = 0; i < specs.size(); ++i)
+    OCTET_CHECK(!out[i + 1].empty(), "recipe optimizer.param_groups[", i,
+                "]: every parameter its params match is in an earlier group (a parameter takes the first group "
+                "that matches it)");
+  return out;
+}
+
+}  // namespace
+
+std::unique_ptr<Optimizer> build_optimizer(const Recipe& r, const NamedTensors& params) {
+  const std::string name = r.text("optimizer.name");
+  const OptimizerKeys section(r, nullptr, 0);
+  const std::unique_ptr<OptimizerOptions> defaults = optimizer_options(name, section);
+  const StateOptions state = state_options(r, section);
+  // Group 0 holds the parameters no entry matches, with the section's values (the lr the trainer
+  // logs); group i + 1 is param_groups[i].
+  const std::vector<ParamGroupSpec>& specs = r.group_list("optimizer.param_groups");
+  std::vector<NamedTensors> split = split_params(specs, params);
+  std::vector<ParamGroup> groups{ParamGroup(std::move(split[0]))};
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const OptimizerKeys keys(r, &specs[i], i);
+    groups.emplace_back(std::move(split[i + 1]), *optimizer_options(name, keys));
+    groups.back().state_options(state_options(r, keys));
+  }
+  using Make = std::unique_ptr<Optimizer> (*)(std::vector<ParamGroup>, const OptimizerOptions&, const StateOptions&);
+  const std::map<std::string, Make> kinds = {{"sgd", make<SGD, SGDOptions>},
+                                             {"adam", make<Adam, AdamOptions>},
+                                             {"adamw", make<AdamW, AdamWOptions>},
+                                             {"rmsprop", make<RMSprop, RMSpropOptions>},
+                                             {"adagrad", make<Adagrad, AdagradOptions>},
+                                             {"lion", make<Lion, LionOptions>},
+                                             {"lamb", make<Lamb, LambOptions>},
+                                             {"lars", make<Lars, LarsOptions>}};
+  return kinds.at(name)(std::move(groups), *defaults, state);  // optimizer_options() knew the name
 }
 
 std::shared_ptr<LrSchedule> build_schedule(const Recipe& r, std::shared_ptr<PlateauSchedule>* plateau) {

@@ -90,6 +90,10 @@ const std::vector<SchemaEntry> kSchema = {
      "8-bit state: a positive second moment never quantizes to 0 (false: the bitsandbytes rule)", "false"},
     {"optimizer.keep_32bit", K::text_list, "[]",
      "parameter name patterns (* matches anything) whose state stays 32-bit, e.g. [\"*embedding*\"]"},
+    {"optimizer.param_groups", K::group_list, "[]",
+     "per-parameter settings: [{params: GLOB or [GLOB, ...], KEY: value, ...}, ...] with any optimizer key but "
+     "name, keep_32bit and param_groups; a parameter takes the first group whose params match its name, and "
+     "the keys that group does not set from the section (see Parameter groups)"},
     // schedule
     {"schedule.name", K::text, "constant",
      "constant, step, multistep, cosine (applied every step) or plateau (times gamma after each evaluation whose "
@@ -214,6 +218,8 @@ const char* type_name(KeyType t) {
       return "a list of integers";
     case K::text_list:
       return "a list of strings";
+    case K::group_list:
+      return "a list of groups";
   }
   return "?";
 }
@@ -237,8 +243,85 @@ std::string key_text(const YAML::Node& k, const std::string& where) {
   return k.Scalar();
 }
 
+std::string at_line(const std::string& source, const YAML::Node& n) {
+  return source + ":" + std::to_string(n.Mark().line + 1);
+}
+
+// A YAML node as a value of the entry's type, in its range; `where` names the place for errors,
+// and `source` (the file, or empty for overrides and defaults) lets a list of groups name the line
+// of each group and key.
+RecipeValue convert(const YAML::Node& n, const SchemaEntry& e, const std::string& where,
+                    const std::string& source = "");
+
+// The optimizer keys a group may not set: they are the whole optimizer's.
+bool optimizer_wide(const std::string& field) {
+  return field == "name" || field == "keep_32bit" || field == "param_groups";
+}
+
+// The keys a group may set, for error messages.
+std::string group_keys() {
+  std::string out = "params";
+  for (const SchemaEntry& e : kSchema) {
+    if (e.key.rfind("optimizer.", 0) != 0) continue;
+    const std::string field = e.key.substr(std::string("optimizer.").size());
+    if (!optimizer_wide(field)) out += ", " + field;
+  }
+  return out;
+}
+
+// optimizer.param_groups: a list of mappings, each with `params` (a glob or a non-empty list of
+// globs) and optimizer keys, each converted and range-checked as the section's key is. Errors name
+// the line (when there is a file), the group's index and the key.
+std::vector<ParamGroupSpec> convert_groups(const YAML::Node& n, const SchemaEntry& e, const std::string& where,
+                                           const std::string& source) {
+  OCTET_CHECK(n.IsSequence(), where, ": key '", e.key, "' must be ", type_name(e.type),
+              " ([{params: GLOB, key: value, ...}, ...]), got ", describe(n));
+  const std::string section = e.key.substr(0, e.key.find('.') + 1);  // "optimizer."
+  std::vector<ParamGroupSpec> groups;
+  for (size_t i = 0; i < n.size(); ++i) {
+    const YAML::Node item = n[i];
+    const std::string index = e.key + "[" + std::to_string(i) + "]";
+    auto at = [&](const YAML::Node& x) { return (source.empty() ? where : at_line(source, x)) + ": " + index; };
+    OCTET_CHECK(item.IsMap(), at(item), " must be a mapping {params: GLOB, key: value, ...}, got ", describe(item));
+    ParamGroupSpec g;
+    bool has_params = false;
+    for (auto kv = item.begin(); kv != item.end(); ++kv) {
+      const std::string field = key_text(kv->first, at(kv->first));
+      const YAML::Node value = kv->second;
+      if (field == "params") {
+        has_params = true;
+        const bool ok = value.IsScalar() || (value.IsSequence() && value.size() > 0);
+        OCTET_CHECK(ok, at(value), ": 'params' must be a name glob or a non-empty list of them, got ", describe(value));
+        if (value.IsScalar()) {
+          g.params.push_back(value.Scalar());
+        } else {
+          for (const auto& x : value) {
+            OCTET_CHECK(x.IsScalar(), at(x), ": 'params' must be a name glob or a non-empty list of them, got ",
+                        describe(x), " in the list");
+            g.params.push_back(x.Scalar());
+          }
+        }
+        for (const std::string& glob : g.params)
+          OCTET_CHECK(!glob.empty(), at(value), ": 'params' has an empty pattern");
+        continue;
+      }
+      OCTET_CHECK(!optimizer_wide(field), at(kv->first), ": key '", field,
+                  "' cannot be set per group: it is the whole optimizer's (set ", section, field, ")");
+      const SchemaEntry* k = find_entry(section + field);
+      OCTET_CHECK(k != nullptr, at(kv->first), ": unknown key '", field, "' (known keys in a group: ", group_keys(),
+                  ")");
+      OCTET_CHECK(!g.values.count(field), at(kv->first), ": key '", field, "' appears twice");
+      g.values[field] = convert(value, *k, at(value));
+    }
+    OCTET_CHECK(has_params, at(item), ": 'params' is missing (a name glob or a list of them, e.g. params: \"*.bias\")");
+    groups.push_back(std::move(g));
+  }
+  return groups;
+}
+
 // Converts a YAML node to the entry's type; `where` names the place for errors.
-RecipeValue convert_type(const YAML::Node& n, const SchemaEntry& e, const std::string& where) {
+RecipeValue convert_type(const YAML::Node& n, const SchemaEntry& e, const std::string& where,
+                         const std::string& source) {
   auto bad = [&]() -> RecipeValue {
     OCTET_FAIL(where, ": key '", e.key, "' must be ", type_name(e.type), ", got ", describe(n));
   };
@@ -277,6 +360,8 @@ RecipeValue convert_type(const YAML::Node& n, const SchemaEntry& e, const std::s
         }
         return v;
       }
+      case K::group_list:
+        return convert_groups(n, e, where, source);
     }
   } catch (const YAML::Exception&) {
     return bad();
@@ -285,8 +370,8 @@ RecipeValue convert_type(const YAML::Node& n, const SchemaEntry& e, const std::s
 }
 
 // convert_type, then the key's range (kRanges), if it has one.
-RecipeValue convert(const YAML::Node& n, const SchemaEntry& e, const std::string& where) {
-  RecipeValue v = convert_type(n, e, where);
+RecipeValue convert(const YAML::Node& n, const SchemaEntry& e, const std::string& where, const std::string& source) {
+  RecipeValue v = convert_type(n, e, where, source);
   auto range = kRanges.find(e.key);
   if (range == kRanges.end()) return v;
   const ValueRange& r = range->second;
@@ -294,10 +379,6 @@ RecipeValue convert(const YAML::Node& n, const SchemaEntry& e, const std::string
   const bool ok = (r.lo_open ? x > r.lo : x >= r.lo) && x <= r.hi;
   OCTET_CHECK(ok, where, ": key '", e.key, "' must be ", r.text, ", got ", n.Scalar());  // a number
   return v;
-}
-
-std::string at_line(const std::string& source, const YAML::Node& n) {
-  return source + ":" + std::to_string(n.Mark().line + 1);
 }
 
 // The shortest decimal that reads back as exactly x (0.9, not 0.90000000000000002).
@@ -326,6 +407,21 @@ void emit_value(std::ostream& os, const RecipeValue& v) {
           os << t;
         } else if constexpr (std::is_same_v<T, int64_t>) {
           os << x;
+        } else if constexpr (std::is_same_v<T, std::vector<ParamGroupSpec>>) {
+          // Flow style, `params` first and the keys in schema order: [{params: ["*.bias"], lr: 0.1}]
+          os << "[";
+          for (size_t i = 0; i < x.size(); ++i) {
+            os << (i ? ", " : "") << "{params: ";
+            emit_value(os, x[i].params);
+            for (const SchemaEntry& e : kSchema) {
+              const std::string field = e.key.substr(e.key.find('.') + 1);
+              if (e.key.rfind("optimizer.", 0) != 0 || !x[i].values.count(field)) continue;
+              os << ", " << field << ": ";
+              emit_value(os, x[i].values.at(field));
+            }
+            os << "}";
+          }
+          os << "]";
         } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
           os << "[";
           for (size_t i = 0; i < x.size(); ++i) {
@@ -494,7 +590,7 @@ Recipe Recipe::parse(const std::string& yaml, const std::string& source, const s
       const SchemaEntry* e = find_entry(key);
       OCTET_CHECK(e != nullptr, at_line(source, kv->first), ": unknown key '", key, "' (known keys in ", name, ": ",
                   known_keys(name), ")");
-      r.values_[key] = convert(kv->second, *e, at_line(source, kv->second));
+      r.values_[key] = convert(kv->second, *e, at_line(source, kv->second), source);
       r.set_[key] = true;
     }
   }
@@ -502,6 +598,9 @@ Recipe Recipe::parse(const std::string& yaml, const std::string& source, const s
     size_t eq = o.find('=');
     OCTET_CHECK(eq != std::string::npos && eq > 0, "override '", o, "': expected section.key=value");
     std::string key = o.substr(0, eq);
+    OCTET_CHECK(key.rfind("optimizer.param_groups.", 0) != 0, "override '", o,
+                "': a group's keys cannot be overridden one by one; give the whole list, e.g. "
+                "optimizer.param_groups='[{params: \"*.bias\", weight_decay: 0}]'");
     const SchemaEntry* e = find_entry(key);
     OCTET_CHECK(e != nullptr, "override '", o, "': unknown key '", key, "'");
     YAML::Node v;
@@ -561,6 +660,9 @@ const std::vector<int64_t>& Recipe::int_list(const std::string& key) const {
 }
 const std::vector<std::string>& Recipe::text_list(const std::string& key) const {
   return std::get<std::vector<std::string>>(value(key, K::text_list));
+}
+const std::vector<ParamGroupSpec>& Recipe::group_list(const std::string& key) const {
+  return std::get<std::vector<ParamGroupSpec>>(value(key, K::group_list));
 }
 bool Recipe::is_set(const std::string& key) const { return set_.count(key) > 0; }
 

@@ -2,7 +2,9 @@
 // checkpoints, logging). Every key has a type and a default in one schema table (recipe.cpp),
 // which recipes/README.md documents; an unknown key, a wrong type or a bad value is an
 // octet::Error naming the file, the line and the key. Any key can be overridden from the
-// command line as `section.key=value` (the value is parsed as YAML).
+// command line as `section.key=value` (the value is parsed as YAML). optimizer.param_groups gives
+// parameters matching a name glob their own optimizer keys (PyTorch's parameter groups):
+//   optimizer: {weight_decay: 0.05, param_groups: [{params: "*.bias", weight_decay: 0}]}
 //   Recipe r = load_recipe("recipes/fashion_mnist.yaml", {"optimizer.lr=0.05"});
 //   double lr = r.real("optimizer.lr");   std::string yaml = r.resolved_yaml();
 #pragma once
@@ -14,7 +16,7 @@
 
 namespace octet::train {
 
-enum class KeyType { integer, real, boolean, text, real_list, int_list, text_list };
+enum class KeyType { integer, real, boolean, text, real_list, int_list, text_list, group_list };
 
 struct SchemaEntry {
   std::string key;  // "section.name"
@@ -35,8 +37,19 @@ const std::vector<SchemaEntry>& recipe_schema();
 // recipes/README.md's key table, generated from the schema.
 std::string schema_markdown();
 
+struct ParamGroupSpec;
 using RecipeValue = std::variant<int64_t, double, bool, std::string, std::vector<double>, std::vector<int64_t>,
-                                 std::vector<std::string>>;
+                                 std::vector<std::string>, std::vector<ParamGroupSpec>>;
+
+// One entry of optimizer.param_groups (a group_list key): the parameters it selects, by name globs
+// ('*' matches any run of characters, as in optimizer.keep_32bit), and the optimizer keys it sets
+// for them, without "optimizer." ("lr", "weight_decay", "state_bits", ...), each of the key's type.
+// The keys it does not set take the section's values.
+struct ParamGroupSpec {
+  std::vector<std::string> params;
+  std::map<std::string, RecipeValue> values;
+  bool operator==(const ParamGroupSpec&) const = default;
+};
 
 // Each optimizer's defaults for the recipe keys it uses (without "optimizer."), read from its options
 // struct default-constructed (SGDOptions, AdamOptions, ...): the one source of those defaults.
@@ -55,6 +68,7 @@ class Recipe {
   const std::vector<double>& real_list(const std::string& key) const;
   const std::vector<int64_t>& int_list(const std::string& key) const;
   const std::vector<std::string>& text_list(const std::string& key) const;
+  const std::vector<ParamGroupSpec>& group_list(const std::string& key) const;
   // Whether the recipe (or an override) set the key, as opposed to the schema default.
   bool is_set(const std::string& key) const;
 

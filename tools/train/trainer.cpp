@@ -185,6 +185,17 @@ class TrainingLoop {
     spdlog::info("optimizer {}: {:.3f} MB of state, {:.3f} bytes per parameter ({} tensors with 8-bit state)",
                  recipe_.text("optimizer.name"), static_cast<double>(optimizer_->state_bytes()) / 1e6, per_param,
                  optimizer_->num_8bit_params());
+    // What each optimizer.param_groups entry took (group i + 1; the first match wins), to check its globs by.
+    for (size_t g = 1; g < optimizer_->num_groups(); ++g) {
+      constexpr size_t kShown = 6;
+      const NamedTensors& params = optimizer_->params(g);
+      std::string names;
+      for (size_t i = 0; i < params.size() && i < kShown; ++i) names += (i ? ", " : "") + params[i].first;
+      if (params.size() > kShown) names += ", ...";
+      spdlog::info("optimizer.param_groups[{}]: {} tensors, lr {:.4g} (before the schedule), state_bits {}: {}", g - 1,
+                   params.size(), optimizer_->initial_lr(g), optimizer_->state_options(params.front().first).bits_,
+                   names);
+    }
   }
 
   // ---- the loop
