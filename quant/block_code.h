@@ -50,22 +50,35 @@ OCTET_HD inline uint32_t float_bits(float v) {
 #endif
 }
 
-// The code of a normalized value from its code table (layout in quant/code_table.h); NaN -> the
-// code of 0, as normalized() gives.
-OCTET_HD inline uint8_t table_code(const CodeTable& t, float v) {
-  const uint32_t b = float_bits(v != v ? 0.0f : v);
-  const uint32_t key = (b & 0x7FFFFFFFu) < t.a1 ? b & 0x7FFFFFFFu : t.a1;
-  const uint32_t mask = (1u << t.shift) - 1;
-  uint32_t idx = 0, low = key < mask ? key : mask;
-  if (key >= t.a0) {
-    idx = ((key - t.a0) >> t.shift) + 1;
-    low = (key - t.a0) & mask;
-  }
-  if (b >> 31) idx = t.negatives_one_entry ? t.half : idx + t.half;
-  const uint32_t e = t.entry[idx];
-  const int32_t delta = static_cast<int32_t>(e << 8) >> 28;
-  return static_cast<uint8_t>(static_cast<int32_t>(e >> 24) + (low > (e & 0xFFFFFu) ? delta : 0));
+// A code table's header in locals (registers in a loop: a store of a code through uint8_t* may
+// alias anything, and would make the compiler reload fields of the table itself).
+struct CodeTableKeys {
+  uint32_t a0, a1, shift, half, negatives_one_entry;
+  const uint32_t* entry;
+};
+OCTET_HD inline CodeTableKeys keys_of(const CodeTable& t) {
+  return {t.a0, t.a1, t.shift, t.half, t.negatives_one_entry, t.entry};
 }
+
+// The code of a normalized value from its code table (layout in quant/code_table.h); NaN -> the
+// code of 0, as normalized() gives. Branch-free (masks, as the AVX2 kernel computes it): signs and
+// magnitudes vary at random, and a mispredicted branch costs more than the whole lookup.
+OCTET_HD inline uint8_t table_code(const CodeTableKeys& t, float v) {
+  const uint32_t b = float_bits(v != v ? 0.0f : v);
+  const uint32_t magnitude = b & 0x7FFFFFFFu;
+  const uint32_t key = magnitude < t.a1 ? magnitude : t.a1;
+  const uint32_t mask = (1u << t.shift) - 1;
+  const uint32_t regular = 0u - static_cast<uint32_t>(key >= t.a0);  // all ones outside bucket 0
+  const uint32_t d = key - t.a0;
+  uint32_t idx = ((d >> t.shift) + 1) & regular;
+  const uint32_t low = (d & mask & regular) | ((key < mask ? key : mask) & ~regular);
+  const uint32_t negative = 0u - (b >> 31);
+  idx = (idx & ~(negative & (0u - t.negatives_one_entry))) + (negative & t.half);
+  const uint32_t e = t.entry[idx];
+  const uint32_t delta = static_cast<uint32_t>(static_cast<int32_t>(e << 8) >> 28);
+  return static_cast<uint8_t>((e >> 24) + (delta & (0u - static_cast<uint32_t>(low > (e & 0xFFFFFu)))));
+}
+OCTET_HD inline uint8_t table_code(const CodeTable& t, float v) { return table_code(keys_of(t), v); }
 
 OCTET_HD inline float decode(const float* map, uint8_t code, float absmax) { return map[code] * absmax; }
 

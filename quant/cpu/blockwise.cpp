@@ -68,7 +68,8 @@ void encode_portable(const float* x, int64_t n, float absmax, const SearchTree& 
 }
 
 void encode_table_portable(const float* x, int64_t n, float absmax, const CodeTable& table, uint8_t* codes) {
-  for (int64_t i = 0; i < n; ++i) codes[i] = table_code(table, normalized(x[i], absmax));
+  const CodeTableKeys keys = keys_of(table);
+  for (int64_t i = 0; i < n; ++i) codes[i] = table_code(keys, normalized(x[i], absmax));
 }
 
 void decode_portable(const uint8_t* codes, int64_t n, float absmax, const float* map, float* out) {
