@@ -5,7 +5,8 @@
 //   - 8-bit state: one thread block per quantization block. Each thread dequantizes its elements
 //     (map in shared memory), runs the rule in f32 and keeps the new state values in registers;
 //     the block reduces each buffer's new absmax (finite values only, as on the CPU) and every
-//     thread requantizes its values from the CPU's code table (quant/code_table.h). The f32 state never reaches memory;
+//     thread requantizes its values from the CPU's code table (quant/code_table.h, read through
+//     the cache). The f32 state never reaches memory;
 //   - sums: fixed chunks, a fixed tree within each chunk, one block summing the partials in a fixed
 //     order, and a finishing functor turning the sums into a factor left in device memory (the
 //     layer-wise update reads it there: no host synchronization between the passes).
