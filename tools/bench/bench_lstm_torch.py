@@ -9,6 +9,7 @@ CPU it reorders the LSTM weights on every call, which dominates batch-1 inferenc
 82 ms per token against 6.4 ms for the native path at 2048 units).
 Needs `pip install torch` (an optional dependency of the benchmarks only).
     python3 tools/bench/bench_lstm_torch.py --threads 2 --steps 5 --tokens 200 [--mkldnn off]
+`--profile` prints torch.profiler's per-op table of the training steps instead of their times.
 """
 import argparse
 import time
@@ -53,6 +54,16 @@ def train(lm, args):
         return loss.item()
 
     step()  # warm-up
+    if args.profile:  # self CPU time per op over the steps (RESULTS.md's LM-step profile)
+        from torch.profiler import ProfilerActivity, profile
+        step()
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            for _ in range(args.steps):
+                step()
+        print(f"pytorch lstm_lm train profile, {args.steps} steps, vocab {args.vocab}, hidden {args.hidden}, "
+              f"{args.threads} thread(s)")
+        print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=18))
+        return
     best, total = 1e30, 0.0
     for _ in range(args.steps):
         t0 = time.perf_counter()
@@ -96,13 +107,15 @@ def main():
     p.add_argument("--bptt", type=int, default=35)
     p.add_argument("--layers", type=int, default=1)
     p.add_argument("--mkldnn", choices=["on", "off"], default="on")
+    p.add_argument("--profile", action="store_true", help="print torch.profiler's per-op table of the training steps")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     torch.backends.mkldnn.enabled = args.mkldnn == "on"
     torch.manual_seed(0)
     lm = LstmLm(args.vocab, args.hidden, args.layers, 0.5)
     train(lm, args)
-    infer(lm, args)
+    if not args.profile:
+        infer(lm, args)
 
 
 if __name__ == "__main__":
