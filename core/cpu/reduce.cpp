@@ -21,8 +21,8 @@ namespace {
 // in a softmax sum, whose largest term is 1, that is nothing). Cody-Waite reduction x = n ln2 + r,
 // |r| <= ln2 / 2, a degree-7 Taylor polynomial (truncation 5e-9), and 2^n from the bits of the
 // rounding constant: no float-to-int conversion, so NaN stays NaN without undefined behaviour.
-// Plain float arithmetic without calls, so the row loop below vectorizes; the same IEEE
-// operations on every ISA path (the library is built without FMA contraction), so the same bits.
+// Plain IEEE float operations (the library is built without FMA contraction), which the AVX2 loop
+// below repeats lane by lane: every ISA path gives the same bits.
 inline float exp_nonpositive(float x) {
   x = x < -87.0f ? -87.0f : x;
   constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
@@ -49,7 +49,8 @@ inline float exp_nonpositive(float x) {
 // log sum exp(p[j] - m) + m for a float row: the exps in float (exp_nonpositive), summed in double
 // in 8 interleaved partial sums combined in a fixed order. The AVX2 version computes the same
 // lanes with the same IEEE operations (exp_nonpositive's, step by step) and adds them in the same
-// order, so both give the same bits; about 10x the per-element libm call they replace.
+// order, so both give the same bits. They replace a libm double exp per element (GCC vectorizes
+// neither that nor the portable loop): the 31k-vocabulary LM step went from 881 to 785 ms.
 double combine8(const double* acc) {
   return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }
