@@ -7,6 +7,8 @@
 #include <cstring>
 #include <iterator>
 
+#include "quant/block_code.h"
+
 namespace octet::quant {
 namespace {
 
@@ -14,12 +16,6 @@ float from_bits(uint32_t u) {
   float f;
   std::memcpy(&f, &u, sizeof f);
   return f;
-}
-
-uint32_t bits_of(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  return u;
 }
 
 // The code of the float with sign `negative` and magnitude bits `key`: the number of thresholds
@@ -63,7 +59,7 @@ bool build_with_shift(const Thresholds& t, uint32_t shift, CodeTable& table) {
   }
   int exponent = 0;
   std::frexp(smallest, &exponent);  // smallest = f 2^exponent, f in [0.5, 1)
-  table.a0 = bits_of(std::ldexp(1.0f, exponent - 1));
+  table.a0 = float_bits(std::ldexp(1.0f, exponent - 1));
   table.shift = shift;
   table.half = ((table.a1 - table.a0) >> shift) + 2;  // bucket 0, the regular buckets, 1.0's bucket
   table.negatives_one_entry = code_of(t, true, 0) == code_of(t, true, 0x7F800000u) ? 1 : 0;

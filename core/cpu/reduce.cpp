@@ -1,5 +1,6 @@
 // CPU row reductions and softmax. Rows are independent, so a row is always reduced by one
 // thread in one order: results do not depend on the thread count.
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -17,6 +18,15 @@ namespace octet::cpu {
 
 namespace {
 
+// The constants of exp_nonpositive, shared with its AVX2 copy (the same bits need the same values).
+constexpr float kExpLowest = -87.0f;
+constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
+constexpr uint32_t kRoundBits = 0x4B400000u;
+static_assert(std::bit_cast<uint32_t>(kRound) == kRoundBits);
+constexpr float kLog2e = 1.44269504f, kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f;
+// Horner coefficients of the degree-7 Taylor polynomial, highest first.
+constexpr float kExpPoly[8] = {1.0f / 5040, 1.0f / 720, 1.0f / 120, 1.0f / 24, 1.0f / 6, 0.5f, 1.0f, 1.0f};
+
 // exp(x) for x <= 0 in float, within about 2 ulp (exp(x) for x < -87 is taken as exp(-87), 1.6e-38:
 // in a softmax sum, whose largest term is 1, that is nothing). Cody-Waite reduction x = n ln2 + r,
 // |r| <= ln2 / 2, a degree-7 Taylor polynomial (truncation 5e-9), and 2^n from the bits of the
@@ -24,23 +34,15 @@ namespace {
 // Plain IEEE float operations (the library is built without FMA contraction), which the AVX2 loop
 // below repeats lane by lane: every ISA path gives the same bits.
 inline float exp_nonpositive(float x) {
-  x = x < -87.0f ? -87.0f : x;
-  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
-  const float t = x * 1.44269504f + kRound;
+  x = x < kExpLowest ? kExpLowest : x;
+  const float t = x * kLog2e + kRound;
   const float n = t - kRound;
-  const float r = (x - n * 0.693359375f) - n * -2.12194440e-4f;
-  float q = 1.0f / 5040;
-  q = q * r + 1.0f / 720;
-  q = q * r + 1.0f / 120;
-  q = q * r + 1.0f / 24;
-  q = q * r + 1.0f / 6;
-  q = q * r + 0.5f;
-  q = q * r + 1.0f;
-  q = q * r + 1.0f;
-  uint32_t tb, kb;
+  const float r = (x - n * kLn2Hi) - n * kLn2Lo;
+  float q = kExpPoly[0];
+  for (int i = 1; i < 8; ++i) q = q * r + kExpPoly[i];
+  uint32_t tb;
   std::memcpy(&tb, &t, sizeof tb);
-  std::memcpy(&kb, &kRound, sizeof kb);
-  const uint32_t scale_bits = (tb - kb + 127u) << 23;  // 2^n, n in [-126, 0]
+  const uint32_t scale_bits = (tb - kRoundBits + 127u) << 23;  // 2^n, n in [-126, 0]
   float scale;
   std::memcpy(&scale, &scale_bits, sizeof scale);
   return q * scale;
@@ -69,24 +71,18 @@ double row_logsumexp_f32_portable(const float* p, int64_t r, float m) {
 OCTET_TARGET_AVX2 inline __m256 mul_add(__m256 a, __m256 b, __m256 c) { return _mm256_add_ps(_mm256_mul_ps(a, b), c); }
 
 OCTET_TARGET_AVX2 double row_logsumexp_f32_avx2(const float* p, int64_t r, float m) {
-  const __m256 vm = _mm256_set1_ps(m), lowest = _mm256_set1_ps(-87.0f), round = _mm256_set1_ps(12582912.0f);
-  const __m256i round_bits = _mm256_set1_epi32(0x4B400000), bias = _mm256_set1_epi32(127);
+  const __m256 vm = _mm256_set1_ps(m), lowest = _mm256_set1_ps(kExpLowest), round = _mm256_set1_ps(kRound);
+  const __m256i round_bits = _mm256_set1_epi32(static_cast<int>(kRoundBits)), bias = _mm256_set1_epi32(127);
   __m256d lo = _mm256_setzero_pd(), hi = _mm256_setzero_pd();
   int64_t j = 0;
   for (; j + 8 <= r; j += 8) {
     const __m256 x = _mm256_max_ps(lowest, _mm256_sub_ps(_mm256_loadu_ps(p + j), vm));  // NaN stays x
-    const __m256 t = mul_add(x, _mm256_set1_ps(1.44269504f), round);
+    const __m256 t = mul_add(x, _mm256_set1_ps(kLog2e), round);
     const __m256 n = _mm256_sub_ps(t, round);
-    const __m256 rr = _mm256_sub_ps(_mm256_sub_ps(x, _mm256_mul_ps(n, _mm256_set1_ps(0.693359375f))),
-                                    _mm256_mul_ps(n, _mm256_set1_ps(-2.12194440e-4f)));
-    __m256 q = _mm256_set1_ps(1.0f / 5040);
-    q = mul_add(q, rr, _mm256_set1_ps(1.0f / 720));
-    q = mul_add(q, rr, _mm256_set1_ps(1.0f / 120));
-    q = mul_add(q, rr, _mm256_set1_ps(1.0f / 24));
-    q = mul_add(q, rr, _mm256_set1_ps(1.0f / 6));
-    q = mul_add(q, rr, _mm256_set1_ps(0.5f));
-    q = mul_add(q, rr, _mm256_set1_ps(1.0f));
-    q = mul_add(q, rr, _mm256_set1_ps(1.0f));
+    const __m256 rr = _mm256_sub_ps(_mm256_sub_ps(x, _mm256_mul_ps(n, _mm256_set1_ps(kLn2Hi))),
+                                    _mm256_mul_ps(n, _mm256_set1_ps(kLn2Lo)));
+    __m256 q = _mm256_set1_ps(kExpPoly[0]);
+    for (int i = 1; i < 8; ++i) q = mul_add(q, rr, _mm256_set1_ps(kExpPoly[i]));
     const __m256i scale =
         _mm256_slli_epi32(_mm256_add_epi32(_mm256_sub_epi32(_mm256_castps_si256(t), round_bits), bias), 23);
     const __m256 e = _mm256_mul_ps(q, _mm256_castsi256_ps(scale));
