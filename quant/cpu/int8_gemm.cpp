@@ -1,4 +1,5 @@
-// int8 GEMM paths (quant/cpu/int8_gemm.h): oneDNN's s8s8s32 GEMM and the plain reference loops.
+// int8 GEMM paths (quant/cpu/int8_gemm.h): oneDNN's s8s8s32 GEMM and the plain reference loops (the
+// AVX2 kernel is in int8_gemm_x86.cpp).
 #include "quant/cpu/int8_gemm.h"
 
 #include <oneapi/dnnl/dnnl.h>
@@ -10,6 +11,7 @@
 #include "core/cpu/isa.h"
 #include "core/error.h"
 #include "core/parallel.h"
+#include "quant/cpu/int8_gemm_detail.h"
 
 namespace octet::quant::cpu {
 
@@ -95,14 +97,19 @@ bool probe_dnnl_exact(bool u8_a) {
   return st == dnnl_success && got == want;
 }
 
-Int8GemmPath best_path() { return dnnl_int8_gemm_exact() ? Int8GemmPath::dnnl : Int8GemmPath::reference; }
+Int8GemmPath best_path() {
+  if (dnnl_int8_gemm_exact()) return Int8GemmPath::dnnl;
+  return int8_gemm_path_supported(Int8GemmPath::avx2) ? Int8GemmPath::avx2 : Int8GemmPath::reference;
+}
 
 }  // namespace
 
 Selector<Int8GemmPath>& int8_gemm_selector() {
   static Selector<Int8GemmPath> selector{"int8 GEMM path",
                                          "OCTET_INT8_GEMM_PATH",
-                                         {{Int8GemmPath::reference, "reference"}, {Int8GemmPath::dnnl, "dnnl"}},
+                                         {{Int8GemmPath::reference, "reference"},
+                                          {Int8GemmPath::avx2, "avx2"},
+                                          {Int8GemmPath::dnnl, "dnnl"}},
                                          int8_gemm_path_supported,
                                          best_path};
   return selector;
@@ -121,7 +128,19 @@ bool dnnl_u8s8_gemm_exact() {
 }
 
 bool int8_gemm_path_supported(Int8GemmPath path) {
-  return path == Int8GemmPath::reference || (path == Int8GemmPath::dnnl && dnnl_int8_gemm_exact());
+  switch (path) {
+    case Int8GemmPath::reference:
+      return true;
+    case Int8GemmPath::avx2:
+#ifdef OCTET_CPU_X86
+      return octet::cpu::isa_supported(octet::cpu::Isa::avx2);
+#else
+      return false;
+#endif
+    case Int8GemmPath::dnnl:
+      return dnnl_int8_gemm_exact();
+  }
+  return false;
 }
 
 Int8GemmPath int8_gemm_path() { return int8_gemm_selector().active(); }
@@ -147,10 +166,17 @@ void int8_gemm(Int8GemmPath path, bool trans_a, bool trans_b, int64_t m, int64_t
       for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, 0);
     return;
   }
-  if (path == Int8GemmPath::dnnl)
-    gemm_dnnl(trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc, accumulate);
-  else
-    gemm_reference(trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc, accumulate);
+  switch (path) {
+    case Int8GemmPath::dnnl:
+      return gemm_dnnl(trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc, accumulate);
+    case Int8GemmPath::avx2:
+#ifdef OCTET_CPU_X86
+      return detail::int8_gemm_avx2(trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc, accumulate);
+#endif
+    case Int8GemmPath::reference:
+      break;
+  }
+  gemm_reference(trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc, accumulate);
 }
 
 }  // namespace octet::quant::cpu

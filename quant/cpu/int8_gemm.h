@@ -8,6 +8,9 @@
 //              zero-point compensation (codes + 128, A offset 128) ran within 3% of it (interleaved
 //              runs), and oneDNN's matmul primitive (brgemm) was not faster on these shapes and
 //              needs a primitive per shape: s8s8s32 it is, with no offset bookkeeping.
+//   avx2       int8_gemm_x86.cpp: the codes widened to int16 while packing, pairs multiplied by
+//              vpmaddwd into int32 (exact: no int16 sum). The path of CPUs with AVX2 but no VNNI,
+//              where oneDNN saturates (below); measured on Zen 1 in tools/bench/RESULTS.md.
 //   reference  plain loops (int32 accumulation), portable; the fallback and the tests' reference.
 // oneDNN and saturation: without VNNI (AVX-512 or AVX2 but no vpdpbusd), oneDNN computes s8 x s8
 // as (a + 128) x b with vpmaddubsw, whose pairwise s16 sums saturate: measured here with
@@ -16,7 +19,7 @@
 // avoid it (a + 128 still reaches 255). With AVX-512 VNNI or AVX-VNNI every result was exact,
 // extremes included. dnnl_int8_gemm_exact() checks this once per process on a product that would
 // saturate, and the dnnl path is only used (and only "supported") where it passed; elsewhere the
-// reference loops run.
+// avx2 kernel runs (or, without AVX2, the reference loops).
 // Sums must fit in int32: |sum over K of a*b| < 2^31 (K <= 133,143 at full range); the INT8 conv
 // keeps its GEMMs well below that.
 //   cpu::int8_gemm(false, true, m, n, k, a, k, b, k, c, n, /*accumulate=*/false);
@@ -29,10 +32,11 @@
 
 namespace octet::quant::cpu {
 
-enum class Int8GemmPath : uint8_t { reference, dnnl };
+enum class Int8GemmPath : uint8_t { reference, avx2, dnnl };
 
 std::string_view int8_gemm_path_name(Int8GemmPath path);
-// reference always; dnnl when oneDNN's s8s8s32 GEMM is exact on this CPU (dnnl_int8_gemm_exact).
+// reference always; avx2 on x86 CPUs with AVX2; dnnl when oneDNN's s8s8s32 GEMM is exact on this
+// CPU (dnnl_int8_gemm_exact).
 bool int8_gemm_path_supported(Int8GemmPath path);
 // Whether oneDNN's s8s8s32 GEMM gives exact results here (probed once, on a saturating product).
 bool dnnl_int8_gemm_exact();

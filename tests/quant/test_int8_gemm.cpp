@@ -18,7 +18,7 @@ using cpu::Int8GemmPath;
 
 std::vector<Int8GemmPath> supported_paths() {
   std::vector<Int8GemmPath> paths;
-  for (Int8GemmPath p : {Int8GemmPath::reference, Int8GemmPath::dnnl})
+  for (Int8GemmPath p : {Int8GemmPath::reference, Int8GemmPath::avx2, Int8GemmPath::dnnl})
     if (cpu::int8_gemm_path_supported(p)) paths.push_back(p);
   return paths;
 }
@@ -84,6 +84,15 @@ TEST(Int8Gemm, EveryPathExactOnOddSizesAndExtremes) {
           check_problem({m, n, k, (t & 1) != 0, (t & 2) != 0, (m + n + k) % 3}, false, seed++);
 }
 
+// Past the avx2 kernel's blocks (72 rows, 256 columns, 512 codes of K), each with a partial last
+// block and an odd K, in every transpose, with and without accumulation.
+TEST(Int8Gemm, ExactAcrossBlocks) {
+  for (int t = 0; t < 4; ++t) {
+    check_problem({150, 530, 1101, (t & 1) != 0, (t & 2) != 0, 3}, false, 200 + t);
+    check_problem({73, 257, 513, (t & 1) != 0, (t & 2) != 0, 0}, true, 300 + t);
+  }
+}
+
 TEST(Int8Gemm, AccumulateAddsExactly) {
   for (int t = 0; t < 4; ++t) check_problem({37, 29, 300, (t & 1) != 0, (t & 2) != 0, 5}, true, 100 + t);
 }
@@ -112,7 +121,7 @@ TEST(Int8Gemm, EmptyAndZeroK) {
   cpu::int8_gemm(false, false, 0, 3, 2, a.data(), 2, b.data(), 3, c.data(), 3, false);
 }
 
-// On this machine (AVX-512 VNNI) oneDNN is exact; a CPU without VNNI falls back to the reference.
+// With VNNI oneDNN is exact and chosen; a CPU without VNNI falls back to avx2 or the reference.
 TEST(Int8Gemm, ActivePathIsSupported) {
   EXPECT_TRUE(cpu::int8_gemm_path_supported(cpu::int8_gemm_path()));
   EXPECT_TRUE(cpu::int8_gemm_path_supported(Int8GemmPath::reference));
@@ -126,14 +135,16 @@ TEST(Int8Gemm, ActivePathIsSupported) {
 }
 
 // ctest runs the GEMM and conv suites once more as "int8_without_vnni" with ONEDNN_MAX_CPU_ISA=AVX512_CORE
-// (tests/CMakeLists.txt): oneDNN then saturates, the probe must see it and the reference path
-// must serve every GEMM and conv (the other tests check the results).
+// (tests/CMakeLists.txt): oneDNN then saturates, the probe must see it and the avx2 kernel (or,
+// without AVX2, the reference loops) must serve every GEMM and conv (the other tests check the
+// results).
 TEST(Int8Gemm, ProbeSeesSaturationWithoutVnni) {
   const char* isa = std::getenv("ONEDNN_MAX_CPU_ISA");
   if (isa == nullptr || std::string(isa) != "AVX512_CORE")
     GTEST_SKIP() << "runs in the ctest int8_without_vnni (ONEDNN_MAX_CPU_ISA=AVX512_CORE)";
   EXPECT_FALSE(cpu::dnnl_int8_gemm_exact());
-  EXPECT_EQ(cpu::int8_gemm_path(), Int8GemmPath::reference);
+  EXPECT_EQ(cpu::int8_gemm_path(), cpu::int8_gemm_path_supported(Int8GemmPath::avx2) ? Int8GemmPath::avx2
+                                                                                    : Int8GemmPath::reference);
   EXPECT_THROW(cpu::set_int8_gemm_path(Int8GemmPath::dnnl), Error);
 }
 

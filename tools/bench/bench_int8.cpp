@@ -230,9 +230,9 @@ int main(int argc, char** argv) {
     std::vector<int32_t> c(n * n);
     std::printf("| GEMM 1024^3                          |       ms |  GOP/s |\n|---|---|---|\n");
     std::printf("| SGEMM f32 (octet mm: oneDNN)         | %8.2f | %6.0f |\n", ts * 1e3, ops / ts / 1e9);
-    for (auto path : {quant::cpu::Int8GemmPath::dnnl, quant::cpu::Int8GemmPath::reference}) {
+    for (auto path : {quant::cpu::Int8GemmPath::dnnl, quant::cpu::Int8GemmPath::avx2, quant::cpu::Int8GemmPath::reference}) {
       if (!quant::cpu::int8_gemm_path_supported(path)) continue;
-      const double t = best_time(path == quant::cpu::Int8GemmPath::dnnl ? reps + 2 : 1, [&] {
+      const double t = best_time(path == quant::cpu::Int8GemmPath::reference ? 1 : reps + 2, [&] {
         quant::cpu::int8_gemm(path, false, false, n, n, n, ia.data(), n, ib.data(), n, c.data(), n, false);
       });
       std::printf("| int8 s8s8s32 (%-9s)             | %8.2f | %6.0f |\n",
