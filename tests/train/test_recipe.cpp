@@ -120,6 +120,86 @@ TEST(Recipe, ErrorsNameFileLineAndKey) {
   EXPECT_THROW(load_recipe("/nonexistent/recipe.yaml"), Error);
 }
 
+// A value the trainer would reject later (or misuse: .inf passes lr > 0) is rejected with the recipe,
+// before a run folder exists: the key, the value and what is allowed, in one line.
+TEST(Recipe, ValuesAreCheckedOnLoad) {
+  expect_error("optimizer:\n  lr: .inf\n", {}, "r.yaml:2: key 'optimizer.lr' must be a finite number, got '.inf'");
+  expect_error("", {"optimizer.lr=-.inf"}, "key 'optimizer.lr' must be a finite number, got '-.inf'");
+  expect_error("", {"train.clip_grad_norm=.nan"}, "must be a finite number, got '.nan'");
+  expect_error("", {"optimizer.betas=[0.9, .inf]"}, "key 'optimizer.betas' must be a finite number");
+  expect_error("", {"optimizer.param_groups=[{params: \"*.bias\", lr: .inf}]"},
+               "key 'optimizer.lr' must be a finite number, got '.inf'");
+  expect_error("train:\n  on_nonfinite: ignore\n", {},
+               "r.yaml:2: key 'train.on_nonfinite' must be one of stop, skip, got 'ignore'");
+  expect_error("", {"checkpoint.on_save_error=retry"},
+               "key 'checkpoint.on_save_error' must be one of stop, continue, got 'retry'");
+  expect_error("", {"train.label_smoothing=2"}, "key 'train.label_smoothing' must be in [0, 1], got 2");
+  expect_error("", {"train.label_smoothing=-0.1"}, "must be in [0, 1], got -0.1");
+  EXPECT_EQ(parse_recipe("", "r.yaml", {"train.label_smoothing=1"}).real("train.label_smoothing"), 1.0);
+  EXPECT_EQ(parse_recipe("", "r.yaml", {"train.on_nonfinite=skip"}).text("train.on_nonfinite"), "skip");
+}
+
+// YAML leaves a repeated key to the reader (yaml-cpp kept both, and the later one won): an error
+// naming both lines.
+TEST(Recipe, DuplicateKeysAreErrors) {
+  expect_error("optimizer:\n  lr: 0.1\n  momentum: 0.9\n  lr: 0.2\n", {},
+               "r.yaml:4: key 'optimizer.lr' appears twice (lines 2 and 4)");
+  expect_error("optimizer:\n  lr: 0.1\ntrain:\n  epochs: 1\noptimizer:\n  momentum: 0.5\n", {},
+               "r.yaml:5: section 'optimizer' appears twice (lines 1 and 5)");
+  // An override replaces the recipe's value, as before.
+  EXPECT_EQ(parse_recipe("optimizer:\n  lr: 0.1\n", "r.yaml", {"optimizer.lr=0.2"}).real("optimizer.lr"), 0.2);
+}
+
+// yaml-cpp says "illegal map value" (or worse) for a tab in the indentation.
+TEST(Recipe, TabsInIndentationAreNamed) {
+  expect_error("optimizer:\n\tlr: 0.1\n", {}, "r.yaml:2: tabs are not allowed in YAML indentation");
+  expect_error("optimizer:\n  lr: 0.1\n \tmomentum: 0.5\n", {}, "r.yaml:3: tabs are not allowed in YAML indentation");
+  // A tab after the indentation is YAML's business.
+  EXPECT_EQ(parse_recipe("optimizer:\n  lr:\t0.1\n", "r.yaml").real("optimizer.lr"), 0.1);
+}
+
+// recipe.yaml and a checkpoint's recipe: the shortest decimal that reads back as the same double.
+TEST(Recipe, ResolvedNumbersAreShortest) {
+  const std::string y =
+      parse_recipe("optimizer:\n  lr: 0.05\n  weight_decay: 5.0e-4\n", "r.yaml", {"optimizer.betas=[0.9, 0.999]"})
+          .resolved_yaml();
+  for (const char* want : {"  lr: 0.05\n", "  weight_decay: 0.0005\n", "  step_size: 30.0\n", "  dclr_alpha: 20.0\n",
+                           "  dist_timeout_s: 300.0\n", "  betas: [0.9, 0.999]\n"})
+    EXPECT_NE(y.find(want), std::string::npos) << want << " in\n" << y;
+  EXPECT_EQ(y.find("0000000"), std::string::npos) << y;
+  EXPECT_EQ(y.find("e+"), std::string::npos) << y;
+  const std::string big = parse_recipe("", "r.yaml", {"optimizer.lr=1e4", "quant.dclr_alpha=1e300"}).resolved_yaml();
+  EXPECT_NE(big.find("  lr: 10000.0\n"), std::string::npos) << big;
+  EXPECT_NE(big.find("  dclr_alpha: 1e+300\n"), std::string::npos) << big;
+  EXPECT_EQ(parse_recipe(big, "resolved.yaml").real("quant.dclr_alpha"), 1e300);
+  const std::string adam = parse_recipe("", "r.yaml", {"optimizer.name=adam", "optimizer.lr=1e-4"}).resolved_yaml();
+  EXPECT_NE(adam.find("  lr: 0.0001\n"), std::string::npos) << adam;
+  EXPECT_NE(adam.find("  eps: 1e-08\n"), std::string::npos) << adam;
+}
+
+// model.in_channels and model.image_size follow data.dataset where the recipe says nothing, so an
+// empty recipe (Fashion-MNIST) builds a model for 1-channel 28x28 images.
+TEST(Recipe, ModelInputFollowsTheDataset) {
+  auto input = [](const std::vector<std::string>& o) {
+    Recipe r = parse_recipe("", "r.yaml", o);
+    return std::pair{r.integer("model.in_channels"), r.integer("model.image_size")};
+  };
+  EXPECT_EQ(input({}), (std::pair<int64_t, int64_t>{1, 28}));
+  EXPECT_EQ(input({"data.dataset=mnist"}), (std::pair<int64_t, int64_t>{1, 28}));
+  EXPECT_EQ(input({"data.dataset=cifar10"}), (std::pair<int64_t, int64_t>{3, 32}));
+  EXPECT_EQ(input({"data.dataset=image_folder", "data.image_size=160"}), (std::pair<int64_t, int64_t>{3, 160}));
+  EXPECT_EQ(input({"data.dataset=toy_grammar"}), (std::pair<int64_t, int64_t>{3, 32}));  // no images: the schema's
+  EXPECT_EQ(input({"model.in_channels=3", "model.image_size=32"}), (std::pair<int64_t, int64_t>{3, 32}));  // said
+  // The resolved recipe names the values, so a checkpoint keeps them whatever the defaults become.
+  const Recipe r = parse_recipe("data:\n  dataset: cifar10\n", "r.yaml");
+  const Recipe stored = parse_stored_recipe(r.resolved_yaml(), "stored", {"data.dataset=mnist"});
+  EXPECT_EQ(stored.integer("model.in_channels"), 3);
+  EXPECT_NE(schema_markdown().find("| `fashion_mnist, mnist: 1; cifar10, image_folder: 3; else 3` |"),
+            std::string::npos);
+  EXPECT_NE(schema_markdown().find("`fashion_mnist, mnist: 28; cifar10: 32; image_folder: data.image_size; else 32`"),
+            std::string::npos);
+}
+
 TEST(Recipe, QuantKeys) {
   Recipe r = parse_recipe("", "empty.yaml");
   EXPECT_FALSE(r.boolean("quant.int8_conv"));  // INT8 only when a recipe asks
@@ -144,7 +224,7 @@ TEST(Recipe, QuantKeys) {
   expect_error("quant:\n  dclr_beta: 0\n", {}, "r.yaml:2: key 'quant.dclr_beta' must be in (0, 1], got 0");
   expect_error("quant:\n  dclr_beta: 1.5\n", {}, "key 'quant.dclr_beta' must be in (0, 1]");
   expect_error("quant:\n  dclr_alpha: -1\n", {}, "r.yaml:2: key 'quant.dclr_alpha' must be >= 0");
-  expect_error("quant:\n  cos_distance_warn: .nan\n", {}, "key 'quant.cos_distance_warn' must be >= 0");
+  expect_error("quant:\n  cos_distance_warn: .nan\n", {}, "key 'quant.cos_distance_warn' must be a finite number");
   expect_error("", {"quant.clip_update_period=-5"},
                "override 'quant.clip_update_period=-5': key 'quant.clip_update_period' must be >= 1");
   expect_error("quant:\n  int8: true\n", {}, "r.yaml:2: unknown key 'quant.int8' (known keys in quant: int8_conv");

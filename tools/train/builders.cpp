@@ -36,17 +36,11 @@ class Prefix : public Dataset {
   int64_t n_;
 };
 
-struct DatasetDefaults {
-  std::string root;
-  std::vector<float> mean, std;
-};
-
-DatasetDefaults defaults_for(const std::string& name) {
-  if (name == "fashion_mnist") return {"/usr/share/datasets/fashion-mnist", {0.2860f}, {0.3530f}};
-  if (name == "mnist") return {"data/mnist", {0.1307f}, {0.3081f}};
-  if (name == "cifar10") return {"data/cifar10", {0.4914f, 0.4822f, 0.4465f}, {0.2470f, 0.2435f, 0.2616f}};
-  if (name == "image_folder") return {"data/imagenet", {0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}};
-  OCTET_FAIL("recipe data.dataset: unknown dataset '", name, "' (known: fashion_mnist, mnist, cifar10, image_folder)");
+const DatasetDefaults& defaults_for(const std::string& name) {
+  const DatasetDefaults* d = dataset_defaults(name);
+  OCTET_CHECK(d != nullptr, "recipe data.dataset: unknown dataset '", name,
+              "' (known: fashion_mnist, mnist, cifar10, image_folder)");
+  return *d;
 }
 
 std::vector<float> floats(const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); }
@@ -72,7 +66,7 @@ std::shared_ptr<Module> build_model_from(const Recipe& r, int64_t vocab_size) {
 
 Datasets build_datasets(const Recipe& r, bool need_train, const std::string& root_override) {
   const std::string name = r.text("data.dataset");
-  DatasetDefaults d = defaults_for(name);
+  const DatasetDefaults& d = defaults_for(name);
   std::string root = !root_override.empty()        ? root_override
                      : r.text("data.root").empty() ? d.root
                                                    : r.text("data.root");
@@ -114,10 +108,19 @@ Datasets build_datasets(const Recipe& r, bool need_train, const std::string& roo
   const int64_t limit_train = r.integer("data.limit_train"), limit_test = r.integer("data.limit_test");
   if (out.train && limit_train > 0) out.train = std::make_shared<Prefix>(out.train, limit_train);
   if (limit_test > 0) out.test = std::make_shared<Prefix>(out.test, limit_test);
-  // The model must fit the data.
-  int64_t channels = out.test->input_shape().at(0);
+  // The model must fit the data (before anything is written: a mismatch would otherwise show only at the first
+  // step, as the model's own error).
+  const Shape input = out.test->input_shape();  // [C, H, W]
+  const int64_t channels = input.at(0);
   OCTET_CHECK(r.integer("model.in_channels") == channels, "recipe model.in_channels is ",
-              r.integer("model.in_channels"), " but data.dataset ", name, " has ", channels, "-channel images");
+              r.integer("model.in_channels"), " but data.dataset ", name, " has ", channels,
+              "-channel images (set it to ", channels, ", or leave it unset to follow the data)");
+  // Of the registry's models only small_cnn is built for one image size (the others pool globally).
+  OCTET_CHECK(r.text("model.name") != "small_cnn" ||
+                  (r.integer("model.image_size") == input.at(1) && r.integer("model.image_size") == input.at(2)),
+              "recipe model.image_size is ", r.integer("model.image_size"), " but data.dataset ", name, " has ",
+              input.at(1), "x", input.at(2), " images, which small_cnn must be built for (set it to ", input.at(1),
+              ", or leave it unset to follow the data)");
   OCTET_CHECK(static_cast<int64_t>(mean.size()) == channels, "recipe data.mean has ", mean.size(), " values for ",
               channels, "-channel images");
   OCTET_CHECK(r.integer("model.num_classes") >= out.test->num_classes(), "recipe model.num_classes is ",

@@ -3,9 +3,8 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -31,8 +30,9 @@ const std::vector<SchemaEntry> kSchema = {
     {"model.name", K::text, "small_cnn",
      "small_cnn, mobilenetv2, mobilenetv2_cifar, resnet18, resnet34, resnet50, resnet20, resnet56, lstm_lm"},
     {"model.num_classes", K::integer, "10", "classifier outputs"},
-    {"model.in_channels", K::integer, "3", "input image channels"},
-    {"model.image_size", K::integer, "32", "input height and width (small_cnn)"},
+    {"model.in_channels", K::integer, "3", "input image channels (unset: the dataset's)", "", false, true},
+    {"model.image_size", K::integer, "32", "input height and width (small_cnn) (unset: the dataset's)", "", false,
+     true},
     {"model.width_mult", K::real, "1.0", "MobileNetV2 width multiplier"},
     {"model.dropout", K::real, "0.2",
      "dropout before the classifier (MobileNetV2, small_cnn); lstm_lm: after the embedding, between LSTM layers and "
@@ -138,7 +138,8 @@ const std::vector<SchemaEntry> kSchema = {
     {"train.max_steps", K::integer, "0", "stop after this many steps in total (0: no limit)"},
     {"train.on_nonfinite", K::text, "stop",
      "a step whose loss or gradient is NaN/inf: stop (an error naming the step and the parameter; the weights are "
-     "not updated and no checkpoint is written) or skip (no update; the step is counted in the metrics)"},
+     "not updated and no checkpoint is written) or skip (no update; the step counts towards train.max_steps but not in "
+     "the loss and accuracy; metrics.jsonl's skipped_steps counts them)"},
     {"train.sync_batchnorm", K::boolean, "false",
      "several processes (mpirun): BatchNorm2d layers normalize with the statistics of the whole global batch "
      "(SyncBatchNorm); false: each process's own share, as PyTorch's plain BatchNorm"},
@@ -165,6 +166,7 @@ struct ValueRange {
   const char* text;
 };
 const std::map<std::string, ValueRange> kRanges = {
+    {"train.label_smoothing", {0.0, 1.0, false, "in [0, 1]"}},
     {"quant.clip_update_period", {1.0, HUGE_VAL, false, ">= 1"}},
     {"quant.dclr_alpha", {0.0, HUGE_VAL, false, ">= 0"}},
     {"quant.dclr_beta", {0.0, 1.0, true, "in (0, 1]"}},
@@ -174,6 +176,20 @@ const std::map<std::string, ValueRange> kRanges = {
     {"model.embed_dim", {0.0, HUGE_VAL, false, ">= 0"}},
     {"model.hidden_size", {1.0, HUGE_VAL, false, ">= 1"}},
     {"model.num_layers", {1.0, HUGE_VAL, false, ">= 1"}},
+};
+
+// The image datasets (dataset_defaults()).
+const std::vector<DatasetDefaults> kImageDatasets = {
+    {"fashion_mnist", "/usr/share/datasets/fashion-mnist", {0.2860f}, {0.3530f}, 1, 28},
+    {"mnist", "data/mnist", {0.1307f}, {0.3081f}, 1, 28},
+    {"cifar10", "data/cifar10", {0.4914f, 0.4822f, 0.4465f}, {0.2470f, 0.2435f, 0.2616f}, 3, 32},
+    {"image_folder", "data/imagenet", {0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}, 3, 0},
+};
+
+// The values a text key allows, where it is a choice among a few; convert() checks them.
+const std::map<std::string, std::vector<std::string>> kChoices = {
+    {"train.on_nonfinite", {"stop", "skip"}},
+    {"checkpoint.on_save_error", {"stop", "continue"}},
 };
 
 const SchemaEntry* find_entry(const std::string& key) {
@@ -241,6 +257,22 @@ std::string describe(const YAML::Node& n) {
 std::string key_text(const YAML::Node& k, const std::string& where) {
   OCTET_CHECK(k.IsScalar(), where, ": expected a key name, got ", describe(k));
   return k.Scalar();
+}
+
+// The 1-based number of the first line whose indentation holds a tab (0: none).
+int first_tab_indented_line(const std::string& yaml) {
+  int line = 1;
+  bool indent = true;  // still in the line's leading whitespace
+  for (char c : yaml) {
+    if (c == '\n') {
+      ++line, indent = true;
+    } else if (indent && c == '\t') {
+      return line;
+    } else if (c != ' ') {
+      indent = false;
+    }
+  }
+  return 0;
 }
 
 std::string at_line(const std::string& source, const YAML::Node& n) {
@@ -325,6 +357,11 @@ RecipeValue convert_type(const YAML::Node& n, const SchemaEntry& e, const std::s
   auto bad = [&]() -> RecipeValue {
     OCTET_FAIL(where, ": key '", e.key, "' must be ", type_name(e.type), ", got ", describe(n));
   };
+  // .inf and .nan read as numbers, but no key means anything by them.
+  auto finite = [&](double x) {
+    OCTET_CHECK(std::isfinite(x), where, ": key '", e.key, "' must be a finite number, got ", describe(n));
+    return x;
+  };
   try {
     switch (e.type) {
       case K::integer:
@@ -332,7 +369,7 @@ RecipeValue convert_type(const YAML::Node& n, const SchemaEntry& e, const std::s
         return n.as<int64_t>();
       case K::real:
         if (!n.IsScalar()) return bad();
-        return n.as<double>();
+        return finite(n.as<double>());
       case K::boolean:
         if (!n.IsScalar()) return bad();
         return n.as<bool>();
@@ -342,7 +379,7 @@ RecipeValue convert_type(const YAML::Node& n, const SchemaEntry& e, const std::s
       case K::real_list: {
         if (!n.IsSequence()) return bad();
         std::vector<double> v;
-        for (const auto& x : n) v.push_back(x.as<double>());
+        for (const auto& x : n) v.push_back(finite(x.as<double>()));
         return v;
       }
       case K::int_list: {
@@ -369,9 +406,16 @@ RecipeValue convert_type(const YAML::Node& n, const SchemaEntry& e, const std::s
   return bad();
 }
 
-// convert_type, then the key's range (kRanges), if it has one.
+// convert_type, then the key's choices (kChoices) or range (kRanges), if it has them.
 RecipeValue convert(const YAML::Node& n, const SchemaEntry& e, const std::string& where, const std::string& source) {
   RecipeValue v = convert_type(n, e, where, source);
+  if (auto choices = kChoices.find(e.key); choices != kChoices.end()) {
+    const std::vector<std::string>& allowed = choices->second;
+    if (std::find(allowed.begin(), allowed.end(), std::get<std::string>(v)) != allowed.end()) return v;
+    std::string text;
+    for (const std::string& c : allowed) text += (text.empty() ? "" : ", ") + c;
+    OCTET_FAIL(where, ": key '", e.key, "' must be one of ", text, ", got ", describe(n));
+  }
   auto range = kRanges.find(e.key);
   if (range == kRanges.end()) return v;
   const ValueRange& r = range->second;
@@ -381,14 +425,15 @@ RecipeValue convert(const YAML::Node& n, const SchemaEntry& e, const std::string
   return v;
 }
 
-// The shortest decimal that reads back as exactly x (0.9, not 0.90000000000000002).
+// The shortest decimal that reads back as exactly x (0.05, not 0.050000000000000003; 30, not
+// 3e+01), in positional notation from 1e-5 up to 1e16 (0.0001, not 1e-04), else in scientific.
 std::string shortest(double x) {
-  char buf[32];
-  for (int precision = 1; precision <= 17; ++precision) {
-    std::snprintf(buf, sizeof(buf), "%.*g", precision, x);
-    if (std::strtod(buf, nullptr) == x) break;
-  }
-  return buf;
+  const double a = std::fabs(x);
+  const bool positional = a == 0 || (a >= 1e-5 && a < 1e16);
+  char buf[64];
+  const auto [end, ec] =
+      std::to_chars(buf, buf + sizeof(buf), x, positional ? std::chars_format::fixed : std::chars_format::scientific);
+  return std::string(buf, end);
 }
 
 void emit_value(std::ostream& os, const RecipeValue& v) {
@@ -442,6 +487,12 @@ void emit_value(std::ostream& os, const RecipeValue& v) {
 }  // namespace
 
 const std::vector<SchemaEntry>& recipe_schema() { return kSchema; }
+
+const DatasetDefaults* dataset_defaults(const std::string& name) {
+  for (const DatasetDefaults& d : kImageDatasets)
+    if (d.name == name) return &d;
+  return nullptr;
+}
 
 const std::vector<OptimizerDefaults>& optimizer_defaults() {
   static const std::vector<OptimizerDefaults> table = [] {
@@ -519,24 +570,51 @@ RecipeValue optimizer_default(const OptimizerDefaults& chosen, const std::string
   OCTET_FAIL("recipe schema: internal error, no optimizer has a default for ", key);
 }
 
-// "sgd, adam: 0.001; rmsprop: 0.01": the default column of an optimizer key.
+// "sgd, adam: 0.001; rmsprop: 0.01": (name, value) pairs with the names of equal values together,
+// in order of first appearance.
+std::string grouped_text(const std::vector<std::pair<std::string, std::string>>& named_values) {
+  std::vector<std::pair<std::string, std::string>> groups;  // value -> names
+  for (const auto& [name, value] : named_values) {
+    auto g = std::find_if(groups.begin(), groups.end(), [&](const auto& x) { return x.first == value; });
+    if (g == groups.end())
+      groups.emplace_back(value, name);
+    else
+      g->second += ", " + name;
+  }
+  std::string text;
+  for (const auto& [value, names] : groups) text += (text.empty() ? "" : "; ") + names + ": " + value;
+  return text;
+}
+
+// The default column of an optimizer key: each optimizer's default.
 std::string optimizer_defaults_text(const std::string& key) {
   const std::string field = key.substr(key.find('.') + 1);
-  std::vector<std::pair<std::string, std::string>> groups;  // value -> names, in table order
+  std::vector<std::pair<std::string, std::string>> values;
   for (const OptimizerDefaults& o : optimizer_defaults()) {
     auto it = o.values.find(field);
     if (it == o.values.end()) continue;
     std::ostringstream v;
     emit_value(v, it->second);
-    auto g = std::find_if(groups.begin(), groups.end(), [&](const auto& x) { return x.first == v.str(); });
-    if (g == groups.end())
-      groups.emplace_back(v.str(), o.name);
-    else
-      g->second += ", " + o.name;
+    values.emplace_back(o.name, v.str());
   }
-  std::string text;
-  for (const auto& [value, names] : groups) text += (text.empty() ? "" : "; ") + names + ": " + value;
-  return text;
+  return grouped_text(values);
+}
+
+// A from_dataset key's value for an image dataset, as the recipe resolves it (image_size 0: data.image_size).
+int64_t dataset_value(const DatasetDefaults& d, const std::string& key) {
+  if (key == "model.in_channels") return d.in_channels;
+  if (key == "model.image_size") return d.image_size;
+  OCTET_FAIL("recipe schema: internal error, no dataset default for ", key);
+}
+
+// The default column of a key that follows the dataset: "fashion_mnist, mnist: 1; cifar10, image_folder: 3; else 3".
+std::string dataset_defaults_text(const SchemaEntry& e) {
+  std::vector<std::pair<std::string, std::string>> values;
+  for (const DatasetDefaults& d : kImageDatasets) {
+    const int64_t v = dataset_value(d, e.key);
+    values.emplace_back(d.name, v > 0 ? std::to_string(v) : "data.image_size");
+  }
+  return grouped_text(values) + "; else " + e.default_yaml;
 }
 
 }  // namespace
@@ -550,7 +628,9 @@ std::string schema_markdown() {
       section = s;
       os << "\n### `" << section << "`\n\n| key | type | default | meaning |\n|---|---|---|---|\n";
     }
-    const std::string dflt = e.from_optimizer ? optimizer_defaults_text(e.key) : e.default_yaml;
+    const std::string dflt = e.from_optimizer ? optimizer_defaults_text(e.key)
+                             : e.from_dataset ? dataset_defaults_text(e)
+                                              : e.default_yaml;
     os << "| `" << e.key.substr(s.size() + 1) << "` | " << type_name(e.type) << " | `" << dflt << "` | " << e.doc
        << " |\n";
   }
@@ -565,6 +645,9 @@ Recipe Recipe::parse(const std::string& yaml, const std::string& source, const s
   try {
     root = YAML::Load(yaml);
   } catch (const YAML::Exception& e) {
+    // yaml-cpp reports a tab in indentation as whatever it then fails to read ("illegal map value").
+    if (const int line = first_tab_indented_line(yaml); line > 0)
+      OCTET_FAIL(source, ":", line, ": tabs are not allowed in YAML indentation; indent with spaces");
     OCTET_FAIL(source, ":", e.mark.line + 1, ": invalid YAML: ", e.msg);
   }
   Recipe r;
@@ -578,10 +661,18 @@ Recipe Recipe::parse(const std::string& yaml, const std::string& source, const s
       if (!e.stored_absent_yaml.empty())
         r.values_[e.key] = convert(YAML::Load(e.stored_absent_yaml), e, "schema value for stored recipes");
   }
+  // YAML leaves a key given twice to the reader (yaml-cpp keeps both): here it is an error.
+  std::map<std::string, YAML::Mark> seen;
+  auto once = [&](const std::string& what, const std::string& name, const YAML::Node& at) {
+    const auto [first, fresh] = seen.try_emplace(name, at.Mark());
+    OCTET_CHECK(fresh, at_line(source, at), ": ", what, " '", name, "' appears twice (lines ", first->second.line + 1,
+                " and ", at.Mark().line + 1, "); keep one");
+  };
   for (auto sec = root.begin(); sec != root.end(); ++sec) {
     std::string name = key_text(sec->first, at_line(source, sec->first));
     OCTET_CHECK(!known_keys(name).empty(), at_line(source, sec->first), ": unknown section '", name,
                 "' (known: ", known_sections(), ")");
+    once("section", name, sec->first);
     const YAML::Node body = sec->second;  // a copy: the iterator's value is a temporary
     if (body.IsNull()) continue;
     OCTET_CHECK(body.IsMap(), at_line(source, sec->first), ": section '", name, "' must be a mapping of keys");
@@ -590,6 +681,7 @@ Recipe Recipe::parse(const std::string& yaml, const std::string& source, const s
       const SchemaEntry* e = find_entry(key);
       OCTET_CHECK(e != nullptr, at_line(source, kv->first), ": unknown key '", key, "' (known keys in ", name, ": ",
                   known_keys(name), ")");
+      once("key", key, kv->first);
       r.values_[key] = convert(kv->second, *e, at_line(source, kv->second), source);
       r.set_[key] = true;
     }
@@ -616,6 +708,14 @@ Recipe Recipe::parse(const std::string& yaml, const std::string& source, const s
   const OptimizerDefaults& optimizer = defaults_of(r.text("optimizer.name"));
   for (const SchemaEntry& e : kSchema)
     if (e.from_optimizer && !r.values_.count(e.key)) r.values_[e.key] = optimizer_default(optimizer, e.key);
+  // The model's input follows the dataset's images where the recipe says nothing.
+  if (const DatasetDefaults* d = dataset_defaults(r.text("data.dataset"))) {
+    for (const SchemaEntry& e : kSchema) {
+      if (!e.from_dataset || r.is_set(e.key)) continue;
+      const int64_t v = dataset_value(*d, e.key);
+      r.values_[e.key] = v > 0 ? v : r.integer("data.image_size");
+    }
+  }
   return r;
 }
 

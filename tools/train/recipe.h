@@ -30,6 +30,9 @@ struct SchemaEntry {
   // A key of the optimizer's options: no default of its own (default_yaml is empty); unset, it takes
   // the default of the chosen optimizer's options struct (optimizer_defaults()).
   bool from_optimizer = false;
+  // A model key that follows the dataset's images (dataset_defaults()) where the recipe leaves it
+  // unset; default_yaml is its value for a dataset of another kind (a language model's text).
+  bool from_dataset = false;
 };
 
 // The whole schema, in documentation order.
@@ -58,6 +61,17 @@ struct OptimizerDefaults {
   std::map<std::string, RecipeValue> values;
 };
 const std::vector<OptimizerDefaults>& optimizer_defaults();
+
+// Each image dataset's defaults for the recipe keys that follow it: data.root, data.mean and data.std
+// where the recipe leaves them empty, model.in_channels and model.image_size where it leaves them
+// unset (image_size 0: the crop, data.image_size).
+struct DatasetDefaults {
+  std::string name, root;
+  std::vector<float> mean, std;
+  int64_t in_channels = 0, image_size = 0;
+};
+// The defaults of data.dataset `name`; null for a dataset that is not one of images.
+const DatasetDefaults* dataset_defaults(const std::string& name);
 
 class Recipe {
  public:
