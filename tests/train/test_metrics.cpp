@@ -1,8 +1,9 @@
-// Metrics: JSONL records survive a resume (also a killed run's partial last line and lines a person
-// broke), and the curves page draws what was recorded.
+// Metrics: JSONL records (counts as integers) survive a resume (also a killed run's partial last
+// line and lines a person broke), and the curves page draws what was recorded.
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,28 @@ TEST(Metrics, RecordsResumeAndCurves) {
   for (size_t at = html.find("<polyline"); at != std::string::npos; at = html.find("<polyline", at + 1)) ++lines;
   EXPECT_EQ(lines, 5u);  // loss train/test, top-1 train/test, lr; samples/s was never recorded
   EXPECT_NE(html.find("learning rate"), std::string::npos);
+}
+
+// Counts are integers ("step":30, not 30.0); other numbers stay numbers, non-finite ones null.
+TEST(Metrics, CountsAreWrittenAsIntegers) {
+  octet::testing::TempDir dir;
+  {
+    MetricsLog log(dir.path(), false);
+    log.record({"train",
+                {{"step", 30},
+                 {"skipped_steps", 2},
+                 {"epoch", 1.0},
+                 {"loss", std::numeric_limits<double>::quiet_NaN()},
+                 {"lr", 0.05},
+                 {"top1", 100}}});
+  }
+  EXPECT_EQ(file_text(dir.path() + "/metrics.jsonl"),
+            "{\"epoch\":1.0,\"loss\":null,\"lr\":0.05,\"skipped_steps\":2,\"split\":\"train\",\"step\":30,"
+            "\"top1\":100.0}\n");
+  const std::vector<MetricRecord> back = read_metrics(dir.path() + "/metrics.jsonl");
+  ASSERT_EQ(back.size(), 1u);
+  EXPECT_EQ(back[0].values.at("step"), 30.0);
+  EXPECT_EQ(back[0].values.count("loss"), 0u);
 }
 
 // A killed run leaves a partial last line: the resume keeps the whole records, cuts the partial

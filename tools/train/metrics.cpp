@@ -8,6 +8,7 @@
 #include <iomanip>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "core/error.h"
@@ -18,6 +19,9 @@ namespace octet::train {
 namespace {
 
 using Series = ChartSeries;
+
+// The keys of MetricRecord::values that count things.
+const std::set<std::string> kCountKeys = {"step", "skipped_steps", "save_failures", "world_size"};
 
 }  // namespace
 
@@ -196,7 +200,14 @@ MetricsLog::MetricsLog(const std::string& dir, bool resume) : dir_(dir) {
 void MetricsLog::record(const MetricRecord& r) {
   nlohmann::json j;
   j["split"] = r.split;
-  for (const auto& [k, v] : r.values) j[k] = std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
+  for (const auto& [k, v] : r.values) {
+    if (!std::isfinite(v))
+      j[k] = nullptr;
+    else if (kCountKeys.count(k) && v == std::trunc(v) && std::abs(v) < 0x1p53)
+      j[k] = static_cast<int64_t>(v);  // "step":30, not 30.0
+    else
+      j[k] = v;
+  }
   out_ << j.dump() << "\n";
   out_.flush();
   records_.push_back(r);

@@ -17,7 +17,9 @@ struct MetricRecord {
   std::string split;                     // "train" (per log interval), "test" or "valid" (per epoch),
                                          // or "int8" (per log interval, INT8 layers' stats: tools/train/int8_run.h)
   std::map<std::string, double> values;  // step, epoch, loss, top1, lr, samples_per_s or tokens_per_s,
-                                         // ppl (language models), ...
+                                         // ppl (language models), ...; the counts (step,
+                                         // skipped_steps, save_failures, world_size) are written as
+                                         // integers, a non-finite value as null
 };
 
 class MetricsLog {
