@@ -215,7 +215,9 @@ TEST_F(QuantRunLm, Sweep) {
   EXPECT_EQ(r.rows[2].result.loss, test_split(pb(2, 8)).loss);
   const std::string md = sweep_markdown(r);
   EXPECT_NE(md.find("| config | perplexity |"), std::string::npos) << md;
-  write_sweep(dir_->path() + "/sweep", r);
+  // A folder given with a trailing '/' ("written: sweep//sweep.csv" before).
+  EXPECT_EQ(write_sweep(dir_->path() + "/sweep/", r),
+            (std::vector<std::string>{dir_->path() + "/sweep/sweep.csv", dir_->path() + "/sweep/sweep.html"}));
   std::ifstream html(dir_->path() + "/sweep/sweep.html");
   std::string page((std::istreambuf_iterator<char>(html)), std::istreambuf_iterator<char>());
   EXPECT_NE(page.find("Pareto front"), std::string::npos);

@@ -203,8 +203,8 @@ struct SweepCommand {
     std::printf("%s on %s; quantized layers: %s\n\n%s", r.checkpoint.c_str(), r.device.c_str(), r.layers.c_str(),
                 octet::cli::sweep_markdown(r).c_str());
     if (!out.empty()) {
-      octet::cli::write_sweep(out, r);
-      std::printf("\nwritten: %s/sweep.csv, %s/sweep.html\n", out.c_str(), out.c_str());
+      const std::vector<std::string> files = octet::cli::write_sweep(out, r);
+      std::printf("\nwritten: %s, %s\n", files[0].c_str(), files[1].c_str());
     }
     return 0;
   }

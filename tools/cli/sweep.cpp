@@ -163,10 +163,13 @@ std::string sweep_html(const SweepResult& r) {
   return html + "</table></body></html>\n";
 }
 
-void write_sweep(const std::string& dir, const SweepResult& r) {
+std::vector<std::string> write_sweep(const std::string& dir, const SweepResult& r) {
   std::filesystem::create_directories(dir);
-  write_file_atomic(dir + "/sweep.csv", sweep_csv(r));
-  write_file_atomic(dir + "/sweep.html", sweep_html(r));
+  const std::string csv = (std::filesystem::path(dir) / "sweep.csv").string();
+  const std::string html = (std::filesystem::path(dir) / "sweep.html").string();
+  write_file_atomic(csv, sweep_csv(r));
+  write_file_atomic(html, sweep_html(r));
+  return {csv, html};
 }
 
 }  // namespace octet::cli

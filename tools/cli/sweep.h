@@ -47,7 +47,7 @@ void mark_pareto(SweepResult& r);
 std::string sweep_markdown(const SweepResult& r);
 std::string sweep_csv(const SweepResult& r);
 std::string sweep_html(const SweepResult& r);
-// <dir>/sweep.csv and <dir>/sweep.html (the folder is created).
-void write_sweep(const std::string& dir, const SweepResult& r);
+// <dir>/sweep.csv and <dir>/sweep.html (the folder is created); returns their paths.
+std::vector<std::string> write_sweep(const std::string& dir, const SweepResult& r);
 
 }  // namespace octet::cli
