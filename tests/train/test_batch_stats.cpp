@@ -1,6 +1,9 @@
 // BatchStatsQueue: top-1/top-5 counts by the rank of the label's logit (ties go the label's way),
-// the same numbers whether they are read per batch on the CPU or in one drain from a GPU.
+// the same numbers whether they are read per batch on the CPU or in one drain from a GPU; NaN
+// logits never count as right.
 #include <gtest/gtest.h>
+
+#include <limits>
 
 #include "core/cuda.h"
 #include "core/octet.h"
@@ -35,15 +38,33 @@ TEST(BatchStats, CountsByRank) {
   EXPECT_THROW(q.push(scalar_tensor(0.0), logits, labels.narrow(0, 0, 3)), Error);
 }
 
+// A diverged model's logits: NaN never counts as right (it used to, as no logit compares larger than NaN).
+TEST(BatchStats, NaNLogitsAreNeverRight) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  Tensor logits = from_vector<float>({nan, nan, nan, nan, nan, nan,  //
+                                      9, nan, 0, 0, 0, 0,            //
+                                      9, 1, 0, 0, 0, 0},
+                                     {3, 6});
+  Tensor labels = from_vector<int64_t>({0, 0, 0}, {3});
+  BatchStatsQueue q;
+  q.push(scalar_tensor(0.0), logits, labels);
+  BatchStats s = q.drain().at(0);
+  EXPECT_EQ(s.top1, 1);  // row 2 only: row 1's NaN counts as larger than its label's 9
+  EXPECT_EQ(s.top5, 2);  // rows 1 and 2
+}
+
 TEST(BatchStatsCuda, SameNumbersAsTheCpu) {
   if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device";
   Generator g(5);
-  // Integer-valued logits make ties common.
-  Tensor logits = (rand({300, 10}, {}, &g) * 6.0).to(DType::i64).to(DType::f32);
+  // Integer-valued logits make ties common; NaN in a few rows (a whole row, a label's, another's).
+  std::vector<float> v = (rand({300, 10}, {}, &g) * 6.0).to(DType::i64).to(DType::f32).to_vector<float>();
+  for (int j = 0; j < 10; ++j) v[j] = std::numeric_limits<float>::quiet_NaN();
+  v[10 * 1 + 7] = v[10 * 2 + 3] = std::numeric_limits<float>::quiet_NaN();
+  Tensor logits = from_vector(v, {300, 10});
   std::vector<int64_t> y(300);
   for (size_t i = 0; i < y.size(); ++i) y[i] = static_cast<int64_t>(i * 7 % 10);
   Tensor labels = from_vector(y, {300});
-  Tensor loss = cross_entropy(logits, labels);
+  Tensor loss = scalar_tensor(0.5);  // the rows with NaN would make a cross-entropy NaN
   BatchStatsQueue cpu, gpu;
   for (int rep = 0; rep < 3; ++rep) {
     cpu.push(loss, logits, labels);

@@ -177,8 +177,11 @@ TEST(TrainerInt8, ResumeSwitchingInt8) {
   TempDir dir;
   write_mnist(dir.path() + "/mnist", 48, 16);
   TrainResult f = train(mnist_recipe(dir, {"log.run_name=f", "train.max_steps=2", "train.threads=1"}), {});
-  expect_error([&] { Run::resume(f.run_dir, {"quant.int8_conv=true"}).fit(); },
-               "missing 'features.4.input_clip' (the checkpoint is not of an INT8 run");
+  expect_error(
+      [&] {
+        Run::resume(f.run_dir, {"quant.int8_conv=true", "train.max_steps=0"}).fit();
+      },
+      "missing 'features.4.input_clip' (the checkpoint is not of an INT8 run");
   TrainResult q =
       train(mnist_recipe(dir, {"log.run_name=q", "train.max_steps=2", "train.threads=1", "quant.int8_conv=true"}), {});
   EXPECT_EQ(load_checkpoint(q.run_dir + "/last.safetensors").int8.size(), 6u);

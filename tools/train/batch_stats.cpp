@@ -16,7 +16,7 @@ void count_topk(const Tensor& logits, const Tensor& labels, int64_t& top1, int64
     const float* row = v.data() + i * c;
     float t = row[y[i]];
     int64_t rank = 0;
-    for (int64_t j = 0; j < c; ++j) rank += row[j] > t;
+    for (int64_t j = 0; j < c; ++j) rank += !(row[j] <= t);  // a NaN beats the label (and a NaN label loses)
     top1 += rank < 1;
     top5 += rank < 5;
   }
@@ -38,8 +38,8 @@ void BatchStatsQueue::push(const Tensor& loss, const Tensor& logits, const Tenso
   // The same rank as count_topk, in tensor ops: counts up to 2^24 are exact in f32.
   NoGradGuard ng;
   Tensor l = logits.detach().to(DType::f32);
-  Tensor label_logit = gather(l, 1, labels.reshape({n, 1}));  // [N, 1]
-  Tensor rank = sum(gt(l, label_logit).to(DType::f32), {1});  // [N]
+  Tensor label_logit = gather(l, 1, labels.reshape({n, 1}));           // [N, 1]
+  Tensor rank = sum(eq(le(l, label_logit), 0.0).to(DType::f32), {1});  // [N]: logits not <= the label's
   Tensor top1 = sum(lt(rank, 1.0).to(DType::f32)).reshape({1});
   Tensor top5 = sum(lt(rank, 5.0).to(DType::f32)).reshape({1});
   device_.push_back(cat({loss.detach().to(DType::f32).reshape({1}), top1, top5}, 0));

@@ -33,7 +33,7 @@ class BatchStatsQueue {
 };
 
 // On the host: a row counts for top-k when fewer than k logits are strictly larger than its
-// label's (so ties go the label's way).
+// label's (so ties go the label's way); a NaN logit counts as larger, so a row of NaNs is never right.
 void count_topk(const Tensor& logits, const Tensor& labels, int64_t& top1, int64_t& top5);
 
 }  // namespace octet::train

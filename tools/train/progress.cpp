@@ -22,10 +22,12 @@ std::string format_duration(double s) {
 
 bool ProgressBar::terminal() { return ::isatty(STDERR_FILENO) == 1; }
 
-ProgressBar::ProgressBar(std::string label, int64_t total, bool enabled, double unit_per_step, const char* unit)
+ProgressBar::ProgressBar(std::string label, int64_t total, bool enabled, double unit_per_step, const char* unit,
+                         std::FILE* out)
     : label_(std::move(label)),
       total_(total),
-      enabled_(enabled && terminal()),
+      out_(out),
+      enabled_(enabled && ::isatty(::fileno(out)) == 1),
       unit_per_step_(unit_per_step),
       unit_(unit),
       start_(std::chrono::steady_clock::now()),
@@ -43,6 +45,13 @@ void ProgressBar::finish(const std::string& stats) {
   if (enabled_) draw(total_, stats, true);
 }
 
+void ProgressBar::end_line() {
+  if (!line_open_) return;
+  std::fputc('\n', out_);
+  std::fflush(out_);
+  line_open_ = false;
+}
+
 void ProgressBar::draw(int64_t done, const std::string& stats, bool final) {
   double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   double steps = static_cast<double>(done - std::max<int64_t>(start_done_, 0));
@@ -52,11 +61,12 @@ void ProgressBar::draw(int64_t done, const std::string& stats, bool final) {
   int filled = total_ > 0 ? static_cast<int>(width * done / total_) : width;
   std::string bar(static_cast<size_t>(filled), '#');
   bar.resize(width, '.');
-  std::fprintf(stderr, "\r\033[2K%s [%s] %lld/%lld %s | %.0f %s/s | %s %s", label_.c_str(), bar.c_str(),
+  std::fprintf(out_, "\r\033[2K%s [%s] %lld/%lld %s | %.0f %s/s | %s %s", label_.c_str(), bar.c_str(),
                static_cast<long long>(done), static_cast<long long>(total_), stats.c_str(), rate * unit_per_step_,
                unit_, final ? "took" : "ETA", format_duration(final ? elapsed : eta).c_str());
-  if (final) std::fputc('\n', stderr);
-  std::fflush(stderr);
+  if (final) std::fputc('\n', out_);
+  line_open_ = !final;
+  std::fflush(out_);
 }
 
 }  // namespace octet::train

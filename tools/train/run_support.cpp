@@ -86,11 +86,25 @@ void add_file_log(const std::string& path) {
   spdlog::default_logger()->sinks().push_back(sink);
 }
 
+namespace {
+
+bool is_file_log(const spdlog::sink_ptr& s) { return dynamic_cast<spdlog::sinks::basic_file_sink_mt*>(s.get()); }
+
+}  // namespace
+
 void drop_file_logs() {
   auto& sinks = spdlog::default_logger()->sinks();
-  sinks.erase(std::remove_if(sinks.begin(), sinks.end(),
-                             [](const auto& s) { return dynamic_cast<spdlog::sinks::basic_file_sink_mt*>(s.get()); }),
-              sinks.end());
+  sinks.erase(std::remove_if(sinks.begin(), sinks.end(), is_file_log), sinks.end());
+}
+
+void log_error_to_files(const std::string& message) {
+  std::vector<spdlog::sink_ptr> files;
+  for (const spdlog::sink_ptr& s : spdlog::default_logger()->sinks())
+    if (is_file_log(s)) files.push_back(s);
+  if (files.empty()) return;
+  spdlog::logger to_files(spdlog::default_logger()->name(), files.begin(), files.end());
+  to_files.error("{}", message);
+  to_files.flush();
 }
 
 // <checkpoint.dir>/latest -> the run folder, replaced atomically, so `octet eval runs/latest` works.

@@ -25,6 +25,8 @@ void point_latest_at(const std::string& run_dir);
 // The log also goes to `path` (train.log) until drop_file_logs().
 void add_file_log(const std::string& path);
 void drop_file_logs();
+// `message` as an error in the file logs alone (train.log), for an error the caller reports on the console.
+void log_error_to_files(const std::string& message);
 
 // The device a recipe's train.device (or `octet eval --device`) names, checked before anything is
 // built: cuda needs the CUDA backend in this build and a GPU on this machine.

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <map>
 
 #include "core/octet.h"
@@ -27,10 +28,11 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-// Loss and accuracy summed over the steps of a log interval or an epoch.
+// Loss and accuracy summed over the steps of a log interval or an epoch; `skipped`: the examples of
+// skipped steps (train.on_nonfinite: skip), in the rate but not in the loss and accuracy.
 struct Running {
   double loss = 0;
-  int64_t n = 0, correct = 0;
+  int64_t n = 0, correct = 0, skipped = 0;
   void add(const BatchStats& st) {
     loss += st.loss * static_cast<double>(st.n);
     n += st.n;
@@ -45,7 +47,22 @@ class TrainingLoop {
  public:
   TrainingLoop(const Recipe& recipe, const TrainOptions& opts) : opts_(opts), recipe_(recipe) {}
 
+  // The run; an error that ends it goes into train.log too (the caller reports it on the console).
   TrainResult run() {
+    try {
+      TrainResult r = run_steps();
+      drop_file_logs();
+      return r;
+    } catch (const std::exception& e) {
+      if (bar_) bar_->end_line();
+      log_error_to_files(e.what());
+      drop_file_logs();
+      throw;
+    }
+  }
+
+ private:
+  TrainResult run_steps() {
     if (!opts_.resume.empty()) read_checkpoint_to_resume();
     build();
     if (resuming()) restore_from_checkpoint();
@@ -68,7 +85,6 @@ class TrainingLoop {
     return finish();
   }
 
- private:
   bool resuming() const { return !opts_.resume.empty(); }
 
   // ---- set-up
@@ -80,6 +96,13 @@ class TrainingLoop {
     recipe_ = parse_stored_recipe(ckpt_.recipe_yaml, path + " (recipe)", opts_.overrides);
     state_ = ckpt_.state;
     run_dir_ = run_dir_of(path);
+    resumed_from_ = path;
+    // Training on would pass the limit by a step each time.
+    const int64_t max_steps = recipe_.integer("train.max_steps");
+    OCTET_CHECK(max_steps == 0 || state_.step < max_steps, "train: ", path, " is at step ", state_.step,
+                ", and train.max_steps is ", max_steps, ": nothing to train. Raise train.max_steps to train on (e.g. ",
+                "`octet train --resume ", opts_.resume, " train.max_steps=", state_.step + max_steps,
+                "`; 0: no limit)");
     // The step of last.safetensors on disk, where known.
     if (fs::is_directory(opts_.resume) || fs::path(opts_.resume).filename() == "last.safetensors")
       last_on_disk_ = state_.step;
@@ -119,13 +142,9 @@ class TrainingLoop {
     log_every_ = std::max<int64_t>(1, recipe_.integer("log.every_steps"));
     max_steps_ = recipe_.integer("train.max_steps");
     clip_ = recipe_.real("train.clip_grad_norm");
-    on_nonfinite_ = recipe_.text("train.on_nonfinite");
-    OCTET_CHECK(on_nonfinite_ == "stop" || on_nonfinite_ == "skip",
-                "recipe train.on_nonfinite: expected stop or skip, got '", on_nonfinite_, "'");
+    on_nonfinite_ = recipe_.text("train.on_nonfinite");  // stop or skip (the recipe checked it)
     // checkpoint.on_save_error (save()): stop ends the run with an error; continue trains on.
     on_save_error_ = recipe_.text("checkpoint.on_save_error");
-    OCTET_CHECK(on_save_error_ == "stop" || on_save_error_ == "continue",
-                "recipe checkpoint.on_save_error: expected stop or continue, got '", on_save_error_, "'");
     nb_ = task_->batches_per_epoch();
     OCTET_CHECK(nb_ >= 1, "train: the training data makes no batch");
     rate_key_ = lm_ ? "tokens_per_s" : "samples_per_s";
@@ -165,8 +184,10 @@ class TrainingLoop {
     write_file_atomic(run_dir_ + "/recipe.yaml", recipe_.resolved_yaml());
     metrics_ = std::make_unique<MetricsLog>(run_dir_, resuming());
     if (recipe_.boolean("log.tensorboard")) tb_ = std::make_unique<TensorBoardWriter>(run_dir_ + "/tensorboard");
-    spdlog::info("{} run {} ({}): model {} with {} parameters, {}, on {}{}", resuming() ? "resuming" : "starting",
-                 run_dir_, recipe_.source(), opts_.model ? opts_.model->type_name() : recipe_.text("model.name"),
+    const std::string origin =
+        resuming() ? "from " + resumed_from_ + " at step " + std::to_string(state_.step) : "(" + recipe_.source() + ")";
+    spdlog::info("{} run {} {}: model {} with {} parameters, {}, on {}{}", resuming() ? "resuming" : "starting",
+                 run_dir_, origin, opts_.model ? opts_.model->type_name() : recipe_.text("model.name"),
                  model_->num_parameters(), task_->describe(), describe(device_),
                  group_ ? " x " + std::to_string(group_->size()) + " processes (each a shard of every batch)" : "");
     if (!int8_.empty()) {
@@ -267,17 +288,19 @@ class TrainingLoop {
       const std::string what = nonfinite_text(*model_, out.loss, state_.step + 1, epoch, b);
       if (on_nonfinite_ == "stop") {
         if (metrics_) metrics_->write_curves();
-        drop_file_logs();
-        OCTET_FAIL("train: ", what, "; stopped before updating the weights (train.on_nonfinite: stop), so ", run_dir_,
-                   "/last.safetensors is as it was. Lower the learning rate, clip gradients "
-                   "(train.clip_grad_norm) or set train.on_nonfinite: skip");
+        OCTET_FAIL("train: ", what, "; stopped before updating the weights (train.on_nonfinite: stop); ",
+                   on_disk_text(),
+                   ". Lower the learning rate, clip gradients (train.clip_grad_norm) or set train.on_nonfinite: skip");
       }
       ++skipped_steps_;
+      bar_->end_line();
       spdlog::warn("{}; step skipped (train.on_nonfinite: skip; {} skipped so far)", what, skipped_steps_);
       optimizer_->zero_grad();
       NoGradGuard no_grad;
       for (size_t i = 0; i < buffers_.size(); ++i) buffers_[i].copy_(buffers_before[i]);
       task_->skip_step();
+      interval_.skipped += out.labels.size(0), epoch_.skipped += out.labels.size(0);
+      return;  // its loss and accuracy are not the model's: the metrics count it in skipped_steps alone
     }
     step_stats_.push(out.loss, out.logits, out.labels);
   }
@@ -288,13 +311,15 @@ class TrainingLoop {
     const double secs = std::chrono::duration<double>(Clock::now() - interval_start_).count();
     interval_ = over_ranks(interval_);
     const double n = static_cast<double>(interval_.n);
+    // An interval of skipped steps alone has no loss or accuracy (null in metrics.jsonl).
+    const double none = std::numeric_limits<double>::quiet_NaN();
     MetricRecord rec{"train",
                      {{"step", static_cast<double>(state_.step)},
                       {"epoch", static_cast<double>(epoch) + static_cast<double>(b + 1) / static_cast<double>(nb_)},
-                      {"loss", interval_.loss / n},
-                      {"top1", 100.0 * static_cast<double>(interval_.correct) / n},
+                      {"loss", n > 0 ? interval_.loss / n : none},
+                      {"top1", n > 0 ? 100.0 * static_cast<double>(interval_.correct) / n : none},
                       {"lr", optimizer_->lr(0)},
-                      {rate_key_, secs > 0 ? n / secs : 0.0}}};
+                      {rate_key_, secs > 0 ? (n + static_cast<double>(interval_.skipped)) / secs : 0.0}}};
     if (lm_) rec.values["ppl"] = std::exp(rec.values["loss"]);
     if (skipped_steps_ > 0) rec.values["skipped_steps"] = static_cast<double>(skipped_steps_);
     if (save_failures_ > 0) rec.values["save_failures"] = static_cast<double>(save_failures_);
@@ -380,7 +405,6 @@ class TrainingLoop {
       ++save_failures_;
       if (required || on_save_error_ == "stop") {
         if (metrics_) metrics_->write_curves();
-        drop_file_logs();
         OCTET_FAIL("train: cannot write the checkpoint at step ", state_.step, ": ", e.what(), "; ",
                    required ? "stopped" : "stopped (checkpoint.on_save_error: stop)", "; ", on_disk_text(),
                    ". Make room or fix the folder, then continue with `octet train --resume ", run_dir_, "`",
@@ -409,6 +433,7 @@ class TrainingLoop {
   TrainResult stop(bool saved) {
     if (!saved || unwritten_.count("last.safetensors")) save("last.safetensors", true);
     if (metrics_) metrics_->write_curves();
+    bar_->end_line();
     spdlog::info(
         "stopped at step {} (epoch {}, batch {} done); checkpoint {}/last.safetensors; continue with "
         "`octet train --resume {}`",
@@ -416,7 +441,6 @@ class TrainingLoop {
         run_dir_, run_dir_);
     result_.stopped = true;
     result_.steps = state_.step;
-    drop_file_logs();
     return result_;
   }
 
@@ -426,7 +450,6 @@ class TrainingLoop {
     if (!unwritten_.empty()) {
       std::string files;
       for (const auto& [name, why] : unwritten_) files += "; " + run_dir_ + "/" + name + ": " + why;
-      drop_file_logs();
       OCTET_FAIL("train: finished at step ", state_.step, " but its newest checkpoints could not be written (",
                  save_failures_, " failed saves, checkpoint.on_save_error: continue)", files, "; ", on_disk_text());
     }
@@ -449,7 +472,6 @@ class TrainingLoop {
       spdlog::info("{} (the checkpoint of the best validation loss)", describe_eval(result_.final_test));
     }
     spdlog::info("done: {} steps; checkpoints and curves in {}", state_.step, run_dir_);
-    drop_file_logs();
     return result_;
   }
 
@@ -484,15 +506,18 @@ class TrainingLoop {
   // The statistics of every rank's shard together (r itself with one process).
   Running over_ranks(const Running& r) const {
     if (!group_) return r;
-    std::vector<double> v{r.loss, static_cast<double>(r.n), static_cast<double>(r.correct)};
+    std::vector<double> v{r.loss, static_cast<double>(r.n), static_cast<double>(r.correct),
+                          static_cast<double>(r.skipped)};
     sum_over_ranks(v, group_);
     Running g;
     g.loss = v[0], g.n = static_cast<int64_t>(v[1]), g.correct = static_cast<int64_t>(v[2]);
+    g.skipped = static_cast<int64_t>(v[3]);
     return g;
   }
 
   // Loss (and perplexity) or accuracy, as the progress bar and the log show them.
   std::string stats_text(const Running& r) const {
+    if (r.n == 0) return "no loss (every step skipped)";  // train.on_nonfinite: skip
     char buf[96];
     if (lm_)
       std::snprintf(buf, sizeof(buf), "loss %.4f ppl %.2f", r.mean_loss(), std::exp(r.mean_loss()));
@@ -507,6 +532,7 @@ class TrainingLoop {
   Checkpoint ckpt_;
   TrainState state_;
   std::string run_dir_;
+  std::string resumed_from_;  // the checkpoint file a resumed run continues
   Device device_ = Device::cpu();
   // What the recipe builds.
   std::unique_ptr<Task> task_;
