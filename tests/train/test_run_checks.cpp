@@ -127,6 +127,10 @@ TEST(RunChecks, ResumeAtMaxStepsTrainsNothing) {
             std::string::npos)
       << resumed;
   EXPECT_EQ(resumed.find("(recipe))"), std::string::npos) << resumed;
+  // A run whose limit came with its last epoch is complete: resuming it is no error, as before.
+  TrainResult whole = train(tiny_recipe(dir, {"log.run_name=whole", "train.max_steps=8"}), {});
+  ASSERT_FALSE(whole.stopped);
+  EXPECT_EQ(Run::resume(whole.run_dir).fit().steps, 8);
 }
 
 }  // namespace

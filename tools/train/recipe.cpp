@@ -646,7 +646,7 @@ Recipe Recipe::parse(const std::string& yaml, const std::string& source, const s
     root = YAML::Load(yaml);
   } catch (const YAML::Exception& e) {
     // yaml-cpp reports a tab in indentation as whatever it then fails to read ("illegal map value").
-    if (const int line = first_tab_indented_line(yaml); line > 0)
+    if (const int line = first_tab_indented_line(yaml); line > 0 && line <= e.mark.line + 1)
       OCTET_FAIL(source, ":", line, ": tabs are not allowed in YAML indentation; indent with spaces");
     OCTET_FAIL(source, ":", e.mark.line + 1, ": invalid YAML: ", e.msg);
   }

@@ -97,9 +97,10 @@ class TrainingLoop {
     state_ = ckpt_.state;
     run_dir_ = run_dir_of(path);
     resumed_from_ = path;
-    // Training on would pass the limit by a step each time.
+    // A run stopped by train.max_steps: training on would pass the limit by a step each time.
     const int64_t max_steps = recipe_.integer("train.max_steps");
-    OCTET_CHECK(max_steps == 0 || state_.step < max_steps, "train: ", path, " is at step ", state_.step,
+    const bool epochs_left = state_.epoch < recipe_.integer("train.epochs");
+    OCTET_CHECK(max_steps == 0 || state_.step < max_steps || !epochs_left, "train: ", path, " is at step ", state_.step,
                 ", and train.max_steps is ", max_steps, ": nothing to train. Raise train.max_steps to train on (e.g. ",
                 "`octet train --resume ", opts_.resume, " train.max_steps=", state_.step + max_steps,
                 "`; 0: no limit)");
