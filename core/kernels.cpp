@@ -111,6 +111,17 @@ void softmax_rows(bool log, const Tensor& x, const Tensor& out) {
   OCTET_DISPATCH(softmax_rows, d, log, x, out);
 }
 
+void softmax_backward_rows(bool log, const Tensor& y, const Tensor& g, const Tensor& dx) {
+  const Device d = device_of("softmax_backward_rows", {&y, &g, &dx});
+  OCTET_DISPATCH(softmax_backward_rows, d, log, y, g, dx);
+}
+
+void cross_entropy_backward_rows(const Tensor& logp, const Tensor& target, const Tensor& coef, double smoothing,
+                                 const Tensor& dx) {
+  const Device d = device_of("cross_entropy_backward_rows", {&logp, &target, &coef, &dx});
+  OCTET_DISPATCH(cross_entropy_backward_rows, d, logp, target, coef, smoothing, dx);
+}
+
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const Tensor& a, int64_t lda,
           const Tensor& b, int64_t ldb, double beta, const Tensor& c, int64_t ldc) {
   const Device d = device_of("gemm", {&a, &b, &c});

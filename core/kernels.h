@@ -61,6 +61,17 @@ void reduce_rows(ReduceOp op, const Tensor& x, const Tensor& out);
 void arg_reduce_rows(bool is_max, const Tensor& x, const Tensor& out);
 // Softmax or log-softmax of each row of contiguous [M, R].
 void softmax_rows(bool log, const Tensor& x, const Tensor& out);
+// The input gradient of each row of contiguous [M, R] from the output y and its gradient g:
+// log-softmax dx = g - exp(y) * sum(g), softmax dx = y * (g - sum(g * y)), one pass per row after
+// its sum (in double).
+void softmax_backward_rows(bool log, const Tensor& y, const Tensor& g, const Tensor& dx);
+// The logits' gradient of a cross-entropy from its log-softmax logp [M, R], the targets [M] (i64;
+// a row whose target is outside [0, R) gets no one-hot term) and per-row coefficients coef [M]
+// (the loss's gradient per row, zero where the target is ignored):
+//   dx[i, j] = coef[i] * (exp(logp[i, j]) - smoothing / R - (1 - smoothing) * (j == target[i])).
+// One pass over the logits, without the dense gradient of a gather.
+void cross_entropy_backward_rows(const Tensor& logp, const Tensor& target, const Tensor& coef, double smoothing,
+                                 const Tensor& dx);
 
 // C[M,N] = alpha * op(A) op(B) + beta * C, row-major with leading dimensions (f32, f64).
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const Tensor& a, int64_t lda,

@@ -70,28 +70,41 @@ double row_logsumexp_f32_portable(const float* p, int64_t r, float m) {
 #ifdef OCTET_CPU_X86
 OCTET_TARGET_AVX2 inline __m256 mul_add(__m256 a, __m256 b, __m256 c) { return _mm256_add_ps(_mm256_mul_ps(a, b), c); }
 
-OCTET_TARGET_AVX2 double row_logsumexp_f32_avx2(const float* p, int64_t r, float m) {
-  const __m256 vm = _mm256_set1_ps(m), lowest = _mm256_set1_ps(kExpLowest), round = _mm256_set1_ps(kRound);
-  const __m256i round_bits = _mm256_set1_epi32(static_cast<int>(kRoundBits)), bias = _mm256_set1_epi32(127);
-  __m256d lo = _mm256_setzero_pd(), hi = _mm256_setzero_pd();
-  int64_t j = 0;
-  for (; j + 8 <= r; j += 8) {
-    const __m256 x = _mm256_max_ps(lowest, _mm256_sub_ps(_mm256_loadu_ps(p + j), vm));  // NaN stays x
-    const __m256 t = mul_add(x, _mm256_set1_ps(kLog2e), round);
-    const __m256 n = _mm256_sub_ps(t, round);
-    const __m256 rr = _mm256_sub_ps(_mm256_sub_ps(x, _mm256_mul_ps(n, _mm256_set1_ps(kLn2Hi))),
-                                    _mm256_mul_ps(n, _mm256_set1_ps(kLn2Lo)));
-    __m256 q = _mm256_set1_ps(kExpPoly[0]);
-    for (int i = 1; i < 8; ++i) q = mul_add(q, rr, _mm256_set1_ps(kExpPoly[i]));
-    const __m256i scale =
-        _mm256_slli_epi32(_mm256_add_epi32(_mm256_sub_epi32(_mm256_castps_si256(t), round_bits), bias), 23);
-    const __m256 e = _mm256_mul_ps(q, _mm256_castsi256_ps(scale));
-    lo = _mm256_add_pd(lo, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
-    hi = _mm256_add_pd(hi, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
-  }
-  double acc[8];
+// exp_nonpositive on 8 lanes, step by step the same IEEE operations.
+OCTET_TARGET_AVX2 inline __m256 exp_nonpositive_avx2(__m256 x) {
+  const __m256 round = _mm256_set1_ps(kRound);
+  x = _mm256_max_ps(_mm256_set1_ps(kExpLowest), x);  // NaN stays x
+  const __m256 t = mul_add(x, _mm256_set1_ps(kLog2e), round);
+  const __m256 n = _mm256_sub_ps(t, round);
+  const __m256 rr = _mm256_sub_ps(_mm256_sub_ps(x, _mm256_mul_ps(n, _mm256_set1_ps(kLn2Hi))),
+                                  _mm256_mul_ps(n, _mm256_set1_ps(kLn2Lo)));
+  __m256 q = _mm256_set1_ps(kExpPoly[0]);
+  for (int i = 1; i < 8; ++i) q = mul_add(q, rr, _mm256_set1_ps(kExpPoly[i]));
+  const __m256i scale = _mm256_slli_epi32(
+      _mm256_add_epi32(_mm256_sub_epi32(_mm256_castps_si256(t), _mm256_set1_epi32(static_cast<int>(kRoundBits))),
+                       _mm256_set1_epi32(127)),
+      23);
+  return _mm256_mul_ps(q, _mm256_castsi256_ps(scale));
+}
+
+// Adds the 8 lanes of v, in double, to the partial sums lo (lanes 0-3) and hi (4-7).
+OCTET_TARGET_AVX2 inline void add_lanes(__m256 v, __m256d* lo, __m256d* hi) {
+  *lo = _mm256_add_pd(*lo, _mm256_cvtps_pd(_mm256_castps256_ps128(v)));
+  *hi = _mm256_add_pd(*hi, _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
+}
+
+OCTET_TARGET_AVX2 inline void store_lanes(__m256d lo, __m256d hi, double* acc) {
   _mm256_storeu_pd(acc, lo);
   _mm256_storeu_pd(acc + 4, hi);
+}
+
+OCTET_TARGET_AVX2 double row_logsumexp_f32_avx2(const float* p, int64_t r, float m) {
+  const __m256 vm = _mm256_set1_ps(m);
+  __m256d lo = _mm256_setzero_pd(), hi = _mm256_setzero_pd();
+  int64_t j = 0;
+  for (; j + 8 <= r; j += 8) add_lanes(exp_nonpositive_avx2(_mm256_sub_ps(_mm256_loadu_ps(p + j), vm)), &lo, &hi);
+  double acc[8];
+  store_lanes(lo, hi, acc);
   for (; j < r; ++j) acc[0] += static_cast<double>(exp_nonpositive(p[j] - m));
   return static_cast<double>(m) + std::log(combine8(acc));
 }
@@ -114,6 +127,100 @@ double row_logsumexp(const T* p, int64_t r) {
   double s = 0;
   for (int64_t j = 0; j < r; ++j) s += std::exp(static_cast<double>(p[j]) - m);
   return m + std::log(s);
+}
+
+// ---- the gradients of log-softmax, softmax and cross-entropy, one row at a time
+
+// exp of a log-probability (<= 0): exp_nonpositive in float, libm's exp in double.
+template <typename T>
+T exp_logp(T y) {
+  if constexpr (std::is_same_v<T, float>)
+    return exp_nonpositive(y);
+  else
+    return std::exp(y);
+}
+
+// sum of g (log) or of g * y (softmax, the products rounded to T) over a row, in double in 8
+// interleaved partial sums combined in combine8's order.
+template <typename T>
+double row_grad_sum_portable(bool log, const T* y, const T* g, int64_t r) {
+  double acc[8] = {};
+  auto term = [&](int64_t j) { return static_cast<double>(log ? g[j] : static_cast<T>(g[j] * y[j])); };
+  int64_t j = 0;
+  for (; j + 8 <= r; j += 8)
+    for (int k = 0; k < 8; ++k) acc[k] += term(j + k);
+  for (; j < r; ++j) acc[0] += term(j);
+  return combine8(acc);
+}
+
+// log: dx = g - exp(y) * s; softmax: dx = y * (g - s); s rounded to T.
+template <typename T>
+void softmax_backward_row_portable(bool log, const T* y, const T* g, T* dx, int64_t r) {
+  const T s = static_cast<T>(row_grad_sum_portable(log, y, g, r));
+  if (log)
+    for (int64_t j = 0; j < r; ++j) dx[j] = g[j] - exp_logp(y[j]) * s;
+  else
+    for (int64_t j = 0; j < r; ++j) dx[j] = y[j] * (g[j] - s);
+}
+
+// dx = c * (exp(logp) - u), and at the target column t (if 0 <= t < r) c * ((exp(logp) - u) - w).
+template <typename T>
+void cross_entropy_backward_row_portable(const T* logp, int64_t t, T c, T u, T w, T* dx, int64_t r) {
+  for (int64_t j = 0; j < r; ++j) dx[j] = c * (exp_logp(logp[j]) - u);
+  if (t >= 0 && t < r) dx[t] = c * ((exp_logp(logp[t]) - u) - w);
+}
+
+#ifdef OCTET_CPU_X86
+OCTET_TARGET_AVX2 void softmax_backward_row_avx2(bool log, const float* y, const float* g, float* dx, int64_t r) {
+  __m256d lo = _mm256_setzero_pd(), hi = _mm256_setzero_pd();
+  int64_t j = 0;
+  for (; j + 8 <= r; j += 8) {
+    const __m256 gv = _mm256_loadu_ps(g + j);
+    add_lanes(log ? gv : _mm256_mul_ps(gv, _mm256_loadu_ps(y + j)), &lo, &hi);
+  }
+  double acc[8];
+  store_lanes(lo, hi, acc);
+  for (; j < r; ++j) acc[0] += static_cast<double>(log ? g[j] : g[j] * y[j]);
+  const float s = static_cast<float>(combine8(acc));
+  const __m256 vs = _mm256_set1_ps(s);
+  j = 0;
+  if (log)
+    for (; j + 8 <= r; j += 8)
+      _mm256_storeu_ps(dx + j, _mm256_sub_ps(_mm256_loadu_ps(g + j),
+                                             _mm256_mul_ps(exp_nonpositive_avx2(_mm256_loadu_ps(y + j)), vs)));
+  else
+    for (; j + 8 <= r; j += 8)
+      _mm256_storeu_ps(dx + j, _mm256_mul_ps(_mm256_loadu_ps(y + j), _mm256_sub_ps(_mm256_loadu_ps(g + j), vs)));
+  for (; j < r; ++j) dx[j] = log ? g[j] - exp_nonpositive(y[j]) * s : y[j] * (g[j] - s);
+}
+
+OCTET_TARGET_AVX2 void cross_entropy_backward_row_avx2(const float* logp, int64_t t, float c, float u, float w,
+                                                       float* dx, int64_t r) {
+  const __m256 vc = _mm256_set1_ps(c), vu = _mm256_set1_ps(u);
+  int64_t j = 0;
+  for (; j + 8 <= r; j += 8)
+    _mm256_storeu_ps(dx + j, _mm256_mul_ps(vc, _mm256_sub_ps(exp_nonpositive_avx2(_mm256_loadu_ps(logp + j)), vu)));
+  for (; j < r; ++j) dx[j] = c * (exp_nonpositive(logp[j]) - u);
+  if (t >= 0 && t < r) dx[t] = c * ((exp_nonpositive(logp[t]) - u) - w);
+}
+#endif
+
+template <typename T>
+void softmax_backward_row(bool log, const T* y, const T* g, T* dx, int64_t r) {
+#ifdef OCTET_CPU_X86
+  if constexpr (std::is_same_v<T, float>)
+    if (active_isa() != Isa::portable) return softmax_backward_row_avx2(log, y, g, dx, r);
+#endif
+  softmax_backward_row_portable(log, y, g, dx, r);
+}
+
+template <typename T>
+void cross_entropy_backward_row(const T* logp, int64_t t, T c, T u, T w, T* dx, int64_t r) {
+#ifdef OCTET_CPU_X86
+  if constexpr (std::is_same_v<T, float>)
+    if (active_isa() != Isa::portable) return cross_entropy_backward_row_avx2(logp, t, c, u, w, dx, r);
+#endif
+  cross_entropy_backward_row_portable(logp, t, c, u, w, dx, r);
 }
 
 template <typename Fn>
@@ -197,6 +304,37 @@ void softmax_rows(bool log, const Tensor& x, const Tensor& out) {
         for (int64_t j = 0; j < r; ++j) o[j] = static_cast<T>(static_cast<double>(p[j]) - lse);
       else
         for (int64_t j = 0; j < r; ++j) o[j] = static_cast<T>(std::exp(static_cast<double>(p[j]) - lse));
+    });
+  });
+}
+
+void softmax_backward_rows(bool log, const Tensor& y, const Tensor& g, const Tensor& dx) {
+  check_cpu("softmax_backward", {y, g, dx});
+  OCTET_CHECK(g.is_contiguous() && dx.is_contiguous() && g.shape() == y.shape() && dx.shape() == y.shape(),
+              "softmax_backward: kernel requires contiguous [M, R] tensors of one shape");
+  dispatch_float(y.dtype(), "softmax_backward", [&]<typename T>() {
+    const T *py = y.data<T>(), *pg = g.data<T>();
+    T* pd = dx.data<T>();
+    for_rows(y, "softmax_backward",
+             [&](int64_t i, int64_t r) { softmax_backward_row(log, py + i * r, pg + i * r, pd + i * r, r); });
+  });
+}
+
+void cross_entropy_backward_rows(const Tensor& logp, const Tensor& target, const Tensor& coef, double smoothing,
+                                 const Tensor& dx) {
+  check_cpu("cross_entropy_backward", {logp, target, coef, dx});
+  OCTET_CHECK(target.dtype() == DType::i64 && target.is_contiguous() && coef.is_contiguous() &&
+                  dx.is_contiguous() && dx.shape() == logp.shape() && logp.dim() == 2 &&
+                  target.numel() == logp.size(0) && coef.numel() == logp.size(0),
+              "cross_entropy_backward: kernel requires logp and dx [M, R], target (i64) and coef [M], contiguous");
+  dispatch_float(logp.dtype(), "cross_entropy_backward", [&]<typename T>() {
+    const T *pl = logp.data<T>(), *pc = coef.data<T>();
+    const int64_t* pt = target.data<int64_t>();
+    T* pd = dx.data<T>();
+    const int64_t classes = logp.size(1);
+    const T u = static_cast<T>(smoothing / static_cast<double>(classes)), w = static_cast<T>(1.0 - smoothing);
+    for_rows(logp, "cross_entropy_backward", [&](int64_t i, int64_t r) {
+      cross_entropy_backward_row(pl + i * r, pt[i], pc[i], u, w, pd + i * r, r);
     });
   });
 }

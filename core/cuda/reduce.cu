@@ -201,6 +201,40 @@ __global__ void softmax_rows_kernel(const T* x, T* out, int64_t m, int64_t r, Ro
   }
 }
 
+// The gradients of softmax_rows (core/kernels.h): the row sum of g (log) or g * y in double, then
+// dx = g - exp(y) * s or y * (g - s), as the CPU computes them.
+template <typename T, int kRowThreads>
+__global__ void softmax_backward_rows_kernel(const T* y, const T* g, T* dx, int64_t m, int64_t r, bool log) {
+  __shared__ double shared[kThreads / kWarp];
+  using G = RowGroups<kRowThreads>;
+  const int lane = G::lane();
+  for (int64_t row = G::first_row(); row < m; row += G::row_step()) {
+    const T *py = y + row * r, *pg = g + row * r;
+    T* pd = dx + row * r;
+    double acc = 0;
+    for (int64_t j = lane; j < r; j += kRowThreads) acc += static_cast<double>(log ? pg[j] : static_cast<T>(pg[j] * py[j]));
+    const T s = static_cast<T>(group_reduce<kRowThreads>(acc, Plus{}, shared));
+    if (log)
+      for (int64_t j = lane; j < r; j += kRowThreads) pd[j] = pg[j] - static_cast<T>(::exp(static_cast<double>(py[j]))) * s;
+    else
+      for (int64_t j = lane; j < r; j += kRowThreads) pd[j] = py[j] * (pg[j] - s);
+  }
+}
+
+// dx = c * (exp(logp) - u), minus c * w more at the row's target column (when in [0, r)).
+template <typename T>
+__global__ void cross_entropy_backward_kernel(const T* logp, const int64_t* target, const T* coef, T* dx, int64_t m,
+                                              int64_t r, T u, T w) {
+  const int64_t n = m * r;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t row = i / r, j = i - row * r;
+    const T c = coef[row];
+    const T d = static_cast<T>(::exp(static_cast<double>(logp[i]))) - u;
+    dx[i] = target[row] == j ? c * (d - w) : c * d;
+  }
+}
+
 void check_rows(const Tensor& x, const char* op) {
   OCTET_CHECK(x.dim() == 2 && x.is_contiguous(), op, ": kernel requires a contiguous [M, R] tensor");
 }
@@ -284,6 +318,37 @@ void softmax_rows(bool log, const Tensor& x, const Tensor& out) {
     launch_rows("softmax", m, r, [&]<int kRowThreads>(unsigned grid) {
       softmax_rows_kernel<T, kRowThreads><<<grid, kThreads, 0, stream()>>>(px, po, m, r, mode);
     });
+  });
+}
+
+void softmax_backward_rows(bool log, const Tensor& y, const Tensor& g, const Tensor& dx) {
+  dispatch_float(y.dtype(), "softmax_backward", [&]<typename T>() {
+    check_rows(y, "softmax_backward");
+    OCTET_CHECK(g.is_contiguous() && dx.is_contiguous() && g.shape() == y.shape() && dx.shape() == y.shape(),
+                "softmax_backward: kernel requires contiguous [M, R] tensors of one shape");
+    const T *py = y.data<T>(), *pg = g.data<T>();
+    T* pd = dx.data<T>();
+    const int64_t m = y.size(0), r = y.size(1);
+    launch_rows("softmax_backward", m, r, [&]<int kRowThreads>(unsigned grid) {
+      softmax_backward_rows_kernel<T, kRowThreads><<<grid, kThreads, 0, stream()>>>(py, pg, pd, m, r, log);
+    });
+  });
+}
+
+void cross_entropy_backward_rows(const Tensor& logp, const Tensor& target, const Tensor& coef, double smoothing,
+                                 const Tensor& dx) {
+  dispatch_float(logp.dtype(), "cross_entropy_backward", [&]<typename T>() {
+    check_rows(logp, "cross_entropy_backward");
+    OCTET_CHECK(target.dtype() == DType::i64 && target.is_contiguous() && coef.is_contiguous() &&
+                    dx.is_contiguous() && dx.shape() == logp.shape() && target.numel() == logp.size(0) &&
+                    coef.numel() == logp.size(0),
+                "cross_entropy_backward: kernel requires logp and dx [M, R], target (i64) and coef [M], contiguous");
+    const int64_t m = logp.size(0), r = logp.size(1);
+    if (m * r == 0) return;
+    const T u = static_cast<T>(smoothing / static_cast<double>(r)), w = static_cast<T>(1.0 - smoothing);
+    cross_entropy_backward_kernel<T><<<grid_for(m * r), kThreads, 0, stream()>>>(
+        logp.data<T>(), target.data<int64_t>(), coef.data<T>(), dx.data<T>(), m, r, u, w);
+    OCTET_CUDA_LAUNCH("cross_entropy_backward");
   });
 }
 

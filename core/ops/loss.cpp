@@ -26,9 +26,14 @@ static Tensor softmax_impl(const Tensor& x, int64_t dim, bool log) {
   }
   if (autograd::needs_grad({x})) {
     autograd::SavedTensor y = saved(out);
+    // log: g - exp(y) * sum(g), softmax: y * (g - sum(g * y)), over dim d as rows, one kernel.
     autograd::record(op, {x}, {out}, [y, d, log](const Grads& g) {
-      if (log) return Grads{g[0] - exp(y) * sum(g[0], {d}, true)};
-      return Grads{y * (g[0] - sum(g[0] * y, {d}, true))};
+      const Tensor& yv = y.get();
+      Tensor y_rows = yv.transpose(d, -1).contiguous(), g_rows = g[0].transpose(d, -1).contiguous();
+      Tensor dx = empty(y_rows.shape(), TensorOptions(yv.dtype()).device(yv.device()));
+      const int64_t r = y_rows.size(-1);
+      kernels::softmax_backward_rows(log, y_rows.reshape({-1, r}), g_rows.reshape({-1, r}), dx.reshape({-1, r}));
+      return Grads{dx.transpose(d, -1)};
     });
   }
   return out;
@@ -75,15 +80,37 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntr
   check_classification("cross_entropy", logits, target);
   double eps = opts.label_smoothing_;
   OCTET_CHECK(eps >= 0.0 && eps <= 1.0, "cross_entropy: label_smoothing must be in [0, 1], got ", eps);
-  Tensor logp = log_softmax(logits, 1);
-  auto [loss, count] = picked_nll(logp, target, opts.ignore_index_);
-  if (eps > 0.0) {
-    Tensor ignore = scalar_tensor(static_cast<double>(opts.ignore_index_), TensorOptions(DType::i64).device(target.device()));
-    Tensor keep_f = ne(target, ignore).to(logits.dtype());
-    Tensor smooth = -mean(logp, {1}) * keep_f;
-    loss = loss * (1.0 - eps) + smooth * eps;
+  const int64_t ignore_index = opts.ignore_index_;
+  const Reduction reduction = opts.reduction_;
+  Tensor logp, loss, count;
+  {
+    NoGradGuard ng;
+    logp = log_softmax(logits, 1);
+    auto [picked, kept] = picked_nll(logp, target, ignore_index);
+    if (eps > 0.0) {
+      Tensor ignore = scalar_tensor(static_cast<double>(ignore_index), TensorOptions(DType::i64).device(target.device()));
+      Tensor keep_f = ne(target, ignore).to(logits.dtype());
+      Tensor smooth = -mean(logp, {1}) * keep_f;
+      picked = picked * (1.0 - eps) + smooth * eps;
+    }
+    loss = reduce_loss(picked, kept, reduction);
+    count = kept;
   }
-  return reduce_loss(loss, count, opts.reduction_);
+  if (autograd::needs_grad({logits})) {
+    // d loss / d logits[i, j] = coef[i] * (softmax - (1 - eps) * onehot - eps / C), coef[i] the
+    // loss's gradient for row i (0 where the target is ignored): one kernel pass over the logits.
+    autograd::record("cross_entropy", {logits}, {loss},
+                     [logp, target, count, eps, ignore_index, reduction](const Grads& g) {
+                       Tensor ignore = scalar_tensor(static_cast<double>(ignore_index),
+                                                     TensorOptions(DType::i64).device(target.device()));
+                       Tensor coef = ne(target, ignore).to(logp.dtype()) * g[0];
+                       if (reduction == Reduction::mean) coef = coef / count;
+                       Tensor dx = empty(logp.shape(), TensorOptions(logp.dtype()).device(logp.device()));
+                       kernels::cross_entropy_backward_rows(logp, target.contiguous(), coef.contiguous(), eps, dx);
+                       return Grads{dx};
+                     });
+  }
+  return loss;
 }
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {

@@ -342,10 +342,12 @@ TEST(Trainer, Cifar10RecipeStartsOnGeneratedData) {
 }
 
 // MobileNetV2 with INT8 convolutions (depthwise ones included) on CIFAR-format generated data
-// whose label is visible (two bright rows at a height set by the label): the loss falls as it does
-// in FP32 (measured once with quant.int8_conv=false: mean loss of epoch 1 -> epoch 4 4.83 -> 1.98
-// in FP32, 4.59 -> 1.97 in INT8; the bound below asks for a 40% drop). One thread: under ctest -j2
-// on 2 cores, two 2-thread processes made this test take 90 s instead of 1.5 s.
+// whose label is visible (two bright rows at a height set by the label): the loss falls. At lr 0.05
+// over 4 epochs the loss first jumped to 4-7 and the test's 40% drop was measured from that spike,
+// so a float-rounding change anywhere (the fused cross-entropy gradient) moved it across the bound;
+// at lr 0.02 over 8 epochs the mean loss of epoch 1 -> epoch 8 is 2.72 -> 0.84 in INT8 (measured,
+// commit of the fused gradient), and the bound asks for a 50% drop. One thread: under ctest -j2 on
+// 2 cores, two 2-thread processes made this test take 90 s instead of a few.
 TEST(TrainerInt8, Cifar10RecipeTrainsOnGeneratedData) {
   TempDir dir;
   std::string root = dir.path() + "/cifar";
@@ -370,20 +372,20 @@ TEST(TrainerInt8, Cifar10RecipeTrainsOnGeneratedData) {
   write_cifar10_batch(root + "/test_batch.bin", test_images, labels);
   Recipe r = load_recipe(
       kRecipes + "mobilenetv2_cifar10_int8.yaml",
-      {"data.root=" + root, "data.augment=false", "model.width_mult=0.25", "train.epochs=4", "train.batch_size=8",
-       "optimizer.lr=0.05", "checkpoint.dir=" + dir.path() + "/runs", "log.progress=false", "log.every_steps=1",
+      {"data.root=" + root, "data.augment=false", "model.width_mult=0.25", "train.epochs=8", "train.batch_size=8",
+       "optimizer.lr=0.02", "checkpoint.dir=" + dir.path() + "/runs", "log.progress=false", "log.every_steps=1",
        "log.tensorboard=false", "quant.clip_update_period=3", "train.threads=1"});
   TrainResult res = train(r, {});
-  EXPECT_EQ(res.steps, 20);  // 40 images, batch 8, 4 epochs
+  EXPECT_EQ(res.steps, 40);  // 40 images, batch 8, 8 epochs
   auto losses = train_losses(res.run_dir);
-  ASSERT_EQ(losses.size(), 20u);
+  ASSERT_EQ(losses.size(), 40u);
   double first = 0, last = 0;
-  for (size_t i = 0; i < 5; ++i) first += losses[i].second / 5, last += losses[15 + i].second / 5;
+  for (size_t i = 0; i < 5; ++i) first += losses[i].second / 5, last += losses[35 + i].second / 5;
   for (const auto& [step, loss] : losses) EXPECT_TRUE(std::isfinite(loss)) << step;
-  EXPECT_LT(last, 0.6 * first) << "epoch 1 mean loss " << first << ", epoch 4 " << last;
+  EXPECT_LT(last, 0.5 * first) << "epoch 1 mean loss " << first << ", epoch 8 " << last;
   EXPECT_TRUE(std::isfinite(res.last_eval.loss));
   auto int8 = records_of(res.run_dir, "int8");
-  ASSERT_EQ(int8.size(), 20u);
+  ASSERT_EQ(int8.size(), 40u);
   const auto& final_stats = int8.back();
   int layers = 0;
   for (auto it = final_stats.begin(); it != final_stats.end(); ++it) {
