@@ -93,9 +93,10 @@ TEST(ParamGroups, CommandLineReplacesTheWholeList) {
 TEST(ParamGroups, ErrorsNameTheLineTheGroupAndTheKey) {
   const std::string head = "optimizer:\n  param_groups:\n";
   // An unknown key, with the keys a group may set.
-  expect_parse_error(head + "    - params: a\n    - params: b\n      lrr: 0.1\n", {},
-                     "r.yaml:5: optimizer.param_groups[1]: unknown key 'lrr' (known keys in a group: params, lr, "
-                     "momentum");
+  expect_parse_error(
+      head + "    - params: a\n    - params: b\n      lrr: 0.1\n", {},
+      "r.yaml:5: optimizer.param_groups[1]: unknown key 'lrr'; did you mean 'lr'? (known keys in a group: "
+      "params, lr, momentum");
   // Keys of the whole optimizer.
   for (const char* key : {"name: adam", "keep_32bit: [a]", "param_groups: []"})
     expect_parse_error(head + "    - params: a\n      " + key + "\n", {},
@@ -168,10 +169,10 @@ TEST(ParamGroups, BuildErrorsNameThePattern) {
       parse_recipe(kGroups, "r.yaml", {"optimizer.param_groups=[{params: \"*\"}, {params: \"*.bias\", lr: 1}]"});
   expect_error([&] { build_optimizer(shadowed, cnn_params()); },
                "recipe optimizer.param_groups[1]: every parameter its params match is in an earlier group");
-  // Values the optimizer cannot use name the group's key.
-  const Recipe bad_lr = parse_recipe(kGroups, "r.yaml", {"optimizer.param_groups=[{params: \"*.bias\", lr: -1}]"});
-  expect_error([&] { build_optimizer(bad_lr, cnn_params()); },
-               "recipe optimizer.param_groups[0].lr: expected > 0, got -1");
+  // Values the optimizer cannot use name the group's key: out of its range when the recipe is read,
+  // or (what depends on the optimizer) when it is built.
+  expect_error([&] { parse_recipe(kGroups, "r.yaml", {"optimizer.param_groups=[{params: \"*.bias\", lr: -1}]"}); },
+               "optimizer.param_groups[0]: key 'optimizer.lr' must be > 0, got -1");
   const Recipe bad_bits =
       parse_recipe(kGroups, "r.yaml", {"optimizer.param_groups=[{params: \"*.bias\", state_bits: 4}]"});
   expect_error([&] { build_optimizer(bad_bits, cnn_params()); },
@@ -186,6 +187,14 @@ TEST(ParamGroups, BuildErrorsNameThePattern) {
         build_optimizer(bad_betas, {{"a", zeros({2})}});
       },
       "recipe optimizer.param_groups[0].betas: expected two values, got 1");
+  // Betas of 1 (a moment that never moves) are Lion's alone.
+  const Recipe beta_of_one =
+      parse_recipe(kGroups, "r.yaml", {"optimizer.param_groups=[{params: a*, betas: [0.9, 1]}]"});
+  expect_error(
+      [&] {
+        build_optimizer(beta_of_one, {{"a", zeros({2})}});
+      },
+      "recipe optimizer.param_groups[0].betas: expected each in [0, 1) for adamw, got 1");
 }
 
 // Whether parameter `name`'s state is 8-bit, from the optimizer's state_dict keys.

@@ -2,7 +2,10 @@
 // name the file, the line and the key.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "core/error.h"
+#include "models/registry.h"
 #include "tools/train/recipe.h"
 
 namespace octet::train {
@@ -229,6 +232,87 @@ TEST(Recipe, QuantKeys) {
                "override 'quant.clip_update_period=-5': key 'quant.clip_update_period' must be >= 1");
   expect_error("quant:\n  int8: true\n", {}, "r.yaml:2: unknown key 'quant.int8' (known keys in quant: int8_conv");
   expect_error("quant:\n  int8_conv: yes please\n", {}, "r.yaml:2: key 'quant.int8_conv' must be true or false");
+}
+
+// Values that used to reach a C++ function and be refused there (build_model:, SGD:,
+// set_num_threads:, yaml-cpp's anchors) are refused by the recipe, in one line naming the key, the
+// value and what is allowed.
+TEST(Recipe, ValuesAreNamedByTheirKey) {
+  expect_error("", {"model.name=resnet999"},
+               "override 'model.name=resnet999': key 'model.name' must be one of lstm_lm, mobilenetv2");
+  expect_error("model:\n  shortcut: C\n", {}, "r.yaml:2: key 'model.shortcut' must be one of A, B, got 'C'");
+  expect_error("", {"model.embedding=fancy"}, "key 'model.embedding' must be one of plain, stable, got 'fancy'");
+  expect_error("", {"optimizer.momentum=-1"}, "key 'optimizer.momentum' must be >= 0, got -1");
+  expect_error("", {"train.threads=0"}, "key 'train.threads' must be >= 1, got 0");
+  expect_error("", {"model.dropout=1"}, "key 'model.dropout' must be in [0, 1), got 1");
+  expect_error("", {"optimizer.lr=0"}, "key 'optimizer.lr' must be > 0, got 0");
+  expect_error("", {"schedule.name=linear"}, "key 'schedule.name' must be one of constant, step, multistep");
+  expect_error("", {"data.dataset=imagenet"}, "text, text_chars, toy_grammar, got 'imagenet'");
+  // A group's value is checked as the section's.
+  expect_error("", {"optimizer.param_groups=[{params: \"*.bias\", momentum: -0.5}]"},
+               "optimizer.param_groups[0]: key 'optimizer.momentum' must be >= 0, got -0.5");
+  // A glob read as a YAML alias says how to quote it.
+  expect_error("", {"optimizer.keep_32bit=*classifier*"},
+               "override 'optimizer.keep_32bit=*classifier*': key 'optimizer.keep_32bit' must be a list of strings; "
+               "the value is not valid YAML: the referenced anchor is not defined (a value that starts with '*' is a "
+               "YAML alias; quote it: optimizer.keep_32bit='[\"*classifier*\"]')");
+  expect_error("optimizer:\n  keep_32bit: [*emb*]\n", {}, "quote it: \"*embedding*\"");
+  // One line each.
+  try {
+    parse_recipe("", "r.yaml", {"model.name=resnet999"});
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << e.what();
+  }
+}
+
+// The schema documents every model the registry builds (it lacked resnet32, resnet44, resnet110),
+// and the recipe accepts each.
+TEST(Recipe, SchemaNamesEveryModel) {
+  const auto& schema = recipe_schema();
+  const auto entry = std::find_if(schema.begin(), schema.end(), [](const auto& e) { return e.key == "model.name"; });
+  ASSERT_NE(entry, schema.end());
+  const std::string doc = " " + entry->doc + " ";
+  for (const std::string& name : model_names()) {
+    const bool named =
+        doc.find(" " + name + ",") != std::string::npos || doc.find(" " + name + " ") != std::string::npos;
+    EXPECT_TRUE(named) << name << " is not in the schema's model.name: " << entry->doc;
+    EXPECT_EQ(parse_recipe("", "r.yaml", {"model.name=" + name}).text("model.name"), name);
+  }
+}
+
+// An unknown key, section, choice or group key names the nearest known one.
+TEST(Recipe, UnknownNamesSuggestTheNearest) {
+  expect_error("model:\n  nmu_classes: 3\n", {},
+               "r.yaml:2: unknown key 'model.nmu_classes'; did you mean 'model.num_classes'? (known keys in model:");
+  expect_error("", {"model.nmu_classes=3"},
+               "override 'model.nmu_classes=3': unknown key 'model.nmu_classes'; did you mean 'model.num_classes'? "
+               "(known keys in model: name, num_classes,");
+  expect_error("", {"train.lr=0.1"}, "unknown key 'train.lr'; did you mean 'optimizer.lr'?");  // another section's
+  expect_error("", {"optimiser.lr=0.1"}, "unknown key 'optimiser.lr'; did you mean 'optimizer.lr'? (known sections:");
+  expect_error("optimiser:\n  lr: 1\n", {}, "unknown section 'optimiser'; did you mean 'optimizer'? (known: model");
+  expect_error("", {"model.name=resnet2O"}, "got 'resnet2O'; did you mean 'resnet20'?");
+  expect_error("", {"optimizer.name=adamm"}, "unknown optimizer 'adamm'; did you mean 'adam'?");
+  expect_error("optimizer:\n  param_groups: [{params: \"*.bias\", wieght_decay: 0}]\n", {},
+               "unknown key 'wieght_decay'; did you mean 'weight_decay'? (known keys in a group:");
+  // Nothing close: no guess.
+  expect_error("", {"model.colour=red"}, "unknown key 'model.colour' (known keys in model:");
+}
+
+// The keys a resumed run keeps from its checkpoint, and a value as YAML to compare them by.
+TEST(Recipe, KeysFixedOnResume) {
+  const std::vector<std::string>& keys = keys_fixed_on_resume();
+  auto fixed = [&](const std::string& k) { return std::find(keys.begin(), keys.end(), k) != keys.end(); };
+  EXPECT_TRUE(fixed("model.name"));
+  EXPECT_TRUE(fixed("model.hidden_size"));
+  EXPECT_TRUE(fixed("optimizer.name"));
+  EXPECT_TRUE(fixed("optimizer.state_bits"));
+  EXPECT_FALSE(fixed("model.dropout"));
+  EXPECT_FALSE(fixed("optimizer.lr"));
+  EXPECT_FALSE(fixed("train.epochs"));
+  const Recipe r = parse_recipe("", "r.yaml", {"optimizer.lr=0.05", "optimizer.betas=[0.8, 0.9]"});
+  EXPECT_EQ(r.value_yaml("model.name"), "\"small_cnn\"");
+  EXPECT_EQ(r.value_yaml("optimizer.lr"), "0.05");
+  EXPECT_EQ(r.value_yaml("optimizer.betas"), "[0.8, 0.9]");
 }
 
 }  // namespace

@@ -163,16 +163,20 @@ class OptimizerKeys {
 
 // The options struct of optimizer `name` from the keys it uses.
 std::unique_ptr<OptimizerOptions> optimizer_options(const std::string& name, const OptimizerKeys& k) {
+  // The recipe checked each value's range (lr > 0, momentum >= 0, ...); the betas are checked here, as
+  // Lion's allow 1.
   const double lr = k.real("lr"), wd = k.real("weight_decay"), eps = k.real("eps"), momentum = k.real("momentum");
-  OCTET_CHECK(lr > 0, k.where("lr"), ": expected > 0, got ", lr);
-  OCTET_CHECK(wd >= 0, k.where("weight_decay"), ": expected >= 0, got ", wd);
-  if (name == "sgd")
+  if (name == "sgd") {
+    OCTET_CHECK(!k.boolean("nesterov") || (momentum > 0 && k.real("dampening") == 0), k.where("nesterov"),
+                ": true needs optimizer.momentum > 0 and optimizer.dampening 0, got momentum ", momentum,
+                " and dampening ", k.real("dampening"));
     return SGDOptions(lr)
         .momentum(momentum)
         .dampening(k.real("dampening"))
         .nesterov(k.boolean("nesterov"))
         .weight_decay(wd)
         .clone();
+  }
   if (name == "rmsprop")
     return RMSpropOptions(lr)
         .alpha(k.real("alpha"))
@@ -197,6 +201,10 @@ std::unique_ptr<OptimizerOptions> optimizer_options(const std::string& name, con
         .clone();
   const auto& b = k.real_list("betas");
   OCTET_CHECK(b.size() == 2, k.where("betas"), ": expected two values, got ", b.size());
+  const bool lion = name == "lion";
+  for (double beta : b)
+    OCTET_CHECK(beta >= 0 && (lion ? beta <= 1 : beta < 1), k.where("betas"), ": expected each in ",
+                lion ? "[0, 1]" : "[0, 1)", " for ", name, ", got ", beta);
   if (name == "lion") return LionOptions(lr).betas({b[0], b[1]}).weight_decay(wd).clone();
   if (name == "lamb") return LambOptions(lr).betas({b[0], b[1]}).eps(eps).weight_decay(wd).clone();
   // Adam and AdamW share their options; only the weight decay's meaning differs.
@@ -213,7 +221,6 @@ StateOptions state_options(const Recipe& r, const OptimizerKeys& k) {
   const int64_t bits = k.integer("state_bits"), min_size = k.integer("min_8bit_size");
   const int64_t block = k.integer("block_size");
   OCTET_CHECK(bits == 32 || bits == 8, k.where("state_bits"), ": expected 32 or 8, got ", bits);
-  OCTET_CHECK(min_size >= 0, k.where("min_8bit_size"), ": expected >= 0, got ", min_size);
   if (bits == 8) quant::check_block_size(block, k.where("block_size").c_str());
   return StateOptions()
       .bits(bits)

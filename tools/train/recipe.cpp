@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "models/registry.h"
 #include "optim/adagrad.h"
 #include "optim/adam.h"
 #include "optim/lamb.h"
@@ -18,6 +19,7 @@
 #include "optim/lion.h"
 #include "optim/rmsprop.h"
 #include "optim/sgd.h"
+#include "tools/train/suggest.h"
 
 namespace octet::train {
 
@@ -28,7 +30,8 @@ using K = KeyType;
 const std::vector<SchemaEntry> kSchema = {
     // model: what models/registry.h builds
     {"model.name", K::text, "small_cnn",
-     "small_cnn, mobilenetv2, mobilenetv2_cifar, resnet18, resnet34, resnet50, resnet20, resnet56, lstm_lm"},
+     "small_cnn, mobilenetv2, mobilenetv2_cifar, resnet18, resnet34, resnet50 (ImageNet ResNets), resnet20, "
+     "resnet32, resnet44, resnet56, resnet110 (CIFAR ResNets), lstm_lm"},
     {"model.num_classes", K::integer, "10", "classifier outputs"},
     {"model.in_channels", K::integer, "3", "input image channels (unset: the dataset's)", "", false, true},
     {"model.image_size", K::integer, "32", "input height and width (small_cnn) (unset: the dataset's)", "", false,
@@ -112,15 +115,15 @@ const std::vector<SchemaEntry> kSchema = {
      "keep the first convolution (and the final layer, if it is a convolution) in float, as the paper does"},
     {"quant.dsgc", K::boolean, "true",
      "gradient clip by the cosine-distance search (DSGC); false: clip = max|gradient|"},
-    {"quant.clip_update_period", K::integer, "100", "backward passes between two DSGC searches (>= 1)"},
+    {"quant.clip_update_period", K::integer, "100", "backward passes between two DSGC searches"},
     {"quant.stochastic_rounding", K::boolean, "true",
      "stochastic rounding of the INT8 gradients; false: round to nearest"},
     {"quant.dclr", K::boolean, "true",
      "scale each INT8 layer's lr by max(exp(-dclr_alpha * d_c), dclr_beta), d_c its gradient's cosine distance"},
-    {"quant.dclr_alpha", K::real, "20.0", "DCLR decay rate alpha (>= 0)"},
-    {"quant.dclr_beta", K::real, "0.1", "DCLR lower bound beta on the lr factor, in (0, 1]"},
+    {"quant.dclr_alpha", K::real, "20.0", "DCLR decay rate alpha"},
+    {"quant.dclr_beta", K::real, "0.1", "DCLR lower bound beta on the lr factor"},
     {"quant.cos_distance_warn", K::real, "0.1",
-     "warn when an INT8 layer's gradient cosine distance d_c rises above this (>= 0)"},
+     "warn when an INT8 layer's gradient cosine distance d_c rises above this"},
     // train
     {"train.epochs", K::integer, "10", "epochs to train"},
     {"train.batch_size", K::integer, "128",
@@ -159,23 +162,47 @@ const std::vector<SchemaEntry> kSchema = {
     {"log.tensorboard", K::boolean, "false", "also write TensorBoard event files"},
 };
 
-// Allowed values of numeric keys beyond their type; convert() checks them.
+// Allowed values of numeric keys beyond their type; convert() checks them, so a bad value is named
+// by its key (and line) before anything is built, not by the function it would reach.
 struct ValueRange {
   double lo, hi;
-  bool lo_open;
+  bool lo_open, hi_open;
   const char* text;
 };
+constexpr double kInf = HUGE_VAL;
 const std::map<std::string, ValueRange> kRanges = {
-    {"train.label_smoothing", {0.0, 1.0, false, "in [0, 1]"}},
-    {"quant.clip_update_period", {1.0, HUGE_VAL, false, ">= 1"}},
-    {"quant.dclr_alpha", {0.0, HUGE_VAL, false, ">= 0"}},
-    {"quant.dclr_beta", {0.0, 1.0, true, "in (0, 1]"}},
-    {"quant.cos_distance_warn", {0.0, HUGE_VAL, false, ">= 0"}},
-    {"data.bptt", {1.0, HUGE_VAL, false, ">= 1"}},
-    {"schedule.patience", {0.0, HUGE_VAL, false, ">= 0"}},
-    {"model.embed_dim", {0.0, HUGE_VAL, false, ">= 0"}},
-    {"model.hidden_size", {1.0, HUGE_VAL, false, ">= 1"}},
-    {"model.num_layers", {1.0, HUGE_VAL, false, ">= 1"}},
+    {"model.num_classes", {1.0, kInf, false, false, ">= 1"}},
+    {"model.in_channels", {1.0, kInf, false, false, ">= 1"}},
+    {"model.image_size", {1.0, kInf, false, false, ">= 1"}},
+    {"model.width_mult", {0.0, kInf, true, false, "> 0"}},
+    {"model.dropout", {0.0, 1.0, false, true, "in [0, 1)"}},
+    {"model.embed_dim", {0.0, kInf, false, false, ">= 0"}},
+    {"model.hidden_size", {1.0, kInf, false, false, ">= 1"}},
+    {"model.num_layers", {1.0, kInf, false, false, ">= 1"}},
+    {"data.bptt", {1.0, kInf, false, false, ">= 1"}},
+    {"data.workers", {0.0, kInf, false, false, ">= 0"}},
+    // The optimizers' own limits (optim/*.cpp), here so that a group's value is named by its key too.
+    {"optimizer.lr", {0.0, kInf, true, false, "> 0"}},
+    {"optimizer.momentum", {0.0, kInf, false, false, ">= 0"}},
+    {"optimizer.weight_decay", {0.0, kInf, false, false, ">= 0"}},
+    {"optimizer.eps", {0.0, kInf, false, false, ">= 0"}},
+    {"optimizer.alpha", {0.0, 1.0, false, false, "in [0, 1]"}},
+    {"optimizer.lr_decay", {0.0, kInf, false, false, ">= 0"}},
+    {"optimizer.initial_accumulator_value", {0.0, kInf, false, false, ">= 0"}},
+    {"optimizer.trust_coefficient", {0.0, kInf, true, false, "> 0"}},
+    {"optimizer.min_8bit_size", {0.0, kInf, false, false, ">= 0"}},
+    {"schedule.patience", {0.0, kInf, false, false, ">= 0"}},
+    {"quant.clip_update_period", {1.0, kInf, false, false, ">= 1"}},
+    {"quant.dclr_alpha", {0.0, kInf, false, false, ">= 0"}},
+    {"quant.dclr_beta", {0.0, 1.0, true, false, "in (0, 1]"}},
+    {"quant.cos_distance_warn", {0.0, kInf, false, false, ">= 0"}},
+    {"train.epochs", {1.0, kInf, false, false, ">= 1"}},
+    {"train.batch_size", {1.0, kInf, false, false, ">= 1"}},
+    {"train.eval_batch_size", {1.0, kInf, false, false, ">= 1"}},
+    {"train.threads", {1.0, kInf, false, false, ">= 1"}},
+    {"train.label_smoothing", {0.0, 1.0, false, false, "in [0, 1]"}},
+    {"train.clip_grad_norm", {0.0, kInf, false, false, ">= 0"}},
+    {"train.max_steps", {0.0, kInf, false, false, ">= 0"}},
 };
 
 // The image datasets (dataset_defaults()).
@@ -186,11 +213,21 @@ const std::vector<DatasetDefaults> kImageDatasets = {
     {"image_folder", "data/imagenet", {0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}, 3, 0},
 };
 
-// The values a text key allows, where it is a choice among a few; convert() checks them.
-const std::map<std::string, std::vector<std::string>> kChoices = {
-    {"train.on_nonfinite", {"stop", "skip"}},
-    {"checkpoint.on_save_error", {"stop", "continue"}},
-};
+// The values a text key allows, where it is a choice among a few (null: any); convert() checks them.
+// optimizer.name is checked by its defaults (optimizer_defaults()).
+const std::vector<std::string>* choices_of(const std::string& key) {
+  static const std::map<std::string, std::vector<std::string>> table = {
+      {"model.name", model_names()},
+      {"model.shortcut", {"A", "B"}},
+      {"model.embedding", {"plain", "stable"}},
+      {"data.dataset", {"fashion_mnist", "mnist", "cifar10", "image_folder", "text", "text_chars", "toy_grammar"}},
+      {"schedule.name", {"constant", "step", "multistep", "cosine", "plateau"}},
+      {"train.on_nonfinite", {"stop", "skip"}},
+      {"checkpoint.on_save_error", {"stop", "continue"}},
+  };
+  auto it = table.find(key);
+  return it == table.end() ? nullptr : &it->second;
+}
 
 const SchemaEntry* find_entry(const std::string& key) {
   for (const SchemaEntry& e : kSchema)
@@ -198,24 +235,50 @@ const SchemaEntry* find_entry(const std::string& key) {
   return nullptr;
 }
 
-std::string known_keys(const std::string& section) {
+std::string joined(const std::vector<std::string>& words) {
   std::string out;
-  for (const SchemaEntry& e : kSchema) {
-    if (e.key.compare(0, section.size() + 1, section + ".") != 0) continue;
-    out += (out.empty() ? "" : ", ") + e.key.substr(section.size() + 1);
-  }
+  for (const std::string& w : words) out += (out.empty() ? "" : ", ") + w;
   return out;
 }
 
-std::string known_sections() {
+// The keys of a section, without the section's name.
+std::vector<std::string> section_keys(const std::string& section) {
+  std::vector<std::string> out;
+  for (const SchemaEntry& e : kSchema)
+    if (e.key.compare(0, section.size() + 1, section + ".") == 0) out.push_back(e.key.substr(section.size() + 1));
+  return out;
+}
+std::string known_keys(const std::string& section) { return joined(section_keys(section)); }
+
+std::vector<std::string> section_names() {
   std::vector<std::string> seen;
   for (const SchemaEntry& e : kSchema) {
     std::string s = e.key.substr(0, e.key.find('.'));
     if (seen.empty() || seen.back() != s) seen.push_back(s);
   }
-  std::string out;
-  for (const auto& s : seen) out += (out.empty() ? "" : ", ") + s;
-  return out;
+  return seen;
+}
+std::string known_sections() { return joined(section_names()); }
+
+// "; did you mean 'optimizer.lr'?" for an unknown "section.key": the nearest key, else the same key
+// in another section (train.lr: optimizer.lr).
+std::string key_suggestion(const std::string& key) {
+  std::vector<std::string> keys;
+  for (const SchemaEntry& e : kSchema) keys.push_back(e.key);
+  if (std::string hint = did_you_mean(key, keys); !hint.empty()) return hint;
+  const std::string field = key.substr(key.find('.') + 1);
+  for (const std::string& k : keys)
+    if (k.substr(k.find('.') + 1) == field) return "; did you mean '" + k + "'?";
+  return "";
+}
+
+// A YAML error's text, with what a '*' at the start of a value means: an alias, which a glob such as
+// *embedding* is read as unless quoted (`quoted`: the value as it should be written).
+std::string yaml_error_text(const YAML::Exception& e, const std::string& quoted = "\"*embedding*\"") {
+  std::string text = e.msg;
+  if (text.find("anchor") != std::string::npos)
+    text += " (a value that starts with '*' is a YAML alias; quote it: " + quoted + ")";
+  return text;
 }
 
 const char* type_name(KeyType t) {
@@ -290,16 +353,14 @@ bool optimizer_wide(const std::string& field) {
   return field == "name" || field == "keep_32bit" || field == "param_groups";
 }
 
-// The keys a group may set, for error messages.
-std::string group_keys() {
-  std::string out = "params";
-  for (const SchemaEntry& e : kSchema) {
-    if (e.key.rfind("optimizer.", 0) != 0) continue;
-    const std::string field = e.key.substr(std::string("optimizer.").size());
-    if (!optimizer_wide(field)) out += ", " + field;
-  }
+// The keys a group may set.
+std::vector<std::string> group_field_names() {
+  std::vector<std::string> out = {"params"};
+  for (const std::string& field : section_keys("optimizer"))
+    if (!optimizer_wide(field)) out.push_back(field);
   return out;
 }
+std::string group_keys() { return joined(group_field_names()); }
 
 // optimizer.param_groups: a list of mappings, each with `params` (a glob or a non-empty list of
 // globs) and optimizer keys, each converted and range-checked as the section's key is. Errors name
@@ -340,8 +401,8 @@ std::vector<ParamGroupSpec> convert_groups(const YAML::Node& n, const SchemaEntr
       OCTET_CHECK(!optimizer_wide(field), at(kv->first), ": key '", field,
                   "' cannot be set per group: it is the whole optimizer's (set ", section, field, ")");
       const SchemaEntry* k = find_entry(section + field);
-      OCTET_CHECK(k != nullptr, at(kv->first), ": unknown key '", field, "' (known keys in a group: ", group_keys(),
-                  ")");
+      OCTET_CHECK(k != nullptr, at(kv->first), ": unknown key '", field, "'", did_you_mean(field, group_field_names()),
+                  " (known keys in a group: ", group_keys(), ")");
       OCTET_CHECK(!g.values.count(field), at(kv->first), ": key '", field, "' appears twice");
       g.values[field] = convert(value, *k, at(value));
     }
@@ -406,21 +467,20 @@ RecipeValue convert_type(const YAML::Node& n, const SchemaEntry& e, const std::s
   return bad();
 }
 
-// convert_type, then the key's choices (kChoices) or range (kRanges), if it has them.
+// convert_type, then the key's choices (choices_of) or range (kRanges), if it has them.
 RecipeValue convert(const YAML::Node& n, const SchemaEntry& e, const std::string& where, const std::string& source) {
   RecipeValue v = convert_type(n, e, where, source);
-  if (auto choices = kChoices.find(e.key); choices != kChoices.end()) {
-    const std::vector<std::string>& allowed = choices->second;
-    if (std::find(allowed.begin(), allowed.end(), std::get<std::string>(v)) != allowed.end()) return v;
-    std::string text;
-    for (const std::string& c : allowed) text += (text.empty() ? "" : ", ") + c;
-    OCTET_FAIL(where, ": key '", e.key, "' must be one of ", text, ", got ", describe(n));
+  if (const std::vector<std::string>* allowed = choices_of(e.key)) {
+    const std::string& x = std::get<std::string>(v);
+    if (std::find(allowed->begin(), allowed->end(), x) != allowed->end()) return v;
+    OCTET_FAIL(where, ": key '", e.key, "' must be one of ", joined(*allowed), ", got ", describe(n),
+               did_you_mean(x, *allowed));
   }
   auto range = kRanges.find(e.key);
   if (range == kRanges.end()) return v;
   const ValueRange& r = range->second;
   const double x = std::holds_alternative<int64_t>(v) ? static_cast<double>(std::get<int64_t>(v)) : std::get<double>(v);
-  const bool ok = (r.lo_open ? x > r.lo : x >= r.lo) && x <= r.hi;
+  const bool ok = (r.lo_open ? x > r.lo : x >= r.lo) && (r.hi_open ? x < r.hi : x <= r.hi);
   OCTET_CHECK(ok, where, ": key '", e.key, "' must be ", r.text, ", got ", n.Scalar());  // a number
   return v;
 }
@@ -551,12 +611,13 @@ const std::vector<OptimizerDefaults>& optimizer_defaults() {
 namespace {
 
 const OptimizerDefaults& defaults_of(const std::string& name) {
-  std::string known;
+  std::vector<std::string> known;
   for (const OptimizerDefaults& o : optimizer_defaults()) {
     if (o.name == name) return o;
-    known += (known.empty() ? "" : ", ") + o.name;
+    known.push_back(o.name);
   }
-  OCTET_FAIL("recipe optimizer.name: unknown optimizer '", name, "' (known: ", known, ")");
+  OCTET_FAIL("recipe optimizer.name: unknown optimizer '", name, "'", did_you_mean(name, known),
+             " (known: ", joined(known), ")");
 }
 
 // The value of an optimizer key the recipe left unset: the chosen optimizer's default, or, for a
@@ -631,8 +692,10 @@ std::string schema_markdown() {
     const std::string dflt = e.from_optimizer ? optimizer_defaults_text(e.key)
                              : e.from_dataset ? dataset_defaults_text(e)
                                               : e.default_yaml;
+    const auto range = kRanges.find(e.key);
+    const std::string allowed = range == kRanges.end() ? "" : std::string(" (") + range->second.text + ")";
     os << "| `" << e.key.substr(s.size() + 1) << "` | " << type_name(e.type) << " | `" << dflt << "` | " << e.doc
-       << " |\n";
+       << allowed << " |\n";
   }
   return os.str();
 }
@@ -648,7 +711,7 @@ Recipe Recipe::parse(const std::string& yaml, const std::string& source, const s
     // yaml-cpp reports a tab in indentation as whatever it then fails to read ("illegal map value").
     if (const int line = first_tab_indented_line(yaml); line > 0 && line <= e.mark.line + 1)
       OCTET_FAIL(source, ":", line, ": tabs are not allowed in YAML indentation; indent with spaces");
-    OCTET_FAIL(source, ":", e.mark.line + 1, ": invalid YAML: ", e.msg);
+    OCTET_FAIL(source, ":", e.mark.line + 1, ": invalid YAML: ", yaml_error_text(e));
   }
   Recipe r;
   r.source_ = source;
@@ -670,8 +733,8 @@ Recipe Recipe::parse(const std::string& yaml, const std::string& source, const s
   };
   for (auto sec = root.begin(); sec != root.end(); ++sec) {
     std::string name = key_text(sec->first, at_line(source, sec->first));
-    OCTET_CHECK(!known_keys(name).empty(), at_line(source, sec->first), ": unknown section '", name,
-                "' (known: ", known_sections(), ")");
+    OCTET_CHECK(!known_keys(name).empty(), at_line(source, sec->first), ": unknown section '", name, "'",
+                did_you_mean(name, section_names()), " (known: ", known_sections(), ")");
     once("section", name, sec->first);
     const YAML::Node body = sec->second;  // a copy: the iterator's value is a temporary
     if (body.IsNull()) continue;
@@ -679,8 +742,8 @@ Recipe Recipe::parse(const std::string& yaml, const std::string& source, const s
     for (auto kv = body.begin(); kv != body.end(); ++kv) {
       std::string key = name + "." + key_text(kv->first, at_line(source, kv->first));
       const SchemaEntry* e = find_entry(key);
-      OCTET_CHECK(e != nullptr, at_line(source, kv->first), ": unknown key '", key, "' (known keys in ", name, ": ",
-                  known_keys(name), ")");
+      OCTET_CHECK(e != nullptr, at_line(source, kv->first), ": unknown key '", key, "'", key_suggestion(key),
+                  " (known keys in ", name, ": ", known_keys(name), ")");
       once("key", key, kv->first);
       r.values_[key] = convert(kv->second, *e, at_line(source, kv->second), source);
       r.set_[key] = true;
@@ -694,12 +757,20 @@ Recipe Recipe::parse(const std::string& yaml, const std::string& source, const s
                 "': a group's keys cannot be overridden one by one; give the whole list, e.g. "
                 "optimizer.param_groups='[{params: \"*.bias\", weight_decay: 0}]'");
     const SchemaEntry* e = find_entry(key);
-    OCTET_CHECK(e != nullptr, "override '", o, "': unknown key '", key, "'");
+    if (!e) {
+      const std::string section = key.substr(0, key.find('.'));
+      const std::string known = known_keys(section).empty() ? "known sections: " + known_sections()
+                                                            : "known keys in " + section + ": " + known_keys(section);
+      OCTET_FAIL("override '", o, "': unknown key '", key, "'", key_suggestion(key), " (", known, ")");
+    }
+    const std::string text = o.substr(eq + 1);
     YAML::Node v;
     try {
-      v = YAML::Load(o.substr(eq + 1));
+      v = YAML::Load(text);
     } catch (const YAML::Exception& ex) {
-      OCTET_FAIL("override '", o, "': invalid value (", ex.what(), ")");
+      const std::string quoted = "\"" + text + "\"";
+      OCTET_FAIL("override '", o, "': key '", key, "' must be ", type_name(e->type), "; the value is not valid YAML: ",
+                 yaml_error_text(ex, key + "='" + (e->type == K::text_list ? "[" + quoted + "]" : quoted) + "'"));
     }
     r.values_[key] = convert(v, *e, "override '" + o + "'");
     r.set_[key] = true;
@@ -765,6 +836,26 @@ const std::vector<ParamGroupSpec>& Recipe::group_list(const std::string& key) co
   return std::get<std::vector<ParamGroupSpec>>(value(key, K::group_list));
 }
 bool Recipe::is_set(const std::string& key) const { return set_.count(key) > 0; }
+
+std::string Recipe::value_yaml(const std::string& key) const {
+  OCTET_CHECK(find_entry(key) != nullptr, "recipe: no key '", key, "' in the schema");
+  std::ostringstream os;
+  emit_value(os, values_.at(key));
+  return os.str();
+}
+
+const std::vector<std::string>& keys_fixed_on_resume() {
+  static const std::vector<std::string> keys = [] {
+    std::vector<std::string> out;
+    for (const SchemaEntry& e : kSchema)
+      if (e.key.rfind("model.", 0) == 0 && e.key != "model.dropout") out.push_back(e.key);
+    for (const char* k : {"optimizer.name", "optimizer.state_bits", "optimizer.min_8bit_size", "optimizer.block_size",
+                          "optimizer.keep_32bit"})
+      out.push_back(k);
+    return out;
+  }();
+  return keys;
+}
 
 std::string Recipe::resolved_yaml() const {
   std::ostringstream os;

@@ -88,6 +88,8 @@ class Recipe {
 
   // Every key with its value, as YAML: saved into run folders and checkpoints.
   std::string resolved_yaml() const;
+  // One key's value, as YAML ("0.05", "\"small_cnn\"", "[0.9, 0.999]").
+  std::string value_yaml(const std::string& key) const;
   const std::string& source() const { return source_; }  // file path, or "<string>"
 
  private:
@@ -101,6 +103,10 @@ class Recipe {
   std::map<std::string, bool> set_;
   std::string source_;
 };
+
+// The keys a resumed run keeps as its checkpoint has them: they shape the model's weights (model.*
+// but model.dropout) and the optimizer's state (its name and the state's precision).
+const std::vector<std::string>& keys_fixed_on_resume();
 
 // Parses YAML text; `source` names it in errors. Overrides are "a.b=value" strings.
 Recipe parse_recipe(const std::string& yaml, const std::string& source, const std::vector<std::string>& overrides = {});
