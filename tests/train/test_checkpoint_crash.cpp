@@ -18,6 +18,7 @@
 
 #include "core/octet.h"
 #include "tests/data/temp_dir.h"
+#include "tests/train/octet_process.h"
 #include "tests/train/run_util.h"
 #include "tools/train/checkpoint.h"
 
@@ -157,28 +158,6 @@ TEST(CheckpointCrash, ReadOnlyFolderIsAnErrorAndKeepsThePreviousCheckpoint) {
   fs::permissions(dir.path(), fs::perms::owner_all);
   EXPECT_EQ(rc, 0) << "expected save to fail with an octet::Error saying permission was denied";
   EXPECT_EQ(load_step(path), 7);
-}
-
-// Starts the octet CLI with `args`, its output appended to `log`.
-pid_t start_octet(const std::vector<std::string>& args, const std::string& log) {
-  std::vector<char*> argv{const_cast<char*>(OCTET_CLI)};
-  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (fd < 0 || ::dup2(fd, 1) < 0 || ::dup2(fd, 2) < 0) ::_exit(126);
-    ::execv(OCTET_CLI, argv.data());
-    ::_exit(127);
-  }
-  return pid;
-}
-
-// The exit status of `pid`, or 128 + the signal that ended it.
-int wait_for(pid_t pid) {
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 // `octet train` on MNIST-format data, one batch an epoch, so a checkpoint is written after every

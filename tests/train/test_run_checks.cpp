@@ -1,13 +1,15 @@
 // What a user of `octet train` trips over, end to end on small generated data: a bad recipe leaves
 // no run folder behind, skipped steps log no accuracy, a stop names only the checkpoints that exist
 // and lands in train.log, a run at train.max_steps does not train on, and the resume line names the
-// checkpoint.
+// checkpoint; --resume refuses, in a line, overrides and files that do not fit the checkpoint.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 
+#include "models/registry.h"
 #include "tests/data/temp_dir.h"
 #include "tests/train/run_util.h"
+#include "tools/train/checkpoint.h"
 #include "tools/train/run.h"
 #include "tools/train/trainer.h"
 
@@ -131,6 +133,46 @@ TEST(RunChecks, ResumeAtMaxStepsTrainsNothing) {
   TrainResult whole = train(tiny_recipe(dir, {"log.run_name=whole", "train.max_steps=8"}), {});
   ASSERT_FALSE(whole.stopped);
   EXPECT_EQ(Run::resume(whole.run_dir).fit().steps, 8);
+}
+
+// --resume with an override of a key that shapes the weights or the optimizer's state dumped the
+// state_dict's ~150 names (or SGD.load_state_dict's); an export said "missing key(s)". Each is one
+// line naming the key or the file, and leaves the run as it was.
+TEST(RunChecks, ResumeKeepsWhatShapesTheCheckpoint) {
+  TempDir dir;
+  write_mnist(dir.path() + "/mnist", 32, 16);
+  TrainResult part = train(tiny_recipe(dir, {"train.max_steps=1"}), {});
+  const std::string last = part.run_dir + "/last.safetensors";
+  const std::string metrics = file_text(part.run_dir + "/metrics.jsonl");
+  expect_error([&] { Run::resume(part.run_dir, {"model.name=resnet20"}).fit(); },
+               "train --resume " + part.run_dir +
+                   ": model.name cannot change on resume (the checkpoint's weights and optimizer state are for "
+                   "model.name: \"small_cnn\", the override asks for \"resnet20\"); start a new run");
+  expect_error([&] { Run::resume(last, {"optimizer.state_bits=8"}).fit(); },
+               ": optimizer.state_bits cannot change on resume");
+  expect_error([&] { Run::resume(part.run_dir, {"optimizer.name=adam"}).fit(); },
+               ": optimizer.name cannot change on resume");
+  // An export (octet export: no optimizer state, its layers' quantized weights).
+  const Checkpoint c = load_checkpoint(last);
+  const std::string exported = dir.path() + "/export.safetensors";
+  save_checkpoint(exported, c.model, {}, c.state, c.recipe_yaml, {}, {}, {}, {}, "classifier.1: int8");
+  expect_error([&] { Run::resume(exported).fit(); }, "train --resume: " + exported + " is an export (octet export)");
+  // A model of one's own that does not fit: the first line of the loader's error, not every name.
+  try {
+    Run::resume(part.run_dir, {"train.max_steps=2"})
+        .model(build_model(ModelOptions().name("resnet20").in_channels(1)))
+        .fit();
+    ADD_FAILURE() << "a resnet20 loaded small_cnn's weights";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find(last + ": does not fit the model and optimizer this run builds: "), std::string::npos) << m;
+    EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+    EXPECT_LT(m.size(), 500u) << m;
+  }
+  EXPECT_EQ(load_checkpoint(last).state.step, 1);
+  EXPECT_EQ(file_text(part.run_dir + "/metrics.jsonl"), metrics);
+  // The keys that do not shape the checkpoint can change.
+  EXPECT_EQ(Run::resume(part.run_dir, {"train.max_steps=2", "model.dropout=0.1", "optimizer.lr=0.01"}).fit().steps, 2);
 }
 
 }  // namespace

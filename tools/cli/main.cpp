@@ -4,17 +4,21 @@
 //   octet export CHECKPOINT_OR_RUN --pbatch w=N,a=K|PLAN.yaml | --int8 -o OUT.safetensors
 //   octet sweep CHECKPOINT_OR_RUN [--w-bits 1,2,4,8] [--a-bits 8,16,32] [-o DIR]
 //   octet generate CHECKPOINT_OR_RUN [--prompt TEXT] [--tokens N] [--temperature T] [--seed S]
-//   octet inspect CHECKPOINT
+//   octet inspect CHECKPOINT_OR_RUN
 //   octet selftest            (a tiny model checked against finite differences)
 //   octet schema              (the recipe keys, as recipes/README.md documents them)
 //   octet bench pbatch [--sizes 512,1024] [--w-bits 1,4] [--a-bits 8,16] [--threads 1,2] [--device cpu]
+//   octet help [SUBCOMMAND]     octet --version
+// A stop by SIGINT (Ctrl-C) or SIGTERM saves the run and exits 128 + the signal (130, 143).
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <exception>
+#include <filesystem>
 #include <iostream>
 
 #include "core/octet.h"
@@ -25,21 +29,26 @@
 #include "tools/cli/sweep.h"
 #include "tools/train/checkpoint.h"
 #include "tools/train/recipe.h"
+#include "tools/train/suggest.h"
 #include "tools/train/trainer.h"
 
 namespace {
 
 std::atomic<bool> stop_requested{false};
+std::atomic<int> stop_signal{0};  // the signal that asked for the stop: the exit status is 128 + it
 
-extern "C" void on_signal(int) {
+extern "C" void on_signal(int sig) {
   // A second Ctrl-C while the checkpoint is written ends the process the usual way.
   if (stop_requested.exchange(true)) {
     std::signal(SIGINT, SIG_DFL);
     std::signal(SIGTERM, SIG_DFL);
+  } else {
+    stop_signal = sig;
   }
 }
 
-int inspect(const std::string& path) {
+int inspect(const std::string& run_or_checkpoint) {
+  const std::string path = octet::train::checkpoint_path(run_or_checkpoint);
   octet::SafetensorsFile f = octet::load_safetensors(path);
   int64_t total = 0;
   std::printf("%s: %zu tensors\n", path.c_str(), f.tensors.size());
@@ -85,27 +94,51 @@ struct TrainCommand {
     cmd->add_option("overrides", overrides, "section.key=value overrides");
     cmd->add_option("--resume", resume, "continue a run: its folder or a checkpoint file");
   }
+  // What is wrong with the recipe argument, when it is not a recipe file: a run folder or a
+  // checkpoint (to resume), an override, or a recipe given with --resume. Empty when nothing is.
+  std::string misplaced_recipe() const {
+    namespace fs = std::filesystem;
+    const bool override_like = recipe_path.find('=') != std::string::npos && !fs::exists(recipe_path);
+    if (!resume.empty()) {
+      if (override_like) return "";
+      return "train: give a recipe or --resume " + resume + ", not both ('" + recipe_path +
+             "'): a resumed run reads the recipe stored in its checkpoint; change its keys with section.key=value";
+    }
+    if (override_like) return "train: '" + recipe_path + "' is an override; give the recipe file first";
+    const std::string resume_it = "; to continue its run: octet train --resume " + recipe_path;
+    if (fs::is_directory(recipe_path) && fs::exists(recipe_path + "/last.safetensors"))
+      return "train: " + recipe_path + " is a run folder, not a recipe" + resume_it;
+    if (fs::is_directory(recipe_path)) return "train: " + recipe_path + " is a folder, not a recipe file";
+    if (fs::path(recipe_path).extension() == ".safetensors")
+      return "train: " + recipe_path + " is a checkpoint, not a recipe" + resume_it;
+    return "";
+  }
   int run() {
     octet::train::TrainOptions opts;
     opts.resume = resume;
     opts.stop = &stop_requested;
     std::signal(SIGINT, on_signal);
     std::signal(SIGTERM, on_signal);
+    if (resume.empty() && recipe_path.empty()) {
+      spdlog::error("train: give a recipe file, or --resume RUN");
+      return 2;
+    }
+    if (const std::string wrong = misplaced_recipe(); !wrong.empty()) {
+      spdlog::error("{}", wrong);
+      return 2;
+    }
     octet::train::Recipe recipe;
     if (resume.empty()) {
-      if (recipe_path.empty()) {
-        spdlog::error("train: give a recipe file, or --resume RUN");
-        return 2;
-      }
       recipe = octet::train::load_recipe(recipe_path, overrides);
     } else {
-      // With --resume a first positional that looks like an override is one.
+      // With --resume a first positional is an override (misplaced_recipe() checked that it looks like one).
       if (!recipe_path.empty()) overrides.insert(overrides.begin(), recipe_path);
       opts.overrides = overrides;
     }
     auto result = octet::train::train(recipe, opts);
-    if (result.stopped && stop_requested) return 130;
-    if (!result.run_dir.empty()) std::printf("run folder: %s\n", result.run_dir.c_str());  // rank 0 of several writes it
+    if (result.stopped && stop_requested) return 128 + stop_signal;
+    if (!result.run_dir.empty())
+      std::printf("run folder: %s\n", result.run_dir.c_str());  // rank 0 of several writes it
     return 0;
   }
 };
@@ -121,7 +154,8 @@ struct EvalCommand {
         "eval", "evaluate a checkpoint on its recipe's test split (a language model: valid and test perplexity)");
     cmd->add_option("checkpoint", ckpt, "checkpoint file (.safetensors) or run folder (its best checkpoint)")
         ->required();
-    cmd->add_option("--data", data_root, "data folder to use instead of the recipe's data.root");
+    cmd->add_option("--data", data_root, "data folder to use instead of the recipe's data.root")
+        ->check(CLI::ExistingDirectory);
     cmd->add_option("--threads", threads, "CPU threads")->check(CLI::Range(1, 1024));
     cmd->add_option("--device", device,
                     "cpu, cuda or cuda:N (default: the recipe's train.device if this machine has it, else cpu)");
@@ -188,7 +222,8 @@ struct SweepCommand {
     cmd->add_option("--w-bits", opts.w_bits, "weight bits to try (1..8)")->delimiter(',')->capture_default_str();
     cmd->add_option("--a-bits", opts.a_bits, "activation bits to try (2..32)")->delimiter(',')->capture_default_str();
     cmd->add_option("-o,--output", out, "folder for sweep.csv and sweep.html");
-    cmd->add_option("--data", opts.data_root, "data folder to use instead of the recipe's data.root");
+    cmd->add_option("--data", opts.data_root, "data folder to use instead of the recipe's data.root")
+        ->check(CLI::ExistingDirectory);
     cmd->add_option("--device", opts.device, "cpu, cuda or cuda:N (default as for eval)");
     cmd->add_option("--threads", opts.threads, "CPU threads")->check(CLI::Range(1, 1024));
     cmd->add_option("--repeats", opts.repeats, "latency: timed blocks (the median is reported)")
@@ -272,11 +307,46 @@ struct PbatchBenchCommand {
   }
 };
 
+// The names of `cmd`'s subcommands, in the order they were added.
+std::vector<std::string> subcommand_names(CLI::App& cmd) {
+  std::vector<std::string> names;
+  for (const CLI::App* sub : cmd.get_subcommands({})) names.push_back(sub->get_name());
+  return names;
+}
+
+// The command the leading words of `args` name (`octet bench pbatch ...`: pbatch), down to one
+// without subcommands or to the first option. A word that names no subcommand of the command
+// before it is an error naming the known ones and the nearest (`octet trian`: did you mean
+// 'train'?), where CLI11 says "A subcommand is required". With `need_leaf`, a command that needs a
+// subcommand and got none (`octet bench`) is an error too.
+CLI::App& command_named(CLI::App& app, const std::vector<std::string>& args, bool need_leaf) {
+  CLI::App* cmd = &app;
+  size_t i = 0;
+  for (; i < args.size() && !cmd->get_subcommands({}).empty() && args[i].rfind('-', 0) != 0; ++i) {
+    const std::vector<std::string> names = subcommand_names(*cmd);
+    if (std::find(names.begin(), names.end(), args[i]) == names.end())
+      throw CLI::ParseError(cmd->get_name() + ": unknown subcommand '" + args[i] + "'" +
+                                octet::train::did_you_mean(args[i], names) +
+                                " (known: " + CLI::detail::join(names, ", ") + ")",
+                            CLI::ExitCodes::ExtrasError);
+    cmd = cmd->get_subcommand(args[i]);
+  }
+  if (need_leaf && i == args.size() && cmd != &app && cmd->get_require_subcommand_min() > 0)
+    throw CLI::ParseError(
+        cmd->get_name() + ": give a subcommand (" + CLI::detail::join(subcommand_names(*cmd), ", ") + ")",
+        CLI::ExitCodes::RequiredError);
+  return *cmd;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"octet: low-precision deep learning training"};
+  CLI::App app{"octet: low-precision deep learning training", "octet"};
   app.require_subcommand(1);
+  app.footer(
+      "`octet help SUBCOMMAND` (or `octet SUBCOMMAND --help`) lists a subcommand's options; recipes/README.md "
+      "the recipe keys.");
+  app.set_version_flag("--version", "octet " OCTET_VERSION);
   TrainCommand train;
   EvalCommand eval;
   ExportCommand exp;
@@ -289,7 +359,7 @@ int main(int argc, char** argv) {
   gen.add(app);
   auto* insp = app.add_subcommand("inspect", "list a checkpoint's tensors and metadata");
   std::string insp_path;
-  insp->add_option("checkpoint", insp_path, "a .safetensors file")->required();
+  insp->add_option("checkpoint", insp_path, "a .safetensors file, or a run folder (its best checkpoint)")->required();
   auto* selftest = app.add_subcommand("selftest", "run a tiny model forward/backward and check it");
   int st_threads = 2;
   selftest->add_option("--threads", st_threads, "threads for CPU kernels")->check(CLI::Range(1, 1024));
@@ -299,7 +369,22 @@ int main(int argc, char** argv) {
   PbatchBenchCommand bench_pb;
   bench_pb.add(*bench);
 
-  CLI11_PARSE(app, argc, argv);
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  try {
+    // `octet` alone and `octet help [SUBCOMMAND ...]` print the help of what they name.
+    if (args.empty()) {
+      std::cout << app.help();
+      return 0;
+    }
+    if (args[0] == "help") {
+      std::cout << command_named(app, {args.begin() + 1, args.end()}, false).help();
+      return 0;
+    }
+    command_named(app, args, true);
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
   try {
     if (*train.cmd) return train.run();
     if (*eval.cmd) return eval.run();

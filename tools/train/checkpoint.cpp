@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <cstdio>
+#include <filesystem>
 #include <optional>
 
 namespace octet::train {
@@ -113,6 +114,13 @@ Checkpoint load_checkpoint(const std::string& path) {
   OCTET_CHECK(c.quant.empty() || !c.quant_assignment.empty(), path,
               ": checkpoint has quantized layer data (quant.*) but no metadata 'quant.assignment'");
   return c;
+}
+
+std::string checkpoint_path(const std::string& run_or_checkpoint) {
+  namespace fs = std::filesystem;
+  if (!fs::is_directory(run_or_checkpoint)) return run_or_checkpoint;
+  const std::string best = run_or_checkpoint + "/best.safetensors";
+  return fs::exists(best) ? best : run_or_checkpoint + "/last.safetensors";
 }
 
 }  // namespace octet::train

@@ -93,7 +93,18 @@ class TrainingLoop {
   void read_checkpoint_to_resume() {
     const std::string path = fs::is_directory(opts_.resume) ? opts_.resume + "/last.safetensors" : opts_.resume;
     ckpt_ = load_checkpoint(path);
+    OCTET_CHECK(ckpt_.quant_assignment.empty() && !ckpt_.optimizer.empty(), "train --resume: ", path,
+                " is an export (octet export): it holds a model for inference, not the optimizer state a run "
+                "continues from; resume from the run's folder or its last.safetensors");
     recipe_ = parse_stored_recipe(ckpt_.recipe_yaml, path + " (recipe)", opts_.overrides);
+    // An override of a key that shapes the weights or the optimizer's state would fail only when the
+    // checkpoint is loaded, as a list of every tensor name that does not fit.
+    const Recipe stored = parse_stored_recipe(ckpt_.recipe_yaml, path + " (recipe)");
+    for (const std::string& key : keys_fixed_on_resume())
+      OCTET_CHECK(recipe_.value_yaml(key) == stored.value_yaml(key), "train --resume ", opts_.resume, ": ", key,
+                  " cannot change on resume (the checkpoint's weights and optimizer state are for ", key, ": ",
+                  stored.value_yaml(key), ", the override asks for ", recipe_.value_yaml(key),
+                  "); start a new run to train with it");
     state_ = ckpt_.state;
     run_dir_ = run_dir_of(path);
     resumed_from_ = path;
@@ -129,8 +140,7 @@ class TrainingLoop {
       device_ = Device::cuda(group_->local_rank() % std::max(1, cuda_device_count()));
     set_num_threads(static_cast<int>(recipe_.integer("train.threads")));
     manual_seed(static_cast<uint64_t>(recipe_.integer("train.seed")));
-    epochs_ = recipe_.integer("train.epochs");
-    OCTET_CHECK(epochs_ >= 1, "recipe train.epochs: expected >= 1, got ", epochs_);
+    epochs_ = recipe_.integer("train.epochs");  // >= 1: the recipe checked it
     task_ = make_task(recipe_, device_, true, resuming() ? &ckpt_ : nullptr, "", group_);
     lm_ = task_->vocab_size() > 0;
     model_ = opts_.model ? opts_.model : build_model_from(recipe_, task_->vocab_size());
@@ -158,8 +168,17 @@ class TrainingLoop {
   // The model, optimizer, RNG, schedule, task and INT8 layers continue where the checkpoint was;
   // loading copies host tensors into device ones.
   void restore_from_checkpoint() {
-    model_->load_state_dict(ckpt_.model);
-    optimizer_->load_state_dict(ckpt_.optimizer);
+    try {
+      model_->load_state_dict(ckpt_.model);
+      optimizer_->load_state_dict(ckpt_.optimizer);
+    } catch (const Error& e) {
+      // Its first line: the rest lists every tensor name that does not fit (hundreds of them).
+      const std::string what = e.what();
+      constexpr size_t kMaxChars = 300;
+      std::string brief = what.substr(0, std::min(what.find('\n'), kMaxChars));
+      if (brief.size() < what.size()) brief += " ...";
+      OCTET_FAIL(ckpt_.path, ": does not fit the model and optimizer this run builds: ", brief);
+    }
     default_generator().set_state(state_.rng_seed, state_.rng_offset);
     if (plateau_) plateau_->set_state(state_.plateau);
     task_->load_state(ckpt_);
@@ -590,11 +609,8 @@ TrainResult train(const Recipe& recipe, const TrainOptions& opts) {
 
 CheckpointModel open_checkpoint_model(const std::string& path_in, int64_t threads, const std::string& device_text,
                                       const std::string& command) {
-  // A run folder means its best checkpoint (or the last one, before any epoch finished).
   CheckpointModel m;
-  m.path = path_in;
-  if (fs::is_directory(m.path))
-    m.path = fs::exists(m.path + "/best.safetensors") ? m.path + "/best.safetensors" : m.path + "/last.safetensors";
+  m.path = checkpoint_path(path_in);
   m.checkpoint = load_checkpoint(m.path);
   m.recipe = parse_stored_recipe(m.checkpoint.recipe_yaml, m.path + " (recipe)");
   if (!device_text.empty()) {

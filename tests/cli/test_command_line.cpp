@@ -1,0 +1,157 @@
+// What `octet` says when its command line is not what it expects, run as a user runs it (a separate
+// process): a mistyped subcommand names the nearest, `octet`, `octet help` and `--version` answer,
+// `octet train` tells a run folder or checkpoint from a recipe, inspect takes a run folder, eval's
+// --data must exist, and a stop by a signal exits 128 + the signal.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <csignal>
+#include <thread>
+
+#include "tests/train/octet_process.h"
+
+namespace octet::train {
+namespace {
+
+using octet::testing::TempDir;
+
+const std::string kRecipe = std::string(OCTET_TESTS_DIR) + "/../recipes/fashion_mnist.yaml";
+
+// `octet train` of the default recipe on small generated MNIST data under `dir`, with `extra` keys.
+std::vector<std::string> train_args(const TempDir& dir, const std::vector<std::string>& extra) {
+  std::vector<std::string> a = {"train",
+                                kRecipe,
+                                "data.dataset=mnist",
+                                "data.root=" + dir.path() + "/mnist",
+                                "data.workers=0",
+                                "train.batch_size=16",
+                                "train.eval_batch_size=16",
+                                "train.threads=1",
+                                "log.progress=false",
+                                "checkpoint.dir=" + dir.path() + "/runs"};
+  a.insert(a.end(), extra.begin(), extra.end());
+  return a;
+}
+
+void expect_output(const OctetRun& r, const std::string& fragment) {
+  EXPECT_NE(r.output.find(fragment), std::string::npos) << r.output;
+}
+
+TEST(CommandLine, UnknownSubcommandsNameTheNearest) {
+  OctetRun r = run_octet({"trian", kRecipe});
+  EXPECT_NE(r.status, 0);
+  expect_output(r, "octet: unknown subcommand 'trian'; did you mean 'train'? (known: train, eval, export, sweep");
+  EXPECT_EQ(r.output.find("A subcommand is required"), std::string::npos) << r.output;
+  r = run_octet({"bench", "pbach"});
+  EXPECT_NE(r.status, 0);
+  expect_output(r, "bench: unknown subcommand 'pbach'; did you mean 'pbatch'? (known: pbatch)");
+  r = run_octet({"bench"});
+  EXPECT_NE(r.status, 0);
+  expect_output(r, "bench: give a subcommand (pbatch)");
+  r = run_octet({"frobnicate"});
+  EXPECT_NE(r.status, 0);
+  expect_output(r, "octet: unknown subcommand 'frobnicate' (known: train,");
+}
+
+TEST(CommandLine, HelpAndVersion) {
+  for (const std::vector<std::string>& args : {std::vector<std::string>{}, {"help"}, {"--help"}}) {
+    const OctetRun r = run_octet(args);
+    EXPECT_EQ(r.status, 0) << r.output;
+    expect_output(r, "Usage: octet [OPTIONS] SUBCOMMAND");
+    expect_output(r, "octet help SUBCOMMAND");
+  }
+  OctetRun r = run_octet({"help", "train"});
+  EXPECT_EQ(r.status, 0) << r.output;
+  expect_output(r, "--resume");
+  r = run_octet({"help", "bench", "pbatch"});
+  EXPECT_EQ(r.status, 0) << r.output;
+  expect_output(r, "--w-bits");
+  r = run_octet({"help", "trian"});
+  EXPECT_NE(r.status, 0);
+  expect_output(r, "did you mean 'train'?");
+  r = run_octet({"--version"});
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(r.output.rfind("octet ", 0), 0u) << r.output;
+}
+
+TEST(CommandLine, TrainTellsRunsAndCheckpointsFromRecipes) {
+  TempDir dir;
+  write_mnist(dir.path() + "/mnist", 32, 16);
+  ASSERT_EQ(run_octet(train_args(dir, {"train.max_steps=1", "log.run_name=r"})).status, 0);
+  const std::string run = dir.path() + "/runs/r", last = run + "/last.safetensors";
+  const std::string log = file_text(run + "/train.log");
+  OctetRun r = run_octet({"train", run});
+  EXPECT_EQ(r.status, 2);
+  expect_output(r,
+                "train: " + run + " is a run folder, not a recipe; to continue its run: octet train --resume " + run);
+  r = run_octet({"train", last, "train.max_steps=2"});
+  EXPECT_EQ(r.status, 2);
+  expect_output(r,
+                "train: " + last + " is a checkpoint, not a recipe; to continue its run: octet train --resume " + last);
+  // A recipe given with --resume is not an override.
+  r = run_octet({"train", kRecipe, "--resume", run});
+  EXPECT_EQ(r.status, 2);
+  expect_output(r, "train: give a recipe or --resume " + run + ", not both ('" + kRecipe + "')");
+  EXPECT_EQ(r.output.find("expected section.key=value"), std::string::npos) << r.output;
+  r = run_octet({"train", "train.epochs=3", kRecipe});
+  EXPECT_EQ(r.status, 2);
+  expect_output(r, "train: 'train.epochs=3' is an override; give the recipe file first");
+  r = run_octet({"train", kRecipe, "model.nmu_classes=3"});
+  EXPECT_EQ(r.status, 2);
+  expect_output(r, "unknown key 'model.nmu_classes'; did you mean 'model.num_classes'?");
+  EXPECT_EQ(file_text(run + "/train.log"), log) << "a refused command wrote to the run";
+  // And --resume with overrides still resumes.
+  r = run_octet({"train", "--resume", run, "train.max_steps=2"});
+  EXPECT_EQ(r.status, 0) << r.output;
+  expect_output(r, "stopped at step 2");
+}
+
+TEST(CommandLine, InspectAndEvalTakeRunFolders) {
+  TempDir dir;
+  write_mnist(dir.path() + "/mnist", 32, 16);
+  ASSERT_EQ(run_octet(train_args(dir, {"train.max_steps=1", "log.run_name=r"})).status, 0);
+  const std::string run = dir.path() + "/runs/r";
+  OctetRun r = run_octet({"inspect", run});
+  EXPECT_EQ(r.status, 0) << r.output;
+  expect_output(r, run + "/last.safetensors: ");
+  expect_output(r, "model.features.0.weight");
+  // --data that is no folder is an error, not ignored.
+  r = run_octet({"eval", run, "--data", dir.path() + "/no/such/dir"});
+  EXPECT_NE(r.status, 0);
+  expect_output(r, "--data: Directory does not exist: " + dir.path() + "/no/such/dir");
+  r = run_octet({"eval", run, "--data", dir.path() + "/mnist"});
+  EXPECT_EQ(r.status, 0) << r.output;
+  expect_output(r, "16 examples");
+  // A generated corpus reads no folder: --data is an error, not ignored.
+  ASSERT_EQ(run_octet(train_args(dir, {"train.max_steps=1", "log.run_name=lm", "model.name=lstm_lm",
+                                       "data.dataset=toy_grammar", "model.hidden_size=8", "train.batch_size=4",
+                                       "train.eval_batch_size=4", "data.limit_test=200"}))
+                .status,
+            0);
+  r = run_octet({"eval", dir.path() + "/runs/lm", "--data", dir.path() + "/mnist"});
+  EXPECT_EQ(r.status, 2);
+  expect_output(r, "--data " + dir.path() + "/mnist: data.dataset toy_grammar is generated, not read from a folder");
+}
+
+// Ctrl-C (SIGINT) and SIGTERM save the run and exit 128 + the signal, as a shell reports a process
+// the signal ended (SIGTERM exited 130, SIGINT's status).
+TEST(CommandLine, SignalsExitWith128PlusTheSignal) {
+  TempDir dir;
+  write_mnist(dir.path() + "/mnist", 64, 16);
+  for (const int sig : {SIGINT, SIGTERM}) {
+    SCOPED_TRACE(sig);
+    const std::string name = sig == SIGINT ? "sigint" : "sigterm", log = dir.path() + "/" + name + ".log";
+    const pid_t pid = start_octet(train_args(dir, {"train.epochs=100000", "log.run_name=" + name}), log);
+    // The handler is in place once the run has started (before that, the signal's default also exits 128 + it).
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (file_text(log).find("starting run") == std::string::npos && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    ASSERT_NE(file_text(log).find("starting run"), std::string::npos) << file_text(log);
+    ::kill(pid, sig);
+    EXPECT_EQ(wait_for(pid), 128 + sig) << file_text(log);
+    EXPECT_NE(file_text(log).find("stopped at step"), std::string::npos) << file_text(log);
+  }
+}
+
+}  // namespace
+}  // namespace octet::train

@@ -1,0 +1,56 @@
+// The `octet` CLI as a separate process, for tests of what a user sees: its exit status (a signal
+// included) and its output.
+//   const pid_t pid = start_octet({"train", recipe}, log);   kill(pid, SIGTERM);   wait_for(pid);
+//   OctetRun r = run_octet({"trian"});   // r.status 109, r.output "...did you mean 'train'?..."
+#pragma once
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+#include "tests/data/temp_dir.h"
+#include "tests/train/run_util.h"
+
+namespace octet::train {
+
+// Starts the octet CLI with `args`, its output (stdout and stderr) appended to `log`.
+inline pid_t start_octet(const std::vector<std::string>& args, const std::string& log) {
+  std::vector<char*> argv{const_cast<char*>(OCTET_CLI)};
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0 || ::dup2(fd, 1) < 0 || ::dup2(fd, 2) < 0) ::_exit(126);
+    ::execv(OCTET_CLI, argv.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
+// The exit status of `pid`, or 128 + the signal that ended it.
+inline int wait_for(pid_t pid) {
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+struct OctetRun {
+  int status = 0;
+  std::string output;  // stdout and stderr, interleaved
+};
+
+// Runs the octet CLI with `args` to its end.
+inline OctetRun run_octet(const std::vector<std::string>& args) {
+  octet::testing::TempDir dir;
+  const std::string log = dir.path() + "/octet.log";
+  OctetRun r;
+  r.status = wait_for(start_octet(args, log));
+  r.output = file_text(log);
+  return r;
+}
+
+}  // namespace octet::train
