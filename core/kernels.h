@@ -33,7 +33,9 @@ enum class UnaryOp : uint8_t {
   mul_scalar,  // x*a
   add_scalar,  // x+a
 };
-enum class BinaryOp : uint8_t { add, sub, mul, div, pow, maximum, minimum };
+// relu_grad(g, y) = y > 0 ? g : 0 and relu6_grad(g, x) = 0 < x < 6 ? g : 0: the backward of relu
+// (from its output) and relu6 (from its input) as one select, as PyTorch's threshold_backward.
+enum class BinaryOp : uint8_t { add, sub, mul, div, pow, maximum, minimum, relu_grad, relu6_grad };
 enum class CompareOp : uint8_t { eq, ne, lt, le, gt, ge };
 enum class ReduceOp : uint8_t { sum, max, min, sum_sq, logsumexp };
 

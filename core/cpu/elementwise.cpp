@@ -249,6 +249,10 @@ void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
         return map2<T, T, T>(out, a, b, [](T x, T y) { return (x != x || x > y) ? x : y; });
       case BinaryOp::minimum:
         return map2<T, T, T>(out, a, b, [](T x, T y) { return (x != x || x < y) ? x : y; });
+      case BinaryOp::relu_grad:
+        return map2<T, T, T>(out, a, b, [](T g, T y) { return y > T(0) ? g : T(0); });
+      case BinaryOp::relu6_grad:
+        return map2<T, T, T>(out, a, b, [](T g, T x) { return x > T(0) && x < T(6) ? g : T(0); });
     }
   });
 }

@@ -241,6 +241,14 @@ template <typename T>
 struct Minimum {
   __device__ T operator()(T x, T y) const { return (x != x || x < y) ? x : y; }
 };
+template <typename T>
+struct ReluGrad {
+  __device__ T operator()(T g, T y) const { return y > T(0) ? g : T(0); }
+};
+template <typename T>
+struct Relu6Grad {
+  __device__ T operator()(T g, T x) const { return x > T(0) && x < T(6) ? g : T(0); }
+};
 
 // ---------------------------------------------------------------- compare functors
 
@@ -441,6 +449,10 @@ void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
         return map2<T, T>("binary", out, a, b, Maximum<T>{});
       case BinaryOp::minimum:
         return map2<T, T>("binary", out, a, b, Minimum<T>{});
+      case BinaryOp::relu_grad:
+        return map2<T, T>("binary", out, a, b, ReluGrad<T>{});
+      case BinaryOp::relu6_grad:
+        return map2<T, T>("binary", out, a, b, Relu6Grad<T>{});
     }
   });
 }

@@ -190,13 +190,19 @@ Tensor clamp(const Tensor& x, double lo, double hi) {
       lo, hi);
 }
 
-Tensor relu(const Tensor& x) {
-  return unary_op(UnaryOp::relu, "relu", x, [](const Tensor&, const Tensor& y) { return mask_of(gt(y, 0.0), y); });
+// relu and relu6 pass the gradient where the output is positive (the input inside (0, 6)) in one
+// select (BinaryOp::relu_grad, relu6_grad), not as mask tensors multiplied in (five passes).
+static Tensor relu_like(UnaryOp op, BinaryOp grad, const char* name, const Tensor& x) {
+  Tensor out = unary_forward(op, name, x);
+  if (autograd::needs_grad({x})) {
+    autograd::SavedTensor s = saved(op == UnaryOp::relu ? out : x);
+    autograd::record(name, {x}, {out}, [=](const Grads& g) { return Grads{binary_forward(grad, name, g[0], s)}; });
+  }
+  return out;
 }
-Tensor relu6(const Tensor& x) {
-  return unary_op(UnaryOp::relu6, "relu6", x,
-                  [](const Tensor& v, const Tensor&) { return mask_of(gt(v, 0.0), v) * mask_of(lt(v, 6.0), v); });
-}
+
+Tensor relu(const Tensor& x) { return relu_like(UnaryOp::relu, BinaryOp::relu_grad, "relu", x); }
+Tensor relu6(const Tensor& x) { return relu_like(UnaryOp::relu6, BinaryOp::relu6_grad, "relu6", x); }
 Tensor sigmoid(const Tensor& x) {
   return unary_op(UnaryOp::sigmoid, "sigmoid", x, [](const Tensor&, const Tensor& y) { return y * (1.0 - y); });
 }
