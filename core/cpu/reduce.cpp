@@ -323,9 +323,9 @@ void softmax_backward_rows(bool log, const Tensor& y, const Tensor& g, const Ten
 void cross_entropy_backward_rows(const Tensor& logp, const Tensor& target, const Tensor& coef, double smoothing,
                                  const Tensor& dx) {
   check_cpu("cross_entropy_backward", {logp, target, coef, dx});
-  OCTET_CHECK(target.dtype() == DType::i64 && target.is_contiguous() && coef.is_contiguous() &&
-                  dx.is_contiguous() && dx.shape() == logp.shape() && logp.dim() == 2 &&
-                  target.numel() == logp.size(0) && coef.numel() == logp.size(0),
+  OCTET_CHECK(target.dtype() == DType::i64 && target.is_contiguous() && coef.is_contiguous() && dx.is_contiguous() &&
+                  dx.shape() == logp.shape() && logp.dim() == 2 && target.numel() == logp.size(0) &&
+                  coef.numel() == logp.size(0),
               "cross_entropy_backward: kernel requires logp and dx [M, R], target (i64) and coef [M], contiguous");
   dispatch_float(logp.dtype(), "cross_entropy_backward", [&]<typename T>() {
     const T *pl = logp.data<T>(), *pc = coef.data<T>();
@@ -333,9 +333,8 @@ void cross_entropy_backward_rows(const Tensor& logp, const Tensor& target, const
     T* pd = dx.data<T>();
     const int64_t classes = logp.size(1);
     const T u = static_cast<T>(smoothing / static_cast<double>(classes)), w = static_cast<T>(1.0 - smoothing);
-    for_rows(logp, "cross_entropy_backward", [&](int64_t i, int64_t r) {
-      cross_entropy_backward_row(pl + i * r, pt[i], pc[i], u, w, pd + i * r, r);
-    });
+    for_rows(logp, "cross_entropy_backward",
+             [&](int64_t i, int64_t r) { cross_entropy_backward_row(pl + i * r, pt[i], pc[i], u, w, pd + i * r, r); });
   });
 }
 

@@ -212,10 +212,12 @@ __global__ void softmax_backward_rows_kernel(const T* y, const T* g, T* dx, int6
     const T *py = y + row * r, *pg = g + row * r;
     T* pd = dx + row * r;
     double acc = 0;
-    for (int64_t j = lane; j < r; j += kRowThreads) acc += static_cast<double>(log ? pg[j] : static_cast<T>(pg[j] * py[j]));
+    for (int64_t j = lane; j < r; j += kRowThreads)
+      acc += static_cast<double>(log ? pg[j] : static_cast<T>(pg[j] * py[j]));
     const T s = static_cast<T>(group_reduce<kRowThreads>(acc, Plus{}, shared));
     if (log)
-      for (int64_t j = lane; j < r; j += kRowThreads) pd[j] = pg[j] - static_cast<T>(::exp(static_cast<double>(py[j]))) * s;
+      for (int64_t j = lane; j < r; j += kRowThreads)
+        pd[j] = pg[j] - static_cast<T>(::exp(static_cast<double>(py[j]))) * s;
     else
       for (int64_t j = lane; j < r; j += kRowThreads) pd[j] = py[j] * (pg[j] - s);
   }
@@ -339,9 +341,8 @@ void cross_entropy_backward_rows(const Tensor& logp, const Tensor& target, const
                                  const Tensor& dx) {
   dispatch_float(logp.dtype(), "cross_entropy_backward", [&]<typename T>() {
     check_rows(logp, "cross_entropy_backward");
-    OCTET_CHECK(target.dtype() == DType::i64 && target.is_contiguous() && coef.is_contiguous() &&
-                    dx.is_contiguous() && dx.shape() == logp.shape() && target.numel() == logp.size(0) &&
-                    coef.numel() == logp.size(0),
+    OCTET_CHECK(target.dtype() == DType::i64 && target.is_contiguous() && coef.is_contiguous() && dx.is_contiguous() &&
+                    dx.shape() == logp.shape() && target.numel() == logp.size(0) && coef.numel() == logp.size(0),
                 "cross_entropy_backward: kernel requires logp and dx [M, R], target (i64) and coef [M], contiguous");
     const int64_t m = logp.size(0), r = logp.size(1);
     if (m * r == 0) return;

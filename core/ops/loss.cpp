@@ -63,7 +63,8 @@ static void check_classification(const char* op, const Tensor& x, const Tensor& 
 
 // -logp[i, target[i]] with ignored targets giving 0, and the count of kept targets.
 static std::pair<Tensor, Tensor> picked_nll(const Tensor& logp, const Tensor& target, int64_t ignore_index) {
-  Tensor keep = ne(target, scalar_tensor(static_cast<double>(ignore_index), TensorOptions(DType::i64).device(target.device())));
+  Tensor keep =
+      ne(target, scalar_tensor(static_cast<double>(ignore_index), TensorOptions(DType::i64).device(target.device())));
   Tensor safe = where(keep, target, zeros_like(target));
   Tensor keep_f = keep.to(logp.dtype());
   Tensor picked = gather(logp, 1, safe.unsqueeze(1)).squeeze(1);
@@ -88,7 +89,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntr
     logp = log_softmax(logits, 1);
     auto [picked, kept] = picked_nll(logp, target, ignore_index);
     if (eps > 0.0) {
-      Tensor ignore = scalar_tensor(static_cast<double>(ignore_index), TensorOptions(DType::i64).device(target.device()));
+      Tensor ignore =
+          scalar_tensor(static_cast<double>(ignore_index), TensorOptions(DType::i64).device(target.device()));
       Tensor keep_f = ne(target, ignore).to(logits.dtype());
       Tensor smooth = -mean(logp, {1}) * keep_f;
       picked = picked * (1.0 - eps) + smooth * eps;
@@ -99,16 +101,16 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntr
   if (autograd::needs_grad({logits})) {
     // d loss / d logits[i, j] = coef[i] * (softmax - (1 - eps) * onehot - eps / C), coef[i] the
     // loss's gradient for row i (0 where the target is ignored): one kernel pass over the logits.
-    autograd::record("cross_entropy", {logits}, {loss},
-                     [logp, target, count, eps, ignore_index, reduction](const Grads& g) {
-                       Tensor ignore = scalar_tensor(static_cast<double>(ignore_index),
-                                                     TensorOptions(DType::i64).device(target.device()));
-                       Tensor coef = ne(target, ignore).to(logp.dtype()) * g[0];
-                       if (reduction == Reduction::mean) coef = coef / count;
-                       Tensor dx = empty(logp.shape(), TensorOptions(logp.dtype()).device(logp.device()));
-                       kernels::cross_entropy_backward_rows(logp, target.contiguous(), coef.contiguous(), eps, dx);
-                       return Grads{dx};
-                     });
+    autograd::record(
+        "cross_entropy", {logits}, {loss}, [logp, target, count, eps, ignore_index, reduction](const Grads& g) {
+          Tensor ignore =
+              scalar_tensor(static_cast<double>(ignore_index), TensorOptions(DType::i64).device(target.device()));
+          Tensor coef = ne(target, ignore).to(logp.dtype()) * g[0];
+          if (reduction == Reduction::mean) coef = coef / count;
+          Tensor dx = empty(logp.shape(), TensorOptions(logp.dtype()).device(logp.device()));
+          kernels::cross_entropy_backward_rows(logp, target.contiguous(), coef.contiguous(), eps, dx);
+          return Grads{dx};
+        });
   }
   return loss;
 }

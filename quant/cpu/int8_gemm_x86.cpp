@@ -164,8 +164,8 @@ void gemm_block(const Operand& a, const Operand& b, int64_t i0, int64_t mc, int6
     for (int64_t jp = 0; jp < npanels; ++jp)
       for (int64_t ip = 0; ip < mpanels; ++ip)
         tile(pairs, apack.data() + ip * kMr * 2 * pairs, bpack.data() + jp * kNr * 2 * pairs,
-             c + (i0 + ip * kMr) * ldc + j0 + jp * kNr, ldc, std::min(kMr, mc - ip * kMr),
-             std::min(kNr, nc - jp * kNr), add);
+             c + (i0 + ip * kMr) * ldc + j0 + jp * kNr, ldc, std::min(kMr, mc - ip * kMr), std::min(kNr, nc - jp * kNr),
+             add);
   }
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/cpu/isa.h"
+#include "core/cpu/lanes.h"
 #include "core/parallel.h"
 
 namespace octet::quant::cpu {
@@ -127,24 +128,18 @@ void quantize_run(const float* x, int64_t n, float inv, Int8Rounding rounding, u
     stochastic_run(x, n, inv, seed, first, q);
 }
 
-// The cosine sums over eight lanes of doubles (element i goes to lane i % 8), combined in lane
-// order: GCC vector types, so every clone adds the same numbers in the same order.
-// The helpers taking and returning these types are internal and inlined into each clone; GCC's
-// note that their ABI would differ between ISAs does not apply.
-#pragma GCC diagnostic ignored "-Wpsabi"
-using V8f = float __attribute__((vector_size(32)));
-using V8d = double __attribute__((vector_size(64)));
-using V8i = int32_t __attribute__((vector_size(32)));
-using V8b = int8_t __attribute__((vector_size(8)));
+// The cosine sums over eight lanes of doubles (core/cpu/lanes.h: element i goes to lane i % 8),
+// combined in lane order, so every clone adds the same numbers in the same order. The float work
+// is done on 4-lane halves, each widened once.
+using octet::cpu::Lanes8;
+using octet::cpu::V4f;
+using V4b = int8_t __attribute__((vector_size(4)));
 
 struct Lanes {
-  V8d gq = {}, gg = {}, qq = {};
+  Lanes8 gq, gg, qq;
   uint32_t max_bits = 0;  // of |g|, for the finiteness check
 
-  OCTET_SIMD_INLINE void add(V8f g, V8d q) {
-    const V8d gv = __builtin_convertvector(g, V8d);
-    gq += gv * q, gg += gv * gv, qq += q * q;
-  }
+  OCTET_SIMD_INLINE void add(Lanes8 g, Lanes8 q) { gq += g * q, gg += g * g, qq += q * q; }
   CosineSums total() const {
     CosineSums s;
     for (int l = 0; l < 8; ++l) s.gq += gq[l], s.gg += gg[l], s.qq += qq[l];
@@ -153,41 +148,47 @@ struct Lanes {
   }
 };
 
-OCTET_SIMD_INLINE V8f load8(const float* p) {
-  V8f v;
+OCTET_SIMD_INLINE V4f load4(const float* p) {
+  V4f v;
   std::memcpy(&v, p, sizeof v);
   return v;
 }
-// The last n < 8 elements, zero-padded (a zero adds nothing to any sum).
-OCTET_SIMD_INLINE V8f load_tail(const float* p, int64_t n) {
-  V8f v = {};
-  for (int64_t l = 0; l < n; ++l) v[l] = p[l];
-  return v;
+OCTET_SIMD_INLINE V4f load4(const int8_t* p) {
+  V4b v;
+  std::memcpy(&v, p, sizeof v);
+  return __builtin_convertvector(v, V4f);  // exact
 }
 
-// clamped() and round_even() on eight lanes.
-OCTET_SIMD_INLINE V8d nearest8(V8f g, float inv) {
-  V8f y = g * inv;
-  y = y == y ? y : V8f{};
+// clamped() and round_even() on four lanes.
+OCTET_SIMD_INLINE V4f nearest4(V4f g, float inv) {
+  V4f y = g * inv;
+  y = y == y ? y : V4f{};
   y = y < -kInt8Max ? -kInt8Max : y;
   y = y > kInt8Max ? kInt8Max : y;
-  return __builtin_convertvector((y + kRoundMagic) - kRoundMagic, V8d);
+  return (y + kRoundMagic) - kRoundMagic;
+}
+
+// fn(g, q) on [0, n) in runs of 8 (q: the codes of p, T = int8_t or float), the last n % 8
+// elements copied zero-padded (a zero adds nothing to any sum).
+template <typename T, typename Fn>
+OCTET_SIMD_INLINE void for_runs8(const float* g, const T* p, int64_t n, Fn fn) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) fn(g + i, p + i);
+  if (i < n) {
+    float gt[8] = {};
+    T pt[8] = {};
+    std::memcpy(gt, g + i, static_cast<size_t>(n - i) * sizeof(float));
+    std::memcpy(pt, p + i, static_cast<size_t>(n - i) * sizeof(T));
+    fn(gt, pt);
+  }
 }
 
 CosineSums sums_run(const float* g, const int8_t* q, int64_t n) {
   return octet::cpu::simd_dispatch([=] {
     Lanes a;
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-      V8b qb;
-      std::memcpy(&qb, q + i, sizeof qb);
-      a.add(load8(g + i), __builtin_convertvector(qb, V8d));
-    }
-    if (i < n) {
-      V8d qv = {};
-      for (int64_t l = 0; l < n - i; ++l) qv[l] = q[i + l];
-      a.add(load_tail(g + i, n - i), qv);
-    }
+    for_runs8(g, q, n, [&](const float* gp, const int8_t* qp) {
+      a.add(Lanes8::load(gp), Lanes8::widen(load4(qp), load4(qp + 4)));
+    });
     a.max_bits = absmax_bits_run(g, n);
     return a.total();
   });
@@ -197,15 +198,10 @@ CosineSums sums_run(const float* g, const int8_t* q, int64_t n) {
 CosineSums nearest_sums_run(const float* g, int64_t n, float inv) {
   return octet::cpu::simd_dispatch([=] {
     Lanes a;
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-      const V8f v = load8(g + i);
-      a.add(v, nearest8(v, inv));
-    }
-    if (i < n) {
-      const V8f v = load_tail(g + i, n - i);
-      a.add(v, nearest8(v, inv));
-    }
+    for_runs8(g, g, n, [&](const float* gp, const float*) {
+      const V4f lo = load4(gp), hi = load4(gp + 4);
+      a.add(Lanes8::widen(lo, hi), Lanes8::widen(nearest4(lo, inv), nearest4(hi, inv)));
+    });
     a.max_bits = absmax_bits_run(g, n);
     return a.total();
   });
@@ -213,10 +209,8 @@ CosineSums nearest_sums_run(const float* g, int64_t n, float inv) {
 
 // sum x[i] in double over eight lanes, combined in lane order.
 OCTET_SIMD_INLINE double sum_run(const float* x, int64_t n) {
-  V8d acc = {};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) acc += __builtin_convertvector(load8(x + i), V8d);
-  if (i < n) acc += __builtin_convertvector(load_tail(x + i, n - i), V8d);
+  Lanes8 acc;
+  for_runs8(x, x, n, [&](const float* p, const float*) { acc += Lanes8::load(p); });
   double s = 0.0;
   for (int l = 0; l < 8; ++l) s += acc[l];
   return s;
