@@ -42,7 +42,8 @@ TEST(RecipeFiles, EveryRecipeLoads) {
   std::vector<std::string> files = recipe_files();
   for (const char* f : {"fashion_mnist.yaml", "fashion_mnist_int8.yaml", "mobilenetv2_cifar10.yaml",
                         "mobilenetv2_cifar10_int8.yaml", "resnet50_imagenet.yaml", "resnet50_imagenet_int8.yaml",
-                        "lstm_lm_wikitext2.yaml", "lstm_lm_wikitext2_medium_8bit.yaml", "lstm_lm_tiny.yaml"})
+                        "lstm_lm_wikitext2.yaml", "lstm_lm_wikitext2_medium_8bit.yaml", "lstm_lm_tiny.yaml",
+                        "fashion_mnist_resnet20.yaml", "fashion_mnist_resnet20_int8.yaml"})
     EXPECT_NE(std::find(files.begin(), files.end(), f), files.end()) << f;
   for (const std::string& f : files) {
     SCOPED_TRACE(f);
@@ -61,7 +62,8 @@ TEST(RecipeFiles, EveryRecipeLoads) {
 // (its convolutions are those of the 1000-class model).
 TEST(RecipeFiles, Int8RecipesBuild) {
   for (const auto& [f, int8_convs] :
-       {std::pair{"fashion_mnist_int8.yaml", 1}, std::pair{"mobilenetv2_cifar10_int8.yaml", 51},
+       {std::pair{"fashion_mnist_int8.yaml", 1}, std::pair{"fashion_mnist_resnet20_int8.yaml", 18},
+        std::pair{"mobilenetv2_cifar10_int8.yaml", 51},
         std::pair{"resnet50_imagenet_int8.yaml", 52}}) {
     SCOPED_TRACE(f);
     Recipe r = load_recipe(kRecipes + f, {"model.num_classes=10"});
