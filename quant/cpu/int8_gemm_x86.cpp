@@ -65,6 +65,31 @@ OCTET_TARGET_AVX2 inline void interleave_rows(const int8_t* r0, const int8_t* r1
   *hi = _mm256_permute2x128_si256(l, h, 0x31);
 }
 
+// 8 pairs (16 codes from k) of 8 rows of a transposed B (columns of op(B)), sign-extended: the
+// 8 x 8 transpose of their 32-bit pairs: pair q of column c goes to out + q * 2 * kNr + 2 * c.
+OCTET_TARGET_AVX2 inline void transpose_pairs(const int8_t* rows, int64_t ld, int16_t* out) {
+  __m256i r[8];
+  for (int c = 0; c < 8; ++c)
+    r[c] = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rows + c * ld)));
+  // r[c] lanes (32-bit): pairs 0..7 of column c.
+  __m256i t[8], u[8];
+  for (int c = 0; c < 8; c += 2) {
+    t[c] = _mm256_unpacklo_epi32(r[c], r[c + 1]);      // c0 c1 pairs 0,1 | 4,5
+    t[c + 1] = _mm256_unpackhi_epi32(r[c], r[c + 1]);  // c0 c1 pairs 2,3 | 6,7
+  }
+  for (int c = 0; c < 8; c += 4)
+    for (int h = 0; h < 2; ++h) {
+      u[c + 2 * h] = _mm256_unpacklo_epi64(t[c + h], t[c + 2 + h]);      // c0..c3, pair 0 (h 0) or 2
+      u[c + 2 * h + 1] = _mm256_unpackhi_epi64(t[c + h], t[c + 2 + h]);  // c0..c3, pair 1 (h 0) or 3
+    }
+  // u[0..3]: columns 0-3, pairs 0,1,2,3 | 4,5,6,7; u[4..7]: columns 4-7, the same.
+  for (int q = 0; q < 4; ++q) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + q * 2 * kNr), _mm256_permute2x128_si256(u[q], u[q + 4], 0x20));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + (q + 4) * 2 * kNr),
+                        _mm256_permute2x128_si256(u[q], u[q + 4], 0x31));
+  }
+}
+
 // op(B)[k0 .. k0+kc, j0 .. j0+nc) into panels of kNr columns, zero-padded to whole panels and pairs.
 OCTET_TARGET_AVX2 void pack_b(const Operand& b, int64_t k0, int64_t kc, int64_t j0, int64_t nc, int16_t* out) {
   const int64_t pairs = (kc + 1) / 2;
@@ -78,6 +103,13 @@ OCTET_TARGET_AVX2 void pack_b(const Operand& b, int64_t k0, int64_t kc, int64_t 
         interleave_rows(base + 2 * q * b.ld, base + (2 * q + 1) * b.ld, &lo, &hi);
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), lo);
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + kNr), hi);
+      }
+    }
+    if (b.trans && nr == kNr) {  // whole panel of a transposed B: 8 pairs of 8 columns at a time
+      const int8_t* base = b.p + (j0 + jp) * b.ld + k0;
+      for (; 2 * q + 16 <= kc; q += 8, out += 8 * 2 * kNr) {
+        transpose_pairs(base + 2 * q, b.ld, out);
+        transpose_pairs(base + 8 * b.ld + 2 * q, b.ld, out + kNr);
       }
     }
     for (; q < pairs; ++q, out += 2 * kNr)
