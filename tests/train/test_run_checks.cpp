@@ -5,12 +5,17 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <spdlog/spdlog.h>
 
 #include "models/registry.h"
 #include "tests/data/temp_dir.h"
 #include "tests/train/run_util.h"
 #include "tools/train/checkpoint.h"
 #include "tools/train/run.h"
+#include "tools/train/run_support.h"
 #include "tools/train/trainer.h"
 
 namespace octet::train {
@@ -173,6 +178,20 @@ TEST(RunChecks, ResumeKeepsWhatShapesTheCheckpoint) {
   EXPECT_EQ(file_text(part.run_dir + "/metrics.jsonl"), metrics);
   // The keys that do not shape the checkpoint can change.
   EXPECT_EQ(Run::resume(part.run_dir, {"train.max_steps=2", "model.dropout=0.1", "optimizer.lr=0.01"}).fit().steps, 2);
+}
+
+// train.log holds each line as soon as it is logged (it was buffered until the run ended, so
+// `tail -f` showed nothing and a killed run lost its log).
+TEST(RunChecks, TrainLogIsWrittenAsItGoes) {
+  TempDir dir;
+  const std::string path = dir.path() + "/train.log";
+  add_file_log(path);
+  spdlog::info("a line to find");
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  drop_file_logs();
+  EXPECT_NE(text.str().find("a line to find"), std::string::npos) << text.str();
 }
 
 }  // namespace

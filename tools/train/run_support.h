@@ -22,7 +22,7 @@ std::string new_run_dir(const Recipe& r);
 std::string run_dir_of(const std::string& resume);
 // <checkpoint.dir>/latest -> the run folder, replaced atomically, so `octet eval runs/latest` works.
 void point_latest_at(const std::string& run_dir);
-// The log also goes to `path` (train.log) until drop_file_logs().
+// The log also goes to `path` (train.log) until drop_file_logs(), each line flushed as it is logged.
 void add_file_log(const std::string& path);
 void drop_file_logs();
 // `message` as an error in the file logs alone (train.log), for an error the caller reports on the console.
