@@ -55,14 +55,9 @@ def train(lm, args):
 
     step()  # warm-up
     if args.profile:  # self CPU time per op over the steps (RESULTS.md's LM-step profile)
-        from torch.profiler import ProfilerActivity, profile
-        step()
-        with profile(activities=[ProfilerActivity.CPU]) as prof:
-            for _ in range(args.steps):
-                step()
-        print(f"pytorch lstm_lm train profile, {args.steps} steps, vocab {args.vocab}, hidden {args.hidden}, "
-              f"{args.threads} thread(s)")
-        print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=18))
+        from torch_profile import print_profile
+        print_profile(step, args.steps, f"pytorch lstm_lm train profile, {args.steps} steps, vocab {args.vocab}, "
+                      f"hidden {args.hidden}, {args.threads} thread(s)")
         return
     best, total = 1e30, 0.0
     for _ in range(args.steps):

@@ -3,7 +3,7 @@
 
 CPU (the default): MobileNetV2 CIFAR variant (stride-1 stem, first stride-2 stage at stride 1),
 batch 64 of 32x32 inputs, the same thread count; one line with images/s. Needs `pip install torch`.
-    python3 tools/bench/bench_train_torch.py --threads 2 --batch 64 --steps 10
+    python3 tools/bench/bench_train_torch.py --threads 2 --batch 64 --steps 10 [--profile]
 
 GPU (`--device cuda`): MobileNetV2-CIFAR at batch 128 (32x32) and ResNet-50 (torchvision's layout,
 stride on the 3x3 conv) at batch 64 (224x224). cudnn.benchmark is on and TF32 is off for matmuls
@@ -101,6 +101,11 @@ def cpu_main(a):
     y = torch.arange(a.batch) % 10
     step = make_step(model, opt, x, y)
     step()
+    if a.profile:  # self CPU time per op (RESULTS.md's MobileNetV2 profile)
+        from torch_profile import print_profile
+        print_profile(step, a.steps, f"pytorch mobilenetv2_cifar train profile, {a.steps} steps, batch {a.batch}, "
+                      f"{a.threads} thread(s)", rows=25)
+        return
     step()
     times = []
     for _ in range(a.steps):
@@ -167,6 +172,7 @@ def main():
     p.add_argument("--model", choices=["all", *GPU_CASES], default="all", help="cuda: which case")
     p.add_argument("--rounds", type=int, default=3, help="cuda: timed rounds")
     p.add_argument("--warmup", type=int, default=5, help="cuda: warm-up steps")
+    p.add_argument("--profile", action="store_true", help="cpu: print torch.profiler's per-op table instead")
     p.add_argument("--csv", action="store_true", help="cuda: RESULT,model,batch,best,mean,params,peak_mib lines")
     a = p.parse_args()
     if a.device == "cpu":
