@@ -62,14 +62,14 @@ static void check_classification(const char* op, const Tensor& x, const Tensor& 
 }
 
 // 1 where the target is kept, 0 where it is ignore_index (u8).
-static Tensor kept(const Tensor& target, int64_t ignore_index) {
+static Tensor kept_targets(const Tensor& target, int64_t ignore_index) {
   return ne(target,
             scalar_tensor(static_cast<double>(ignore_index), TensorOptions(DType::i64).device(target.device())));
 }
 
 // -logp[i, target[i]] with ignored targets giving 0, and the count of kept targets.
 static std::pair<Tensor, Tensor> picked_nll(const Tensor& logp, const Tensor& target, int64_t ignore_index) {
-  Tensor keep = kept(target, ignore_index);
+  Tensor keep = kept_targets(target, ignore_index);
   Tensor safe = where(keep, target, zeros_like(target));
   Tensor keep_f = keep.to(logp.dtype());
   Tensor picked = gather(logp, 1, safe.unsqueeze(1)).squeeze(1);
@@ -94,7 +94,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntr
     logp = log_softmax(logits, 1);
     auto [picked, kept] = picked_nll(logp, target, ignore_index);
     if (eps > 0.0) {
-      Tensor smooth = -mean(logp, {1}) * kept(target, ignore_index).to(logits.dtype());
+      Tensor smooth = -mean(logp, {1}) * kept_targets(target, ignore_index).to(logits.dtype());
       picked = picked * (1.0 - eps) + smooth * eps;
     }
     loss = reduce_loss(picked, kept, reduction);
@@ -105,7 +105,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntr
     // loss's gradient for row i (0 where the target is ignored): one kernel pass over the logits.
     autograd::record("cross_entropy", {logits}, {loss},
                      [logp, target, count, eps, ignore_index, reduction](const Grads& g) {
-                       Tensor coef = kept(target, ignore_index).to(logp.dtype()) * g[0];
+                       Tensor coef = kept_targets(target, ignore_index).to(logp.dtype()) * g[0];
                        if (reduction == Reduction::mean) coef = coef / count;
                        Tensor dx = empty(logp.shape(), TensorOptions(logp.dtype()).device(logp.device()));
                        kernels::cross_entropy_backward_rows(logp, target.contiguous(), coef.contiguous(), eps, dx);
