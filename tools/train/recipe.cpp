@@ -635,12 +635,12 @@ RecipeValue optimizer_default(const OptimizerDefaults& chosen, const std::string
 // in order of first appearance.
 std::string grouped_text(const std::vector<std::pair<std::string, std::string>>& named_values) {
   std::vector<std::pair<std::string, std::string>> groups;  // value -> names
-  for (const auto& [name, value] : named_values) {
-    auto g = std::find_if(groups.begin(), groups.end(), [&](const auto& x) { return x.first == value; });
+  for (const auto& nv : named_values) {  // not a structured binding: clang 14 cannot capture one
+    auto g = std::find_if(groups.begin(), groups.end(), [&](const auto& x) { return x.first == nv.second; });
     if (g == groups.end())
-      groups.emplace_back(value, name);
+      groups.emplace_back(nv.second, nv.first);
     else
-      g->second += ", " + name;
+      g->second += ", " + nv.first;
   }
   std::string text;
   for (const auto& [value, names] : groups) text += (text.empty() ? "" : "; ") + names + ": " + value;
