@@ -83,7 +83,7 @@ bool SafetensorsFile::contains(const std::string& name) const {
   return std::any_of(tensors.begin(), tensors.end(), [&](const auto& kv) { return kv.first == name; });
 }
 
-void write_file_atomic(const std::string& path, const std::string& bytes) {
+void write_file_atomic(const std::string& path, const std::function<void(const ByteSink&)>& produce) {
   fs::path target(path);
   fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
   std::string tmp_prefix = ".";  // built by appending: GCC 12 warns (-Wrestrict) on "." + string
@@ -92,18 +92,25 @@ void write_file_atomic(const std::string& path, const std::string& bytes) {
   std::string tmp = (dir / tmp_name).string();
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   OCTET_CHECK(fd >= 0, "save: cannot create ", tmp, ": ", errno_text());
-  size_t done = 0;
-  while (done < bytes.size()) {
-    ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      std::string why = errno_text();
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      OCTET_FAIL("save: writing ", tmp, " failed after ", done, " of ", bytes.size(), " bytes: ", why,
-                 " (the previous ", path, " is untouched)");
+  uint64_t total = 0;
+  const ByteSink sink = [&](const char* data, size_t size) {
+    size_t done = 0;
+    while (done < size) {
+      ssize_t n = ::write(fd, data + done, size - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0)
+        OCTET_FAIL("save: writing ", tmp, " failed after ", total + done, " bytes: ", errno_text(), " (the previous ",
+                   path, " is untouched)");
+      done += static_cast<size_t>(n);
     }
-    done += static_cast<size_t>(n);
+    total += size;
+  };
+  try {
+    produce(sink);
+  } catch (...) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    throw;
   }
   if (::fsync(fd) != 0 || ::close(fd) != 0) {
     std::string why = errno_text();
@@ -122,6 +129,10 @@ void write_file_atomic(const std::string& path, const std::string& bytes) {
     ::close(dfd);
   }
   remove_stale_temporaries(dir, tmp_prefix);
+}
+
+void write_file_atomic(const std::string& path, const std::string& bytes) {
+  write_file_atomic(path, [&](const ByteSink& sink) { sink(bytes.data(), bytes.size()); });
 }
 
 void save_safetensors(const std::string& path, const NamedTensors& tensors, const Metadata& metadata) {

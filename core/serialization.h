@@ -12,6 +12,7 @@
 // an octet::Error that names the file and the problem.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
 
@@ -40,5 +41,10 @@ SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& n
 
 // Writes `bytes` to `path` atomically (temp file + fsync + rename + directory fsync).
 void write_file_atomic(const std::string& path, const std::string& bytes);
+// The same for content too large to hold in memory (an unpacked dataset file): `produce` hands its
+// chunks to the sink. When it throws, or a write fails (a full disk), the temporary file is removed
+// and nothing is left under `path`.
+using ByteSink = std::function<void(const char* data, size_t size)>;
+void write_file_atomic(const std::string& path, const std::function<void(const ByteSink&)>& produce);
 
 }  // namespace octet

@@ -9,6 +9,7 @@ packages=(
   libeigen3-dev libdnnl-dev ocl-icd-opencl-dev  # oneDNN's CMake config needs OpenCL
   libyaml-cpp-dev libspdlog-dev libfmt-dev libstb-dev zlib1g-dev libjpeg62-turbo-dev
   nlohmann-json3-dev libcli11-dev
+  libcurl4-openssl-dev libarchive-dev  # octet data get: downloads (HTTP Range resume) and unpacking
   libopenmpi-dev openmpi-bin  # data-parallel training: mpirun and the CPU collectives
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev  # tools/scripts/fuzz.sh: the libFuzzer harnesses (clang 14 on Debian 12)
