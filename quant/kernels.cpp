@@ -90,6 +90,9 @@ void blockwise_dequantize_into(const Tensor& codes, int64_t block_size, const Te
 }
 
 PbActivations pb_quantize(const Tensor& x, int bits) { OCTET_QUANT_DISPATCH(pb_quantize, x.device(), x, bits); }
+PbActivations pb_quantize_fixed(const Tensor& x, int bits, int shift) {
+  OCTET_QUANT_DISPATCH(pb_quantize_fixed, x.device(), x, bits, shift);
+}
 
 Tensor pb_linear(const PbWeights& w, const PbActivations& x, const Tensor& bias) {
   OCTET_QUANT_DISPATCH(pb_linear, w.planes.device(), w, x, bias);

@@ -14,6 +14,7 @@
 #include "quant/cpu/pbatch.h"
 #include "quant/cpu/pbatch_kernels.h"
 #include "quant/kernels.h"
+#include "quant/pbatch_paper.h"
 
 namespace octet::quant {
 
@@ -89,7 +90,12 @@ double candidate_step(float absmax, int64_t i, int bits) {
 
 }  // namespace
 
+std::string_view pb_scheme_name(PbScheme s) { return s == PbScheme::paper ? "paper" : "octet"; }
+
 void check_pb_config(const PbConfig& c, const std::string& what) {
+  OCTET_CHECK(c.a_shift >= 0 && c.a_shift <= kPbMaxActShift, what,
+              ": PrecisionBatching activation shift (paper scheme) must be in [0, ", kPbMaxActShift, "], got ",
+              c.a_shift);
   OCTET_CHECK(c.w_bits >= 1 && c.w_bits <= kPbMaxWeightBits, what, ": PrecisionBatching weight bits must be in [1, ",
               kPbMaxWeightBits, "], got ", c.w_bits);
   OCTET_CHECK(c.a_bits >= kPbMinActivationBits && c.a_bits <= kPbMaxActivationBits, what,
@@ -103,6 +109,11 @@ std::string pb_config_name(const PbConfig& c) {
   s += std::to_string(c.w_bits);
   s += 'a';
   s += std::to_string(c.a_bits);
+  if (c.scheme == PbScheme::paper) {
+    s += "-paper";
+    if (c.a_shift != kPbPaperActShift) s += "-s" + std::to_string(c.a_shift);
+  }
+  if (c.row_step) s += "-row";
   return s;
 }
 
@@ -115,6 +126,7 @@ double PbWeights::plane_scale(int p) const {
 PbWeights PbWeights::to(Device d) const {
   PbWeights out = *this;
   if (planes.defined()) out.planes = planes.to(d);
+  if (row_steps.defined()) out.row_steps = row_steps.to(d);
   return out;
 }
 
@@ -124,7 +136,8 @@ double pb_weight_step(const float* w, int64_t n, int bits, bool clip_search) {
   const float m = weight_absmax(w, n, "pb_weight_step");
   if (m == 0.0f) return 1.0;
   if (!clip_search) return candidate_step(m, kPbClipCandidates, bits);
-  // Errors per (block, candidate), summed over blocks in order: the same sums for any thread count.
+  // Errors per (block, candidate), summed over blocks in order: the same sums for any thread count
+  // (and inside another parallel region, where parallel_for runs serially).
   constexpr int64_t kBlock = 4096;
   const int64_t blocks = (n + kBlock - 1) / kBlock;
   std::vector<double> part(static_cast<size_t>(blocks * kPbClipCandidates));
@@ -156,12 +169,41 @@ void pb_weight_codes(const float* w, int64_t n, int bits, double step, int32_t* 
   for (int64_t i = 0; i < n; ++i) q[i] = static_cast<int32_t>(code_of(w[i], bits, step, half));
 }
 
+namespace {
+
+// One group's (the tensor's or a row's) rule from weights to codes, per scheme.
+struct GroupGrid {
+  double step = 1.0;  // d
+  PbPaperGrid paper;  // the paper scheme's clip and exponent
+};
+
+GroupGrid group_grid(const float* w, int64_t n, const PbConfig& c) {
+  GroupGrid g;
+  if (c.scheme == PbScheme::paper) {
+    g.paper = pb_paper_grid(w, n, c.w_bits, c.clip_search);
+    g.step = g.paper.step();
+  } else {
+    g.step = pb_weight_step(w, n, c.w_bits, c.clip_search);
+  }
+  return g;
+}
+
+}  // namespace
+
 PbWeights pb_preprocess(const Tensor& w, int bits, bool clip_search) {
+  PbConfig c;
+  c.w_bits = bits;
+  c.clip_search = clip_search;
+  return pb_preprocess(w, c);
+}
+
+PbWeights pb_preprocess(const Tensor& w, const PbConfig& c) {
   OCTET_CHECK(w.defined(), "pb_preprocess: expected a defined weight");
   OCTET_CHECK(w.dtype() == DType::f32, "pb_preprocess: expected weight dtype f32, got ", w.dtype());
   OCTET_CHECK(w.dim() == 2 && w.size(0) > 0 && w.size(1) > 0,
               "pb_preprocess: expected a non-empty 2-D weight [rows, cols], got ", w.shape());
   OCTET_CHECK(w.size(1) < kPbMaxCols, "pb_preprocess: expected fewer than ", kPbMaxCols, " columns, got ", w.size(1));
+  const int bits = c.w_bits;
   check_weight_bits(bits, "pb_preprocess");
   check_device(w.device(), "pb_preprocess");
   const Tensor host = w.detach().to(Device::cpu()).contiguous();
@@ -170,22 +212,40 @@ PbWeights pb_preprocess(const Tensor& w, int bits, bool clip_search) {
   out.cols = w.size(1);
   out.bits = bits;
   const float* src = host.data<float>();
-  weight_absmax(src, out.rows * out.cols, "pb_preprocess");  // the non-finite check, named here
-  out.step = pb_weight_step(src, out.rows * out.cols, bits, clip_search);
+  const float absmax = weight_absmax(src, out.rows * out.cols, "pb_preprocess");  // the non-finite check
+  OCTET_CHECK(c.scheme != PbScheme::paper || absmax < kPbPaperMaxAbs, "pb_preprocess: the paper scheme's fixed point ",
+              "takes weights below ", kPbPaperMaxAbs, " in magnitude, got ", absmax);
+  const int64_t rows = out.rows, cols = out.cols;
+  std::vector<GroupGrid> grids(static_cast<size_t>(c.row_step ? rows : 1));
+  if (c.row_step)
+    parallel_for(0, rows, 1, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) grids[static_cast<size_t>(r)] = group_grid(src + r * cols, cols, c);
+    });
+  else
+    grids[0] = group_grid(src, rows * cols, c);
+  out.step = 0.0;
+  for (const GroupGrid& g : grids) out.step = std::max(out.step, g.step);
+  if (c.row_step) {
+    out.row_steps = empty({rows}, TensorOptions(DType::f64));
+    for (int64_t r = 0; r < rows; ++r) out.row_steps.data<double>()[r] = grids[static_cast<size_t>(r)].step;
+  }
   const int planes = out.num_planes();
-  const int64_t words = out.words(), cols = out.cols;
-  Tensor packed = zeros({out.rows, planes, words}, TensorOptions(DType::i64));
+  const int64_t words = out.words();
+  Tensor packed = zeros({rows, planes, words}, TensorOptions(DType::i64));
   auto* dst = reinterpret_cast<uint64_t*>(packed.data<int64_t>());
-  const double step = out.step, half = half_levels(bits);
-  parallel_for(0, out.rows, 16, [&](int64_t r0, int64_t r1) {
+  const double half = half_levels(bits);
+  const bool paper = c.scheme == PbScheme::paper;
+  parallel_for(0, rows, 16, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
+      const GroupGrid& g = grids[c.row_step ? static_cast<size_t>(r) : 0];
       const float* row = src + r * cols;
       uint64_t* pr = dst + r * planes * words;
       uint32_t code[64];
       for (int64_t w0 = 0; w0 < cols; w0 += 64) {
         const int n = static_cast<int>(std::min<int64_t>(64, cols - w0));
         for (int e = 0; e < n; ++e)
-          code[e] = static_cast<uint32_t>(static_cast<int32_t>(code_of(row[w0 + e], bits, step, half)));
+          code[e] = static_cast<uint32_t>(paper ? pb_paper_code(row[w0 + e], g.paper, bits)
+                                                : static_cast<int32_t>(code_of(row[w0 + e], bits, g.step, half)));
         for (int p = 0; p < planes; ++p) {
           uint64_t word = 0;
           for (int e = 0; e < n; ++e) word |= static_cast<uint64_t>((code[e] >> p) & 1u) << e;
@@ -194,8 +254,26 @@ PbWeights pb_preprocess(const Tensor& w, int bits, bool clip_search) {
       }
     }
   });
+  out.plane0_ones = bits == 1 && pb_plane0_all_ones(packed, cols);
   out.planes = w.device().is_cpu() ? packed : packed.to(w.device());
+  if (out.row_steps.defined() && !w.device().is_cpu()) out.row_steps = out.row_steps.to(w.device());
   return out;
+}
+
+bool pb_plane0_all_ones(const Tensor& planes, int64_t cols) {
+  OCTET_CHECK(planes.defined() && planes.dtype() == DType::i64 && planes.dim() == 3 && planes.size(2) == pb_words(cols),
+              "pb_plane0_all_ones: expected i64 planes [rows, planes, ", pb_words(cols), "]");
+  const Tensor h = planes.to(Device::cpu()).contiguous();
+  const auto* p = reinterpret_cast<const uint64_t*>(h.data<int64_t>());
+  const int64_t rows = h.size(0), n_planes = h.size(1), words = h.size(2), full = cols / 64;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t k = 0; k < words; ++k) {
+      const uint64_t want = k < full                      ? ~uint64_t{0}
+                            : k == full && cols % 64 != 0 ? (uint64_t{1} << (cols % 64)) - 1
+                                                          : uint64_t{0};
+      if (p[r * n_planes * words + k] != want) return false;
+    }
+  return true;
 }
 
 namespace {
@@ -209,6 +287,10 @@ void check_weights(const PbWeights& w, const char* op) {
   OCTET_CHECK(w.planes.is_contiguous(), op, ": expected contiguous weight planes");
   OCTET_CHECK(w.step > 0.0 && std::isfinite(w.step), op, ": expected a finite step > 0, got ", w.step);
   check_device(w.planes.device(), op);
+  if (w.row_steps.defined())
+    OCTET_CHECK(w.row_steps.dtype() == DType::f64 && w.row_steps.shape() == Shape({w.rows}) &&
+                    w.row_steps.is_contiguous() && w.row_steps.device() == w.planes.device(),
+                op, ": expected contiguous f64 row steps [", w.rows, "] on ", w.planes.device());
 }
 
 void check_activations(const PbActivations& x, const char* op) {
@@ -254,6 +336,13 @@ PbActivations pb_quantize_activations(const Tensor& x, int bits) {
   return dispatch::pb_quantize(c, bits);
 }
 
+PbActivations pb_quantize_activations(const Tensor& x, const PbConfig& c) {
+  check_pb_config(c, "pb_quantize_activations");
+  if (c.scheme == PbScheme::octet) return pb_quantize_activations(x, c.a_bits);
+  const Tensor t = activation_operand(x, "pb_quantize_activations");
+  return dispatch::pb_quantize_fixed(t, c.a_bits, c.a_shift);
+}
+
 Tensor pb_activation_codes(const Tensor& x, int bits) {
   check_activation_bits(bits, "pb_activation_codes");
   const Tensor c = activation_operand(x, "pb_activation_codes").to(Device::cpu());
@@ -275,6 +364,29 @@ Tensor pb_activation_codes(const Tensor& x, int bits) {
     for (int64_t i = 0; i < cols; ++i) {
       const double v = std::nearbyint(static_cast<double>(xb[i]) * inv);
       dst[b * cols + i] = static_cast<int32_t>(std::clamp(v, -limit, limit));
+    }
+  }
+  return q;
+}
+
+Tensor pb_activation_codes(const Tensor& x, const PbConfig& c) {
+  check_pb_config(c, "pb_activation_codes");
+  if (c.scheme == PbScheme::octet) return pb_activation_codes(x, c.a_bits);
+  const Tensor t = activation_operand(x, "pb_activation_codes").to(Device::cpu());
+  Tensor q = zeros({t.size(0), t.size(1)}, TensorOptions(DType::i32));
+  const float* src = t.data<float>();
+  int32_t* dst = q.data<int32_t>();
+  const int64_t batch = t.size(0), cols = t.size(1);
+  const double factor = std::ldexp(1.0, c.a_shift);
+  const int drop = 32 - c.a_bits;
+  for (int64_t b = 0; b < batch; ++b) {
+    const float* xb = src + b * cols;
+    if (!std::all_of(xb, xb + cols, [](float v) { return std::isfinite(v); })) continue;  // codes 0, scale NaN
+    for (int64_t i = 0; i < cols; ++i) {
+      // trunc, saturated to int32, then the low a_bits bits sign-extended (the wrap on overflow)
+      const double v = std::clamp(std::trunc(static_cast<double>(xb[i]) * factor), -2147483648.0, 2147483647.0);
+      const uint32_t u = static_cast<uint32_t>(static_cast<int32_t>(v)) << drop;
+      dst[b * cols + i] = static_cast<int32_t>(u) >> drop;
     }
   }
   return q;
@@ -302,15 +414,29 @@ Tensor pb_linear(const PbWeights& w, const Tensor& x, int a_bits, const Tensor& 
   return pb_linear(w, pb_quantize_activations(c, a_bits), bias);
 }
 
+Tensor pb_linear(const PbWeights& w, const Tensor& x, const PbConfig& cfg, const Tensor& bias) {
+  check_pb_config(cfg, "pb_linear");
+  const Tensor c = activation_operand(x, "pb_linear");
+  OCTET_CHECK(c.size(1) == w.cols, "pb_linear: input has ", c.size(1), " columns, weights ", w.cols);
+  return pb_linear(w, pb_quantize_activations(c, cfg), bias);
+}
+
 Tensor pb_linear_reference(const PbWeights& w, const Tensor& x, int a_bits, const Tensor& bias) {
+  PbConfig c;
+  c.a_bits = a_bits;
+  return pb_linear_reference(w, x, c, bias);
+}
+
+Tensor pb_linear_reference(const PbWeights& w, const Tensor& x, const PbConfig& cfg, const Tensor& bias) {
   check_weights(w, "pb_linear_reference");
-  check_activation_bits(a_bits, "pb_linear_reference");
+  check_pb_config(cfg, "pb_linear_reference");
   const Tensor c = activation_operand(x, "pb_linear_reference").to(Device::cpu());
   OCTET_CHECK(c.size(1) == w.cols, "pb_linear_reference: input has ", c.size(1), " columns, weights ", w.cols);
   const Tensor q = pb_decode(w);
-  const Tensor xq = pb_activation_codes(c, a_bits);
-  const Tensor scale = pb_quantize_activations(c, a_bits).scale;
+  const Tensor xq = pb_activation_codes(c, cfg);
+  const Tensor scale = pb_quantize_activations(c, cfg).scale;
   const Tensor b_c = bias.defined() ? bias.detach().to(Device::cpu()).contiguous() : Tensor();
+  const Tensor steps = w.row_steps.defined() ? w.row_steps.to(Device::cpu()) : Tensor();
   OCTET_CHECK(!b_c.defined() || (b_c.dtype() == DType::f32 && b_c.shape() == Shape({w.rows})),
               "pb_linear_reference: expected an f32 bias [", w.rows, "]");
   const int64_t batch = c.size(0), rows = w.rows, cols = w.cols;
@@ -321,8 +447,9 @@ Tensor pb_linear_reference(const PbWeights& w, const Tensor& x, int a_bits, cons
   double* yp = y.data<double>();
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t r = 0; r < rows; ++r) {
+      const double d = steps.defined() ? steps.data<double>()[r] : w.step;
       double s = 0.0;
-      for (int64_t k = 0; k < cols; ++k) s += (w.step * qp[r * cols + k]) * (sp[b] * xp[b * cols + k]);
+      for (int64_t k = 0; k < cols; ++k) s += (d * qp[r * cols + k]) * (sp[b] * xp[b * cols + k]);
       yp[b * rows + r] = s + (b_c.defined() ? static_cast<double>(b_c.data<float>()[r]) : 0.0);
     }
   return y;

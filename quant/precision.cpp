@@ -41,8 +41,16 @@ std::string layer_list(const std::vector<ConvertedLayer>& layers) {
 
 }  // namespace
 
+PbScheme parse_pb_scheme(const std::string& text, const std::string& what) {
+  if (text == "octet") return PbScheme::octet;
+  if (text == "paper") return PbScheme::paper;
+  OCTET_FAIL(what, ": scheme must be paper or octet, got '", text, "'");
+}
+
 PbConfig parse_pb_config(const std::string& text, const std::string& what) {
-  const std::string usage = "expected w=N,a=K (weight bits N in 1..8, activation bits K in 2..32), e.g. w=4,a=16";
+  const std::string usage =
+      "expected w=N,a=K (weight bits N in 1..8, activation bits K in 2..32), e.g. w=4,a=16, and optionally "
+      "scheme=paper|octet, row_step=0|1, a_shift=S (paper scheme), clip=0|1";
   PbConfig c;
   bool has_w = false, has_a = false;
   std::stringstream in(text);
@@ -51,6 +59,10 @@ PbConfig parse_pb_config(const std::string& text, const std::string& what) {
     const size_t eq = item.find('=');
     OCTET_CHECK(eq != std::string::npos, what, " '", text, "': '", trim(item), "' is not key=value; ", usage);
     const std::string key = trim(item.substr(0, eq)), value = trim(item.substr(eq + 1));
+    if (key == "scheme") {
+      c.scheme = parse_pb_scheme(value, detail::str_cat(what, " '", text, "'"));
+      continue;
+    }
     char* end = nullptr;
     const long v = std::strtol(value.c_str(), &end, 10);
     OCTET_CHECK(!value.empty() && end == value.c_str() + value.size(), what, " '", text, "': ", key,
@@ -68,6 +80,13 @@ PbConfig parse_pb_config(const std::string& text, const std::string& what) {
     } else if (key == "clip") {
       OCTET_CHECK(v == 0 || v == 1, what, " '", text, "': clip must be 0 or 1, got ", v);
       c.clip_search = v == 1;
+    } else if (key == "row_step") {
+      OCTET_CHECK(v == 0 || v == 1, what, " '", text, "': row_step must be 0 or 1, got ", v);
+      c.row_step = v == 1;
+    } else if (key == "a_shift") {
+      OCTET_CHECK(v >= 0 && v <= kPbMaxActShift, what, " '", text, "': a_shift must be in 0..", kPbMaxActShift,
+                  ", got ", v);
+      c.a_shift = static_cast<int>(v);
     } else {
       OCTET_FAIL(what, " '", text, "': unknown key '", key, "'; ", usage);
     }

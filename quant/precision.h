@@ -7,9 +7,9 @@
 // from YAML) names layers as in named_modules() and may convert the final layer too.
 // The preprocessed weights of a converted model travel in a file (save_quant_state) and come back
 // without preprocessing (load_quant_state).
-//   auto spec = quant::QuantSpec::pbatch(quant::parse_pb_config("w=4,a=16", "--pbatch"));
-//   auto layers = quant::convert_model(*model, quant::uniform_plan(spec));   // lstm: w4a16, decoder: float
-//   model->eval();  NoGradGuard ng;  Tensor y = (*model)(x);
+//   auto spec = quant::QuantSpec::pbatch(quant::parse_pb_config("w=4,a=16", "--pbatch"));   // or
+//   "w=4,a=8,scheme=paper" auto layers = quant::convert_model(*model, quant::uniform_plan(spec));   // lstm: w4a16,
+//   decoder: float model->eval();  NoGradGuard ng;  Tensor y = (*model)(x);
 #pragma once
 
 #include <map>
@@ -23,9 +23,13 @@
 
 namespace octet::quant {
 
-// "w=4,a=16" (either order, spaces allowed; clip=0 turns the clip search off) -> a checked PbConfig;
-// an Error naming `what` (e.g. "--pbatch") and the text otherwise.
+// "w=4,a=16" (any order, spaces allowed; clip=0 turns the clip search off, scheme=paper|octet picks the
+// quantization scheme of quant/pbatch.h, row_step=1 a weight step per row, a_shift=S the paper scheme's
+// activation scale 2^-S) -> a checked PbConfig; an Error naming `what` (e.g. "--pbatch") and the text
+// otherwise.
 PbConfig parse_pb_config(const std::string& text, const std::string& what);
+// "paper" or "octet" -> the scheme; an Error naming `what` otherwise.
+PbScheme parse_pb_scheme(const std::string& text, const std::string& what);
 
 // nullopt: float.
 using LayerPrecision = std::optional<QuantSpec>;

@@ -19,13 +19,14 @@ class PbMatmul : public QuantMatmul {
   Tensor forward(const Tensor& x, const Tensor& bias) override {
     check_input(x, w_.cols, spec_);
     if (!(w_.planes.device() == x.device())) w_ = w_.to(x.device());
-    return pb_linear(w_, x.contiguous(), spec_.pb.a_bits, bias);
+    return pb_linear(w_, x.contiguous(), spec_.pb, bias);
   }
   int64_t rows() const override { return w_.rows; }
   int64_t cols() const override { return w_.cols; }
   void save(const std::string& prefix, NamedTensors& out) const override {
     out.emplace_back(prefix + "planes", w_.planes.to(Device::cpu()));
     out.emplace_back(prefix + "step", from_vector<double>({w_.step}, {1}));
+    if (w_.row_steps.defined()) out.emplace_back(prefix + "row_steps", w_.row_steps.to(Device::cpu()));
   }
 
  private:
@@ -70,19 +71,37 @@ std::string QuantSpec::name() const { return kind == Kind::int8 ? std::string("i
 
 QuantSpec parse_quant_spec_name(const std::string& text, const std::string& what) {
   if (text == "int8") return QuantSpec::int8();
-  const size_t a = text.find('a');
-  OCTET_CHECK(text.size() >= 4 && text[0] == 'w' && a != std::string::npos && a > 1 && a + 1 < text.size(), what,
-              ": expected a precision like 'w4a16' or 'int8', got '", text, "'");
+  const std::string usage = "expected a precision like 'w4a16', 'w4a8-paper', 'w4a16-row' or 'int8', got '";
+  // The suffixes of pb_config_name, in its order.
+  std::string base = text;
+  PbConfig c;
+  auto strip = [&](const std::string& suffix) {
+    const bool has =
+        base.size() > suffix.size() && base.compare(base.size() - suffix.size(), suffix.size(), suffix) == 0;
+    if (has) base.resize(base.size() - suffix.size());
+    return has;
+  };
+  c.row_step = strip("-row");
+  const size_t s_at = base.rfind("-paper-s");
+  const std::string digits = s_at == std::string::npos ? std::string() : base.substr(s_at + 8);
+  if (!digits.empty() && digits.size() <= 2 && digits.find_first_not_of("0123456789") == std::string::npos) {
+    c.scheme = PbScheme::paper;
+    c.a_shift = std::stoi(digits);
+    base.resize(s_at);
+  } else if (strip("-paper")) {
+    c.scheme = PbScheme::paper;
+  }
+  const size_t a = base.find('a');
+  OCTET_CHECK(base.size() >= 4 && base[0] == 'w' && a != std::string::npos && a > 1 && a + 1 < base.size(), what, ": ",
+              usage, text, "'");
   auto number = [&](const std::string& s) {
     char* end = nullptr;
     const long v = std::strtol(s.c_str(), &end, 10);
-    OCTET_CHECK(!s.empty() && end == s.c_str() + s.size() && v > 0 && v < 100, what,
-                ": expected a precision like 'w4a16' or 'int8', got '", text, "'");
+    OCTET_CHECK(!s.empty() && end == s.c_str() + s.size() && v > 0 && v < 100, what, ": ", usage, text, "'");
     return static_cast<int>(v);
   };
-  PbConfig c;
-  c.w_bits = number(text.substr(1, a - 1));
-  c.a_bits = number(text.substr(a + 1));
+  c.w_bits = number(base.substr(1, a - 1));
+  c.a_bits = number(base.substr(a + 1));
   check_pb_config(c, what);
   return QuantSpec::pbatch(c);
 }
@@ -94,7 +113,7 @@ std::shared_ptr<QuantMatmul> make_quant_matmul(const Tensor& w, const QuantSpec&
   Tensor wd = w.detach().contiguous();
   if (spec.kind == QuantSpec::Kind::int8) return std::make_shared<Int8Matmul>(qlinear_prepare(wd));
   check_pb_config(spec.pb, "make_quant_matmul");
-  return std::make_shared<PbMatmul>(spec, pb_preprocess(wd, spec.pb.w_bits, spec.pb.clip_search));
+  return std::make_shared<PbMatmul>(spec, pb_preprocess(wd, spec.pb));
 }
 
 std::shared_ptr<QuantMatmul> load_quant_matmul(const QuantSpec& spec, int64_t rows, int64_t cols,
@@ -128,6 +147,14 @@ std::shared_ptr<QuantMatmul> load_quant_matmul(const QuantSpec& spec, int64_t ro
   w.step = take(tensors, prefix, "step", DType::f64, {1}, what).data<double>()[0];
   OCTET_CHECK(std::isfinite(w.step) && w.step > 0, what, ": quantized layer data '", prefix,
               "step' must be a finite positive number, got ", w.step);
+  if (spec.pb.row_step) {
+    w.row_steps = take(tensors, prefix, "row_steps", DType::f64, {rows}, what);
+    for (int64_t r = 0; r < rows; ++r) {
+      const double d = w.row_steps.data<double>()[r];
+      OCTET_CHECK(std::isfinite(d) && d > 0, what, ": quantized layer data '", prefix, "row_steps' (row ", r,
+                  ") must be a finite positive number, got ", d);
+    }
+  }
   // The bits past cols must be zero (the kernels count them).
   const int64_t words = pb_words(cols), full = cols / 64;
   auto column_bits = [&](int64_t k) {  // the bits of word k that hold columns
@@ -138,9 +165,11 @@ std::shared_ptr<QuantMatmul> load_quant_matmul(const QuantSpec& spec, int64_t ro
     for (int64_t k = full; k < words; ++k)
       OCTET_CHECK((p[row * words + k] & ~column_bits(k)) == 0, what, ": quantized layer data '", prefix,
                   "planes' has bits set past the ", cols, " columns");
-  // 1-bit codes are +-1, so plane 0 is all ones on the columns: the kernels skip it (pb_gemm_1bit)
-  // and count popcount(X) instead, so a file whose plane 0 differs would give wrong outputs silently.
-  if (w.bits == 1)
+  // The octet scheme's 1-bit codes are +-1, so plane 0 is all ones on the columns: the kernels skip it
+  // (pb_gemm_1bit) and count popcount(X) instead, so a file whose plane 0 differs would give wrong
+  // outputs silently. The paper scheme's may hold a 0: the kernels read plane 0 unless it is all ones.
+  w.plane0_ones = w.bits == 1 && pb_plane0_all_ones(w.planes, cols);
+  if (w.bits == 1 && spec.pb.scheme == PbScheme::octet)
     for (int64_t row = 0; row < rows; ++row)
       for (int64_t k = 0; k < words; ++k)
         OCTET_CHECK(p[row * 2 * words + k] == column_bits(k), what, ": quantized layer data '", prefix,

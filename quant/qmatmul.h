@@ -31,11 +31,15 @@ struct QuantSpec {
   static QuantSpec int8() { return {Kind::int8, PbConfig{}}; }
   // "w4a16" (pb_config_name) or "int8".
   std::string name() const;
+  // The clip search is not compared (it only changes the preprocessing).
   bool operator==(const QuantSpec& o) const {
-    return kind == o.kind && (kind == Kind::int8 || (pb.w_bits == o.pb.w_bits && pb.a_bits == o.pb.a_bits));
+    return kind == o.kind &&
+           (kind == Kind::int8 || (pb.w_bits == o.pb.w_bits && pb.a_bits == o.pb.a_bits && pb.scheme == o.pb.scheme &&
+                                   pb.row_step == o.pb.row_step && pb.a_shift == o.pb.a_shift));
   }
 };
-// The inverse of name(): "w4a16" or "int8"; an Error naming `what` otherwise (bits checked too).
+// The inverse of name(): "w4a16" (with pb_config_name's suffixes: "w4a8-paper-s4-row") or "int8"; an
+// Error naming `what` otherwise (bits checked too).
 QuantSpec parse_quant_spec_name(const std::string& text, const std::string& what);
 
 class QuantMatmul {
@@ -47,7 +51,7 @@ class QuantMatmul {
   virtual int64_t rows() const = 0;
   virtual int64_t cols() const = 0;
   const QuantSpec& spec() const { return spec_; }
-  // The preprocessed weights as named tensors (prefix + "planes"/"step", or
+  // The preprocessed weights as named tensors (prefix + "planes"/"step"[/"row_steps"], or
   // prefix + "codes"/"row_sums"/"scale"), on the CPU: what an export stores.
   virtual void save(const std::string& prefix, NamedTensors& out) const = 0;
 

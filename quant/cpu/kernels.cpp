@@ -118,7 +118,20 @@ PbActivations pb_quantize(const Tensor& x, int bits) {
   return a;
 }
 
-// The product in batches of at most kPbMaxBatch rows, each rescaled by its activation scale.
+PbActivations pb_quantize_fixed(const Tensor& x, int bits, int shift) {
+  PbActivations a;
+  a.batch = x.size(0);
+  a.cols = x.size(1);
+  a.bits = bits;
+  a.planes = empty({a.batch, bits, pb_words(a.cols)}, TensorOptions(DType::i64));
+  a.scale = empty({a.batch}, TensorOptions(DType::f64));
+  pb_quantize_fixed(x.data<float>(), a.batch, a.cols, bits, shift,
+                    reinterpret_cast<uint64_t*>(a.planes.data<int64_t>()), a.scale.data<double>());
+  return a;
+}
+
+// The product in batches of at most kPbMaxBatch rows, each rescaled by its activation scale and the
+// weight step (per tensor, or per row).
 Tensor pb_linear(const PbWeights& w, const PbActivations& x, const Tensor& bias) {
   Tensor y = empty({x.batch, w.rows}, TensorOptions(DType::f32));
   if (x.batch == 0 || w.rows == 0) return y;
@@ -126,23 +139,32 @@ Tensor pb_linear(const PbWeights& w, const PbActivations& x, const Tensor& bias)
   const auto* xp = reinterpret_cast<const uint64_t*>(x.planes.data<int64_t>());
   const double* scale = x.scale.data<double>();
   const float* bp = bias.defined() ? bias.data<float>() : nullptr;
+  const double* row_steps = w.row_steps.defined() ? w.row_steps.data<double>() : nullptr;
   float* yp = y.data<float>();
   const int64_t words = w.words(), rows = w.rows;
   std::vector<int64_t> acc(static_cast<size_t>(std::min(x.batch, kPbMaxBatch) * rows));
   for (int64_t b0 = 0; b0 < x.batch; b0 += kPbMaxBatch) {
     const int64_t nb = std::min(kPbMaxBatch, x.batch - b0);
     const uint64_t* xb = xp + b0 * x.bits * words;
-    if (w.bits == 1)
+    if (w.bits == 1 && w.plane0_ones)
       pb_gemm_1bit(wp, rows, words, xb, nb, x.bits, acc.data());
     else
       pb_gemm(wp, rows, w.num_planes(), words, xb, nb, x.bits, acc.data());
     for (int64_t b = 0; b < nb; ++b) {
-      const double s = w.step * scale[b0 + b];
+      const double sb = scale[b0 + b];
       float* yr = yp + (b0 + b) * rows;
       const int64_t* ar = acc.data() + b * rows;
-      for (int64_t r = 0; r < rows; ++r) {
-        const float v = static_cast<float>(static_cast<double>(ar[r]) * s);
-        yr[r] = bp ? v + bp[r] : v;
+      if (row_steps == nullptr) {
+        const double s = w.step * sb;
+        for (int64_t r = 0; r < rows; ++r) {
+          const float v = static_cast<float>(static_cast<double>(ar[r]) * s);
+          yr[r] = bp ? v + bp[r] : v;
+        }
+      } else {
+        for (int64_t r = 0; r < rows; ++r) {
+          const float v = static_cast<float>(static_cast<double>(ar[r]) * (row_steps[r] * sb));
+          yr[r] = bp ? v + bp[r] : v;
+        }
       }
     }
   }

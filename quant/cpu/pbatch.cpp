@@ -116,6 +116,47 @@ void pb_quantize(const float* x, int64_t batch, int64_t cols, int bits, uint64_t
   });
 }
 
+void pb_quantize_fixed(const float* x, int64_t batch, int64_t cols, int bits, int shift, uint64_t* planes,
+                       double* scale) {
+  OCTET_CHECK(bits >= kPbMinActivationBits && bits <= kPbMaxActivationBits, "pb_quantize_fixed: expected bits in [",
+              kPbMinActivationBits, ", ", kPbMaxActivationBits, "], got ", bits);
+  OCTET_CHECK(shift >= 0 && shift <= kPbMaxActShift, "pb_quantize_fixed: expected a shift in [0, ", kPbMaxActShift,
+              "], got ", shift);
+  OCTET_CHECK(batch >= 0 && cols >= 0 && cols < kPbMaxCols, "pb_quantize_fixed: bad shape [", batch, ", ", cols, "]");
+  const int64_t words = pb_words(cols);
+  const double factor = std::ldexp(1.0, shift), inv = std::ldexp(1.0, -shift);
+  auto transpose = detail::pb_transpose_portable;
+#ifdef OCTET_CPU_X86
+  if (pb_kernel() == PbKernel::avx512_vpopcnt) transpose = detail::pb_transpose_avx512;
+#endif
+  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 14) / std::max<int64_t>(1, cols));
+  parallel_for(0, batch, grain, [&](int64_t b0, int64_t b1) {
+    std::vector<uint32_t> code(static_cast<size_t>(cols));
+    for (int64_t b = b0; b < b1; ++b) {
+      const float* xb = x + b * cols;
+      uint64_t* pb = planes + b * bits * words;
+      std::fill(pb, pb + bits * words, uint64_t{0});
+      const bool finite = octet::cpu::simd_dispatch([=] {
+        bool ok = true;
+        for (int64_t i = 0; i < cols; ++i) ok = ok & (std::fabs(xb[i]) <= std::numeric_limits<float>::max());
+        return ok;
+      });
+      if (!finite) {
+        scale[b] = std::numeric_limits<double>::quiet_NaN();
+        continue;
+      }
+      scale[b] = inv;
+      uint32_t* cp = code.data();
+      // Only the low `bits` bits reach the planes: the wrap of the reference's kernel.
+      octet::cpu::simd_dispatch([=] {
+        for (int64_t i = 0; i < cols; ++i) cp[i] = static_cast<uint32_t>(detail::pb_fixed_code(xb[i], factor));
+      });
+      for (int64_t w0 = 0; w0 < cols; w0 += 64)
+        transpose(cp + w0, static_cast<int>(std::min<int64_t>(64, cols - w0)), bits, pb + w0 / 64, words);
+    }
+  });
+}
+
 void detail::pb_rows_portable(const PbGemmArgs& a, int64_t r0, int64_t r1) {
   for (int64_t r = r0; r < r1; ++r) {
     for (int64_t b = 0; b < a.batch; ++b) {

@@ -30,6 +30,10 @@ PbKernel set_pb_kernel(PbKernel k);
 // x f32 [batch, cols] (row stride cols) -> planes u64 [batch, bits, pb_words(cols)] and scale f64
 // [batch], per quant/pbatch.h.
 void pb_quantize(const float* x, int64_t batch, int64_t cols, int bits, uint64_t* planes, double* scale);
+// The same with the paper scheme's static scale: code = the low `bits` bits of int32(trunc(x 2^shift))
+// (saturated), scale 2^-shift (NaN for a row with a NaN or an infinity, its codes 0).
+void pb_quantize_fixed(const float* x, int64_t batch, int64_t cols, int bits, int shift, uint64_t* planes,
+                       double* scale);
 
 // acc[b * rows + r] = sum_K q[r,K] xq[b,K] for b < batch (<= kPbMaxBatch), r < rows, from the weight
 // planes u64 [rows, w_planes, words] and the activation planes u64 [batch, x_planes, words]; both

@@ -30,6 +30,14 @@ inline double pb_round_clamped(double v, double limit) {
   return (v + kMagic) - kMagic;
 }
 
+// int32(trunc(x * factor)) saturated to the int32 range (as CUDA's conversion; the reference's FIXED),
+// for a finite x.
+inline int32_t pb_fixed_code(float x, double factor) {
+  double v = static_cast<double>(x) * factor;
+  v = v < -2147483648.0 ? -2147483648.0 : (v > 2147483647.0 ? 2147483647.0 : v);
+  return static_cast<int32_t>(v);  // the conversion truncates
+}
+
 void pb_rows_portable(const PbGemmArgs& a, int64_t r0, int64_t r1);
 // The bit transpose of up to 64 codes: planes[j * stride] gets bit j of code[e] as its bit e, for
 // j < bits (n < 64: the bits past n zero).

@@ -21,9 +21,10 @@ constexpr unsigned kFullMask = 0xffffffffu;
 // Chunks of kPbMaxBatch batch rows along grid y at most (CUDA's limit); more run in several launches.
 constexpr int64_t kMaxGridY = 65535;
 
-// Block b: batch row b of x [batch, cols] -> planes [b][bits][words], scale[b].
+// Block b: batch row b of x [batch, cols] -> planes [b][bits][words], scale[b]. shift >= 0: the paper
+// scheme's static scale 2^-shift (the max only finds non-finite rows).
 __global__ void __launch_bounds__(kThreads)
-    pb_quantize_kernel(const float* __restrict__ x, int64_t cols, int64_t words, int bits,
+    pb_quantize_kernel(const float* __restrict__ x, int64_t cols, int64_t words, int bits, int shift,
                        uint64_t* __restrict__ planes, double* __restrict__ scale) {
   __shared__ uint32_t red[kThreads / kWarp];
   const int64_t row = blockIdx.x;
@@ -36,7 +37,7 @@ __global__ void __launch_bounds__(kThreads)
   __syncthreads();
   m = 0;
   for (int k = 0; k < warps; ++k) m = max(m, red[k]);  // max: exact in any order
-  const pb::PbRowScale s = pb::pb_row_scale(m, bits);
+  const pb::PbRowScale s = shift >= 0 ? pb::pb_row_scale_fixed(m, shift) : pb::pb_row_scale(m, bits);
   if (threadIdx.x == 0) scale[row] = s.scale;
   uint64_t* pr = planes + row * bits * words;
   for (int64_t w = warp; w < words; w += warps) {  // uniform per warp: every lane takes the ballots
@@ -68,8 +69,8 @@ template <int P, int First>
 __global__ void __launch_bounds__(kThreads)
     pb_gemm_kernel(const uint64_t* __restrict__ w, int64_t rows, int64_t words, const uint64_t* __restrict__ x,
                    int x_planes, const double* __restrict__ scale, const int64_t* __restrict__ code_sums,
-                   int64_t batch0, int64_t batch, int lanes, double step, const float* __restrict__ bias,
-                   float* __restrict__ y) {
+                   int64_t batch0, int64_t batch, int lanes, double step, const double* __restrict__ row_steps,
+                   const float* __restrict__ bias, float* __restrict__ y) {
   const int64_t b0 = batch0 + static_cast<int64_t>(blockIdx.y) * kPbMaxBatch;
   const pb::PbThread t = pb::pb_thread(static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x, lanes);
   const int64_t nb = batch - b0 < kPbMaxBatch ? batch - b0 : kPbMaxBatch;
@@ -88,25 +89,25 @@ __global__ void __launch_bounds__(kThreads)
     if (t.lane == b) mine = acc[b];
   const int64_t b = b0 + t.lane;
   if constexpr (First == 1) mine = pb::pb_add(mine, code_sums[b]);
-  y[b * rows + t.row] = pb::pb_output(mine, step, scale[b], bias, t.row);
+  y[b * rows + t.row] = pb::pb_output(mine, step, row_steps, scale[b], bias, t.row);
 }
 
 template <int P, int First = 0>
 void launch_gemm(dim3 grid, const uint64_t* w, int64_t rows, int64_t words, const uint64_t* x, int x_planes,
                  const double* scale, const int64_t* code_sums, int64_t batch0, int64_t batch, int lanes, double step,
-                 const float* bias, float* y) {
+                 const double* row_steps, const float* bias, float* y) {
   pb_gemm_kernel<P, First><<<grid, kThreads, 0, stream()>>>(w, rows, words, x, x_planes, scale, code_sums, batch0,
-                                                            batch, lanes, step, bias, y);
+                                                            batch, lanes, step, row_steps, bias, y);
   OCTET_CUDA_LAUNCH("quant::cuda::pb_gemm_kernel");
 }
 
 using GemmLauncher = void (*)(dim3, const uint64_t*, int64_t, int64_t, const uint64_t*, int, const double*,
-                              const int64_t*, int64_t, int64_t, int, double, const float*, float*);
+                              const int64_t*, int64_t, int64_t, int, double, const double*, const float*, float*);
 
-GemmLauncher gemm_launcher(int planes) {
+GemmLauncher gemm_launcher(int planes, bool plane0_ones) {
   switch (planes) {
-    case 2:
-      return launch_gemm<2, 1>;  // 1-bit weights: plane 0 from the code sums
+    case 2:  // 1-bit weights: plane 0 from the code sums when it is all ones (a paper-scheme 0 code: read)
+      return plane0_ones ? launch_gemm<2, 1> : launch_gemm<2>;
     case 3:
       return launch_gemm<3>;
     case 4:
@@ -137,9 +138,13 @@ void check_cuda_tensor(const Tensor& t, DType dtype, const Shape& shape, const c
 
 }  // namespace
 
-PbActivations pb_quantize(const Tensor& x, int bits) {
+namespace {
+
+PbActivations quantize(const Tensor& x, int bits, int shift) {
   OCTET_CHECK(x.defined() && x.device().is_cuda() && x.dtype() == DType::f32 && x.dim() == 2 && x.is_contiguous(),
               "quant::cuda::pb_quantize: expected a contiguous f32 CUDA tensor [batch, cols]");
+  OCTET_CHECK(shift <= kPbMaxActShift, "quant::cuda::pb_quantize_fixed: shift ", shift, " (at most ", kPbMaxActShift,
+              ")");
   OCTET_CHECK(bits >= kPbMinActivationBits && bits <= kPbMaxActivationBits, "quant::cuda::pb_quantize: ", bits,
               " activation bits (expected ", kPbMinActivationBits, "..", kPbMaxActivationBits, ")");
   const int64_t batch = x.size(0), cols = x.size(1), words = pb_words(cols);
@@ -151,9 +156,18 @@ PbActivations pb_quantize(const Tensor& x, int bits) {
   a.scale = empty({batch}, TensorOptions(DType::f64).device(x.device()));
   if (batch == 0) return a;
   pb_quantize_kernel<<<static_cast<unsigned>(batch), kThreads, 0, stream()>>>(
-      x.data<float>(), cols, words, bits, static_cast<uint64_t*>(a.planes.raw_data()), a.scale.data<double>());
+      x.data<float>(), cols, words, bits, shift, static_cast<uint64_t*>(a.planes.raw_data()), a.scale.data<double>());
   OCTET_CUDA_LAUNCH("quant::cuda::pb_quantize_kernel");
   return a;
+}
+
+}  // namespace
+
+PbActivations pb_quantize(const Tensor& x, int bits) { return quantize(x, bits, -1); }
+
+PbActivations pb_quantize_fixed(const Tensor& x, int bits, int shift) {
+  OCTET_CHECK(shift >= 0, "quant::cuda::pb_quantize_fixed: shift ", shift, " (expected 0..", kPbMaxActShift, ")");
+  return quantize(x, bits, shift);
 }
 
 Tensor pb_linear(const PbWeights& w, const PbActivations& x, const Tensor& bias) {
@@ -171,7 +185,10 @@ Tensor pb_linear(const PbWeights& w, const PbActivations& x, const Tensor& bias)
     check_cuda_tensor(bias, DType::f32, {rows}, "the bias");
     OCTET_CHECK(bias.device() == dev, "quant::cuda::pb_linear: weights on ", dev, ", bias on ", bias.device());
   }
-  const GemmLauncher launch = gemm_launcher(w.num_planes());
+  const GemmLauncher launch = gemm_launcher(w.num_planes(), w.plane0_ones);
+  if (w.row_steps.defined()) check_cuda_tensor(w.row_steps, DType::f64, {rows}, "the row steps");
+  OCTET_CHECK(!w.row_steps.defined() || w.row_steps.device() == dev, "quant::cuda::pb_linear: weights on ", dev,
+              ", row steps on ", w.row_steps.device());
   Tensor y = empty({batch, rows}, TensorOptions(DType::f32).device(dev));
   if (batch == 0 || rows == 0) return y;
   const int lanes = pb::pb_lanes_per_row(words);
@@ -182,7 +199,7 @@ Tensor pb_linear(const PbWeights& w, const PbActivations& x, const Tensor& bias)
   const auto* xp = static_cast<const uint64_t*>(x.planes.raw_data());
   const float* bp = bias.defined() ? bias.data<float>() : nullptr;
   Tensor code_sums;  // 1-bit weights: sum_K xq[b, K] per batch row
-  if (w.bits == 1) {
+  if (w.bits == 1 && w.plane0_ones) {
     OCTET_CHECK(batch <= 0x7fffffff, "quant::cuda::pb_linear: batch ", batch, " exceeds the launch grid");
     code_sums = empty({batch}, TensorOptions(DType::i64).device(dev));
     pb_code_sum_kernel<<<static_cast<unsigned>(batch), kWarp, 0, stream()>>>(xp, x.bits, words,
@@ -193,7 +210,7 @@ Tensor pb_linear(const PbWeights& w, const PbActivations& x, const Tensor& bias)
     const int64_t n = std::min(kMaxGridY, chunks - c0);
     launch(dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(n)), wp, rows, words, xp, x.bits,
            x.scale.data<double>(), code_sums.defined() ? code_sums.data<int64_t>() : nullptr, c0 * kPbMaxBatch, batch,
-           lanes, w.step, bp, y.data<float>());
+           lanes, w.step, w.row_steps.defined() ? w.row_steps.data<double>() : nullptr, bp, y.data<float>());
   }
   return y;
 }

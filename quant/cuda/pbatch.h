@@ -15,7 +15,10 @@ namespace octet::quant::cuda {
 
 // x f32 [batch, cols] -> planes i64 [batch, bits, pb_words(cols)], scale f64 [batch].
 PbActivations pb_quantize(const Tensor& x, int bits);
-// y f32 [batch, rows] = float(double(acc) * (w.step * scale_b)) + bias (undefined: none).
+// The paper scheme's static scale: codes int32(trunc(x 2^shift)) (saturated), their low `bits` bits.
+PbActivations pb_quantize_fixed(const Tensor& x, int bits, int shift);
+// y f32 [batch, rows] = float(double(acc) * (d_r * scale_b)) + bias (undefined: none), d_r = w.row_steps[r]
+// or w.step.
 Tensor pb_linear(const PbWeights& w, const PbActivations& x, const Tensor& bias);
 
 }  // namespace octet::quant::cuda

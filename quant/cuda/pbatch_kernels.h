@@ -16,12 +16,14 @@
 // (pb_lane_sums: integer, exact, so any order of the lanes' sums gives the CPU's value); an xor
 // shuffle butterfly over the L lanes gives every lane the row's sums, and lane b writes output b
 // (pb_output). Up to kPbMaxBatch batch rows per thread; blockIdx.y picks the chunk of the batch.
-// 1-bit weights (as cpu::pb_gemm_1bit): plane 0 is all ones on the columns, so it is not read; its
+// The paper scheme's activations (pb_row_scale_fixed): the same kernel, each code int32(trunc(x 2^shift))
+// saturated, of which the planes keep the low k bits (the wrap of the reference's kernel).
+// 1-bit weights (as cpu::pb_gemm_1bit) whose plane 0 is all ones on the columns: it is not read; its
 // part, sum_K xq[b, K], comes from a first kernel (a warp per batch row, pb_lane_code_sum), half the
 // weight loads and popcounts of the product.
 //   PbRowScale s = pb_row_scale(max_abs_bits, bits);
 //   int64_t acc[kPbMaxBatch]; pb_lane_sums<5>(args, r, lane, L, acc);   // w4: five planes (w1: <2, 1>)
-//   y[b * rows + r] = pb_output(acc_total[b], step, scale[b], bias, r);
+//   y[b * rows + r] = pb_output(acc_total[b], step, row_steps, scale[b], bias, r);
 #pragma once
 
 #include <bit>
@@ -43,9 +45,10 @@ inline constexpr int kMaxWeightPlanes = kPbMaxWeightBits + 1;
 
 // One batch row's quantization: s_b (quant/pbatch.h), the factor x is multiplied by, the largest code.
 struct PbRowScale {
-  double scale;   // s_b: m / (2^(k-1) - 1); 0 for a zero row; NaN for a row with a NaN or an infinity
-  double factor;  // (2^(k-1) - 1) / m; 0 when every code is 0 (zero or non-finite row)
-  double qmax;    // 2^(k-1) - 1
+  double scale;        // s_b: m / (2^(k-1) - 1); 0 for a zero row; NaN for a row with a NaN or an infinity
+  double factor;       // (2^(k-1) - 1) / m; 0 when every code is 0 (zero or non-finite row)
+  double qmax;         // 2^(k-1) - 1
+  bool fixed = false;  // the paper scheme: xq = int32(trunc(x * factor)), saturated; its low k bits are planes
 };
 
 // |x| as its bit pattern: ordered like the magnitudes, NaNs above infinity.
@@ -60,9 +63,21 @@ OCTET_HD inline PbRowScale pb_row_scale(uint32_t max_bits, int bits) {
   return {m / qmax, qmax / m, qmax};
 }
 
-// xq = clamp(nearbyint(double(x) * factor), -qmax, qmax) (ties to even); 0 when factor is 0.
+// The paper scheme's row: s_b = 2^-shift, factor 2^shift; NaN and factor 0 for a non-finite row.
+OCTET_HD inline PbRowScale pb_row_scale_fixed(uint32_t max_bits, int shift) {
+  if (max_bits >= kInfBits) return {std::numeric_limits<double>::quiet_NaN(), 0.0, 0.0, true};
+  return {std::ldexp(1.0, -shift), std::ldexp(1.0, shift), 0.0, true};
+}
+
+// xq = clamp(nearbyint(double(x) * factor), -qmax, qmax) (ties to even); 0 when factor is 0. Fixed:
+// int32(trunc(x * factor)) saturated (the planes take its low k bits: the reference's wrap).
 OCTET_HD inline int32_t pb_code(float x, const PbRowScale& s) {
   if (s.factor == 0.0) return 0;
+  if (s.fixed) {
+    double f = static_cast<double>(x) * s.factor;
+    f = f < -2147483648.0 ? -2147483648.0 : (f > 2147483647.0 ? 2147483647.0 : f);
+    return static_cast<int32_t>(f);
+  }
   double v = std::nearbyint(static_cast<double>(x) * s.factor);
   v = v < -s.qmax ? -s.qmax : (v > s.qmax ? s.qmax : v);
   return static_cast<int32_t>(v);
@@ -184,9 +199,12 @@ OCTET_HD inline int64_t pb_add(int64_t a, int64_t b) {
   return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
 }
 
-// y = float(double(acc) * (step * s_b)) + bias[r] (the add in float; none without a bias).
-OCTET_HD inline float pb_output(int64_t acc, double step, double scale_b, const float* bias, int64_t r) {
-  const float y = static_cast<float>(static_cast<double>(acc) * (step * scale_b));
+// y = float(double(acc) * (d * s_b)) + bias[r] (the add in float; none without a bias), d = row_steps[r]
+// (the per-row step) or step.
+OCTET_HD inline float pb_output(int64_t acc, double step, const double* row_steps, double scale_b, const float* bias,
+                                int64_t r) {
+  const double d = row_steps != nullptr ? row_steps[r] : step;
+  const float y = static_cast<float>(static_cast<double>(acc) * (d * scale_b));
   return bias != nullptr ? y + bias[r] : y;
 }
 

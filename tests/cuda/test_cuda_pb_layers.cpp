@@ -32,7 +32,9 @@ TEST_F(CudaPbLayers, QuantizedLmMatchesCpu) {
   NoGradGuard ng;
   const Tensor ids = from_vector<int64_t>({1, 4, 9, 16, 25, 36, 49, 0, 2, 3, 5, 7, 11, 13}, {2, 7});
   for (const quant::QuantSpec& spec :
-       {quant::QuantSpec::pbatch({4, 16}), quant::QuantSpec::pbatch({1, 8}), quant::QuantSpec::int8()}) {
+       {quant::QuantSpec::pbatch({4, 16}), quant::QuantSpec::pbatch({1, 8}), quant::QuantSpec::int8(),
+        quant::QuantSpec::pbatch({4, 16, true, quant::PbScheme::paper, true}),
+        quant::QuantSpec::pbatch({1, 8, true, quant::PbScheme::paper})}) {
     quant::PrecisionPlan plan = quant::uniform_plan(spec);
     plan.layers["decoder"] = spec;  // the decoder too
     lm.to(Device::cpu());

@@ -1,6 +1,8 @@
 // CUDA PrecisionBatching against the CPU (quant/cuda/pbatch.cu): the activation planes and scales and
 // pb_linear (from floats and from planes) bit for bit on many shapes (weight bits 1..8, activation
-// bits 2..32, odd K, batch 1..8 and 11, NaN, infinite and zero rows). Skipped without a GPU;
+// bits 2..32, odd K, batch 1..8 and 11, NaN, infinite and zero rows), for both quantization schemes
+// (quant/pbatch.h: the paper's static activation scale with its wrap) and the per-row weight step.
+// Skipped without a GPU;
 // OCTET_CUDA_TESTS_ON_CPU=1 runs them CPU against CPU (a check of the tests only).
 #include <gtest/gtest.h>
 
@@ -74,6 +76,36 @@ TEST_F(CudaPbatch, LinearEqualsCpu) {
           }
         }
     }
+}
+
+TEST_F(CudaPbatch, PaperSchemeAndRowStepEqualCpu) {
+  const int64_t rows = 37;
+  for (int variant = 1; variant < 4; ++variant)  // paper; octet per-row; paper per-row
+    for (int n : {1, 2, 4, 8})
+      for (int64_t cols : {1, 65, 513, 2049}) {
+        PbConfig c;
+        c.w_bits = n;
+        c.scheme = variant % 2 ? PbScheme::paper : PbScheme::octet;
+        c.row_step = variant >= 2;
+        Tensor wf = inputs(rows, cols, 100 * n + cols + variant);
+        if (cols > 1) wf.data<float>()[1] = 0.0f;  // a 1-bit paper code 0
+        const PbWeights w = pb_preprocess(wf, c);
+        const PbWeights wg = w.to(gpu());
+        Tensor bias = inputs(1, rows, 7).view({rows});
+        for (int k : {2, 8, 16, 32})
+          for (int shift : {0, 6, 12})
+            for (int64_t batch : {1, 8, 11}) {
+              c.a_bits = k, c.a_shift = shift;
+              // Scaled up so that values pass the k-bit range (the wrap) and int32 (the saturation).
+              Tensor x = inputs(batch, cols, 1000 * k + batch + cols + shift, true) * 40.0;
+              const std::string what = cat(pb_config_name(c), " cols=", cols, " batch=", batch);
+              const PbActivations want = pb_quantize_activations(x, c);
+              const PbActivations got = pb_quantize_activations(x.to(gpu()), c);
+              EXPECT_TRUE(bits_equal(got.planes, want.planes, what + " planes"));
+              EXPECT_TRUE(bits_equal(got.scale, want.scale, what + " scales"));
+              EXPECT_TRUE(bits_equal(pb_linear(wg, x.to(gpu()), c, bias.to(gpu())), pb_linear(w, x, c, bias), what));
+            }
+      }
 }
 
 TEST_F(CudaPbatch, LinearLargeBatchAndRows) {

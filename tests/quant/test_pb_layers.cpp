@@ -203,6 +203,23 @@ TEST(PbLayers, ParsePbConfig) {
   expect_error([] { parse_pb_config("w=4,a=16,b=2", "--pbatch"); }, "unknown key 'b'");
   expect_error([] { parse_pb_config("w4a16", "--pbatch"); }, "is not key=value");
   expect_error([] { parse_pb_config("w=4,w=4,a=8", "--pbatch"); }, "w given twice");
+  const PbConfig p = parse_pb_config("w=4,a=8,scheme=paper,row_step=1,a_shift=4", "--pbatch");
+  EXPECT_EQ(p.scheme, PbScheme::paper);
+  EXPECT_TRUE(p.row_step);
+  EXPECT_EQ(p.a_shift, 4);
+  EXPECT_EQ(parse_pb_config("w=4,a=8", "--pbatch").scheme, PbScheme::octet);
+  expect_error([] { parse_pb_config("w=4,a=8,scheme=fast", "--pbatch"); }, "scheme must be paper or octet, got 'fast'");
+  expect_error([] { parse_pb_config("w=4,a=8,a_shift=31", "--pbatch"); }, "a_shift must be in 0..30, got 31");
+  expect_error([] { parse_pb_config("w=4,a=8,row_step=2", "--pbatch"); }, "row_step must be 0 or 1");
+  // Every name pb_config_name makes parses back to the same spec.
+  for (const char* text : {"w=4,a=16", "w=4,a=8,scheme=paper", "w=1,a=32,scheme=paper,a_shift=12,row_step=1",
+                           "w=8,a=8,row_step=1", "w=2,a=16,scheme=paper,a_shift=6"}) {
+    const QuantSpec s = QuantSpec::pbatch(parse_pb_config(text, "t"));
+    EXPECT_EQ(parse_quant_spec_name(s.name(), "t"), s) << text << " -> " << s.name();
+  }
+  EXPECT_EQ(QuantSpec::pbatch(p).name(), "w4a8-paper-s4-row");
+  expect_error([] { parse_quant_spec_name("w4a8-s4", "meta"); }, "expected a precision like");
+  expect_error([] { parse_quant_spec_name("w4a8-paper-s99", "meta"); }, "must be in [0, 30]");
   EXPECT_EQ(parse_quant_spec_name("w3a12", "x").pb.a_bits, 12);
   expect_error([] { parse_quant_spec_name("w9a12", "meta"); }, "meta");
   expect_error([] { parse_quant_spec_name("wxa12", "meta"); }, "expected a precision like");
@@ -324,6 +341,41 @@ TEST(PbLayers, OneBitStateNeedsAllOnesPlaneZero) {
   m->load_state_dict(lm->state_dict());
   expect_error([&] { load_quant_state(*m, tensors, assignment, "out.safetensors"); },
                "plane 0 of row 0 must be all ones");
+}
+
+// The paper scheme and the per-row step round-trip through the saved state too (the scheme and the
+// activation shift in the assignment's names, the row steps as a tensor), 1-bit paper weights with
+// zero codes included (their plane 0 is read, not assumed all ones).
+TEST(PbLayers, PaperAndRowStepStatesRoundTrip) {
+  auto lm = small_lm();
+  lm->eval();
+  PrecisionPlan p;
+  p.default_spec = QuantSpec::pbatch(parse_pb_config("w=1,a=16,scheme=paper,row_step=1", "t"));
+  p.layers["decoder"] = QuantSpec::pbatch(parse_pb_config("w=4,a=8,row_step=1", "t"));
+  {
+    NoGradGuard ng;
+    for (auto& [name, t] : lm->named_parameters())
+      if (name == "lstm.weight_hh_l0") t.data<float>()[3] = 0.0f;  // a zero code in a 1-bit paper layer
+  }
+  convert_model(*lm, p);
+  NamedTensors tensors;
+  std::string assignment;
+  save_quant_state(*lm, tensors, assignment);
+  EXPECT_EQ(assignment, "lstm LSTM w1a16-paper-row\ndecoder Linear w4a8-row\n");
+  bool has_row_steps = false;
+  for (const auto& [name, t] : tensors) has_row_steps = has_row_steps || name == "decoder.weight.row_steps";
+  EXPECT_TRUE(has_row_steps);
+  expect_state_round_trips(*lm, tensors, assignment, "lstm: w1a16-paper-row, decoder: w4a8-row");
+  // A bad row step is refused.
+  for (auto& [name, t] : tensors)
+    if (name == "decoder.weight.row_steps") {
+      t = t.clone();
+      t.data<double>()[1] = -1.0;
+    }
+  auto m = small_lm();
+  m->load_state_dict(lm->state_dict());
+  expect_error([&] { load_quant_state(*m, tensors, assignment, "out.safetensors"); },
+               "'decoder.weight.row_steps' (row 1) must be a finite positive number");
 }
 
 }  // namespace

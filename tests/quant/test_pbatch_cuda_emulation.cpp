@@ -1,10 +1,10 @@
 // The CUDA PrecisionBatching kernels run on the CPU: every thread of every block of
 // quant/cuda/pbatch.cu driven through its per-thread functions (quant/cuda/pbatch_kernels.h), with
 // the warp collectives it uses (__ballot_sync, the xor shuffle butterfly) emulated over the 32 lanes,
-// over scratch filled with garbage (device memory is not zeroed). Planes, scales, int64 sums and
-// float outputs must equal the CPU kernels (quant/cpu/pbatch.h, pb_linear) bit for bit, on odd sizes.
-// This checks the index math, padding, batching and arithmetic of the GPU code on any machine; the
-// launches, the intrinsics and the warp collectives need a GPU (tests/cuda/test_cuda_pbatch.cpp).
+// over scratch filled with garbage (device memory is not zeroed), for both quantization schemes. Planes, scales, int64
+// sums and float outputs must equal the CPU kernels (quant/cpu/pbatch.h, pb_linear) bit for bit, on odd sizes. This
+// checks the index math, padding, batching and arithmetic of the GPU code on any machine; the launches, the intrinsics
+// and the warp collectives need a GPU (tests/cuda/test_cuda_pbatch.cpp).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -60,7 +60,9 @@ std::vector<float> activations(int64_t batch, int64_t cols, uint64_t seed, bool 
 
 // pb_quantize_kernel on the host: block b = row b; the max over its threads (any order: a max);
 // then warp by warp, word by word, the 32 lanes' codes and the ballots of each plane.
-void emulate_pb_quantize(const float* x, int64_t batch, int64_t cols, int bits, uint64_t* planes, double* scale) {
+// shift >= 0: the paper scheme's static scale (pb_row_scale_fixed), as the kernel's shift argument.
+void emulate_pb_quantize(const float* x, int64_t batch, int64_t cols, int bits, uint64_t* planes, double* scale,
+                         int shift = -1) {
   const int64_t words = pb_words(cols);
   const int warps = pb::kThreads / pb::kWarp;
   for (int64_t row = 0; row < batch; ++row) {
@@ -68,7 +70,7 @@ void emulate_pb_quantize(const float* x, int64_t batch, int64_t cols, int bits, 
     uint32_t m = 0;
     for (int t = 0; t < pb::kThreads; ++t)
       for (int64_t c = t; c < cols; c += pb::kThreads) m = std::max(m, pb::pb_abs_bits(xr[c]));
-    const pb::PbRowScale s = pb::pb_row_scale(m, bits);
+    const pb::PbRowScale s = shift >= 0 ? pb::pb_row_scale_fixed(m, shift) : pb::pb_row_scale(m, bits);
     scale[row] = s.scale;
     uint64_t* pr = planes + row * bits * words;
     for (int warp = 0; warp < warps; ++warp)
@@ -107,6 +109,32 @@ TEST(PbKernelEmulation, QuantizerMatchesCpu) {
       }
 }
 
+// The paper scheme's quantizer: int32(trunc(x 2^shift)) saturated, its low k bits (the wrap), scale
+// 2^-shift; with values past the k-bit range and past int32.
+TEST(PbKernelEmulation, FixedQuantizerMatchesCpu) {
+  for (int bits : {2, 8, 16, 32})
+    for (int shift : {0, 6, 20})
+      for (int64_t cols : {1, 63, 65, 513})
+        for (int64_t batch : {1, 6}) {
+          std::vector<float> x = activations(batch, cols, 10 * bits + cols + batch + shift, true);
+          x[0] *= 1.0e6f;  // past int32 at shift 20, past 8 bits at 6
+          if (cols > 2) x[2] = -3.0e9f;
+          const int64_t words = pb_words(cols), n = batch * bits * words;
+          std::vector<uint64_t> got(static_cast<size_t>(n), kGarbage), want(static_cast<size_t>(n), kGarbage);
+          std::vector<double> gs(static_cast<size_t>(batch), 7.0), ws(static_cast<size_t>(batch), 7.0);
+          emulate_pb_quantize(x.data(), batch, cols, bits, got.data(), gs.data(), shift);
+          cpu::pb_quantize_fixed(x.data(), batch, cols, bits, shift, want.data(), ws.data());
+          const std::string what = cat("k=", bits, " shift=", shift, " cols=", cols, " batch=", batch);
+          EXPECT_TRUE(same_bytes(got.data(), want.data(), n, 8, what + " planes"));
+          EXPECT_TRUE(same_bytes(gs.data(), ws.data(), batch, 8, what + " scales"));
+        }
+  const pb::PbRowScale s = pb::pb_row_scale_fixed(0, 6);
+  EXPECT_EQ(s.scale, 1.0 / 64);
+  EXPECT_EQ(pb::pb_code(-7.3f, s), -467);
+  EXPECT_EQ(pb::pb_code(3.0e9f, s), INT32_MAX);
+  EXPECT_TRUE(std::isnan(pb::pb_row_scale_fixed(pb::kInfBits + 1, 6).scale));
+}
+
 TEST(PbKernelEmulation, RowScaleFollowsTheDefinition) {
   const float m = 0.75f;
   uint32_t bits_m;
@@ -131,10 +159,11 @@ void lane_sums(const pb::PbGemmArgs& a, int64_t r, int lane, int lanes, int64_t 
   pb::pb_lane_sums<P, First>(a, r, lane, lanes, acc);
 }
 
-void lane_sums_of(int planes, const pb::PbGemmArgs& a, int64_t r, int lane, int lanes, int64_t (&acc)[kPbMaxBatch]) {
+void lane_sums_of(int planes, bool plane0_ones, const pb::PbGemmArgs& a, int64_t r, int lane, int lanes,
+                  int64_t (&acc)[kPbMaxBatch]) {
   switch (planes) {
-    case 2:
-      return lane_sums<2, 1>(a, r, lane, lanes, acc);  // 1-bit: plane 0 from the code sums
+    case 2:  // 1-bit: plane 0 from the code sums when it is all ones
+      return plane0_ones ? lane_sums<2, 1>(a, r, lane, lanes, acc) : lane_sums<2>(a, r, lane, lanes, acc);
     case 3:
       return lane_sums<3>(a, r, lane, lanes, acc);
     case 4:
@@ -166,7 +195,7 @@ void emulate_pb_gemm(const PbWeights& w, const PbActivations& x, const float* bi
   const double* scale = x.scale.data<double>();
   // pb_code_sum_kernel (1-bit weights): one warp per batch row, the xor butterfly over its 32 lanes.
   std::vector<int64_t> code_sums(static_cast<size_t>(batch), 0);
-  if (w.bits == 1)
+  if (w.bits == 1 && w.plane0_ones)
     for (int64_t b = 0; b < batch; ++b) {
       int64_t lane_sum[pb::kWarp];
       for (int l = 0; l < pb::kWarp; ++l)
@@ -187,7 +216,7 @@ void emulate_pb_gemm(const PbWeights& w, const PbActivations& x, const float* bi
         pb::PbThread th[pb::kWarp];
         for (int l = 0; l < pb::kWarp; ++l) {
           th[l] = pb::pb_thread(bx * pb::kThreads + warp * pb::kWarp + l, lanes);
-          if (th[l].row < rows) lane_sums_of(w.num_planes(), a, th[l].row, th[l].lane, lanes, acc[l]);
+          if (th[l].row < rows) lane_sums_of(w.num_planes(), w.plane0_ones, a, th[l].row, th[l].lane, lanes, acc[l]);
         }
         for (int b = 0; b < static_cast<int>(kPbMaxBatch); ++b)
           for (int o = lanes / 2; o > 0; o >>= 1) {
@@ -199,7 +228,8 @@ void emulate_pb_gemm(const PbWeights& w, const PbActivations& x, const float* bi
           if (th[l].row >= rows || th[l].lane >= nb) continue;
           const int64_t b = b0 + th[l].lane, r = th[l].row;
           const int64_t total = pb::pb_add(acc[l][th[l].lane], code_sums[static_cast<size_t>(b)]);
-          y[b * rows + r] = pb::pb_output(total, w.step, scale[b], bias, r);
+          const double* steps = w.row_steps.defined() ? w.row_steps.data<double>() : nullptr;
+          y[b * rows + r] = pb::pb_output(total, w.step, steps, scale[b], bias, r);
           acc_out[b * rows + r] = total;
         }
       }
@@ -238,6 +268,7 @@ TEST(PbKernelEmulation, ProductMatchesCpu) {
           PbWeights w;
           w.rows = sh.rows, w.cols = sh.cols, w.bits = n_bits, w.step = 0.01 * n_bits + 1e-3;
           w.planes = random_planes(sh.rows, n_bits + 1, sh.cols, 7 * n_bits + sh.cols, n_bits == 1);
+          w.plane0_ones = n_bits == 1;
           PbActivations x;
           x.batch = batch, x.cols = sh.cols, x.bits = k_bits;
           x.planes = random_planes(batch, k_bits, sh.cols, 11 * k_bits + batch);
@@ -269,30 +300,38 @@ TEST(PbKernelEmulation, ProductMatchesCpu) {
         }
 }
 
-// Quantizer, product and output together against the CPU's pb_linear from floats.
+// Quantizer, product and output together against the CPU's pb_linear from floats, for both schemes
+// with and without the per-row step (1-bit paper weights with zero codes: plane 0 read).
 TEST(PbKernelEmulation, LinearMatchesCpu) {
-  for (int n_bits : {1, 4, 8})
-    for (int k_bits : {2, 8, 16})
-      for (int64_t cols : {3, 129, 777})
-        for (int64_t batch : {1, 5, 9}) {
-          const int64_t rows = 2 * cols % 37 + 3;
-          Tensor wf = from_vector(activations(rows, cols, 3 + cols, false), {rows, cols});
-          const PbWeights w = pb_preprocess(wf, n_bits);
-          Tensor x = from_vector(activations(batch, cols, 9 + batch, true), {batch, cols});
-          Tensor bias = from_vector(activations(1, rows, 13, false), {rows});
-          PbActivations a;
-          a.batch = batch, a.cols = cols, a.bits = k_bits;
-          a.planes = empty({batch, k_bits, pb_words(cols)}, DType::i64);
-          a.scale = empty({batch}, DType::f64);
-          emulate_pb_quantize(x.data<float>(), batch, cols, k_bits, static_cast<uint64_t*>(a.planes.raw_data()),
-                              a.scale.data<double>());
-          std::vector<float> y(static_cast<size_t>(batch * rows));
-          std::vector<int64_t> acc(y.size());
-          emulate_pb_gemm(w, a, bias.data<float>(), y.data(), acc.data());
-          Tensor want = pb_linear(w, x, k_bits, bias);
-          EXPECT_TRUE(same_bytes(y.data(), want.data<float>(), batch * rows, 4,
-                                 cat("n=", n_bits, " k=", k_bits, " cols=", cols, " batch=", batch)));
-        }
+  for (int variant = 0; variant < 4; ++variant)
+    for (int n_bits : {1, 4, 8})
+      for (int k_bits : {2, 8, 16})
+        for (int64_t cols : {3, 129, 777})
+          for (int64_t batch : {1, 5, 9}) {
+            const int64_t rows = 2 * cols % 37 + 3;
+            std::vector<float> wv = activations(rows, cols, 3 + cols, false);
+            wv[1] = 0.0f;
+            Tensor wf = from_vector(wv, {rows, cols});
+            PbConfig c;
+            c.w_bits = n_bits, c.a_bits = k_bits;
+            c.scheme = variant % 2 ? PbScheme::paper : PbScheme::octet;
+            c.row_step = variant >= 2;
+            const PbWeights w = pb_preprocess(wf, c);
+            Tensor x = from_vector(activations(batch, cols, 9 + batch, true), {batch, cols});
+            Tensor bias = from_vector(activations(1, rows, 13, false), {rows});
+            PbActivations a;
+            a.batch = batch, a.cols = cols, a.bits = k_bits;
+            a.planes = empty({batch, k_bits, pb_words(cols)}, DType::i64);
+            a.scale = empty({batch}, DType::f64);
+            emulate_pb_quantize(x.data<float>(), batch, cols, k_bits, static_cast<uint64_t*>(a.planes.raw_data()),
+                                a.scale.data<double>(), c.scheme == PbScheme::paper ? c.a_shift : -1);
+            std::vector<float> y(static_cast<size_t>(batch * rows));
+            std::vector<int64_t> acc(y.size());
+            emulate_pb_gemm(w, a, bias.data<float>(), y.data(), acc.data());
+            Tensor want = pb_linear(w, x, c, bias);
+            EXPECT_TRUE(same_bytes(y.data(), want.data<float>(), batch * rows, 4,
+                                   cat(pb_config_name(c), " cols=", cols, " batch=", batch)));
+          }
 }
 
 }  // namespace

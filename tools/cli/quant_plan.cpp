@@ -16,8 +16,10 @@ std::string at_line(const std::string& source, const YAML::Node& n) {
   return source + ":" + std::to_string(n.Mark().line + 1);
 }
 
-// One entry's value: {w: N, a: K[, clip: bool]}, int8, or float.
-quant::LayerPrecision layer_precision(const std::string& key, const YAML::Node& v, const std::string& source) {
+// One entry's value: {w: N, a: K[, clip: bool, scheme: paper|octet, row_step: bool, a_shift: S]}, int8, or
+// float; `scheme` is the plan's top-level one unless the entry names its own.
+quant::LayerPrecision layer_precision(const std::string& key, const YAML::Node& v, const std::string& source,
+                                      quant::PbScheme scheme) {
   const std::string where = at_line(source, v) + ": '" + key + "'";
   if (v.IsScalar()) {
     const std::string s = v.Scalar();
@@ -27,6 +29,7 @@ quant::LayerPrecision layer_precision(const std::string& key, const YAML::Node& 
   }
   OCTET_CHECK(v.IsMap(), where, ": expected {w: N, a: K}, int8 or float");
   quant::PbConfig c;
+  c.scheme = scheme;
   bool has_w = false, has_a = false;
   for (auto it = v.begin(); it != v.end(); ++it) {
     const std::string k = it->first.Scalar();
@@ -44,14 +47,20 @@ quant::LayerPrecision layer_precision(const std::string& key, const YAML::Node& 
       c.w_bits = integer(1, quant::kPbMaxWeightBits), has_w = true;
     } else if (k == "a") {
       c.a_bits = integer(quant::kPbMinActivationBits, quant::kPbMaxActivationBits), has_a = true;
-    } else if (k == "clip") {
+    } else if (k == "clip" || k == "row_step") {
+      bool b = false;
       try {
-        c.clip_search = it->second.as<bool>();
+        b = it->second.as<bool>();
       } catch (const YAML::Exception&) {
-        OCTET_FAIL(where, ": clip must be true or false");
+        OCTET_FAIL(where, ": ", k, " must be true or false");
       }
+      (k == "clip" ? c.clip_search : c.row_step) = b;
+    } else if (k == "scheme") {
+      c.scheme = quant::parse_pb_scheme(it->second.IsScalar() ? it->second.Scalar() : "?", where);
+    } else if (k == "a_shift") {
+      c.a_shift = integer(0, quant::kPbMaxActShift);
     } else {
-      OCTET_FAIL(where, ": unknown key '", k, "' (known: w, a, clip)");
+      OCTET_FAIL(where, ": unknown key '", k, "' (known: w, a, clip, scheme, row_step, a_shift)");
     }
   }
   OCTET_CHECK(has_w && has_a, where, ": ", has_w ? "a" : "w", " is missing; expected {w: N, a: K}");
@@ -71,10 +80,16 @@ quant::PrecisionPlan precision_plan_from_yaml(const std::string& yaml, const std
               ": expected a mapping of layer names to precisions, e.g. 'lstm: {w: 4, a: 16}'");
   quant::PrecisionPlan plan;
   plan.source = source;
+  // `scheme: paper|octet` at the top: every PrecisionBatching entry's scheme unless it names one.
+  quant::PbScheme scheme = quant::PbScheme::octet;
+  const YAML::Node& const_root = root;  // const: a lookup that inserts nothing
+  if (const YAML::Node s = const_root["scheme"]; s && s.IsScalar())
+    scheme = quant::parse_pb_scheme(s.Scalar(), at_line(source, s) + ": 'scheme'");
   for (auto it = root.begin(); it != root.end(); ++it) {
     OCTET_CHECK(it->first.IsScalar(), at_line(source, it->first), ": layer names must be text");
     const std::string key = it->first.Scalar();
-    quant::LayerPrecision p = layer_precision(key, it->second, source);
+    if (key == "scheme" && it->second.IsScalar()) continue;
+    quant::LayerPrecision p = layer_precision(key, it->second, source, scheme);
     if (key == "default")
       plan.default_spec = p;
     else
