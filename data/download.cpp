@@ -2,6 +2,7 @@
 
 #include <curl/curl.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -50,9 +51,8 @@ std::vector<DatasetSource> make_sources() {
         "cifar-10-batches-bin/data_batch_3.bin|data_batch_3.bin",
         "cifar-10-batches-bin/data_batch_4.bin|data_batch_4.bin",
         "cifar-10-batches-bin/data_batch_5.bin|data_batch_5.bin", "cifar-10-batches-bin/test_batch.bin|test_batch.bin"},
-       "download cifar-10-binary.tar.gz (https://www.cs.toronto.edu/~kriz/cifar.html) and put it in ROOT "
-       "(octet checks and unpacks it), or extract its cifar-10-batches-bin into ROOT so that ROOT (or its "
-       "cifar-10-batches-bin folder) holds data_batch_1.bin .. data_batch_5.bin and test_batch.bin"});
+       "extract its cifar-10-batches-bin (https://www.cs.toronto.edu/~kriz/cifar.html) into ROOT so that ROOT "
+       "(or its cifar-10-batches-bin folder) holds data_batch_1.bin .. data_batch_5.bin and test_batch.bin"});
   // MNIST: torchvision's mirror (datasets/mnist.py, MNIST.mirrors and MNIST.resources, with these
   // MD5s), then the original site, http://yann.lecun.com/exdb/mnist/.
   DatasetSource mnist{"mnist",
@@ -91,8 +91,7 @@ std::vector<DatasetSource> make_sources() {
                  std::string("data/") + name,
                  {{zip, {wt + zip}, HashKind::md5, md5, true, std::string(name) + "/"}},
                  {"wiki.train.tokens", "wiki.valid.tokens", "wiki.test.tokens"},
-                 "download " + zip + " (" + wt + zip + ") and put it in ROOT (octet checks and unpacks it), or " +
-                     "put its wiki.{train,valid,test}.tokens in ROOT"});
+                 "put its wiki.{train,valid,test}.tokens in ROOT"});
   }
   return s;
 }
@@ -300,6 +299,18 @@ bool download_dataset(const DatasetSource& s, const std::string& root, DownloadO
   std::error_code ec;
   fs::create_directories(root, ec);
   OCTET_CHECK(!ec, "data: cannot create the data folder ", root, ": ", ec.message());
+  // One process at a time per folder (the ranks of a data-parallel run open the same data): the
+  // others wait, then find the dataset there.
+  const std::string lock_path = root + "/.download.lock";
+  const int lock = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  OCTET_CHECK(lock >= 0, "data: cannot create ", lock_path, ": ", errno_text(errno));
+  std::unique_ptr<int, void (*)(int*)> unlock(new int(lock), [](int* fd) {
+    ::close(*fd);  // closing releases the lock
+    delete fd;
+  });
+  while (::flock(lock, LOCK_EX) != 0)
+    OCTET_CHECK(errno == EINTR, "data: cannot lock ", lock_path, ": ", errno_text(errno));
+  if (dataset_present(s, root)) return false;
   for (const RemoteFile& f : s.files) {
     const std::string path = root + "/" + f.name;
     // A gzipped IDX file already there unpacked (the loaders read either).
@@ -307,7 +318,8 @@ bool download_dataset(const DatasetSource& s, const std::string& root, DownloadO
     try {
       download_file(f, path, opts);
     } catch (const Error& e) {
-      OCTET_FAIL(e.what(), "; ", with_root(s.manual, root), ".");
+      OCTET_FAIL(e.what(), " (octet checks it", f.unpack ? " and unpacks it" : "", "), or ", with_root(s.manual, root),
+                 ".");
     }
     if (!f.unpack) continue;
     const std::vector<std::string> files = extract_archive(path, root, f.strip);

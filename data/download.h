@@ -33,7 +33,7 @@ struct DatasetSource {
   std::vector<RemoteFile> files;
   // Paths under the data folder whose presence means the dataset is there; "a|b" is either.
   std::vector<std::string> present;
-  // Where the files go when fetched by hand ("ROOT" stands for the data folder).
+  // What else a user can do by hand, after "or " ("ROOT" stands for the data folder).
   std::string manual;
 };
 
