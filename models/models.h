@@ -4,6 +4,7 @@
 #pragma once
 
 #include "models/lstm_lm.h"
+#include "models/mlp.h"
 #include "models/mobilenetv2.h"
 #include "models/registry.h"
 #include "models/resnet.h"

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "models/lstm_lm.h"
+#include "models/mlp.h"
 #include "models/mobilenetv2.h"
 #include "models/resnet.h"
 #include "models/small_cnn.h"
@@ -54,6 +55,10 @@ const std::map<std::string, Builder>& builders() {
                                           .tie_weights(o.tie_weights_)
                                           .stable_embedding(o.embedding_ == "stable"));
     };
+    t["mlp"] = [](const ModelOptions& o) {
+      return std::make_shared<Mlp>(o.in_channels_ * o.image_size_ * o.image_size_, o.hidden_sizes_, o.num_classes_,
+                                   o.dropout_);
+    };
     return t;
   }();
   return table;
@@ -76,6 +81,7 @@ std::shared_ptr<Module> build_model(const ModelOptions& o) {
   OCTET_CHECK(std::isfinite(o.width_mult_) && o.width_mult_ > 0, "build_model: width_mult must be positive, got ",
               o.width_mult_);
   OCTET_CHECK(o.dropout_ >= 0 && o.dropout_ < 1, "build_model: dropout must be in [0, 1), got ", o.dropout_);
+  for (int64_t h : o.hidden_sizes_) OCTET_CHECK(h > 0, "build_model: hidden_sizes must be positive, got ", h);
   parse_shortcut(o.shortcut_);
   return it->second(o);
 }

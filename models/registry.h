@@ -1,5 +1,6 @@
 // Models by name, for recipes and the CLI. ModelOptions' fields are the recipe's `model:` keys.
 //   auto net = build_model(ModelOptions().name("resnet20").num_classes(10).shortcut("B"));
+//   auto mlp = build_model(ModelOptions().name("mlp").in_channels(1).image_size(28).hidden_sizes({4096, 4096}));
 //   auto lm = std::dynamic_pointer_cast<LstmLm>(build_model(ModelOptions().name("lstm_lm").vocab_size(10000)));
 //   for (const auto& n : model_names()) std::cout << n << "\n";
 #pragma once
@@ -27,6 +28,8 @@ struct ModelOptions {
   int64_t num_layers_ = 1;
   bool tie_weights_ = false;         // decoder.weight is embedding.weight
   std::string embedding_ = "plain";  // "plain" or "stable" (StableEmbedding)
+  // mlp (models/mlp.h; in_channels x image_size^2 inputs, dropout_ after each hidden ReLU):
+  std::vector<int64_t> hidden_sizes_{4096, 4096};
 
   ModelOptions& name(std::string v) {
     name_ = std::move(v);
@@ -78,6 +81,10 @@ struct ModelOptions {
   }
   ModelOptions& embedding(std::string v) {
     embedding_ = std::move(v);
+    return *this;
+  }
+  ModelOptions& hidden_sizes(std::vector<int64_t> v) {
+    hidden_sizes_ = std::move(v);
     return *this;
   }
 };

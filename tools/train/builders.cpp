@@ -61,7 +61,8 @@ std::shared_ptr<Module> build_model_from(const Recipe& r, int64_t vocab_size) {
                          .hidden_size(r.integer("model.hidden_size"))
                          .num_layers(r.integer("model.num_layers"))
                          .tie_weights(r.boolean("model.tie_weights"))
-                         .embedding(r.text("model.embedding")));
+                         .embedding(r.text("model.embedding"))
+                         .hidden_sizes(r.int_list("model.hidden_sizes")));
 }
 
 Datasets build_datasets(const Recipe& r, bool need_train, const std::string& root_override) {

@@ -31,7 +31,7 @@ const std::vector<SchemaEntry> kSchema = {
     // model: what models/registry.h builds
     {"model.name", K::text, "small_cnn",
      "small_cnn, mobilenetv2, mobilenetv2_cifar, resnet18, resnet34, resnet50 (ImageNet ResNets), resnet20, "
-     "resnet32, resnet44, resnet56, resnet110 (CIFAR ResNets), lstm_lm"},
+     "resnet32, resnet44, resnet56, resnet110 (CIFAR ResNets), lstm_lm, mlp"},
     {"model.num_classes", K::integer, "10", "classifier outputs"},
     {"model.in_channels", K::integer, "3", "input image channels (unset: the dataset's)", "", false, true},
     {"model.image_size", K::integer, "32", "input height and width (small_cnn) (unset: the dataset's)", "", false,
@@ -48,6 +48,9 @@ const std::vector<SchemaEntry> kSchema = {
      "lstm_lm: the decoder uses the embedding's weight (embed_dim must equal hidden_size)"},
     {"model.embedding", K::text, "plain",
      "lstm_lm: plain, or stable (StableEmbedding: Xavier init, LayerNorm, 32-bit optimizer state)"},
+    {"model.hidden_sizes", K::int_list, "[4096, 4096]",
+     "mlp: hidden layer widths, e.g. [4096, 4096] (the PrecisionBatching paper's MNIST network); [] a linear "
+     "classifier"},
     // data
     {"data.dataset", K::text, "fashion_mnist",
      "fashion_mnist, mnist, cifar10, image_folder (ImageNet layout); language models: text (words of a "
@@ -179,6 +182,7 @@ const std::map<std::string, ValueRange> kRanges = {
     {"model.embed_dim", {0.0, kInf, false, false, ">= 0"}},
     {"model.hidden_size", {1.0, kInf, false, false, ">= 1"}},
     {"model.num_layers", {1.0, kInf, false, false, ">= 1"}},
+    {"model.hidden_sizes", {1.0, kInf, false, false, ">= 1"}},  // each element
     {"data.bptt", {1.0, kInf, false, false, ">= 1"}},
     {"data.workers", {0.0, kInf, false, false, ">= 0"}},
     // The optimizers' own limits (optim/*.cpp), here so that a group's value is named by its key too.
@@ -479,9 +483,15 @@ RecipeValue convert(const YAML::Node& n, const SchemaEntry& e, const std::string
   auto range = kRanges.find(e.key);
   if (range == kRanges.end()) return v;
   const ValueRange& r = range->second;
+  auto ok = [&](double x) { return (r.lo_open ? x > r.lo : x >= r.lo) && (r.hi_open ? x < r.hi : x <= r.hi); };
+  if (const auto* list = std::get_if<std::vector<int64_t>>(&v)) {  // a range of an int_list holds for each element
+    for (int64_t x : *list)
+      OCTET_CHECK(ok(static_cast<double>(x)), where, ": key '", e.key, "' must be a list of integers ", r.text,
+                  ", got ", x, " in it");
+    return v;
+  }
   const double x = std::holds_alternative<int64_t>(v) ? static_cast<double>(std::get<int64_t>(v)) : std::get<double>(v);
-  const bool ok = (r.lo_open ? x > r.lo : x >= r.lo) && (r.hi_open ? x < r.hi : x <= r.hi);
-  OCTET_CHECK(ok, where, ": key '", e.key, "' must be ", r.text, ", got ", n.Scalar());  // a number
+  OCTET_CHECK(ok(x), where, ": key '", e.key, "' must be ", r.text, ", got ", n.Scalar());  // a number
   return v;
 }
 
