@@ -50,6 +50,8 @@ TEST(OldCheckpoints, EightBitStateWithoutMapsResumesWithItsMaps) {
   const std::string run = dir.path() + "/run";
   fs::create_directories(run);
   for (const char* f : {"last.safetensors", "recipe.yaml"}) fs::copy_file(data + "/step6/" + f, run + "/" + f);
+  // It predates the epoch's train sums in checkpoints (TrainState::epoch_sums): they read as none.
+  EXPECT_EQ(load_checkpoint(run + "/last.safetensors").state.epoch_sums.n, 0);
   TrainResult r = Run::resume(run, {"train.max_steps=10"}).fit();
   EXPECT_EQ(r.steps, 10);
   const Checkpoint got = load_checkpoint(run + "/last.safetensors");
@@ -71,8 +73,8 @@ TEST(OldCheckpoints, EightBitStateWithoutMapsResumesWithItsMaps) {
       EXPECT_GE(static_cast<double>(same), 0.99 * static_cast<double>(a.size())) << key;
       const std::string base = key.substr(0, key.size() - 6);
       const bool second = base.find("_sq") != std::string::npos;
-      const auto& map = quant::quant_map(second ? quant::QuantMap::dynamic_unsigned_upper
-                                                : quant::QuantMap::dynamic_signed_upper);
+      const auto& map =
+          quant::quant_map(second ? quant::QuantMap::dynamic_unsigned_upper : quant::QuantMap::dynamic_signed_upper);
       ASSERT_TRUE(state.count(base + ".map")) << base;
       EXPECT_EQ(std::memcmp(state.at(base + ".map").data<float>(), map.data(), sizeof(map)), 0) << base;
     } else if (t.dtype() == DType::f32) {

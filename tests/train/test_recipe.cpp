@@ -248,6 +248,15 @@ TEST(Recipe, ValuesAreNamedByTheirKey) {
   expect_error("", {"optimizer.lr=0"}, "key 'optimizer.lr' must be > 0, got 0");
   expect_error("", {"schedule.name=linear"}, "key 'schedule.name' must be one of constant, step, multistep");
   expect_error("", {"data.dataset=imagenet"}, "text, text_chars, toy_grammar, got 'imagenet'");
+  // Counts and periods: a negative limit or a log period of 0 has no meaning (they were accepted);
+  // checkpoint.every_epochs 0 is Lightning's every_n_epochs=0 (the schema says what it does).
+  expect_error("", {"data.limit_train=-5"}, "key 'data.limit_train' must be >= 0, got -5");
+  expect_error("", {"data.limit_test=-1"}, "key 'data.limit_test' must be >= 0, got -1");
+  expect_error("", {"log.every_steps=0"}, "key 'log.every_steps' must be >= 1, got 0");
+  expect_error("", {"checkpoint.every_epochs=-2"}, "key 'checkpoint.every_epochs' must be >= 0, got -2");
+  EXPECT_EQ(parse_recipe("", "r.yaml", {"checkpoint.every_epochs=0"}).integer("checkpoint.every_epochs"), 0);
+  EXPECT_NE(schema_markdown().find("(0: never during training: only at the end of the run"), std::string::npos);
+  EXPECT_NE(schema_markdown().find("(text: tokens) (0: all) (>= 0)"), std::string::npos);
   // A group's value is checked as the section's.
   expect_error("", {"optimizer.param_groups=[{params: \"*.bias\", momentum: -0.5}]"},
                "optimizer.param_groups[0]: key 'optimizer.momentum' must be >= 0, got -0.5");

@@ -83,6 +83,24 @@ TEST_P(TrainerResume, ContinuesExactly) {
       EXPECT_EQ(got[i].second, want[i].second) << name << ": step " << want[i].first;  // bit for bit
     }
     EXPECT_EQ(rest.last_eval.loss, full.last_eval.loss);
+    // The epoch summaries too: the per-epoch record's train average carries on from the checkpoint
+    // (a resume mid-epoch averaged only the steps after it), and it is the mean of the epoch's steps.
+    const auto want_epochs = records_of(full.run_dir, "test"), got_epochs = records_of(part.run_dir, "test");
+    ASSERT_EQ(got_epochs.size(), 2u) << name;
+    for (size_t e = 0; e < 2; ++e) {
+      for (const char* k : {"train_loss", "train_top1"})
+        EXPECT_EQ(got_epochs[e][k].get<double>(), want_epochs[e][k].get<double>()) << name << " epoch " << e + 1 << k;
+      double mean = 0;
+      for (size_t i = 6 * e; i < 6 * e + 6; ++i) mean += want[i].second / 6;  // 6 batches of 16
+      EXPECT_NEAR(want_epochs[e]["train_loss"].get<double>(), mean, 1e-12);
+    }
+    // And the summary line of train.log ("epoch 2/2: train loss 2.2764 acc 18.75%, test ...").
+    auto summary = [](const std::string& run_dir) {
+      const std::string log = file_text(run_dir + "/train.log");
+      const size_t at = log.find("epoch 2/2: train ");
+      return at == std::string::npos ? std::string("none") : log.substr(at, log.find(',', at) - at);
+    };
+    EXPECT_EQ(summary(part.run_dir), summary(full.run_dir)) << name;
   }
   // The checkpoint evaluates to the same numbers as the run's final evaluation.
   EvalResult ev = evaluate_checkpoint(full.run_dir + "/last.safetensors", "", 2);
@@ -302,6 +320,49 @@ TEST(TrainerRun, OwnModelTrainsChecksPointsAndResumes) {
   // A model that does not fit the recipe's data is an error, not a crash.
   auto wrong = std::make_shared<Linear>(5, 10);
   EXPECT_THROW(Run::from_recipe(kRecipes + "fashion_mnist.yaml", o).model(wrong).fit(), Error);
+}
+
+// Notes at each training forward whether `file` exists: what the run has written so far.
+class FileWatcher : public Module {
+ public:
+  FileWatcher(std::string file, std::shared_ptr<Module> net) : file_(std::move(file)) {
+    net_ = register_module("net", std::move(net));
+  }
+  Tensor forward(const Tensor& x) override {
+    if (is_training()) seen_.push_back(fs::exists(file_));
+    return (*net_)(x);
+  }
+  std::string file_;
+  std::shared_ptr<Module> net_;
+  std::vector<bool> seen_;
+};
+
+// checkpoint.every_epochs N writes last.safetensors after every N-th epoch; 0 never during training
+// (as Lightning's every_n_epochs=0), only at the end (0 was read as 1 before).
+TEST(TrainerRun, CheckpointEveryEpochs) {
+  TempDir dir;
+  write_mnist(dir.path() + "/mnist", 48, 16);  // 3 batches per epoch
+  for (int every : {0, 1, 2}) {
+    const std::string name = "every" + std::to_string(every);
+    auto net = std::make_shared<Sequential>(
+        std::initializer_list<std::shared_ptr<Module>>{std::make_shared<Flatten>(), std::make_shared<Linear>(784, 10)});
+    auto watcher = std::make_shared<FileWatcher>(dir.path() + "/runs/" + name + "/last.safetensors", net);
+    Run::from_recipe(kRecipes + "fashion_mnist.yaml",
+                     {"data.dataset=mnist", "data.root=" + dir.path() + "/mnist", "train.epochs=3",
+                      "train.batch_size=16", "log.progress=false", "checkpoint.dir=" + dir.path() + "/runs",
+                      "log.run_name=" + name, "checkpoint.every_epochs=" + std::to_string(every)})
+        .model(watcher)
+        .fit();
+    // Per epoch: did last.safetensors exist during its steps?
+    std::vector<bool> per_epoch;
+    ASSERT_EQ(watcher->seen_.size(), 9u);
+    for (size_t e = 0; e < 3; ++e) per_epoch.push_back(watcher->seen_[3 * e]);
+    const std::vector<bool> want = every == 0   ? std::vector<bool>{false, false, false}
+                                   : every == 1 ? std::vector<bool>{false, true, true}
+                                                : std::vector<bool>{false, false, true};
+    EXPECT_EQ(per_epoch, want) << name;
+    EXPECT_TRUE(fs::exists(dir.path() + "/runs/" + name + "/last.safetensors")) << name;  // at the end
+  }
 }
 
 TEST(Trainer, StopFlagSavesAndReturns) {

@@ -64,6 +64,10 @@ void save_checkpoint(const std::string& path, const NamedTensors& model, const N
                  {"plateau_bad", std::to_string(s.plateau.bad)},
                  {"rng_seed", std::to_string(s.rng_seed)},
                  {"rng_offset", std::to_string(s.rng_offset)},
+                 {"epoch_loss_sum", real_text(s.epoch_sums.loss)},
+                 {"epoch_examples", std::to_string(s.epoch_sums.n)},
+                 {"epoch_correct", std::to_string(s.epoch_sums.correct)},
+                 {"epoch_skipped", std::to_string(s.epoch_sums.skipped)},
                  {"recipe", recipe_yaml}};
   for (const auto& [k, v] : task_metadata) md.emplace(kTask + k, v);
   if (!quant_assignment.empty()) md.emplace(kQuantAssignment, quant_assignment);
@@ -89,8 +93,16 @@ Checkpoint load_checkpoint(const std::string& path) {
   c.state.plateau.bad = parse_number<int64_t>(f.metadata, "plateau_bad", path, int64_t{0});
   c.state.rng_seed = parse_number<uint64_t>(f.metadata, "rng_seed", path);
   c.state.rng_offset = parse_number<uint64_t>(f.metadata, "rng_offset", path);
+  c.state.epoch_sums.loss = parse_number<double>(f.metadata, "epoch_loss_sum", path, 0.0);
+  c.state.epoch_sums.n = parse_number<int64_t>(f.metadata, "epoch_examples", path, int64_t{0});
+  c.state.epoch_sums.correct = parse_number<int64_t>(f.metadata, "epoch_correct", path, int64_t{0});
+  c.state.epoch_sums.skipped = parse_number<int64_t>(f.metadata, "epoch_skipped", path, int64_t{0});
   OCTET_CHECK(c.state.epoch >= 0 && c.state.batch >= 0 && c.state.step >= 0, path,
               ": checkpoint has a negative epoch, batch or step");
+  const EpochSums& sums = c.state.epoch_sums;
+  OCTET_CHECK(
+      sums.n >= 0 && sums.correct >= 0 && sums.correct <= sums.n && sums.skipped >= 0, path,
+      ": checkpoint metadata epoch_examples, epoch_correct, epoch_skipped must be counts (correct <= examples)");
   auto recipe = f.metadata.find("recipe");
   OCTET_CHECK(recipe != f.metadata.end(), path, ": checkpoint metadata lacks 'recipe'");
   c.recipe_yaml = recipe->second;

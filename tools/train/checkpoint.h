@@ -20,6 +20,14 @@
 
 namespace octet::train {
 
+// Sums over the training steps of an epoch so far: its train loss and accuracy (the epoch summary
+// and the per-epoch record of metrics.jsonl), kept in checkpoints so a run resumed mid-epoch reports
+// the same epoch average as one never stopped. `skipped`: the examples of skipped steps.
+struct EpochSums {
+  double loss = 0;  // sum of the steps' mean loss x examples (tokens)
+  int64_t n = 0, correct = 0, skipped = 0;
+};
+
 struct TrainState {
   int64_t epoch = 0;  // epoch to continue in
   int64_t batch = 0;  // next batch of that epoch
@@ -28,6 +36,7 @@ struct TrainState {
   double best_loss = HUGE_VAL;            // best evaluation loss (language models keep that checkpoint)
   uint64_t rng_seed = 0, rng_offset = 0;  // the default generator (dropout)
   PlateauSchedule::State plateau;         // schedule.name: plateau
+  EpochSums epoch_sums;                   // of the epoch in progress (zeros in checkpoints before them)
 };
 
 struct Checkpoint {

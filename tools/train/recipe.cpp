@@ -153,14 +153,19 @@ const std::vector<SchemaEntry> kSchema = {
      "several processes (mpirun): seconds a rank waits in a collective before it stops the job with an error"},
     // checkpoint
     {"checkpoint.dir", K::text, "runs", "parent folder of run folders"},
-    {"checkpoint.every_epochs", K::integer, "1", "write last.safetensors every N epochs"},
+    {"checkpoint.every_epochs", K::integer, "1",
+     "write last.safetensors every N epochs (0: never during training: only at the end of the run and when it "
+     "stops early, by Ctrl-C or train.max_steps, as Lightning's every_n_epochs=0); best.safetensors after every "
+     "epoch that improves"},
     {"checkpoint.on_save_error", K::text, "stop",
      "a checkpoint that cannot be written (full disk, read-only folder): stop (an error; the previous checkpoint "
      "stays) or continue (a warning; training goes on and the next save tries again; the run fails at its end if "
      "a checkpoint is still unwritten)"},
     // log
     {"log.run_name", K::text, "\"\"", "run folder name (empty: the recipe's file name)"},
-    {"log.every_steps", K::integer, "50", "steps between metric records"},
+    {"log.every_steps", K::integer, "50",
+     "steps between metric records of the training loss and accuracy (and the log line without a progress bar); "
+     "every epoch also ends one"},
     {"log.progress", K::boolean, "true", "progress bar on a terminal"},
     {"log.tensorboard", K::boolean, "false", "also write TensorBoard event files"},
 };
@@ -207,6 +212,10 @@ const std::map<std::string, ValueRange> kRanges = {
     {"train.label_smoothing", {0.0, 1.0, false, false, "in [0, 1]"}},
     {"train.clip_grad_norm", {0.0, kInf, false, false, ">= 0"}},
     {"train.max_steps", {0.0, kInf, false, false, ">= 0"}},
+    {"data.limit_train", {0.0, kInf, false, false, ">= 0"}},
+    {"data.limit_test", {0.0, kInf, false, false, ">= 0"}},
+    {"checkpoint.every_epochs", {0.0, kInf, false, false, ">= 0"}},
+    {"log.every_steps", {1.0, kInf, false, false, ">= 1"}},
 };
 
 // The image datasets (dataset_defaults()).
@@ -645,7 +654,7 @@ RecipeValue optimizer_default(const OptimizerDefaults& chosen, const std::string
 // in order of first appearance.
 std::string grouped_text(const std::vector<std::pair<std::string, std::string>>& named_values) {
   std::vector<std::pair<std::string, std::string>> groups;  // value -> names
-  for (const auto& nv : named_values) {  // not a structured binding: clang 14 cannot capture one
+  for (const auto& nv : named_values) {                     // not a structured binding: clang 14 cannot capture one
     auto g = std::find_if(groups.begin(), groups.end(), [&](const auto& x) { return x.first == nv.second; });
     if (g == groups.end())
       groups.emplace_back(nv.second, nv.first);

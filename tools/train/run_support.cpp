@@ -128,11 +128,12 @@ std::string run_dir_of(const std::string& resume) {
 
 // An evaluation's record in metrics.jsonl (split "test" or "valid") and TensorBoard.
 void record_eval(MetricsLog& metrics, TensorBoardWriter* tb, const EvalResult& ev, int64_t step, double epoch,
-                 Device device) {
+                 Device device, const std::map<std::string, double>& extra) {
   MetricRecord rec{
       ev.split,
       {{"step", static_cast<double>(step)}, {"epoch", epoch}, {"loss", ev.loss}, {"top1", ev.top1}, {"top5", ev.top5}}};
   if (ev.tokens) rec.values["ppl"] = ev.perplexity();
+  rec.values.insert(extra.begin(), extra.end());
   add_memory_stats(device, rec.values);
   metrics.record(rec);
   if (!tb) return;

@@ -38,9 +38,10 @@ std::string describe(Device d);
 void add_memory_stats(Device d, std::map<std::string, double>& values);
 std::string memory_text(Device d);
 
-// An evaluation's record in metrics.jsonl (split "test" or "valid") and TensorBoard (if any).
+// An evaluation's record in metrics.jsonl (split "test" or "valid") and TensorBoard (if any), with
+// `extra` values in the record (after an epoch: the epoch's train_loss, train_top1, train_ppl).
 void record_eval(MetricsLog& metrics, TensorBoardWriter* tb, const EvalResult& ev, int64_t step, double epoch,
-                 Device device);
+                 Device device, const std::map<std::string, double>& extra = {});
 
 // clip_grad_norm's max_norm that never scales: the call only measures the norm.
 inline constexpr double kNoClip = std::numeric_limits<double>::infinity();

@@ -29,10 +29,9 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 // Loss and accuracy summed over the steps of a log interval or an epoch; `skipped`: the examples of
-// skipped steps (train.on_nonfinite: skip), in the rate but not in the loss and accuracy.
-struct Running {
-  double loss = 0;
-  int64_t n = 0, correct = 0, skipped = 0;
+// skipped steps (train.on_nonfinite: skip), in the rate but not in the loss and accuracy. An epoch's
+// sums travel in checkpoints (TrainState::epoch_sums).
+struct Running : EpochSums {
   void add(const BatchStats& st) {
     loss += st.loss * static_cast<double>(st.n);
     n += st.n;
@@ -150,7 +149,7 @@ class TrainingLoop {
     optimizer_ = build_optimizer(recipe_, model_->named_parameters());
     schedule_ = build_schedule(recipe_, &plateau_);
 
-    log_every_ = std::max<int64_t>(1, recipe_.integer("log.every_steps"));
+    log_every_ = recipe_.integer("log.every_steps");  // >= 1: the recipe checked it
     max_steps_ = recipe_.integer("train.max_steps");
     clip_ = recipe_.real("train.clip_grad_norm");
     on_nonfinite_ = recipe_.text("train.on_nonfinite");  // stop or skip (the recipe checked it)
@@ -190,6 +189,9 @@ class TrainingLoop {
       }
     }
     dropped_int8_stats_ = int8_.empty() && !ckpt_.int8.empty();
+    // The train sums of the epoch in progress (the stored ones are every rank's together: rank 0
+    // carries them on).
+    if (state_.batch > 0 && writer_) resumed_epoch_ = state_.epoch_sums;
     ckpt_ = Checkpoint();  // the tensors now live in the model and optimizer
   }
 
@@ -250,7 +252,8 @@ class TrainingLoop {
     bar_ = std::make_unique<ProgressBar>("epoch " + std::to_string(epoch + 1) + "/" + std::to_string(epochs_), nb_,
                                          writer_ && recipe_.boolean("log.progress"), task_->units_per_step(),
                                          task_->unit());
-    interval_ = Running{}, epoch_ = Running{};
+    interval_ = Running{}, epoch_ = Running{resumed_epoch_};
+    resumed_epoch_ = EpochSums{};
     interval_start_ = Clock::now();
     for (int64_t b = state_.batch; b < nb_; ++b) {
       train_step(epoch, b);
@@ -373,13 +376,21 @@ class TrainingLoop {
 
   // The evaluation after an epoch: the record, the log line and the plateau schedule.
   void evaluate_epoch(int64_t epoch) {
-    const std::string train_text = stats_text(over_ranks(epoch_));
+    const Running train = over_ranks(epoch_);
+    const std::string train_text = stats_text(train);
     bar_->finish(train_text);
     last_eval_ = task_->evaluate_epoch(*model_);
     result_.last_eval = last_eval_;
     state_.epoch = epoch + 1;
     state_.batch = 0;
-    if (metrics_) record_eval(*metrics_, tb_.get(), last_eval_, state_.step, static_cast<double>(epoch + 1), device_);
+    // The epoch's train average (as the summary line shows it) goes into its evaluation record.
+    const double n = static_cast<double>(train.n), none = std::numeric_limits<double>::quiet_NaN();
+    std::map<std::string, double> train_values = {
+        {"train_loss", train.n > 0 ? train.mean_loss() : none},
+        {"train_top1", train.n > 0 ? 100.0 * static_cast<double>(train.correct) / n : none}};
+    if (lm_) train_values["train_ppl"] = std::exp(train_values["train_loss"]);
+    if (metrics_)
+      record_eval(*metrics_, tb_.get(), last_eval_, state_.step, static_cast<double>(epoch + 1), device_, train_values);
     spdlog::info("epoch {}/{}: train {}, {}{}", epoch + 1, epochs_, train_text, describe_eval(last_eval_),
                  memory_text(device_));
     if (plateau_ && plateau_->observe(last_eval_.loss))
@@ -390,12 +401,12 @@ class TrainingLoop {
 
   // ---- checkpoints
 
-  // best.safetensors when the epoch improved; last.safetensors every checkpoint.every_epochs, at
-  // the end and before a stop.
+  // best.safetensors when the epoch improved; last.safetensors every checkpoint.every_epochs (0:
+  // none of these), at the end and before a stop.
   void save_epoch_checkpoints(int64_t epoch) {
     if (task_->improves(last_eval_, state_)) save("best.safetensors");
-    const int64_t every = std::max<int64_t>(1, recipe_.integer("checkpoint.every_epochs"));
-    if ((epoch + 1) % every == 0 || epoch + 1 == epochs_ || stop_after_epoch_) save("last.safetensors");
+    const int64_t every = recipe_.integer("checkpoint.every_epochs");  // >= 0: the recipe checked it
+    if ((every > 0 && (epoch + 1) % every == 0) || epoch + 1 == epochs_ || stop_after_epoch_) save("last.safetensors");
     if (metrics_) metrics_->write_curves();
   }
 
@@ -403,7 +414,10 @@ class TrainingLoop {
     NamedTensors task_tensors;
     Metadata task_metadata;
     task_->save_state(task_tensors, task_metadata);  // on every rank: a task may gather its state from all
-    if (!writer_) return;                             // rank 0 writes the run's checkpoints
+    const Running sums = over_ranks(epoch_);         // likewise: every rank's share of the epoch so far
+    if (!writer_) return;                            // rank 0 writes the run's checkpoints
+    // After an epoch's evaluation (batch 0) the next epoch starts from zero.
+    state_.epoch_sums = state_.batch > 0 ? static_cast<const EpochSums&>(sums) : EpochSums{};
     state_.rng_seed = default_generator().seed();
     state_.rng_offset = default_generator().offset();
     if (plateau_) state_.plateau = plateau_->state();
@@ -582,6 +596,7 @@ class TrainingLoop {
   // Progress.
   BatchStatsQueue step_stats_;
   Running interval_, epoch_;
+  EpochSums resumed_epoch_;  // the checkpoint's sums for the epoch a resumed run continues
   Clock::time_point interval_start_;
   EvalResult last_eval_;
   bool stop_after_epoch_ = false;
