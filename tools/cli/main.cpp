@@ -5,6 +5,7 @@
 //   octet sweep CHECKPOINT_OR_RUN [--w-bits 1,2,4,8] [--a-bits 8,16,32] [-o DIR]
 //   octet generate CHECKPOINT_OR_RUN [--prompt TEXT] [--tokens N] [--temperature T] [--seed S]
 //   octet inspect CHECKPOINT_OR_RUN
+//   octet data get NAME [--root DIR]     octet data prepare imagenet --val-tar F --devkit F [--root DIR]
 //   octet selftest            (a tiny model checked against finite differences)
 //   octet schema              (the recipe keys, as recipes/README.md documents them)
 //   octet bench pbatch [--sizes 512,1024] [--w-bits 1,4] [--a-bits 8,16] [--threads 1,2] [--device cpu]
@@ -23,6 +24,7 @@
 
 #include "core/octet.h"
 #include "tools/bench/pbatch_table.h"
+#include "tools/cli/data_cmd.h"
 #include "tools/cli/generate.h"
 #include "tools/cli/quant_run.h"
 #include "tools/cli/selftest.h"
@@ -357,6 +359,8 @@ int main(int argc, char** argv) {
   exp.add(app);
   sweep.add(app);
   gen.add(app);
+  octet::cli::DataCommand data;
+  data.add(app);
   auto* insp = app.add_subcommand("inspect", "list a checkpoint's tensors and metadata");
   std::string insp_path;
   insp->add_option("checkpoint", insp_path, "a .safetensors file, or a run folder (its best checkpoint)")->required();
@@ -391,6 +395,7 @@ int main(int argc, char** argv) {
     if (*exp.cmd) return exp.run();
     if (*sweep.cmd) return sweep.run();
     if (*gen.cmd) return gen.run();
+    if (data.chosen()) return data.run();
     if (*insp) return inspect(insp_path);
     if (*selftest) return octet::cli::run_selftest(st_threads);
     if (*bench_pb.cmd) return bench_pb.run();

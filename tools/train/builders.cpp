@@ -17,6 +17,7 @@
 #include "optim/rmsprop.h"
 #include "optim/sgd.h"
 #include "quant/blockwise.h"
+#include "tools/train/fetch_data.h"
 
 namespace octet::train {
 
@@ -71,6 +72,7 @@ Datasets build_datasets(const Recipe& r, bool need_train, const std::string& roo
   std::string root = !root_override.empty()        ? root_override
                      : r.text("data.root").empty() ? d.root
                                                    : r.text("data.root");
+  root = download_for_recipe(r, name, root, root_override.empty() && r.text("data.root").empty());
   std::vector<float> mean = r.real_list("data.mean").empty() ? d.mean : floats(r.real_list("data.mean"));
   std::vector<float> std = r.real_list("data.std").empty() ? d.std : floats(r.real_list("data.std"));
   OCTET_CHECK(mean.size() == std.size(), "recipe data.mean and data.std: ", mean.size(), " and ", std.size(),

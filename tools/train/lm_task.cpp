@@ -1,13 +1,14 @@
 #include "tools/train/lm_task.h"
 
-#include <filesystem>
 #include <algorithm>
+#include <filesystem>
 #include <map>
 #include <optional>
 
 #include "core/octet.h"
 #include "data/toy_grammar.h"
 #include "models/lstm_lm.h"
+#include "tools/train/fetch_data.h"
 
 namespace octet::train {
 
@@ -202,9 +203,11 @@ TextCorpus load_recipe_corpus(const Recipe& r, const Vocabulary* vocab, bool nee
       c.test = tokenize(t.test, c.test_name, c.vocab, false);
     }
   } else {
-    const std::string root = !root_override.empty()        ? root_override
-                             : r.text("data.root").empty() ? std::string("data/wikitext-2")
-                                                           : r.text("data.root");
+    const std::string root = download_for_recipe(r, r.text("data.dataset"),
+                                                 !root_override.empty()        ? root_override
+                                                 : r.text("data.root").empty() ? std::string("data/wikitext-2")
+                                                                               : r.text("data.root"),
+                                                 false);
     OCTET_CHECK(std::filesystem::is_directory(root), "recipe data.root: corpus folder ", root, " not found. ",
                 "WikiText-2: the folder word_language_model/data/wikitext-2 of github.com/pytorch/examples ",
                 "(train.txt, valid.txt, test.txt) or wikitext-2-v1.zip (wiki.{train,valid,test}.tokens); Penn ",

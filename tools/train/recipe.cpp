@@ -58,6 +58,10 @@ const std::vector<SchemaEntry> kSchema = {
     {"data.root", K::text, "\"\"",
      "data folder; empty: /usr/share/datasets/fashion-mnist, data/mnist, data/cifar10, data/imagenet or "
      "data/wikitext-2"},
+    {"data.download", K::boolean, "false",
+     "fetch, verify and unpack a missing dataset into data.root first (cifar10, mnist, fashion_mnist: into "
+     "data/fashion-mnist where data.root is unset; text: a data.root ending in wikitext-2 or wikitext-103); "
+     "ImageNet: `octet data prepare imagenet`"},
     {"data.bptt", K::integer, "35", "text: tokens per truncated-BPTT segment"},
     {"data.augment", K::boolean, "true",
      "training augmentation: CIFAR crop(32, pad 4)+flip; image_folder random-resized-crop+flip"},

@@ -1,0 +1,60 @@
+#include "tools/train/fetch_data.h"
+
+#include <spdlog/spdlog.h>
+
+#include <filesystem>
+#include <memory>
+
+#include "core/error.h"
+#include "tools/train/progress.h"
+
+namespace octet::train {
+
+bool fetch_dataset(const DatasetSource& s, const std::string& root, const std::string& mirror) {
+  DownloadOptions o;
+  o.mirror = mirror;
+  std::unique_ptr<ProgressBar> bar;
+  std::string bar_file;
+  o.progress = [&](const std::string& file, uint64_t done, uint64_t total) {
+    if (total == 0) return;
+    const auto kib = [](uint64_t bytes) { return static_cast<int64_t>(bytes / 1024); };
+    if (!bar || bar_file != file) {
+      bar = std::make_unique<ProgressBar>(file + " KiB", kib(total), true, 1.0, "KiB");
+      bar_file = file;
+    }
+    bar->update(kib(done), "");
+  };
+  o.log = [&](const std::string& line) {
+    if (bar) bar->end_line();
+    bar.reset();
+    spdlog::info("{}", line);
+  };
+  if (!dataset_present(s, root)) spdlog::info("data: fetching {} into {}", s.name, root);
+  return download_dataset(s, root, o);
+}
+
+std::string download_for_recipe(const Recipe& r, const std::string& dataset, const std::string& root,
+                                bool root_is_default) {
+  if (!r.boolean("data.download") || dataset == "toy_grammar") return root;
+  OCTET_CHECK(dataset != "image_folder",
+              "recipe data.download: true, but ImageNet (data.dataset image_folder) "
+              "cannot be downloaded (its licence asks each user to sign up at image-net.org); sort its validation "
+              "images with `octet data prepare imagenet --val-tar F --devkit F` and set data.download: false");
+  std::string name = dataset;
+  if (dataset == "text" || dataset == "text_chars") {
+    const std::string folder = std::filesystem::path(root).lexically_normal().filename().string();
+    OCTET_CHECK(folder == "wikitext-2" || folder == "wikitext-103", "recipe data.download: true with data.dataset ",
+                dataset,
+                " fetches WikiText-2 or WikiText-103 by data.root's folder name (.../wikitext-2 or "
+                ".../wikitext-103), got data.root ",
+                root);
+    name = folder == "wikitext-2" ? "wikitext2" : "wikitext103";
+  }
+  const DatasetSource& s = dataset_source(name);
+  // The default Fashion-MNIST folder belongs to a Debian package (not writable): download beside the run.
+  const std::string dir = root_is_default && !dataset_present(s, root) ? s.root : root;
+  fetch_dataset(s, dir);
+  return dir;
+}
+
+}  // namespace octet::train
