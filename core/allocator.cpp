@@ -110,4 +110,10 @@ CpuMemoryStats cpu_memory_stats() {
   return {c.allocated, c.peak, c.cached};
 }
 
+void reset_cpu_peak() {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  c.peak = c.allocated;
+}
+
 }  // namespace octet

@@ -13,7 +13,7 @@ namespace octet {
 
 struct CpuMemoryStats {
   size_t allocated = 0;       // bytes in live storages
-  size_t peak_allocated = 0;  // high-water mark of `allocated`
+  size_t peak_allocated = 0;  // high-water mark of `allocated` since start or reset_cpu_peak()
   size_t cached = 0;          // bytes held in the free lists
 };
 
@@ -25,5 +25,7 @@ void set_cpu_cache_limit(size_t bytes);
 // Returns every cached block to the system.
 void release_cpu_cache();
 CpuMemoryStats cpu_memory_stats();
+// Starts a new high-water mark at the bytes allocated now (a step's peak: reset, step, read).
+void reset_cpu_peak();
 
 }  // namespace octet

@@ -33,19 +33,19 @@ Device device_of(const char* kernel, std::initializer_list<const Tensor*> tensor
 
 // Calls cpu::kernel or cuda::kernel with the arguments, by the device `d`.
 #ifdef OCTET_WITH_CUDA
-#define OCTET_DISPATCH(kernel, d, ...)                 \
-  do {                                                 \
-    if ((d).is_cuda()) {                               \
-      cuda::DeviceGuard on((d).index);                 \
-      return cuda::kernel(__VA_ARGS__);                \
-    }                                                  \
-    return cpu::kernel(__VA_ARGS__);                   \
+#define OCTET_DISPATCH(kernel, d, ...)  \
+  do {                                  \
+    if ((d).is_cuda()) {                \
+      cuda::DeviceGuard on((d).index);  \
+      return cuda::kernel(__VA_ARGS__); \
+    }                                   \
+    return cpu::kernel(__VA_ARGS__);    \
   } while (0)
 #else
-#define OCTET_DISPATCH(kernel, d, ...)                                                  \
-  do {                                                                                  \
+#define OCTET_DISPATCH(kernel, d, ...)                                                   \
+  do {                                                                                   \
     OCTET_CHECK((d).is_cpu(), #kernel ": no kernel for device ", (d), " in this build"); \
-    return cpu::kernel(__VA_ARGS__);                                                    \
+    return cpu::kernel(__VA_ARGS__);                                                     \
   } while (0)
 #endif
 
@@ -170,9 +170,15 @@ void adaptive_avg_pool2d_backward(const Tensor& dout, const Tensor& dx) {
 }
 
 void batch_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& out,
-                        const Tensor& mean, const Tensor& invstd) {
+                        const Tensor& mean, const Tensor& invstd, NormActivation act) {
   const Device d = device_of("batch_norm_forward", {&x, &weight, &bias, &out, &mean, &invstd});
-  OCTET_DISPATCH(batch_norm_forward, d, x, weight, bias, eps, out, mean, invstd);
+  OCTET_DISPATCH(batch_norm_forward, d, x, weight, bias, eps, out, mean, invstd, act);
+}
+
+void batch_norm_act_grad(const Tensor& dout, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                         const Tensor& mean, const Tensor& invstd, NormActivation act, const Tensor& out) {
+  const Device d = device_of("batch_norm_act_grad", {&dout, &x, &weight, &bias, &mean, &invstd, &out});
+  OCTET_DISPATCH(batch_norm_act_grad, d, dout, x, weight, bias, mean, invstd, act, out);
 }
 
 void batch_norm_backward(const Tensor& dout, const Tensor& x, const Tensor& weight, const Tensor& mean,

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "core/norm_act.h"
 #include "core/tensor.h"
 
 namespace octet {
@@ -106,11 +107,15 @@ void avg_pool2d_backward(const Pool2dGeometry& g, const Tensor& dout, const Tens
 void adaptive_avg_pool2d_forward(const Tensor& x, const Tensor& out);
 void adaptive_avg_pool2d_backward(const Tensor& dout, const Tensor& dx);
 
-// Batch norm in training mode over x [N, C, S] (S: the spatial size; contiguous): out, and the
-// per-channel mean and inverse standard deviation (biased variance) the backward needs.
-// weight and bias [C] may be undefined.
+// Batch norm in training mode over x [N, C, S] (S: the spatial size; contiguous): out =
+// act(x * scale + shift) (core/norm_act.h), and the per-channel mean and inverse standard deviation
+// (biased variance) the backward needs. weight and bias [C] may be undefined.
 void batch_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& out,
-                        const Tensor& mean, const Tensor& invstd);
+                        const Tensor& mean, const Tensor& invstd, NormActivation act = NormActivation::none);
+// The activation's backward after a fused batch_norm_forward: out = dout where act passes at the
+// recomputed y = x * scale + shift, else 0 (dout, x, out [N, C, S], contiguous; out may be dout).
+void batch_norm_act_grad(const Tensor& dout, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                         const Tensor& mean, const Tensor& invstd, NormActivation act, const Tensor& out);
 // dx (may be undefined), dweight and dbias [C] (may be undefined) from dout [N, C, S].
 void batch_norm_backward(const Tensor& dout, const Tensor& x, const Tensor& weight, const Tensor& mean,
                          const Tensor& invstd, const Tensor& dx, const Tensor& dweight, const Tensor& dbias);

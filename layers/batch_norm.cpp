@@ -30,14 +30,21 @@ void BatchNorm2d::reset_parameters() {
   init::zeros_(num_batches_tracked_);
 }
 
-Tensor BatchNorm2d::forward(const Tensor& x) {
+Tensor BatchNorm2d::forward(const Tensor& x) { return forward(x, NormActivation::none); }
+
+Tensor BatchNorm2d::forward(const Tensor& x, NormActivation act) {
   OCTET_CHECK(x.defined() && x.dim() == 4 && x.size(1) == num_features_, "BatchNorm2d: expected input [N, ",
               num_features_, ", H, W], got ", x.defined() ? x.shape() : Shape{});
   OCTET_CHECK(x.dtype() == weight_.dtype(), "BatchNorm2d: input dtype ", x.dtype(), " differs from the parameters' ",
               weight_.dtype(), " (convert the module with Module::to)");
-  Tensor y = sync_ && sync_->size() > 1 && is_training()
-                 ? sync_forward(x)
-                 : batch_norm(x, running_mean_, running_var_, weight_, bias_, is_training(), momentum_, eps_);
+  Tensor y;
+  if (sync_ && sync_->size() > 1 && is_training()) {
+    y = sync_forward(x);
+    if (act == NormActivation::relu) y = relu(y);
+    if (act == NormActivation::relu6) y = relu6(y);
+  } else {
+    y = batch_norm(x, running_mean_, running_var_, weight_, bias_, is_training(), momentum_, eps_, act);
+  }
   if (is_training()) {
     NoGradGuard ng;
     num_batches_tracked_.copy_(num_batches_tracked_ + 1.0);  // on its device: no host round trip

@@ -9,6 +9,7 @@
 #pragma once
 
 #include "core/distributed.h"
+#include "core/norm_act.h"
 #include "layers/module.h"
 
 namespace octet {
@@ -19,6 +20,9 @@ class BatchNorm2d : public Module {
   explicit BatchNorm2d(int64_t num_features, double eps = 1e-5, double momentum = 0.1);
   // x [N, C, H, W] -> same shape
   Tensor forward(const Tensor& x) override;
+  // act(forward(x)) for act relu/relu6 in one op: the same bits, and in training no activation is
+  // kept for the backward (batch_norm in core/ops/nn.h). Sequential calls it for BN -> ReLU(6).
+  Tensor forward(const Tensor& x, NormActivation act);
   std::string type_name() const override { return sync_ ? "SyncBatchNorm" : "BatchNorm2d"; }
   std::string extra_repr() const override;
   void reset_parameters();

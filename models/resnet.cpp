@@ -66,7 +66,7 @@ BasicBlock::BasicBlock(int64_t in, int64_t planes, int64_t stride, Shortcut shor
 }
 
 Tensor BasicBlock::forward(const Tensor& x) {
-  Tensor y = relu(bn1_->forward(conv1_->forward(x)));
+  Tensor y = bn1_->forward(conv1_->forward(x), NormActivation::relu);
   y = bn2_->forward(conv2_->forward(y));
   Tensor identity = x;
   if (downsample_)
@@ -88,8 +88,8 @@ Bottleneck::Bottleneck(int64_t in, int64_t planes, int64_t stride) {
 }
 
 Tensor Bottleneck::forward(const Tensor& x) {
-  Tensor y = relu(bn1_->forward(conv1_->forward(x)));
-  y = relu(bn2_->forward(conv2_->forward(y)));
+  Tensor y = bn1_->forward(conv1_->forward(x), NormActivation::relu);
+  y = bn2_->forward(conv2_->forward(y), NormActivation::relu);
   y = bn3_->forward(conv3_->forward(y));
   return relu(y + (downsample_ ? downsample_->forward(x) : x));
 }
@@ -125,7 +125,7 @@ ResNet::ResNet(Block block, const std::vector<int64_t>& layers, int64_t num_clas
 }
 
 Tensor ResNet::forward(const Tensor& x) {
-  Tensor y = maxpool_->forward(relu(bn1_->forward(conv1_->forward(x))));
+  Tensor y = maxpool_->forward(bn1_->forward(conv1_->forward(x), NormActivation::relu));
   for (const auto& stage : stages_) y = stage->forward(y);
   return fc_->forward(adaptive_avg_pool2d(y, {1, 1}).flatten(1));
 }
@@ -159,7 +159,7 @@ CifarResNet::CifarResNet(int64_t depth, int64_t num_classes, Shortcut shortcut, 
 }
 
 Tensor CifarResNet::forward(const Tensor& x) {
-  Tensor y = relu(bn1_->forward(conv1_->forward(x)));
+  Tensor y = bn1_->forward(conv1_->forward(x), NormActivation::relu);
   for (const auto& stage : stages_) y = stage->forward(y);
   return fc_->forward(adaptive_avg_pool2d(y, {1, 1}).flatten(1));
 }

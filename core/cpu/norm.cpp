@@ -18,9 +18,36 @@ using kernels::check_bn;
 // per-ISA copies (simd_dispatch) add the same numbers in the same order and vectorize the channel
 // loops, which with one double accumulator ran at one add per 4 cycles (batch norm was a fifth of
 // a MobileNetV2 step). Plain loops, not lambdas: through a lambda GCC kept the lanes on the stack.
+// The forward applies a following ReLU/ReLU6 in its output pass; batch_norm_act_grad is that
+// activation's backward, from the recomputed pre-activation (core/norm_act.h).
+
+namespace {
+
+// out rows = act(x * scale + shift) over one channel's n rows of s values (rows `stride` apart).
+template <NormActivation A, typename T>
+OCTET_SIMD_INLINE void affine_rows(const T* xc, T* oc, int64_t n, int64_t stride, int64_t s, T scale, T shift) {
+  for (int64_t i = 0; i < n; ++i) {
+    const T* row = xc + i * stride;
+    T* orow = oc + i * stride;
+    for (int64_t j = 0; j < s; ++j) orow[j] = norm_act_apply(A, row[j] * scale + shift);
+  }
+}
+
+// out rows = dout where act passes at y = x * scale + shift (the expression affine_rows rounds).
+template <NormActivation A, typename T>
+OCTET_SIMD_INLINE void act_grad_rows(const T* gc, const T* xc, T* oc, int64_t n, int64_t stride, int64_t s, T scale,
+                                     T shift) {
+  for (int64_t i = 0; i < n; ++i) {
+    const T *row = xc + i * stride, *grow = gc + i * stride;
+    T* orow = oc + i * stride;
+    for (int64_t j = 0; j < s; ++j) orow[j] = norm_act_passes(A, row[j] * scale + shift) ? grow[j] : T(0);
+  }
+}
+
+}  // namespace
 
 void batch_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& out,
-                        const Tensor& mean, const Tensor& invstd) {
+                        const Tensor& mean, const Tensor& invstd, NormActivation act) {
   check_cpu("batch_norm", {x, weight, bias, out, mean, invstd});
   check_bn("batch_norm", x, {weight, bias, mean, invstd});
   const int64_t n = x.size(0), c = x.size(1), s = x.size(2);
@@ -58,12 +85,19 @@ void batch_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bia
           const double inv = 1.0 / std::sqrt((sq.pairwise_total() + sq_tail) / count + eps);
           pm[ch] = static_cast<T>(mu);
           pi[ch] = static_cast<T>(inv);
-          const T scale = static_cast<T>(inv * (pw ? static_cast<double>(pw[ch]) : 1.0));
-          const T shift = static_cast<T>((pb ? static_cast<double>(pb[ch]) : 0.0) - mu * static_cast<double>(scale));
-          for (int64_t i = 0; i < n; ++i) {
-            const T* row = xc + i * c * s;
-            T* orow = po + (i * c + ch) * s;
-            for (int64_t j = 0; j < s; ++j) orow[j] = row[j] * scale + shift;
+          T scale, shift;
+          bn_affine(pm[ch], pi[ch], pw, pb, ch, scale, shift);
+          T* oc = po + ch * s;
+          switch (act) {
+            case NormActivation::none:
+              affine_rows<NormActivation::none>(xc, oc, n, c * s, s, scale, shift);
+              break;
+            case NormActivation::relu:
+              affine_rows<NormActivation::relu>(xc, oc, n, c * s, s, scale, shift);
+              break;
+            case NormActivation::relu6:
+              affine_rows<NormActivation::relu6>(xc, oc, n, c * s, s, scale, shift);
+              break;
           }
         }
       });
@@ -124,6 +158,46 @@ void batch_norm_backward(const Tensor& dout, const Tensor& x, const Tensor& weig
             const T* grow = gc + i * c * s;
             T* drow = pdx + (i * c + ch) * s;
             for (int64_t j = 0; j < s; ++j) drow[j] = a * (grow[j] - b - (row[j] - m) * k);
+          }
+        }
+      });
+    });
+  });
+}
+
+void batch_norm_act_grad(const Tensor& dout, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                         const Tensor& mean, const Tensor& invstd, NormActivation act, const Tensor& out) {
+  check_cpu("batch_norm_act_grad", {dout, x, weight, bias, mean, invstd, out});
+  check_bn("batch_norm_act_grad", x, {weight, bias, mean, invstd});
+  OCTET_CHECK(dout.shape() == x.shape() && out.shape() == x.shape() && dout.dtype() == x.dtype() &&
+                  out.dtype() == x.dtype() && dout.is_contiguous() && out.is_contiguous(),
+              "batch_norm_act_grad: dout and out must be contiguous ", x.dtype(), " ", x.shape());
+  const int64_t n = x.size(0), c = x.size(1), s = x.size(2);
+  dispatch_float(x.dtype(), "batch_norm_act_grad", [&]<typename T>() {
+    const T* px = x.data<T>();
+    const T* pg = dout.data<T>();
+    const T* pm = mean.data<T>();
+    const T* pi = invstd.data<T>();
+    const T* pw = weight.defined() ? weight.data<T>() : nullptr;
+    const T* pb = bias.defined() ? bias.data<T>() : nullptr;
+    T* po = out.data<T>();
+    parallel_for(0, c, 1, [&](int64_t begin, int64_t end) {
+      simd_dispatch([=] {
+        for (int64_t ch = begin; ch < end; ++ch) {
+          T scale, shift;
+          bn_affine(pm[ch], pi[ch], pw, pb, ch, scale, shift);
+          const T *xc = px + ch * s, *gc = pg + ch * s;
+          T* oc = po + ch * s;
+          switch (act) {
+            case NormActivation::none:
+              act_grad_rows<NormActivation::none>(gc, xc, oc, n, c * s, s, scale, shift);
+              break;
+            case NormActivation::relu:
+              act_grad_rows<NormActivation::relu>(gc, xc, oc, n, c * s, s, scale, shift);
+              break;
+            case NormActivation::relu6:
+              act_grad_rows<NormActivation::relu6>(gc, xc, oc, n, c * s, s, scale, shift);
+              break;
           }
         }
       });

@@ -8,7 +8,8 @@
 //    for large means, and deterministic: no atomics, the partition depends only on the shape.
 //  - Backward: the same chunked reduction of sum(dout) and sum(dout * (x - mean)).
 // The finish computes the per-channel coefficients in double, as the CPU kernel does, so the
-// elementwise passes are out = x * scale + shift and dx = a * (dout - b - (x - mean) * k).
+// elementwise passes are out = act(x * scale + shift) and dx = a * (dout - b - (x - mean) * k); the
+// scale and shift come from the stored mean and invstd (core/norm_act.h), as the CPU's do.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -108,20 +109,32 @@ __global__ void finish_moments_kernel(const double* __restrict__ partial, int64_
     const double inv = 1.0 / sqrt(m.m2 / m.n + eps);
     mean[ch] = static_cast<T>(mu);
     invstd[ch] = static_cast<T>(inv);
-    const T scale = static_cast<T>(inv * (weight != nullptr ? static_cast<double>(weight[ch]) : 1.0));
-    coef[ch] = scale;
-    coef[c + ch] =
-        static_cast<T>((bias != nullptr ? static_cast<double>(bias[ch]) : 0.0) - mu * static_cast<double>(scale));
+    bn_affine(mean[ch], invstd[ch], weight, bias, ch, coef[ch], coef[c + ch]);
   }
 }
 
 template <typename T, typename I>
 __global__ void normalize_kernel(const T* __restrict__ x, const T* __restrict__ coef, T* __restrict__ out, I c, I s,
-                                 int64_t total) {
+                                 int64_t total, NormActivation act) {
   for (int64_t i = first_index(); i < total; i += grid_stride()) {
     const I idx = static_cast<I>(i);
     const I ch = (idx / s) % c;
-    out[idx] = x[idx] * coef[ch] + coef[c + ch];
+    out[idx] = norm_act_apply(act, x[idx] * coef[ch] + coef[c + ch]);
+  }
+}
+
+// The activation's backward from the recomputed pre-activation (the expression normalize_kernel
+// rounds); out may be dout.
+template <typename T, typename I>
+__global__ void act_grad_kernel(const T* dout, const T* __restrict__ x, const T* __restrict__ mean,
+                                const T* __restrict__ invstd, const T* __restrict__ weight, const T* __restrict__ bias,
+                                T* out, I c, I s, int64_t total, NormActivation act) {
+  for (int64_t i = first_index(); i < total; i += grid_stride()) {
+    const I idx = static_cast<I>(i);
+    const I ch = (idx / s) % c;
+    T scale, shift;
+    bn_affine(mean[ch], invstd[ch], weight, bias, ch, scale, shift);
+    out[idx] = norm_act_passes(act, x[idx] * scale + shift) ? dout[idx] : T(0);
   }
 }
 
@@ -204,7 +217,7 @@ T* mutable_or_null(const Tensor& t) {
 }  // namespace
 
 void batch_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& out,
-                        const Tensor& mean, const Tensor& invstd) {
+                        const Tensor& mean, const Tensor& invstd, NormActivation act) {
   check_bn("batch_norm", x, {weight, bias, mean, invstd});
   OCTET_CHECK(mean.defined() && invstd.defined(), "batch_norm: mean and invstd outputs must be defined");
   OCTET_CHECK(out.is_contiguous() && out.shape() == x.shape() && out.dtype() == x.dtype(),
@@ -228,8 +241,8 @@ void batch_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bia
     OCTET_CUDA_LAUNCH("batch_norm finish");
     const int64_t total = x.numel();
     if (total == 0) return;
-    normalize_kernel<T, I><<<grid_for(total), kThreads, 0, stream()>>>(x.data<T>(), coef.data<T>(), out.data<T>(),
-                                                                       static_cast<I>(c), static_cast<I>(s), total);
+    normalize_kernel<T, I><<<grid_for(total), kThreads, 0, stream()>>>(
+        x.data<T>(), coef.data<T>(), out.data<T>(), static_cast<I>(c), static_cast<I>(s), total, act);
     OCTET_CUDA_LAUNCH("batch_norm normalize");
   });
 }
@@ -264,6 +277,25 @@ void batch_norm_backward(const Tensor& dout, const Tensor& x, const Tensor& weig
     grad_input_kernel<T, I><<<grid_for(total), kThreads, 0, stream()>>>(
         dout.data<T>(), x.data<T>(), coef.data<T>(), dx.data<T>(), static_cast<I>(c), static_cast<I>(s), total);
     OCTET_CUDA_LAUNCH("batch_norm_backward dx");
+  });
+}
+
+void batch_norm_act_grad(const Tensor& dout, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                         const Tensor& mean, const Tensor& invstd, NormActivation act, const Tensor& out) {
+  check_bn("batch_norm_act_grad", x, {weight, bias, mean, invstd});
+  OCTET_CHECK(dout.shape() == x.shape() && out.shape() == x.shape() && dout.dtype() == x.dtype() &&
+                  out.dtype() == x.dtype() && dout.is_contiguous() && out.is_contiguous(),
+              "batch_norm_act_grad: dout and out must be contiguous ", x.dtype(), " ", x.shape());
+  OCTET_CHECK(mean.defined() && invstd.defined(), "batch_norm_act_grad: mean and invstd must be defined");
+  const int64_t c = x.size(1), s = x.size(2), total = x.numel();
+  if (total == 0) return;
+  dispatch_float_index("batch_norm_act_grad", x.dtype(), total <= kInt32Max, [&](auto t, auto i) {
+    using T = decltype(t);
+    using I = decltype(i);
+    act_grad_kernel<T, I><<<grid_for(total), kThreads, 0, stream()>>>(
+        dout.data<T>(), x.data<T>(), mean.data<T>(), invstd.data<T>(), data_or_null<T>(weight), data_or_null<T>(bias),
+        out.data<T>(), static_cast<I>(c), static_cast<I>(s), total, act);
+    OCTET_CUDA_LAUNCH("batch_norm_act_grad");
   });
 }
 

@@ -181,7 +181,7 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
 }
 
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
-                  const Tensor& bias, bool training, double momentum, double eps) {
+                  const Tensor& bias, bool training, double momentum, double eps, NormActivation act) {
   OCTET_CHECK(x.defined() && x.dim() >= 2, "batch_norm: expected input [N, C, ...], got ",
               x.defined() ? x.shape() : Shape{});
   int64_t c = x.size(1);
@@ -212,7 +212,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
     {
       NoGradGuard ng;
       kernels::batch_norm_forward(x3.detach(), w.defined() ? w.detach() : w, b.defined() ? b.detach() : b, eps, out, mu,
-                                  invstd);
+                                  invstd, act);
     }
     y = out.reshape(x.shape());
     if (running_mean.defined() && running_var.defined()) {
@@ -226,16 +226,24 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
     if (autograd::needs_grad({x, weight, bias})) {
       bool rx = x.requires_grad(), rw = weight.defined() && weight.requires_grad(),
            rb = bias.defined() && bias.requires_grad();
-      autograd::record("batch_norm", {x, weight, bias}, {y},
-                       [=, sx = saved(x3), sw = saved(w), sm = saved(mu), si = saved(invstd)](const Grads& g) {
-                         const Tensor& x3v = sx.get();
-                         Tensor dout = g[0].contiguous().reshape(x3v.shape());
-                         TensorOptions o = TensorOptions(x3v.dtype()).device(x3v.device());
-                         Tensor dx = rx ? empty(x3v.shape(), o) : Tensor();
-                         Tensor dw = rw ? empty({c}, o) : Tensor(), db = rb ? empty({c}, o) : Tensor();
-                         kernels::batch_norm_backward(dout, x3v, sw.get(), sm.get(), si.get(), dx, dw, db);
-                         return Grads{rx ? dx.reshape(g[0].shape()) : Tensor(), dw, db};
-                       });
+      // The activation's backward needs the pre-activation: recomputed from x and the statistics.
+      Tensor act_bias = act == NormActivation::none ? Tensor() : b;
+      autograd::record(
+          "batch_norm", {x, weight, bias}, {y},
+          [=, sx = saved(x3), sw = saved(w), sb = saved(act_bias), sm = saved(mu), si = saved(invstd)](const Grads& g) {
+            const Tensor& x3v = sx.get();
+            Tensor dout = g[0].contiguous().reshape(x3v.shape());
+            TensorOptions o = TensorOptions(x3v.dtype()).device(x3v.device());
+            if (act != NormActivation::none) {
+              Tensor masked = empty(x3v.shape(), o);
+              kernels::batch_norm_act_grad(dout, x3v, sw.get(), sb.get(), sm.get(), si.get(), act, masked);
+              dout = masked;
+            }
+            Tensor dx = rx ? empty(x3v.shape(), o) : Tensor();
+            Tensor dw = rw ? empty({c}, o) : Tensor(), db = rb ? empty({c}, o) : Tensor();
+            kernels::batch_norm_backward(dout, x3v, sw.get(), sm.get(), si.get(), dx, dw, db);
+            return Grads{rx ? dx.reshape(g[0].shape()) : Tensor(), dw, db};
+          });
     }
     return y;
   } else {
@@ -245,6 +253,8 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   }
   if (weight.defined()) y = y * per_channel(weight);
   if (bias.defined()) y = y + per_channel(bias);
+  if (act == NormActivation::relu) return relu(y);
+  if (act == NormActivation::relu6) return relu6(y);
   return y;
 }
 

@@ -6,6 +6,7 @@
 
 #include <vector>
 
+#include "core/norm_act.h"
 #include "core/tensor.h"
 
 namespace octet {
@@ -50,8 +51,12 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
 // x [N, C, ...]. In training, normalizes with the batch statistics and updates running_mean /
 // running_var in place (if defined): r = (1 - momentum) r + momentum * stat, with the unbiased
 // variance, as PyTorch. In evaluation, normalizes with the running statistics.
+// `act` relu/relu6: relu(batch_norm(...)) / relu6(...) in one op, the same bits; in training it
+// keeps no activation for the backward (core/norm_act.h), so a following INT8 convolution's float
+// input is freed after its forward.
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
-                  const Tensor& bias, bool training, double momentum = 0.1, double eps = 1e-5);
+                  const Tensor& bias, bool training, double momentum = 0.1, double eps = 1e-5,
+                  NormActivation act = NormActivation::none);
 
 struct LstmState {
   Tensor h;

@@ -1,5 +1,5 @@
 // CUDA against CPU: the building blocks of core/ops/nn.h: batch norm (training with running
-// statistics, evaluation), layer norm, embedding, gather, dropout, cat/stack and the LSTM cell.
+// statistics, fused with relu/relu6, evaluation), layer norm, embedding, gather, dropout, cat/stack and the LSTM cell.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -54,6 +54,25 @@ TEST_P(CudaNorm, BatchNormTraining) {
         return Outputs{batch_norm(v[0].permute({0, 3, 1, 2}), Tensor(), Tensor(), v[1], v[2], true)};
       },
       {normal_input({2, 5, 6, 3}, t, 6), normal_input({3}, t, 7), normal_input({3}, t, 8)}, kSums);
+}
+
+// Fused with a following relu/relu6 (core/norm_act.h): the forward's activation and the backward's
+// mask from the recomputed pre-activation, on outputs spread across 0 and 6.
+TEST_P(CudaNorm, BatchNormActTraining) {
+  const DType t = dtype();
+  for (NormActivation act : {NormActivation::relu, NormActivation::relu6}) {
+    for (const Shape& shape : {Shape{4, 3, 5, 7}, Shape{2, 4, 33, 33}}) {
+      const int64_t c = shape[1];
+      expect_parity(
+          std::string("batch_norm + ") + (act == NormActivation::relu ? "relu " : "relu6 ") +
+              ::testing::PrintToString(shape),
+          [act](const Inputs& v) {
+            return Outputs{batch_norm(v[0], Tensor(), Tensor(), v[1], v[2], true, 0.1, 1e-5, act)};
+          },
+          {normal_input(shape, t, 21), uniform_input({c}, t, 22, 1.0, 4.0), uniform_input({c}, t, 23, 0.0, 4.0)},
+          kSums);
+    }
+  }
 }
 
 TEST_P(CudaNorm, BatchNormEval) {

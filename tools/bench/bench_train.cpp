@@ -46,6 +46,7 @@ struct CpuRun {
   std::shared_ptr<Module> model;
   std::unique_ptr<SGD> opt;
   double best = 1e30, total = 0;
+  size_t step_peak = 0;  // the most bytes allocated in a step above those held before it
 };
 
 // `int8_period` 0: FP32; else every convolution but the first INT8 (quant/int8_model.h, the
@@ -91,11 +92,14 @@ int cpu_main(int threads, int64_t batch, int64_t steps, const std::string& model
   }
   for (int64_t s = 0; s < steps; ++s)
     for (CpuRun& r : runs) {
+      const size_t before = cpu_memory_stats().allocated;
+      reset_cpu_peak();
       auto t0 = Clock::now();
       step(r);
       double dt = seconds_since(t0);
       r.best = std::min(r.best, dt);
       r.total += dt;
+      r.step_peak = std::max(r.step_peak, cpu_memory_stats().peak_allocated - before);
     }
   const double n = static_cast<double>(steps), b = static_cast<double>(batch);
   for (const CpuRun& r : runs)
@@ -104,6 +108,12 @@ int cpu_main(int threads, int64_t batch, int64_t steps, const std::string& model
         "img/s (best)\n",
         model_name.c_str(), r.label.c_str(), static_cast<long long>(batch), threads, 1e3 * r.total / n, 1e3 * r.best,
         b * n / r.total, b / r.best);
+  // The step's own memory: activations kept for the backward, gradients, workspaces (the model,
+  // its gradients and the optimizer state between steps are not counted; oneDNN's scratchpads are
+  // not allocated through octet).
+  for (const CpuRun& r : runs)
+    std::printf("octet %s %s step peak memory above the resident model and optimizer: %.1f MiB\n", model_name.c_str(),
+                r.label.c_str(), static_cast<double>(r.step_peak) / (1024.0 * 1024.0));
   if (int8) {
     const double fp32 = runs[0].total / n, steady = runs[1].total / n, search = runs[2].total / n - steady;
     const double at100 = steady + search / 100.0;
