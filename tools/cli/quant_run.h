@@ -3,8 +3,11 @@
 //   octet export CKPT --pbatch ... | --int8 -o OUT.safetensors        (export_quantized)
 // A plan (tools/cli/quant_plan.h) maps module names (as in named_modules()) to a precision; `default:`
 // covers every other quantizable layer but the model's final output layer.
-// An export is the checkpoint plus the preprocessed weights of its converted layers and their
-// assignment, written atomically; `octet eval OUT.safetensors` runs it without preprocessing.
+// An export holds what inference needs: the checkpoint's model without the float weight matrices of
+// its converted layers (biases and float layers stay), their preprocessed weights and assignment,
+// written atomically; `octet eval OUT.safetensors` runs it without preprocessing. Other bits need
+// the float weights: eval with a plan other than the export's own is an error that says to export
+// again from the checkpoint (as export and sweep of an export are).
 //   auto r = evaluate_quantized("runs/latest", "", 2, "cpu", cli_plan("w=4,a=16", false));
 #pragma once
 
@@ -23,12 +26,13 @@ struct QuantEvalResult {
   std::vector<quant::ConvertedLayer> layers;  // every quantizable layer and its precision (empty: a float model)
 };
 // evaluate_checkpoint_splits with the model converted by `plan` (nullopt: as the file has it, i.e.
-// an export's stored layers, or float).
+// an export's stored layers, or float). On an export, `plan` must give what the export holds.
 QuantEvalResult evaluate_quantized(const std::string& path, const std::string& data_root, int64_t threads,
                                    const std::string& device, const std::optional<quant::PrecisionPlan>& plan);
 
-// Writes `out`: the checkpoint `path` (model, task state and recipe; the optimizer state is left
-// out) with the model converted by `plan` and its preprocessed weights. Returns the layers.
+// Writes `out`: the checkpoint `path` (model, task state and recipe; the optimizer state and the
+// converted layers' float weights are left out) with the model converted by `plan` and its
+// preprocessed weights. Returns the layers.
 std::vector<quant::ConvertedLayer> export_quantized(const std::string& path, const quant::PrecisionPlan& plan,
                                                     const std::string& out, int64_t threads);
 

@@ -68,8 +68,14 @@ struct CheckpointModel {
   // An export's quantized layers (tools/cli/quant_run.h), converted from its stored data; else empty.
   std::vector<quant::ConvertedLayer> quant_layers;
 };
+// An export holds no float weights for its quantized layers, so `command` "export" or "sweep..."
+// (which quantize the float model) refuse one, saying to use the checkpoint it came from.
 CheckpointModel open_checkpoint_model(const std::string& path, int64_t threads, const std::string& device = "",
                                       const std::string& command = "eval");
+// The float weight matrices of `model`'s quantized layers (Linear::set_inference, LSTM::set_inference),
+// as state_dict names ("decoder.weight", "lstm.weight_ih_l0", ...): an export leaves them out, as
+// the layers compute with their stored quantized data (their biases stay).
+std::vector<std::string> quantized_float_weights(const Module& model);
 
 // Every split `octet eval` reports: test; for a language model valid, then test.
 std::vector<EvalResult> evaluate_checkpoint_splits(const std::string& path, const std::string& data_root,
