@@ -20,6 +20,7 @@
 #include "tests/train/run_util.h"
 #include "tools/cli/quant_run.h"
 #include "tools/cli/sweep.h"
+#include "tools/cli/sweep_detail.h"
 #include "tools/train/recipe.h"
 #include "tools/train/trainer.h"
 
@@ -260,20 +261,38 @@ TEST_F(QuantRunLm, Sweep) {
   SweepOptions o;
   o.w_bits = {2};
   o.a_bits = {8, 16};
+  o.same_bits = {1, 2};
+  o.schemes = {"octet", "paper"};
   o.threads = 1;
   o.repeats = 1;
   o.steps = 2;
   SweepResult r = run_sweep(*run_, o);
-  ASSERT_EQ(r.rows.size(), 4u);
-  EXPECT_EQ(r.rows[0].config, "fp32");
-  EXPECT_EQ(r.rows[1].config, "int8");
-  EXPECT_EQ(r.rows[3].config, "w2a16");
+  std::vector<std::string> configs, methods;
+  for (const auto& row : r.rows) configs.push_back(row.config), methods.push_back(row.method);
+  EXPECT_EQ(configs, (std::vector<std::string>{"fp32", "int8", "w1a1", "w2a2", "w16", "w2a8", "w2a16", "w2a8-paper",
+                                               "w2a16-paper"}));
+  const std::string octet = "PrecisionBatching", paper = "PrecisionBatching (paper scheme)";
+  EXPECT_EQ(methods,
+            (std::vector<std::string>{"FP32", "int8", "W = A", "W = A", "16-bit weights", octet, octet, paper, paper}));
   EXPECT_EQ(r.rows[0].speedup, 1.0);
+  EXPECT_EQ(r.rows[1].speedup_int8, 1.0);
   EXPECT_TRUE(r.lm);
   EXPECT_EQ(r.layers, "lstm: quantized, decoder: float");
-  EXPECT_EQ(r.rows[2].result.loss, test_split(pb(2, 8)).loss);
-  const std::string md = sweep_markdown(r);
-  EXPECT_NE(md.find("| config | perplexity |"), std::string::npos) << md;
+  // W = A runs the kernel at a = w (a = 2 for 1 bit: 3 activation levels).
+  EXPECT_EQ(r.rows[2].result.loss, test_split(pb(1, 2)).loss);
+  EXPECT_EQ(r.rows[3].result.loss, test_split(pb(2, 2)).loss);
+  // Half-precision weights move the perplexity by little, and are put back: the rows after them
+  // equal a fresh conversion.
+  EXPECT_NEAR(r.quality(r.rows[4]) / r.quality(r.rows[0]), 1.0, 1e-3);
+  EXPECT_NE(r.rows[4].result.loss, r.rows[0].result.loss);
+  EXPECT_EQ(r.rows[5].result.loss, test_split(pb(2, 8)).loss);
+  EXPECT_EQ(r.rows[7].result.loss, test_split(precision_plan("w=2,a=8,scheme=paper")).loss);
+  const std::string md = sweep_markdown(r), grid = sweep_grid_markdown(r);
+  EXPECT_NE(md.find("| method | config | W bits | A bits | perplexity |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| W = A | w1a1 | 1 | 1 |"), std::string::npos) << md;
+  EXPECT_NE(grid.find("| W = 2 | - |"), std::string::npos) << grid;  // no a32 in this sweep
+  EXPECT_NE(grid.find("| W = 32 |"), std::string::npos) << grid;
+  EXPECT_NE(grid.find("| PrecisionBatching (paper scheme): perplexity |"), std::string::npos) << grid;
   // A folder given with a trailing '/' ("written: sweep//sweep.csv" before).
   EXPECT_EQ(write_sweep(dir_->path() + "/sweep/", r),
             (std::vector<std::string>{dir_->path() + "/sweep/sweep.csv", dir_->path() + "/sweep/sweep.html"}));
@@ -282,6 +301,67 @@ TEST_F(QuantRunLm, Sweep) {
   EXPECT_NE(page.find("Pareto front"), std::string::npos);
   EXPECT_NE(page.find("<svg"), std::string::npos);
   EXPECT_TRUE(fs::exists(dir_->path() + "/sweep/sweep.csv"));
+  o.schemes = {"octal"};
+  expect_error([&] { run_sweep(*run_, o); }, "sweep --scheme: scheme must be paper or octet, got 'octal'");
+}
+
+// The search keeps the first candidate within the budget, writes a plan that evaluates as it says, and
+// leaves a layer float when no candidate keeps it within.
+TEST_F(QuantRunLm, Search) {
+  SweepOptions o;
+  o.w_bits = {2, 8};
+  o.a_bits = {8};
+  o.threads = 1;
+  o.repeats = 1;
+  o.steps = 2;
+  const SearchResult loose = run_search(*run_, o, parse_budget("1000%"));
+  EXPECT_EQ(loose.evaluations, 1);
+  EXPECT_EQ(quant::describe_layers(loose.layers), "lstm: w2a8, decoder: float");
+  EXPECT_EQ(plan_notation(loose), "(2,8)(32)");
+  const SearchResult tight = run_search(*run_, o, parse_budget("1%"));
+  EXPECT_EQ(tight.search_split, "valid");
+  EXPECT_EQ(quant::describe_layers(tight.layers), "lstm: w8a8, decoder: float");  // W2 costs ~15%
+  EXPECT_EQ(tight.evaluations, 2);
+  EXPECT_LE(tight.plan_search, tight.bound);
+  EXPECT_NEAR(tight.bound, tight.fp32_search * 1.01, 1e-9);
+  const std::string file = dir_->path() + "/searched.yaml";
+  std::ofstream(file) << plan_yaml(tight);
+  const QuantEvalResult q = evaluate_quantized(*run_, "", 1, "cpu", precision_plan(file));
+  EXPECT_EQ(quant::describe_layers(q.layers), "lstm: w8a8, decoder: float");
+  ASSERT_EQ(tight.rows.size(), 3u);
+  EXPECT_EQ(tight.rows[2].result.loss, q.splits.back().loss);
+  EXPECT_NE(search_markdown(tight).find("| searched plan | (8,8)(32) | per layer | per layer |"), std::string::npos)
+      << search_markdown(tight);
+  o.w_bits = {1};
+  o.a_bits = {2};
+  const SearchResult none = run_search(*run_, o, parse_budget("0.01"));
+  EXPECT_EQ(quant::describe_layers(none.layers), "lstm: float, decoder: float");
+  EXPECT_EQ(none.rows[2].result.loss, none.rows[0].result.loss);
+}
+
+TEST(QuantRun, Budgets) {
+  EXPECT_TRUE(parse_budget("1%").relative);
+  EXPECT_EQ(parse_budget("1%").value, 1.0);
+  EXPECT_FALSE(parse_budget("0.5").relative);
+  EXPECT_EQ(parse_budget("0.5").value, 0.5);
+  for (const char* bad : {"x", "-1", "%", "", "1%%", "1 %", "nan"})
+    expect_error([&] { parse_budget(bad); }, std::string("sweep --budget: expected a number >= 0"));
+}
+
+TEST(QuantRun, HalfRounding) {
+  using detail::round_to_half;
+  EXPECT_EQ(round_to_half(1.0f), 1.0f);
+  EXPECT_EQ(round_to_half(65504.0f), 65504.0f);
+  EXPECT_EQ(round_to_half(65519.0f), 65504.0f);
+  EXPECT_EQ(round_to_half(65520.0f), INFINITY);  // half's largest plus half its last step: rounds up
+  EXPECT_EQ(round_to_half(-1e6f), -INFINITY);
+  EXPECT_EQ(round_to_half(1.0f + 0x1p-11f), 1.0f);                // a tie: to even
+  EXPECT_EQ(round_to_half(1.0f + 3 * 0x1p-11f), 1.0f + 0x1p-9f);  // a tie: to even, upwards
+  EXPECT_EQ(round_to_half(1.0f + 0x1p-11f + 0x1p-20f), 1.0f + 0x1p-10f);
+  EXPECT_EQ(round_to_half(0x1p-24f), 0x1p-24f);  // the smallest subnormal
+  EXPECT_EQ(round_to_half(0x1p-26f), 0.0f);
+  EXPECT_EQ(round_to_half(3 * 0x1p-25f), 0x1p-23f);  // 1.5 subnormal steps: to even
+  EXPECT_TRUE(std::isnan(round_to_half(NAN)));
 }
 
 TEST(QuantRun, ParetoFront) {

@@ -7,7 +7,9 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <iostream>
 #include <string>
+#include <thread>
 
 #include <time.h>
 
@@ -15,6 +17,7 @@
 #include "core/cuda.h"
 #include "core/octet.h"
 #include "quant/cpu/pbatch.h"
+#include "quant/cpu/qgemm.h"
 #include "quant/pbatch.h"
 #include "quant/qgemm.h"
 
@@ -135,6 +138,117 @@ std::string fmt(const char* f, double v) {
   return buf;
 }
 
+// One size's times (seconds per call).
+struct SizeTimes {
+  int64_t n = 0;
+  double fp32 = 0, int8 = 0;  // int8 0: no int8 kernel on this device
+  std::string fp32_src, int8_src;
+  std::vector<std::vector<double>> pb;  // [w index][a index]
+};
+
+SizeTimes measure_size(const PbBenchOptions& o, int threads, Device dev, int64_t n, const std::function<void()>& sync) {
+  SizeTimes st;
+  st.n = n;
+  const bool on_cuda = dev.is_cuda();
+  Generator gen(1234 + static_cast<uint64_t>(n));
+  const Tensor w_host = randn({n, n}, {}, &gen);
+  const Tensor x_host = randn({o.batch, n}, {}, &gen);
+  const Tensor w = w_host.to(dev), x = x_host.to(dev), w_t = w_host.t().contiguous().to(dev);
+  // FP32: octet's own ops, then the hand GEMV (CPU, batch 1).
+  const double t_linear = median_time(
+      o, threads, [&] { (void)linear(x, w); }, sync);
+  const double t_matmul = median_time(
+      o, threads, [&] { (void)matmul(x, w_t); }, sync);
+  st.fp32 = std::min(t_linear, t_matmul);
+  st.fp32_src = t_linear <= t_matmul ? "linear" : "matmul";
+#ifdef OCTET_CPU_X86
+  if (!on_cuda && o.batch == 1 && have_avx512_gemv()) {
+    std::vector<float> y(static_cast<size_t>(n));
+    const float* wp = w_host.data<float>();
+    const float* xp = x_host.data<float>();
+    const double t_gemv = median_time(
+        o, threads,
+        [&] { parallel_for(0, n, 64, [&](int64_t r0, int64_t r1) { gemv_avx512_rows(wp, xp, n, y.data(), r0, r1); }); },
+        sync);
+    if (t_gemv < st.fp32) {
+      st.fp32 = t_gemv;
+      st.fp32_src = "avx512 gemv";
+    }
+  }
+#endif
+  // The int8 baseline (quant::qlinear: s8 weights, u8 activations quantized per call): on the CPU the
+  // fastest of its GEMM paths (quant/cpu/qgemm.h), each forced in turn.
+  try {
+    const quant::QLinearWeights qw = quant::qlinear_prepare(w, o.clip_search);
+    auto time_int8 = [&] {
+      return median_time(
+          o, threads, [&] { (void)quant::qlinear(qw, x); }, sync);
+    };
+    if (on_cuda) {
+      st.int8 = time_int8(), st.int8_src = "qlinear";
+    } else {
+      namespace qc = quant::cpu;
+      for (qc::QgemmPath p :
+           {qc::QgemmPath::avx512_vnni, qc::QgemmPath::dnnl, qc::QgemmPath::avx2, qc::QgemmPath::portable}) {
+        if (!qc::qgemm_path_supported(p)) continue;
+        const qc::QgemmPath prev = qc::set_qgemm_path(p);
+        const double t = time_int8();
+        qc::set_qgemm_path(prev);
+        if (st.int8 == 0 || t < st.int8) st.int8 = t, st.int8_src = std::string(qc::qgemm_path_name(p));
+      }
+    }
+  } catch (const Error&) {
+    // No int8 kernel for this device in this build: n/a.
+  }
+  for (int wb : o.w_bits) {
+    const quant::PbWeights pw = quant::pb_preprocess(w, wb, o.clip_search);
+    st.pb.emplace_back();
+    for (int ab : o.a_bits)
+      st.pb.back().push_back(median_time(
+          o, threads, [&] { (void)quant::pb_linear(pw, x, ab); }, sync));
+  }
+  return st;
+}
+
+std::string cell(double fp32, double t) { return fmt("%.2fx", fp32 / t) + " (" + fmt("%.1f", t * 1e6) + ")"; }
+
+// One table per size, rows w bits, columns a bits (octet's first layout).
+void print_grid(const PbBenchOptions& o, const SizeTimes& st, std::ostream& out) {
+  for (size_t i = 0; i < o.w_bits.size(); ++i) {
+    const int wb = o.w_bits[i];
+    out << "| " << st.n << " | " << wb << " | " << fmt("%.1f", st.fp32 * 1e6) << " (" << st.fp32_src << ") |";
+    for (size_t j = 0; j < o.a_bits.size(); ++j) out << " " << cell(st.fp32, st.pb[i][j]) << " |";
+    out << " " << fmt("%.1fx", 32.0 / (wb + 1)) << " | "
+        << (st.int8 > 0 ? cell(st.fp32, st.int8) + " " + st.int8_src : std::string("n/a")) << " |\n";
+  }
+  out.flush();
+}
+
+// The paper's Table I: methods as rows, sizes as columns.
+void print_paper(const PbBenchOptions& o, const std::vector<SizeTimes>& sizes, std::ostream& out) {
+  out << "| Method |";
+  for (const auto& st : sizes) out << " " << st.n << "x" << st.n << " |";
+  out << "\n|---|";
+  for (size_t i = 0; i < sizes.size(); ++i) out << "---:|";
+  out << "\n";
+  for (size_t i = 0; i < o.w_bits.size(); ++i)
+    for (size_t j = 0; j < o.a_bits.size(); ++j) {
+      out << "| PBatch-" << o.w_bits[i] << " (a=" << o.a_bits[j] << ") |";
+      for (const auto& st : sizes) out << " " << cell(st.fp32, st.pb[i][j]) << " |";
+      out << "\n";
+    }
+  out << "| Int8 |";
+  for (const auto& st : sizes) out << " " << (st.int8 > 0 ? cell(st.fp32, st.int8) : std::string("n/a")) << " |";
+  out << "\n| Float32 |";
+  for (const auto& st : sizes) out << " 1 (" << fmt("%.1f", st.fp32 * 1e6) << ") |";
+  out << "\n\nInt8: the fastest int8 path per size:";
+  for (const auto& st : sizes) out << " " << st.n << " " << (st.int8 > 0 ? st.int8_src : "n/a") << ";";
+  out << " Float32: the fastest FP32 per size:";
+  for (const auto& st : sizes) out << " " << st.n << " " << st.fp32_src << ";";
+  out << "\n";
+  out.flush();
+}
+
 void run_table(const PbBenchOptions& o, int threads, Device dev, std::ostream& out) {
   set_num_threads(threads);
   const bool on_cuda = dev.is_cuda();
@@ -145,66 +259,27 @@ void run_table(const PbBenchOptions& o, int threads, Device dev, std::ostream& o
   if (!on_cuda) out << ", kernel " << quant::cpu::pb_kernel_name(quant::cpu::pb_kernel());
   out << (use_cpu_time(o, threads) ? ", thread CPU time" : ", wall clock");
   out << "\n\nload average before: " << load_average() << "\n\n";
+  const unsigned cores = std::thread::hardware_concurrency();
+  if (!on_cuda && cores > 0 && static_cast<unsigned>(threads) > cores)
+    out << "Warning: " << threads << " threads on " << cores
+        << " cores: the threads share cores, so the times measure the oversubscription.\n\n";
   out << "Cells: speedup over FP32 (time in us); pb_linear and int8 qlinear include the activations' "
-         "quantization. "
-         "FP32: the best of octet matmul/linear (oneDNN)"
-      << (have_avx512_gemv() && !on_cuda ? " and an AVX-512 FMA GEMV" : "") << ".\n\n";
+         "quantization. FP32: the best of octet matmul/linear (oneDNN)"
+      << (have_avx512_gemv() && !on_cuda ? " and an AVX-512 FMA GEMV" : "")
+      << "; int8: qlinear on the fastest of its GEMM paths" << (o.paper_layout ? "." : " (named after the cell).")
+      << "\n\n";
+  if (o.paper_layout) {
+    std::vector<SizeTimes> sizes;
+    for (int64_t n : o.sizes) sizes.push_back(measure_size(o, threads, dev, n, sync));
+    print_paper(o, sizes, out);
+    return;
+  }
   out << "| N | w bits | FP32 us (best of) |";
   for (int a : o.a_bits) out << " a" << a << " |";
   out << " ideal 32/(n+1) | int8 qlinear |\n|---|---|---|";
   for (size_t i = 0; i < o.a_bits.size(); ++i) out << "---|";
   out << "---|---|\n";
-  for (int64_t n : o.sizes) {
-    Generator gen(1234 + static_cast<uint64_t>(n));
-    const Tensor w_host = randn({n, n}, {}, &gen);
-    const Tensor x_host = randn({o.batch, n}, {}, &gen);
-    const Tensor w = w_host.to(dev), x = x_host.to(dev), w_t = w_host.t().contiguous().to(dev);
-    // FP32: octet's own ops, then the hand GEMV (CPU, batch 1).
-    const double t_linear = median_time(
-        o, threads, [&] { (void)linear(x, w); }, sync);
-    const double t_matmul = median_time(
-        o, threads, [&] { (void)matmul(x, w_t); }, sync);
-    double fp32 = std::min(t_linear, t_matmul);
-    std::string fp32_src = t_linear <= t_matmul ? "linear" : "matmul";
-#ifdef OCTET_CPU_X86
-    if (!on_cuda && o.batch == 1 && have_avx512_gemv()) {
-      std::vector<float> y(static_cast<size_t>(n));
-      const float* wp = w_host.data<float>();
-      const float* xp = x_host.data<float>();
-      const double t_gemv = median_time(
-          o, threads,
-          [&] {
-            parallel_for(0, n, 64, [&](int64_t r0, int64_t r1) { gemv_avx512_rows(wp, xp, n, y.data(), r0, r1); });
-          },
-          sync);
-      if (t_gemv < fp32) {
-        fp32 = t_gemv;
-        fp32_src = "avx512 gemv";
-      }
-    }
-#endif
-    // The int8 baseline (quant::qlinear: s8 weights, u8 activations quantized per call): one time per size.
-    std::string int8_cell = "n/a";
-    try {
-      const quant::QLinearWeights qw = quant::qlinear_prepare(w, o.clip_search);
-      const double t_int8 = median_time(
-          o, threads, [&] { (void)quant::qlinear(qw, x); }, sync);
-      int8_cell = fmt("%.2fx", fp32 / t_int8) + " (" + fmt("%.1f", t_int8 * 1e6) + ")";
-    } catch (const Error&) {
-      // No int8 kernel for this device in this build: the column stays n/a.
-    }
-    for (int wb : o.w_bits) {
-      const quant::PbWeights pw = quant::pb_preprocess(w, wb, o.clip_search);
-      out << "| " << n << " | " << wb << " | " << fmt("%.1f", fp32 * 1e6) << " (" << fp32_src << ") |";
-      for (int ab : o.a_bits) {
-        const double t = median_time(
-            o, threads, [&] { (void)quant::pb_linear(pw, x, ab); }, sync);
-        out << " " << fmt("%.2fx", fp32 / t) << " (" << fmt("%.1f", t * 1e6) << ") |";
-      }
-      out << " " << fmt("%.1fx", 32.0 / (wb + 1)) << " | " << int8_cell << " |\n";
-      out.flush();
-    }
-  }
+  for (int64_t n : o.sizes) print_grid(o, measure_size(o, threads, dev, n, sync), out);
 }
 
 }  // namespace
@@ -218,8 +293,14 @@ void run_pbatch_bench(const PbBenchOptions& o, std::ostream& out) {
   for (int b : o.w_bits) quant::check_pb_config({b, quant::kPbMinActivationBits, false}, "bench pbatch --w-bits");
   for (int b : o.a_bits) quant::check_pb_config({1, b, false}, "bench pbatch --a-bits");
   const int saved = get_num_threads();
+  const unsigned cores = std::thread::hardware_concurrency();
   for (int t : o.threads) {
     OCTET_CHECK(t >= 1, "bench pbatch: expected --threads >= 1, got ", t);
+    if (!dev.is_cuda() && cores > 0 && static_cast<unsigned>(t) > cores)
+      std::cerr << "warning: bench pbatch --threads " << t << " exceeds this machine's " << cores
+                << " cores; the times will measure threads sharing cores\n";
+  }
+  for (int t : o.threads) {
     run_table(o, t, dev, out);
   }
   set_num_threads(saved);

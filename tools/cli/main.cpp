@@ -2,13 +2,14 @@
 //   octet train RECIPE [section.key=value ...] [--resume RUN_OR_CHECKPOINT]
 //   octet eval CHECKPOINT_OR_RUN [--data ROOT] [--device cpu|cuda|cuda:N] [--pbatch w=N,a=K|PLAN.yaml | --int8]
 //   octet export CHECKPOINT_OR_RUN --pbatch w=N,a=K|PLAN.yaml | --int8 -o OUT.safetensors
-//   octet sweep CHECKPOINT_OR_RUN [--w-bits 1,2,4,8] [--a-bits 8,16,32] [-o DIR]
+//   octet sweep CHECKPOINT_OR_RUN [--w-bits 1,2,4,8] [--a-bits 8,16,32] [--scheme octet,paper] [--all-layers] [-o DIR]
+//   octet sweep CHECKPOINT_OR_RUN --search [--budget 1%|0.5] [--plan PLAN.yaml]
 //   octet generate CHECKPOINT_OR_RUN [--prompt TEXT] [--tokens N] [--temperature T] [--seed S]
 //   octet inspect CHECKPOINT_OR_RUN
 //   octet data get NAME [--root DIR]     octet data prepare imagenet --val-tar F --devkit F [--root DIR]
 //   octet selftest            (a tiny model checked against finite differences)
 //   octet schema              (the recipe keys, as recipes/README.md documents them)
-//   octet bench pbatch [--sizes 512,1024] [--w-bits 1,4] [--a-bits 8,16] [--threads 1,2] [--device cpu]
+//   octet bench pbatch [--paper-layout] [--sizes 512,1024] [--w-bits 1,4] [--a-bits 8,16] [--threads 1,2]
 //   octet help [SUBCOMMAND]     octet --version
 // A stop by SIGINT (Ctrl-C) or SIGTERM saves the run and exits 128 + the signal (130, 143).
 #include <spdlog/spdlog.h>
@@ -212,37 +213,85 @@ struct ExportCommand {
 
 struct SweepCommand {
   CLI::App* cmd = nullptr;
-  std::string ckpt, out;
+  std::string ckpt, out, budget = "1%", plan_out;
+  bool search = false, no_baselines = false;
   octet::cli::SweepOptions opts;
 
   void add(CLI::App& app) {
-    cmd = app.add_subcommand("sweep",
-                             "evaluate a checkpoint at every PrecisionBatching (w, a), int8 and FP32, with "
-                             "batch-1 latency; a markdown table, and CSV + HTML with -o");
+    cmd = app.add_subcommand(
+        "sweep",
+        "evaluate a checkpoint at every PrecisionBatching (w, a) and the paper's baselines (FP32, int8, W = A at "
+        "1/4/8 bits, 16-bit weights), with batch-1 latency, in the paper's table form; CSV + HTML with -o. With "
+        "--search: per-layer bits within a quality budget, and the plan file for eval/export --pbatch");
     cmd->add_option("checkpoint", ckpt, "checkpoint file (.safetensors) or run folder (its best checkpoint)")
         ->required();
-    cmd->add_option("--w-bits", opts.w_bits, "weight bits to try (1..8)")->delimiter(',')->capture_default_str();
-    cmd->add_option("--a-bits", opts.a_bits, "activation bits to try (2..32)")->delimiter(',')->capture_default_str();
-    cmd->add_option("-o,--output", out, "folder for sweep.csv and sweep.html");
+    cmd->add_option("--w-bits", opts.w_bits, "PrecisionBatching weight bits to try (1..8)")
+        ->delimiter(',')
+        ->capture_default_str();
+    cmd->add_option("--a-bits", opts.a_bits, "PrecisionBatching activation bits to try (2..32)")
+        ->delimiter(',')
+        ->capture_default_str();
+    cmd->add_option("--same-bits", opts.same_bits,
+                    "the standard-quantization baselines W = A at these bits (1..8; 1: activations on 3 levels)")
+        ->delimiter(',')
+        ->capture_default_str();
+    cmd->add_flag("--no-baselines", no_baselines, "leave out the W = A and 16-bit-weight baselines");
+    cmd->add_option("--scheme", opts.schemes,
+                    "PrecisionBatching quantization schemes to run: octet (per-tensor step, L2 clip search, dynamic "
+                    "per-row activation scale), paper (the reference code's fixed-point grid and static activation "
+                    "scale); octet,paper runs both")
+        ->delimiter(',')
+        ->capture_default_str();
+    cmd->add_flag("--all-layers", opts.all_layers,
+                  "quantize the final output layer too (the paper's MNIST network); by default it stays float, as "
+                  "the paper's LM keeps its decoder");
+    cmd->add_option("-o,--output", out, "folder for sweep.csv and sweep.html (with --search: plan.yaml)");
     cmd->add_option("--data", opts.data_root, "data folder to use instead of the recipe's data.root")
         ->check(CLI::ExistingDirectory);
     cmd->add_option("--device", opts.device, "cpu, cuda or cuda:N (default as for eval)");
     cmd->add_option("--threads", opts.threads, "CPU threads")->check(CLI::Range(1, 1024));
+    cmd->add_option("--limit", opts.limit,
+                    "evaluate the first N test examples only (a language model: N tokens of valid and test); 0: all")
+        ->capture_default_str()
+        ->check(CLI::NonNegativeNumber);
     cmd->add_option("--repeats", opts.repeats, "latency: timed blocks (the median is reported)")
         ->capture_default_str()
         ->check(CLI::Range(1, 100000));
     cmd->add_option("--steps", opts.steps, "latency: batch-1 forwards (tokens) per block")
         ->capture_default_str()
         ->check(CLI::Range(1, 100000));
+    cmd->add_flag("--search", search,
+                  "per-layer precision search: layer by layer, the lowest (w, a) of --w-bits x --a-bits whose model "
+                  "stays within --budget of FP32 (on valid for a language model, else test)");
+    cmd->add_option("--budget", budget,
+                    "--search's quality budget: '1%' of FP32's quality, or in the metric's units (0.5: accuracy "
+                    "points or perplexity)")
+        ->capture_default_str();
+    cmd->add_option("--plan", plan_out,
+                    "--search: the plan file to write (default: <-o folder>/plan.yaml, else plan.yaml)");
   }
-  int run() const {
+  int run() {
+    if (no_baselines) opts.same_bits.clear(), opts.w16 = false;
+    if (search) return run_search();
     const auto r = octet::cli::run_sweep(ckpt, opts);
-    std::printf("%s on %s; quantized layers: %s\n\n%s", r.checkpoint.c_str(), r.device.c_str(), r.layers.c_str(),
-                octet::cli::sweep_markdown(r).c_str());
+    std::printf("%s on %s; quantized layers: %s\n\n%s\n%s", r.checkpoint.c_str(), r.device.c_str(), r.layers.c_str(),
+                octet::cli::sweep_markdown(r).c_str(), octet::cli::sweep_grid_markdown(r).c_str());
     if (!out.empty()) {
       const std::vector<std::string> files = octet::cli::write_sweep(out, r);
-      std::printf("\nwritten: %s, %s\n", files[0].c_str(), files[1].c_str());
+      std::printf("written: %s, %s\n", files[0].c_str(), files[1].c_str());
     }
+    return 0;
+  }
+  int run_search() {
+    const octet::cli::Budget b = octet::cli::parse_budget(budget);
+    const auto s = octet::cli::run_search(ckpt, opts, b);
+    std::printf("%s on %s\n\n%s", s.checkpoint.c_str(), s.device.c_str(), octet::cli::search_markdown(s).c_str());
+    namespace fs = std::filesystem;
+    std::string file =
+        plan_out.empty() ? (out.empty() ? "plan.yaml" : (fs::path(out) / "plan.yaml").string()) : plan_out;
+    if (!out.empty()) fs::create_directories(out);
+    octet::write_file_atomic(file, octet::cli::plan_yaml(s));
+    std::printf("\nplan: %s (octet eval %s --pbatch %s)\n", file.c_str(), ckpt.c_str(), file.c_str());
     return 0;
   }
 };
@@ -279,29 +328,45 @@ struct PbatchBenchCommand {
   octet::bench::PbBenchOptions opts;
 
   void add(CLI::App& bench) {
-    cmd = bench.add_subcommand("pbatch",
-                               "PrecisionBatching (pb_linear) vs FP32 GEMV, the paper's Table I layout (markdown)");
-    cmd->add_option("--sizes", opts.sizes, "square sizes N (weights N x N)")->delimiter(',')->capture_default_str();
-    cmd->add_option("--w-bits", opts.w_bits, "weight bits (1..8), one table row each")
+    cmd = bench.add_subcommand(
+        "pbatch", "PrecisionBatching (pb_linear) vs FP32 GEMV and the int8 baseline, at batch 1: the paper's Table I");
+    cmd->footer(
+        "Prints markdown: per thread count, one table. --paper-layout lays it out as the paper's Table I (a row per "
+        "method: PBatch-n (a=k), Int8, Float32; a column per size); otherwise a row per size and weight width, a "
+        "column per activation width, with the ideal speedup 32/(n+1). Cells: speedup over FP32 (time per call in "
+        "microseconds). FP32 is the fastest of octet's matmul, linear and an AVX-512 GEMV; int8 the fastest of "
+        "qlinear's GEMM paths; pb_linear and qlinear include the activations' quantization. Medians of --reps "
+        "samples after a warm-up; the load average before each table is printed: run it on a quiet machine.");
+    cmd->add_option("--sizes", opts.sizes, "square layer sizes N (weights N x N), one column (or row group) each")
+        ->delimiter(',')
+        ->capture_default_str()
+        ->check(CLI::PositiveNumber);
+    cmd->add_option("--w-bits", opts.w_bits, "PrecisionBatching weight bits (1..8)")
         ->delimiter(',')
         ->capture_default_str();
-    cmd->add_option("--a-bits", opts.a_bits, "activation bits (2..32), one table column each")
+    cmd->add_option("--a-bits", opts.a_bits, "PrecisionBatching activation bits (2..32)")
         ->delimiter(',')
         ->capture_default_str();
-    cmd->add_option("--threads", opts.threads, "CPU thread counts, one table each")
+    cmd->add_option("--threads", opts.threads,
+                    "CPU thread counts, one table each (more than this machine's cores is warned about)")
         ->delimiter(',')
         ->capture_default_str();
     cmd->add_option("--device", opts.device, "cpu, cuda or cuda:N")->capture_default_str();
-    cmd->add_option("--batch", opts.batch, "rows of x")->capture_default_str()->check(CLI::Range(1, 4096));
-    cmd->add_option("--reps", opts.reps, "timed samples per measurement (median reported)")
+    cmd->add_option("--batch", opts.batch, "rows of x (the paper: 1)")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 4096));
+    cmd->add_option("--reps", opts.reps, "timed samples per measurement (the median is reported)")
         ->capture_default_str()
         ->check(CLI::Range(1, 1000));
-    cmd->add_option("--min-time", opts.min_time, "seconds per measurement")
+    cmd->add_option("--min-time", opts.min_time, "seconds per measurement, split over the samples")
         ->capture_default_str()
         ->check(CLI::Range(0.0, 60.0));
     cmd->add_flag("--cpu-time", opts.cpu_time,
                   "with one thread, time by its CPU time (a shared machine: time descheduled not counted)");
-    cmd->add_flag("--clip-search", opts.clip_search, "preprocess the weights with the clip search");
+    cmd->add_flag("--clip-search", opts.clip_search,
+                  "preprocess the weights with the clip search (changes the codes, not the kernel's time)");
+    cmd->add_flag("--paper-layout", opts.paper_layout,
+                  "the paper's Table I: methods as rows (PBatch-n (a=k), Int8, Float32), sizes as columns");
   }
   int run() const {
     octet::bench::run_pbatch_bench(opts, std::cout);

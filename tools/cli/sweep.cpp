@@ -3,24 +3,91 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
-#include <cstdio>
-#include <filesystem>
+#include <cmath>
+#include <functional>
+#include <map>
 
 #include "core/octet.h"
+#include "layers/linear.h"
+#include "layers/lstm.h"
 #include "models/lstm_lm.h"
-#include "tools/train/metrics.h"
-#include "tools/train/trainer.h"
+#include "tools/cli/sweep_detail.h"
 
 namespace octet::cli {
 
 // The trainer library is what every subcommand drives.
 using namespace octet::train;
 
-namespace {
+namespace detail {
 
-// Median over `repeats` blocks of the mean time of one batch-1 forward (a language model: one
-// token, the state carried), after a warm-up block. Reading one output element back waits for a GPU.
+SweepModel open_sweep_model(const std::string& path, const SweepOptions& opts, const std::string& command) {
+  OCTET_CHECK(opts.repeats >= 1 && opts.steps >= 1, command, ": --repeats and --steps must be >= 1");
+  OCTET_CHECK(opts.limit >= 0, command, ": --limit must be >= 0, got ", opts.limit);
+  SweepModel s;
+  s.m = open_checkpoint_model(path, opts.threads, opts.device, command);
+  if (opts.limit > 0)
+    s.m.recipe = parse_stored_recipe(s.m.checkpoint.recipe_yaml, s.m.path + " (recipe)",
+                                     {"data.limit_test=" + std::to_string(opts.limit)});
+  s.task = make_task(s.m.recipe, s.m.device, false, &s.m.checkpoint, opts.data_root);
+  s.example = s.task->example_input();
+  s.lm = is_language_model(s.m.recipe);
+  const std::string final_layer = quant::final_layer_name(*s.m.model);
+  for (const auto& l : quant::quantizable_layers(*s.m.model))
+    if (opts.all_layers || l.name != final_layer) s.layers.push_back(l.name);
+  OCTET_CHECK(!s.layers.empty(), command, ": ", s.m.path, " has no quantizable layer (Linear or LSTM)",
+              opts.all_layers ? "" : " but its final output layer; --all-layers converts that one too");
+  return s;
+}
+
+quant::PrecisionPlan plan_for(const SweepModel& m, const quant::LayerPrecision& spec) {
+  quant::PrecisionPlan plan;
+  for (const auto& name : m.layers) plan.layers[name] = spec;
+  for (const auto& l : quant::quantizable_layers(*m.m.model)) plan.layers.emplace(l.name, std::nullopt);
+  plan.source = "sweep";
+  return plan;
+}
+
+float round_to_half(float x) {
+  if (!std::isfinite(x)) return x;
+  const float a = std::fabs(x);
+  if (a < 6.103515625e-05f)  // below 2^-14, half's subnormals: multiples of 2^-24 (exact in float)
+    return std::nearbyint(x * 16777216.0f) / 16777216.0f;
+  // Keep 10 of float's 23 mantissa bits, rounding the 13 dropped ones to nearest, ties to even.
+  uint32_t bits = std::bit_cast<uint32_t>(x);
+  bits += 0x0FFFu + ((bits >> 13) & 1u);
+  bits &= ~0x1FFFu;
+  const float r = std::bit_cast<float>(bits);
+  return std::fabs(r) > 65504.0f ? std::copysign(INFINITY, x) : r;
+}
+
+HalfWeights::HalfWeights(const SweepModel& m) {
+  NoGradGuard ng;
+  std::vector<Tensor> weights;
+  for (const auto& [name, mod] : m.m.model->named_modules()) {
+    if (std::find(m.layers.begin(), m.layers.end(), name) == m.layers.end()) continue;
+    if (auto* fc = dynamic_cast<Linear*>(mod.get())) weights.push_back(fc->weight_);
+    if (auto* lstm = dynamic_cast<LSTM*>(mod.get())) {
+      weights.insert(weights.end(), lstm->weight_ih_.begin(), lstm->weight_ih_.end());
+      weights.insert(weights.end(), lstm->weight_hh_.begin(), lstm->weight_hh_.end());
+    }
+  }
+  for (Tensor& w : weights) {
+    saved_.emplace_back(w, w.clone());
+    Tensor host = w.to(Device::cpu()).contiguous().clone();
+    float* p = host.data<float>();
+    for (int64_t i = 0; i < host.numel(); ++i) p[i] = round_to_half(p[i]);
+    w.copy_(host.to(w.device()));
+  }
+}
+
+void HalfWeights::restore() {
+  NoGradGuard ng;
+  for (auto& [w, original] : saved_) w.copy_(original);
+  saved_.clear();
+}
+
 double batch1_latency(Module& model, const Tensor& example, Device device, const SweepOptions& o) {
   NoGradGuard ng;
   model.eval();
@@ -37,6 +104,7 @@ double batch1_latency(Module& model, const Tensor& example, Device device, const
         out = model(x);
       }
     }
+    // Reading one output element back waits for a GPU.
     (void)out.reshape({-1}).narrow(0, 0, 1).to(Device::cpu());
   };
   block();
@@ -52,50 +120,103 @@ double batch1_latency(Module& model, const Tensor& example, Device device, const
   return n % 2 ? times[n / 2] : 0.5 * (times[n / 2 - 1] + times[n / 2]);
 }
 
-std::string quality_name(const SweepResult& r) { return r.lm ? "perplexity" : "top-1 (%)"; }
+EvalResult evaluate(SweepModel& m, EvalResult* first) {
+  const std::vector<EvalResult> splits = m.task->evaluate_all(*m.m.model);
+  if (first) *first = splits.front();
+  return splits.back();
+}
 
-}  // namespace
+}  // namespace detail
+
+quant::PbConfig pb_config_for(int w_bits, int a_bits, const std::string& scheme) {
+  quant::PbConfig c{w_bits, a_bits, true};
+  c.scheme = quant::parse_pb_scheme(scheme, "sweep --scheme");
+  return c;
+}
 
 SweepResult run_sweep(const std::string& path, const SweepOptions& opts) {
-  OCTET_CHECK(opts.repeats >= 1 && opts.steps >= 1, "sweep: repeats and steps must be >= 1");
   OCTET_CHECK(!opts.w_bits.empty() && !opts.a_bits.empty(), "sweep: give at least one weight and activation width");
-  for (int w : opts.w_bits)
-    for (int a : opts.a_bits) quant::check_pb_config(quant::PbConfig{w, a, true}, "sweep --w-bits/--a-bits");
-  CheckpointModel m = open_checkpoint_model(path, opts.threads, opts.device, "sweep");
-  std::unique_ptr<Task> task = make_task(m.recipe, m.device, false, &m.checkpoint, opts.data_root);
-  const Tensor example = task->example_input();
+  OCTET_CHECK(!opts.schemes.empty(), "sweep --scheme: give at least one scheme (octet, paper)");
+  for (const std::string& s : opts.schemes)
+    for (int w : opts.w_bits)
+      for (int a : opts.a_bits) quant::check_pb_config(pb_config_for(w, a, s), "sweep --w-bits/--a-bits");
+  for (int n : opts.same_bits)
+    OCTET_CHECK(n >= 1 && n <= quant::kPbMaxWeightBits, "sweep --same-bits: expected bits in 1..",
+                quant::kPbMaxWeightBits, ", got ", n);
+  detail::SweepModel s = detail::open_sweep_model(path, opts, "sweep");
   SweepResult r;
-  r.checkpoint = m.path;
-  r.device = m.device.str();
-  r.lm = is_language_model(m.recipe);
-  std::vector<std::pair<std::string, std::optional<quant::QuantSpec>>> configs{{"fp32", std::nullopt},
-                                                                               {"int8", quant::QuantSpec::int8()}};
-  for (int w : opts.w_bits)
-    for (int a : opts.a_bits) {
-      quant::QuantSpec s = quant::QuantSpec::pbatch(quant::PbConfig{w, a, true});
-      configs.emplace_back(s.name(), s);
-    }
-  for (const auto& [name, spec] : configs) {
-    if (spec) {
-      auto layers = quant::convert_model(*m.model, quant::uniform_plan(*spec));
-      if (r.layers.empty())
-        for (const auto& l : layers)
-          r.layers += (r.layers.empty() ? "" : ", ") + l.name + (l.precision ? ": quantized" : ": float");
-    } else {
-      quant::reset_to_float(*m.model);
-    }
-    SweepRow row;
-    row.config = name;
-    row.result = task->evaluate_all(*m.model).back();
-    row.latency_s = batch1_latency(*m.model, example, m.device, opts);
-    spdlog::info("{}: {} {:.4g}, batch-1 latency {:.1f} us", name, quality_name(r), r.quality(row),
-                 1e6 * row.latency_s);
-    r.rows.push_back(row);
+  r.checkpoint = s.m.path;
+  r.device = s.m.device.str();
+  r.lm = s.lm;
+  for (const auto& l : quant::quantizable_layers(*s.m.model)) {
+    const bool converted = std::find(s.layers.begin(), s.layers.end(), l.name) != s.layers.end();
+    r.layers += (r.layers.empty() ? "" : ", ") + l.name + (converted ? ": quantized" : ": float");
   }
-  for (auto& row : r.rows) row.speedup = r.rows[0].latency_s / row.latency_s;
-  quant::reset_to_float(*m.model);
-  mark_pareto(r);
+
+  // One row per configuration; `prepare` sets the model up (and returns what undoes it, if anything).
+  struct Config {
+    SweepRow row;
+    std::optional<quant::QuantSpec> spec;  // nullopt: float weights (FP32, 16-bit weights)
+    bool half = false;
+  };
+  std::vector<Config> configs;
+  auto add = [&](std::string method, std::string name, int w, int a, std::optional<quant::QuantSpec> spec,
+                 bool half = false) {
+    SweepRow row;
+    row.method = std::move(method), row.config = std::move(name), row.w_bits = w, row.a_bits = a;
+    configs.push_back({row, spec, half});
+  };
+  add("FP32", "fp32", 32, 32, std::nullopt);
+  add("int8", "int8", 8, 8, quant::QuantSpec::int8());
+  for (int n : opts.same_bits)  // 1 bit: activations on 3 levels, the kernel's a = 2
+    add("W = A", "w" + std::to_string(n) + "a" + std::to_string(n), n, n,
+        quant::QuantSpec::pbatch(pb_config_for(n, std::max(n, quant::kPbMinActivationBits), "octet")));
+  if (opts.w16) add("16-bit weights", "w16", 16, 32, std::nullopt, true);
+  for (const std::string& scheme : opts.schemes)
+    for (int w : opts.w_bits)
+      for (int a : opts.a_bits) {
+        const quant::QuantSpec spec = quant::QuantSpec::pbatch(pb_config_for(w, a, scheme));
+        add(scheme == "octet" ? "PrecisionBatching" : "PrecisionBatching (paper scheme)", spec.name(), w, a, spec);
+      }
+
+  // A kernel configuration met twice (w8a8 as W = A and in the grid) is evaluated once.
+  std::map<std::string, SweepRow> done;
+  for (Config& c : configs) {
+    const std::string key = c.spec ? c.spec->name() : c.row.config;
+    if (auto it = done.find(key); it != done.end()) {
+      c.row.result = it->second.result, c.row.latency_s = it->second.latency_s;
+    } else {
+      std::optional<detail::HalfWeights> half;
+      if (c.spec) {
+        quant::convert_model(*s.m.model, detail::plan_for(s, *c.spec));
+      } else {
+        quant::reset_to_float(*s.m.model);
+        if (c.half) half.emplace(s);
+      }
+      c.row.result = detail::evaluate(s);
+      c.row.latency_s = detail::batch1_latency(*s.m.model, s.example, s.m.device, opts);
+      done[key] = c.row;
+    }
+    spdlog::info("{} {}: {} {:.4g}, batch-1 latency {:.1f} us", c.row.method, c.row.config, detail::quality_name(r.lm),
+                 r.quality(c.row), 1e6 * c.row.latency_s);
+    r.rows.push_back(c.row);
+  }
+  quant::reset_to_float(*s.m.model);
+  finish_rows(r);
   return r;
+}
+
+void finish_rows(SweepResult& r) {
+  double fp32 = 0, int8 = 0;
+  for (const auto& row : r.rows) {
+    if (row.config == "fp32") fp32 = row.latency_s;
+    if (row.config == "int8") int8 = row.latency_s;
+  }
+  for (auto& row : r.rows) {
+    row.speedup = fp32 > 0 && row.latency_s > 0 ? fp32 / row.latency_s : 0;
+    row.speedup_int8 = int8 > 0 && row.latency_s > 0 ? int8 / row.latency_s : 0;
+  }
+  mark_pareto(r);
 }
 
 void mark_pareto(SweepResult& r) {
@@ -110,66 +231,6 @@ void mark_pareto(SweepResult& r) {
           (b.latency_s < a.latency_s || r.quality(b) != r.quality(a)))
         a.pareto = false;
   }
-}
-
-std::string sweep_markdown(const SweepResult& r) {
-  std::string s = "| config | " + quality_name(r) + " | loss | batch-1 latency (us/" + (r.lm ? "token" : "sample") +
-                  ") | speedup vs FP32 | Pareto |\n|---|---:|---:|---:|---:|:-:|\n";
-  char buf[256];
-  for (const auto& row : r.rows) {
-    std::snprintf(buf, sizeof(buf), "| %s | %.2f | %.4f | %.1f | %.2fx | %s |\n", row.config.c_str(), r.quality(row),
-                  row.result.loss, 1e6 * row.latency_s, row.speedup, row.pareto ? "*" : "");
-    s += buf;
-  }
-  return s;
-}
-
-std::string sweep_csv(const SweepResult& r) {
-  std::string s = "config,quality_metric,quality,loss,latency_s,speedup,pareto\n";
-  char buf[256];
-  for (const auto& row : r.rows) {
-    std::snprintf(buf, sizeof(buf), "%s,%s,%.6g,%.6g,%.6g,%.4f,%d\n", row.config.c_str(), r.lm ? "perplexity" : "top1",
-                  r.quality(row), row.result.loss, row.latency_s, row.speedup, row.pareto ? 1 : 0);
-    s += buf;
-  }
-  return s;
-}
-
-std::string sweep_html(const SweepResult& r) {
-  ChartSeries all{"configurations", "#1f77b4", {}, false, {}}, front{"Pareto front", "#d62728", {}, true, {}};
-  std::vector<const SweepRow*> on_front;
-  for (const auto& row : r.rows) {
-    all.points.emplace_back(1e6 * row.latency_s, r.quality(row));
-    all.labels.push_back(row.config);
-    if (row.pareto) on_front.push_back(&row);
-  }
-  std::sort(on_front.begin(), on_front.end(), [](auto* a, auto* b) { return a->latency_s < b->latency_s; });
-  for (const SweepRow* row : on_front) front.points.emplace_back(1e6 * row->latency_s, r.quality(*row));
-  std::string html =
-      "<!doctype html><html><head><meta charset='utf-8'><title>octet sweep</title><style>"
-      "body{font-family:sans-serif;margin:20px}figure{display:inline-block;margin:8px}"
-      "figcaption{font-weight:bold}td,th{padding:2px 8px}</style></head><body><h2>" +
-      r.checkpoint + " on " + r.device + "</h2><p>quantized layers: " + r.layers + "</p>";
-  html += svg_chart(quality_name(r) + " against batch-1 latency", {all, front},
-                    std::string("latency (us per ") + (r.lm ? "token)" : "sample)"));
-  html += "<table><tr><th>config</th><th>" + quality_name(r) +
-          "</th><th>latency (us)</th><th>speedup</th><th>Pareto</th></tr>";
-  char buf[256];
-  for (const auto& row : r.rows) {
-    std::snprintf(buf, sizeof(buf), "<tr><td>%s</td><td>%.2f</td><td>%.1f</td><td>%.2fx</td><td>%s</td></tr>",
-                  row.config.c_str(), r.quality(row), 1e6 * row.latency_s, row.speedup, row.pareto ? "*" : "");
-    html += buf;
-  }
-  return html + "</table></body></html>\n";
-}
-
-std::vector<std::string> write_sweep(const std::string& dir, const SweepResult& r) {
-  std::filesystem::create_directories(dir);
-  const std::string csv = (std::filesystem::path(dir) / "sweep.csv").string();
-  const std::string html = (std::filesystem::path(dir) / "sweep.html").string();
-  write_file_atomic(csv, sweep_csv(r));
-  write_file_atomic(html, sweep_html(r));
-  return {csv, html};
 }
 
 }  // namespace octet::cli
