@@ -12,6 +12,7 @@
 #include <immintrin.h>
 #endif
 #include "core/cpu/kernels.h"
+#include "core/cpu/lanes.h"
 #include "core/cpu/loops.h"
 
 namespace octet::cpu {
@@ -49,14 +50,11 @@ inline float exp_nonpositive(float x) {
 }
 
 // log sum exp(p[j] - m) + m for a float row: the exps in float (exp_nonpositive), summed in double
-// in 8 interleaved partial sums combined in a fixed order. The AVX2 version computes the same
-// lanes with the same IEEE operations (exp_nonpositive's, step by step) and adds them in the same
-// order, so both give the same bits. They replace a libm double exp per element (GCC vectorizes
-// neither that nor the portable loop): the 31k-vocabulary LM step went from 881 to 785 ms.
-double combine8(const double* acc) {
-  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-}
-
+// in 8 interleaved partial sums (Lanes8, core/cpu/lanes.h; the row's tail goes to lane 0) combined
+// in Lanes8's fixed order. The AVX2 version computes the same lanes with the same IEEE operations
+// (exp_nonpositive's, step by step) and adds them in the same order, so both give the same bits.
+// They replace a libm double exp per element (GCC vectorizes neither that nor the portable loop):
+// the 31k-vocabulary LM step went from 881 to 785 ms.
 double row_logsumexp_f32_portable(const float* p, int64_t r, float m) {
   double acc[8] = {};
   int64_t j = 0;
@@ -64,7 +62,7 @@ double row_logsumexp_f32_portable(const float* p, int64_t r, float m) {
     for (int k = 0; k < 8; ++k) acc[k] += static_cast<double>(exp_nonpositive(p[j + k] - m));
   }
   for (; j < r; ++j) acc[0] += static_cast<double>(exp_nonpositive(p[j] - m));
-  return static_cast<double>(m) + std::log(combine8(acc));
+  return static_cast<double>(m) + std::log(Lanes8::load(acc).pairwise_total());
 }
 
 #ifdef OCTET_CPU_X86
@@ -93,20 +91,14 @@ OCTET_TARGET_AVX2 inline void add_lanes(__m256 v, __m256d* lo, __m256d* hi) {
   *hi = _mm256_add_pd(*hi, _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
 }
 
-OCTET_TARGET_AVX2 inline void store_lanes(__m256d lo, __m256d hi, double* acc) {
-  _mm256_storeu_pd(acc, lo);
-  _mm256_storeu_pd(acc + 4, hi);
-}
-
 OCTET_TARGET_AVX2 double row_logsumexp_f32_avx2(const float* p, int64_t r, float m) {
   const __m256 vm = _mm256_set1_ps(m);
   __m256d lo = _mm256_setzero_pd(), hi = _mm256_setzero_pd();
   int64_t j = 0;
   for (; j + 8 <= r; j += 8) add_lanes(exp_nonpositive_avx2(_mm256_sub_ps(_mm256_loadu_ps(p + j), vm)), &lo, &hi);
-  double acc[8];
-  store_lanes(lo, hi, acc);
-  for (; j < r; ++j) acc[0] += static_cast<double>(exp_nonpositive(p[j] - m));
-  return static_cast<double>(m) + std::log(combine8(acc));
+  Lanes8 acc{lo, hi};
+  for (; j < r; ++j) acc.lo[0] += static_cast<double>(exp_nonpositive(p[j] - m));
+  return static_cast<double>(m) + std::log(acc.pairwise_total());
 }
 #endif
 
@@ -141,7 +133,7 @@ T exp_logp(T y) {
 }
 
 // sum of g (log) or of g * y (softmax, the products rounded to T) over a row, in double in 8
-// interleaved partial sums combined in combine8's order.
+// interleaved partial sums combined in Lanes8's order (the tail in lane 0).
 template <typename T>
 double row_grad_sum_portable(bool log, const T* y, const T* g, int64_t r) {
   double acc[8] = {};
@@ -150,7 +142,7 @@ double row_grad_sum_portable(bool log, const T* y, const T* g, int64_t r) {
   for (; j + 8 <= r; j += 8)
     for (int k = 0; k < 8; ++k) acc[k] += term(j + k);
   for (; j < r; ++j) acc[0] += term(j);
-  return combine8(acc);
+  return Lanes8::load(acc).pairwise_total();
 }
 
 // log: dx = g - exp(y) * s; softmax: dx = y * (g - s); s rounded to T.
@@ -178,10 +170,9 @@ OCTET_TARGET_AVX2 void softmax_backward_row_avx2(bool log, const float* y, const
     const __m256 gv = _mm256_loadu_ps(g + j);
     add_lanes(log ? gv : _mm256_mul_ps(gv, _mm256_loadu_ps(y + j)), &lo, &hi);
   }
-  double acc[8];
-  store_lanes(lo, hi, acc);
-  for (; j < r; ++j) acc[0] += static_cast<double>(log ? g[j] : g[j] * y[j]);
-  const float s = static_cast<float>(combine8(acc));
+  Lanes8 acc{lo, hi};
+  for (; j < r; ++j) acc.lo[0] += static_cast<double>(log ? g[j] : g[j] * y[j]);
+  const float s = static_cast<float>(acc.pairwise_total());
   const __m256 vs = _mm256_set1_ps(s);
   j = 0;
   if (log)
