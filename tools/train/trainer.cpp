@@ -469,7 +469,11 @@ class TrainingLoop {
   // Stopped by a signal or train.max_steps: last.safetensors holds the position (state.epoch and
   // state.batch) to resume from.
   TrainResult stop(bool saved) {
-    if (!saved || unwritten_.count("last.safetensors")) save("last.safetensors", true);
+    // Every rank takes part in a save (the epoch's sums and a task's state are gathered from all),
+    // while only rank 0 knows of a failed one.
+    std::vector<double> save_now{!saved || unwritten_.count("last.safetensors") ? 1.0 : 0.0};
+    sum_over_ranks(save_now, group_);
+    if (save_now[0] > 0) save("last.safetensors", true);
     if (metrics_) metrics_->write_curves();
     bar_->end_line();
     spdlog::info(
