@@ -32,6 +32,9 @@ std::map<int64_t, std::string> parse_meta(const std::vector<uint8_t>& bytes, con
     const MatValue& w = s.field(i, "WNID");
     OCTET_CHECK(id.numbers.size() == 1 && w.kind == MatValue::Kind::text, where, ": synsets(", i + 1,
                 ") has no ILSVRC2012_ID number or WNID text");
+    OCTET_CHECK(id.numbers[0] >= 1 && id.numbers[0] <= 1e9 &&
+                    id.numbers[0] == static_cast<double>(static_cast<int64_t>(id.numbers[0])),
+                where, ": synsets(", i + 1, ") has ILSVRC2012_ID ", id.numbers[0], " (expected 1, 2, ...)");
     wnid[static_cast<int64_t>(id.numbers[0])] = w.text;
   }
   return wnid;

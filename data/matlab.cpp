@@ -29,7 +29,7 @@ enum : uint32_t {
 };
 enum : uint32_t { mxCELL = 1, mxSTRUCT, mxOBJECT, mxCHAR, mxSPARSE, mxDOUBLE, mxUINT64 = 15 };
 constexpr int kMaxDepth = 32;                         // nesting refused beyond this (a hostile file)
-constexpr uint64_t kMaxInflated = uint64_t{1} << 30;  // a compressed variable larger than this is refused
+constexpr uint64_t kMaxInflated = uint64_t{1} << 26;  // 64 MB: the devkit's meta.mat holds ~0.3 MB
 
 struct Element {
   uint32_t type;
@@ -151,9 +151,12 @@ void append_utf8(std::string& out, uint32_t cp) {
     out += static_cast<char>(cp);
   } else if (cp < 0x800) {
     out += static_cast<char>(0xc0 | cp >> 6), out += static_cast<char>(0x80 | (cp & 0x3f));
-  } else {
+  } else if (cp < 0x10000) {
     out += static_cast<char>(0xe0 | cp >> 12), out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
     out += static_cast<char>(0x80 | (cp & 0x3f));
+  } else {
+    out += static_cast<char>(0xf0 | cp >> 18), out += static_cast<char>(0x80 | ((cp >> 12) & 0x3f));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f)), out += static_cast<char>(0x80 | (cp & 0x3f));
   }
 }
 
@@ -209,8 +212,12 @@ class Parser {
       if (d.type == miUTF8 || d.type == miINT8 || d.type == miUINT8)
         v.text.assign(reinterpret_cast<const char*>(d.data), d.size);
       else
-        for (uint64_t i = 0; i < d.size / static_cast<uint64_t>(w); ++i)
-          append_utf8(v.text, static_cast<uint32_t>(number_at(d, i)));
+        for (uint64_t i = 0; i < d.size / static_cast<uint64_t>(w); ++i) {
+          const double cp = number_at(d, i);
+          OCTET_CHECK(cp >= 0 && cp <= 0x10ffff && cp == static_cast<double>(static_cast<uint32_t>(cp)), "mat: ", name_,
+                      ": character ", cp, " is not a Unicode code point");
+          append_utf8(v.text, static_cast<uint32_t>(cp));
+        }
     } else if (cls >= mxDOUBLE && cls <= mxUINT64) {
       const Element d = r.next();
       const int w = type_bytes(d.type);

@@ -58,6 +58,13 @@ inline std::string chars(const std::string& s) {
 
 inline std::string empty_double() { return array(6, {0, 0}, "", element(miDOUBLE, "", false)); }
 
+// The 128-byte header of a little-endian MAT-file.
+inline std::string mat_header() {
+  std::string header = "MATLAB 5.0 MAT-file, Platform: GLNXA64, Created on: a test";
+  header.resize(116, ' ');
+  return header + std::string(8, '\0') + u16(0x0100) + "IM";
+}
+
 // `synsets`: (id, wnid) pairs as a struct array with the devkit's fields (a few of them).
 inline std::string meta_mat(const std::vector<std::pair<int, std::string>>& synsets, bool compressed) {
   const std::vector<std::string> fields = {"ILSVRC2012_ID", "WNID", "words", "children", "num_train_images"};
@@ -67,9 +74,7 @@ inline std::string meta_mat(const std::vector<std::pair<int, std::string>>& syns
   for (const auto& [id, wnid] : synsets)
     body += scalar(id) + chars(wnid) + chars("a thing, another") + empty_double() + scalar(1300);
   const std::string var = array(2, {static_cast<int32_t>(synsets.size()), 1}, "synsets", body);
-  std::string header = "MATLAB 5.0 MAT-file, Platform: GLNXA64, Created on: a test";
-  header.resize(116, ' ');
-  header += std::string(8, '\0') + u16(0x0100) + "IM";
+  const std::string header = mat_header();
   if (!compressed) return header + var;
   uLongf n = compressBound(var.size());
   std::string z(n, '\0');

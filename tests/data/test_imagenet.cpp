@@ -54,6 +54,16 @@ TEST(DataMatlab, ReadsTheDevkitsStructArray) {
   const std::string mat = meta_mat({{1, "n01440764"}}, false);
   std::vector<uint8_t> cut(mat.begin(), mat.end() - 20);
   EXPECT_NE(error_of([&] { read_mat_file(cut, "meta.mat"); }).find("meta.mat: truncated"), std::string::npos);
+  // A character that is no code point (fuzz_matlab found its conversion overflowing): an error.
+  std::string big(8, '\0');
+  const double too_big = 1.35e16;
+  std::memcpy(big.data(), &too_big, 8);
+  const std::string bad =
+      testing::mat_header() + testing::array(4, {1, 1}, "c", testing::element(testing::miDOUBLE, big));
+  EXPECT_NE(error_of([&] {
+              read_mat_file(std::vector<uint8_t>(bad.begin(), bad.end()), "c.mat");
+            }).find("is not a Unicode code point"),
+            std::string::npos);
   std::vector<uint8_t> junk(200, 'x');
   EXPECT_NE(error_of([&] { read_mat_file(junk, "x.mat"); }).find("not a MATLAB 5 MAT-file"), std::string::npos);
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes the seed corpora under corpus/<harness>/: a few small valid files and edge cases per format.
 Run from anywhere: python3 tests/fuzz/make_corpus.py (needs Pillow for the JPEG and PNG seeds)."""
-import gzip, io, json, os, struct, sys
+import gzip, io, json, os, struct, sys, zlib
 
 here = os.path.dirname(os.path.abspath(__file__))
 root = os.path.join(here, "corpus")
@@ -180,3 +180,38 @@ for mode, size, fmt, name, opts in [("RGB", (5, 3), "PNG", "rgb.png", {}), ("L",
     im.save(b, fmt, **opts)
     put("image", name, b.getvalue())
 put("image", "gif", b"GIF89a\x01\x00\x01\x00\x00\x00\x00;")
+
+
+def mat_element(mtype, data, small_ok=True):
+    # MAT-file level 5: a tag and data padded to 8 bytes, or the small element format for <= 4 bytes
+    if small_ok and 0 < len(data) <= 4:
+        return struct.pack("<I", len(data) << 16 | mtype) + data + bytes(4 - len(data))
+    e = struct.pack("<II", mtype, len(data)) + data
+    return e + bytes((8 - len(e) % 8) % 8)
+
+
+def mat_array(cls, dims, name, body):
+    return mat_element(14, mat_element(6, struct.pack("<II", cls, 0), False) +
+                       mat_element(5, b"".join(struct.pack("<i", d) for d in dims), False) +
+                       mat_element(1, name) + body, False)
+
+
+def mat_file(synsets, compressed):
+    # a struct array like the ImageNet devkit's meta.mat: an id stored as uint8, a UTF-16 WNID, an empty field
+    fields = [b"ILSVRC2012_ID", b"WNID", b"children"]
+    body = mat_element(5, struct.pack("<i", 32)) + mat_element(1, b"".join(f.ljust(32, b"\0") for f in fields), False)
+    for i, w in synsets:
+        body += mat_array(6, [1, 1], b"", mat_element(2, bytes([i])))
+        body += mat_array(4, [1, len(w)], b"", mat_element(4, w.encode("utf-16-le")))
+        body += mat_array(6, [0, 0], b"", mat_element(9, b"", False))
+    var = mat_array(2, [len(synsets), 1], b"synsets", body)
+    header = b"MATLAB 5.0 MAT-file, Platform: GLNXA64, Created on: make_corpus".ljust(116) + bytes(8) + b"\x00\x01IM"
+    if compressed:
+        z = zlib.compress(var)
+        return header + struct.pack("<II", 15, len(z)) + z
+    return header + var
+
+
+put("matlab", "synsets", mat_file([(1, "n01440764"), (2, "n01443537")], False))
+put("matlab", "synsets_compressed", mat_file([(1, "n01440764"), (2, "n01443537")], True))
+put("matlab", "header_only", mat_file([], False)[:128])

@@ -24,7 +24,7 @@ while (($#)); do
     *) harnesses+=("$1"); shift ;;
   esac
 done
-((${#harnesses[@]})) || harnesses=(checkpoint recipe idx cifar10 image text metrics tensorboard quant_plan quant_export)
+((${#harnesses[@]})) || harnesses=(checkpoint recipe idx cifar10 image text matlab metrics tensorboard quant_plan quant_export)
 
 build=${OCTET_BUILD_DIR:-build}
 fuzz=build-fuzz
