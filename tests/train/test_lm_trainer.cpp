@@ -145,6 +145,10 @@ TEST(LmTrainer, ResumesExactly) {
     const auto valid_full = records_of(full.run_dir, "valid"), valid_got = records_of(part.run_dir, "valid");
     ASSERT_EQ(valid_got.size(), 3u) << name;
     for (size_t i = 0; i < 3; ++i) EXPECT_EQ(valid_got[i]["loss"], valid_full[i]["loss"]) << name << ": epoch " << i;
+    // And the epoch's train average (the summary line's), a resume mid-epoch 2 included.
+    for (size_t i = 0; i < 3; ++i)
+      for (const char* k : {"train_loss", "train_ppl", "train_top1"})
+        EXPECT_EQ(valid_got[i][k], valid_full[i][k]) << name << ": epoch " << i << " " << k;
   }
 }
 
