@@ -240,6 +240,29 @@ TEST_F(QuantRunLm, ExportHoldsWhatInferenceNeeds) {
                "the export lacks model tensor 'lstm.bias_hh_l0'");
 }
 
+// A decoder tied to the embedding (model.tie_weights) and quantized: the export leaves out
+// decoder.weight, and the embedding, which holds the same tensor, keeps it.
+TEST_F(QuantRunLm, ExportKeepsATiedEmbedding) {
+  const Recipe tied = load_recipe(std::string(OCTET_TESTS_DIR) + "/../recipes/lstm_lm_tiny.yaml",
+                                  {"model.tie_weights=true", "model.embed_dim=128", "train.max_steps=2",
+                                   "data.limit_train=2000", "data.limit_test=300", "log.progress=false",
+                                   "log.run_name=tied", "checkpoint.dir=" + dir_->path() + "/runs", "train.threads=1"});
+  const std::string ckpt = train::train(tied, {}).run_dir + "/last.safetensors",
+                    out = dir_->path() + "/tied.safetensors";
+  const std::string plan_file = dir_->path() + "/tied_plan.yaml";
+  std::ofstream(plan_file) << "default: {w: 4, a: 16}\ndecoder: int8\n";
+  const auto plan = cli_plan(plan_file, false);
+  export_quantized(ckpt, *plan, out, 1);
+  std::set<std::string> names;
+  for (const auto& [name, t] : load_checkpoint(out).model) names.insert(name);
+  EXPECT_FALSE(names.count("decoder.weight"));
+  EXPECT_TRUE(names.count("embedding.weight"));
+  const QuantEvalResult mem = evaluate_quantized(ckpt, "", 1, "cpu", plan),
+                        file = evaluate_quantized(out, "", 1, "cpu", std::nullopt);
+  ASSERT_EQ(file.splits.size(), mem.splits.size());
+  for (size_t i = 0; i < mem.splits.size(); ++i) EXPECT_EQ(file.splits[i].loss, mem.splits[i].loss);
+}
+
 TEST_F(QuantRunLm, CorruptExportIsAnError) {
   const std::string out = dir_->path() + "/good.safetensors", bad = dir_->path() + "/bad.safetensors";
   export_quantized(*run_, pb(4, 16), out, 1);
