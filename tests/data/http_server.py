@@ -5,10 +5,11 @@ Serves the files of a folder on 127.0.0.1 at a free port, which it prints as the
 stdout. Supports `Range: bytes=N-` and `bytes=N-M` (206 Partial Content), which
 SimpleHTTPRequestHandler lacks. Each file named by --cut is cut once: its first request without a
 Range gets the whole Content-Length in its headers but only the first half of the body, then the
-connection is closed, as a dropped connection would. Every request is appended to --log as
+connection is closed, as a dropped connection would. With --no-range, Range headers are ignored
+(200 and the whole file), as some servers do. Every request is appended to --log as
 "PATH RANGE" (RANGE is "-" without one).
 
-  python3 http_server.py --dir FOLDER [--cut NAME ...] [--log FILE]
+  python3 http_server.py --dir FOLDER [--cut NAME ...] [--log FILE] [--no-range]
 """
 import argparse
 import http.server
@@ -22,6 +23,7 @@ def main():
     ap.add_argument("--dir", required=True)
     ap.add_argument("--cut", action="append", default=[])
     ap.add_argument("--log", default=os.devnull)
+    ap.add_argument("--no-range", action="store_true", help="ignore Range headers, as some servers do")
     args = ap.parse_args()
     to_cut = set(args.cut)
 
@@ -43,7 +45,7 @@ def main():
             with open(path, "rb") as f:
                 data = f.read()
             start, end, status = 0, len(data), 200
-            if rng:
+            if rng and not args.no_range:
                 m = re.fullmatch(r"bytes=(\d+)-(\d*)", rng)
                 if not m or int(m.group(1)) >= len(data):
                     self.send_response(416)
@@ -61,7 +63,7 @@ def main():
                 self.send_header("Content-Range", f"bytes {start}-{end - 1}/{len(data)}")
             self.end_headers()
             body = data[start:end]
-            if name in to_cut and not rng:
+            if name in to_cut and status == 200:
                 to_cut.discard(name)
                 self.wfile.write(body[: len(body) // 2])
                 self.wfile.flush()

@@ -23,8 +23,11 @@ namespace octet::testing {
 
 class LocalServer {
  public:
-  // Serves the files of `dir`; each of `cut` is cut mid-body on its first request.
-  explicit LocalServer(const std::string& dir, const std::vector<std::string>& cut = {}) : log_(dir + "/.requests") {
+  // Serves the files of `dir`; each of `cut` is cut mid-body on its first request; `extra`: more of
+  // http_server.py's options (--no-range).
+  explicit LocalServer(const std::string& dir, const std::vector<std::string>& cut = {},
+                       const std::vector<std::string>& extra = {})
+      : log_(dir + "/.requests") {
     int fds[2];
     if (::pipe(fds) != 0) throw std::runtime_error("pipe failed");
     pid_ = ::fork();
@@ -35,6 +38,7 @@ class LocalServer {
       std::vector<std::string> args = {
           "python3", std::string(OCTET_TESTS_DIR) + "/data/http_server.py", "--dir", dir, "--log", log_};
       for (const std::string& c : cut) args.insert(args.end(), {"--cut", c});
+      args.insert(args.end(), extra.begin(), extra.end());
       std::vector<char*> argv;
       for (std::string& a : args) argv.push_back(a.data());
       argv.push_back(nullptr);

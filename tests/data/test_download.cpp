@@ -185,6 +185,16 @@ TEST(DataDownload, ResumesAfterACutConnection) {
   EXPECT_EQ(cifar10(data2.path(), true)->size(), 10);
 }
 
+TEST(DataDownload, StartsOverWhereTheServerIgnoresRange) {
+  TempDir www, data;
+  write_cifar_archive(www.path() + "/cifar-10-binary.tar.gz");
+  LocalServer server(www.path(), {}, {"--no-range"});
+  std::ofstream(data.path() + "/cifar-10-binary.tar.gz.part") << "stale bytes";
+  EXPECT_TRUE(download_dataset(served("cifar10", server, www.path()), data.path(), {}));
+  EXPECT_HAS(server.requests(), "/cifar-10-binary.tar.gz bytes=11-");
+  EXPECT_EQ(cifar10(data.path(), false)->size(), 2);
+}
+
 TEST(DataDownload, BadChecksumDeletesTheFile) {
   TempDir www, data;
   write_cifar_archive(www.path() + "/cifar-10-binary.tar.gz");

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <csignal>
 #include <filesystem>
 #include <memory>
 
@@ -30,6 +31,16 @@ bool fetch_dataset(const DatasetSource& s, const std::string& root, const std::s
     spdlog::info("{}", line);
   };
   if (!dataset_present(s, root)) spdlog::info("data: fetching {} into {}", s.name, root);
+  // Ctrl-C (or SIGTERM) while downloading ends the process at once, the part file kept to resume
+  // from: `octet train`'s handler would only ask the training loop, not yet running, to stop.
+  struct DefaultSignals {
+    void (*int_)(int) = std::signal(SIGINT, SIG_DFL);
+    void (*term_)(int) = std::signal(SIGTERM, SIG_DFL);
+    ~DefaultSignals() {
+      std::signal(SIGINT, int_);
+      std::signal(SIGTERM, term_);
+    }
+  } signals;
   return download_dataset(s, root, o);
 }
 
