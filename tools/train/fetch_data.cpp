@@ -1,5 +1,6 @@
 #include "tools/train/fetch_data.h"
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <csignal>
@@ -15,19 +16,25 @@ bool fetch_dataset(const DatasetSource& s, const std::string& root, const std::s
   DownloadOptions o;
   o.mirror = mirror;
   std::unique_ptr<ProgressBar> bar;
-  std::string bar_file;
+  std::string bar_file, finished;  // the file the bar shows; the one whose bar was completed
   o.progress = [&](const std::string& file, uint64_t done, uint64_t total) {
-    if (total == 0) return;
+    if (total == 0 || file == finished) return;  // libcurl reports the end more than once
     const auto kib = [](uint64_t bytes) { return static_cast<int64_t>(bytes / 1024); };
     if (!bar || bar_file != file) {
       bar = std::make_unique<ProgressBar>(file + " KiB", kib(total), true, 1.0, "KiB");
       bar_file = file;
     }
-    bar->update(kib(done), "");
+    const std::string mib =
+        fmt::format("{:.1f}/{:.1f} MiB", static_cast<double>(done) / (1 << 20), static_cast<double>(total) / (1 << 20));
+    if (done < total) return bar->update(kib(done), mib);
+    bar->finish(mib);
+    bar.reset();
+    finished = file;
   };
   o.log = [&](const std::string& line) {
     if (bar) bar->end_line();
     bar.reset();
+    finished.clear();
     spdlog::info("{}", line);
   };
   if (!dataset_present(s, root)) spdlog::info("data: fetching {} into {}", s.name, root);
@@ -41,7 +48,12 @@ bool fetch_dataset(const DatasetSource& s, const std::string& root, const std::s
       std::signal(SIGTERM, term_);
     }
   } signals;
-  return download_dataset(s, root, o);
+  try {
+    return download_dataset(s, root, o);
+  } catch (...) {
+    if (bar) bar->end_line();  // the error on a line of its own
+    throw;
+  }
 }
 
 std::string download_for_recipe(const Recipe& r, const std::string& dataset, const std::string& root,
