@@ -1,7 +1,7 @@
 // The `octet` command line:
 //   octet train RECIPE [section.key=value ...] [--resume RUN_OR_CHECKPOINT]
 //   octet eval CHECKPOINT_OR_RUN [--data ROOT] [--device cpu|cuda|cuda:N] [--pbatch w=N,a=K|PLAN.yaml | --int8]
-//   octet export CHECKPOINT_OR_RUN --pbatch w=N,a=K|PLAN.yaml | --int8 -o OUT.safetensors
+//   octet export CHECKPOINT_OR_RUN --pbatch w=N,a=K|PLAN.yaml | --int8 | --torch -o OUT.safetensors
 //   octet sweep CHECKPOINT_OR_RUN [--w-bits 1,2,4,8] [--a-bits 8,16,32] [--scheme octet,paper] [--all-layers] [-o DIR]
 //   octet sweep CHECKPOINT_OR_RUN --search [--budget 1%|0.5] [--plan PLAN.yaml]
 //   octet generate CHECKPOINT_OR_RUN [--prompt TEXT] [--tokens N] [--temperature T] [--seed S]
@@ -33,6 +33,7 @@
 #include "tools/train/checkpoint.h"
 #include "tools/train/recipe.h"
 #include "tools/train/suggest.h"
+#include "tools/train/torch_weights.h"
 #include "tools/train/trainer.h"
 
 namespace {
@@ -186,23 +187,36 @@ struct EvalCommand {
 struct ExportCommand {
   CLI::App* cmd = nullptr;
   std::string ckpt, pbatch, out;
-  bool int8 = false;
+  bool int8 = false, torch = false;
   int threads = 2;
 
   void add(CLI::App& app) {
-    cmd = app.add_subcommand(
-        "export", "write a checkpoint with its layers quantized and preprocessed, for `octet eval` to run as is");
+    cmd = app.add_subcommand("export",
+                             "write a checkpoint with its layers quantized and preprocessed, for `octet eval` to run "
+                             "as is; or with --torch the model's weights alone, for PyTorch");
     cmd->add_option("checkpoint", ckpt, "checkpoint file (.safetensors) or run folder (its best checkpoint)")
         ->required();
     cmd->add_option("--pbatch", pbatch, "w=N,a=K or a YAML plan file (as for eval)");
     cmd->add_flag("--int8", int8, "the int8 zero-point baseline");
+    cmd->add_flag("--torch", torch,
+                  "the model's state_dict with PyTorch's (torchvision's) names and nothing else, for "
+                  "model.load_state_dict(safetensors.torch.load_file(OUT))");
     cmd->add_option("-o,--output", out, "the file to write (.safetensors)")->required();
     cmd->add_option("--threads", threads, "CPU threads")->check(CLI::Range(1, 1024));
   }
   int run() const {
+    if (torch) {
+      if (!pbatch.empty() || int8) {
+        spdlog::error("export: --torch writes float weights; it takes no --pbatch or --int8");
+        return 2;
+      }
+      const size_t n = octet::train::export_torch_weights(ckpt, out);
+      std::printf("%s: %zu tensors (the model's state_dict, PyTorch names)\n", out.c_str(), n);
+      return 0;
+    }
     const auto plan = octet::cli::cli_plan(pbatch, int8);
     if (!plan) {
-      spdlog::error("export: give --pbatch w=N,a=K (or a plan file) or --int8");
+      spdlog::error("export: give --pbatch w=N,a=K (or a plan file), --int8 or --torch");
       return 2;
     }
     const auto layers = octet::cli::export_quantized(ckpt, *plan, out, threads);

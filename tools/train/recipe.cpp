@@ -48,6 +48,15 @@ const std::vector<SchemaEntry> kSchema = {
      "lstm_lm: the decoder uses the embedding's weight (embed_dim must equal hidden_size)"},
     {"model.embedding", K::text, "plain",
      "lstm_lm: plain, or stable (StableEmbedding: Xavier init, LayerNorm, 32-bit optimizer state)"},
+    {"model.init_from", K::text, "\"\"",
+     "safetensors file whose weights start the run: a PyTorch state_dict (torchvision's names, e.g. from "
+     "safetensors.torch.save_file(model.state_dict(), F)) or an octet checkpoint; empty: random initialization"},
+    {"model.init_strict", K::boolean, "true",
+     "model.init_from: every model tensor outside model.init_ignore must be in the file, and every file tensor in "
+     "the model (PyTorch's strict load_state_dict); false: the names both have"},
+    {"model.init_ignore", K::text_list, "[]",
+     "model.init_from: name globs left as initialized, e.g. [\"classifier.*\"] (MobileNetV2) or [\"fc.*\"] (ResNet) "
+     "for a new number of classes"},
     {"model.hidden_sizes", K::int_list, "[4096, 4096]",
      "mlp: hidden layer widths, e.g. [4096, 4096] (the PrecisionBatching paper's MNIST network); [] a linear "
      "classifier"},

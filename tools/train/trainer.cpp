@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <limits>
 #include <map>
+#include <optional>
 
 #include "core/octet.h"
 #include "optim/clip.h"
@@ -20,6 +21,7 @@
 #include "tools/train/progress.h"
 #include "tools/train/run_support.h"
 #include "tools/train/tensorboard.h"
+#include "tools/train/torch_weights.h"
 
 namespace octet::train {
 
@@ -143,6 +145,10 @@ class TrainingLoop {
     task_ = make_task(recipe_, device_, true, resuming() ? &ckpt_ : nullptr, "", group_);
     lm_ = task_->vocab_size() > 0;
     model_ = opts_.model ? opts_.model : build_model_from(recipe_, task_->vocab_size());
+    // model.init_from: the starting weights (a resume has its own).
+    if (!resuming() && !recipe_.text("model.init_from").empty())
+      init_report_ = init_from_file(*model_, recipe_.text("model.init_from"),
+                                    {recipe_.boolean("model.init_strict"), recipe_.text_list("model.init_ignore")});
     int8_ = Int8Run(build_int8(recipe_, *model_));
     use_device(device_, recipe_.boolean("train.allow_tf32"));
     model_->to(device_);
@@ -219,6 +225,12 @@ class TrainingLoop {
       spdlog::info("INT8 training of {} convolutions ({}); DSGC {} (every {} steps), stochastic rounding {}, DCLR {}",
                    int8_.layers().size(), names, c.dsgc ? "on" : "off", c.clip_update_period,
                    c.stochastic_rounding ? "on" : "off", c.dclr ? "on" : "off");
+    }
+    if (init_report_) {
+      std::string kept;
+      for (const auto& n : init_report_->ignored) kept += (kept.empty() ? "" : ", ") + n;
+      spdlog::info("model.init_from: {} tensors from {}{}", init_report_->loaded, recipe_.text("model.init_from"),
+                   kept.empty() ? "" : "; left as initialized: " + kept);
     }
     if (dropped_int8_stats_)
       spdlog::warn("the checkpoint was trained with INT8 layers; this run (quant.int8_conv: false) continues in float");
@@ -578,6 +590,7 @@ class TrainingLoop {
   std::shared_ptr<Module> model_;
   Int8Run int8_{{}};
   bool dropped_int8_stats_ = false;
+  std::optional<InitFromReport> init_report_;  // model.init_from's, for the log
   std::unique_ptr<Optimizer> optimizer_;
   std::shared_ptr<PlateauSchedule> plateau_;
   std::shared_ptr<LrSchedule> schedule_;
