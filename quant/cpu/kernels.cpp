@@ -106,25 +106,26 @@ void blockwise_dequantize_into(const Tensor& codes, int64_t block_size, const Te
 
 // ---- PrecisionBatching
 
-PbActivations pb_quantize(const Tensor& x, int bits) {
+// Planes and scales for x [batch, cols] at `bits`, to be filled.
+static PbActivations activations_for(const Tensor& x, int bits) {
   PbActivations a;
   a.batch = x.size(0);
   a.cols = x.size(1);
   a.bits = bits;
   a.planes = empty({a.batch, bits, pb_words(a.cols)}, TensorOptions(DType::i64));
   a.scale = empty({a.batch}, TensorOptions(DType::f64));
+  return a;
+}
+
+PbActivations pb_quantize(const Tensor& x, int bits) {
+  PbActivations a = activations_for(x, bits);
   pb_quantize(x.data<float>(), a.batch, a.cols, bits, reinterpret_cast<uint64_t*>(a.planes.data<int64_t>()),
               a.scale.data<double>());
   return a;
 }
 
 PbActivations pb_quantize_fixed(const Tensor& x, int bits, int shift) {
-  PbActivations a;
-  a.batch = x.size(0);
-  a.cols = x.size(1);
-  a.bits = bits;
-  a.planes = empty({a.batch, bits, pb_words(a.cols)}, TensorOptions(DType::i64));
-  a.scale = empty({a.batch}, TensorOptions(DType::f64));
+  PbActivations a = activations_for(x, bits);
   pb_quantize_fixed(x.data<float>(), a.batch, a.cols, bits, shift,
                     reinterpret_cast<uint64_t*>(a.planes.data<int64_t>()), a.scale.data<double>());
   return a;

@@ -13,6 +13,7 @@
 #include "core/cuda.h"
 #include "core/octet.h"
 #include "tests/cuda/parity.h"
+#include "tests/error_of.h"
 
 namespace octet {
 namespace {
@@ -22,17 +23,7 @@ using testing::bits_equal;
 using testing::gpu;
 using testing::normal_input;
 
-// Runs fn, expects an octet::Error, and returns its message.
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected an octet::Error";
-  return "";
-}
+using testing::error_of;
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 

@@ -16,6 +16,7 @@
 #include "data/hash.h"
 #include "local_server.h"
 #include "temp_dir.h"
+#include "tests/error_of.h"
 
 namespace octet {
 namespace {
@@ -26,16 +27,7 @@ using testing::read_text;
 using testing::TempDir;
 using testing::write_archive;
 
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected an octet::Error";
-  return "";
-}
+using testing::error_of;
 
 #define EXPECT_HAS(text, part) EXPECT_NE((text).find(part), std::string::npos) << (text)
 

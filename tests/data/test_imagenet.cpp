@@ -15,6 +15,7 @@
 #include "imagenet_fixture.h"
 #include "local_server.h"
 #include "temp_dir.h"
+#include "tests/error_of.h"
 
 namespace octet {
 namespace {
@@ -27,16 +28,7 @@ using testing::TempDir;
 using testing::val_name;
 using testing::write_archive;
 
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected an octet::Error";
-  return "";
-}
+using testing::error_of;
 
 TEST(DataMatlab, ReadsTheDevkitsStructArray) {
   for (bool compressed : {false, true}) {

@@ -7,6 +7,7 @@
 
 #include "core/octet.h"
 #include "layers/layers.h"
+#include "tests/error_of.h"
 
 namespace octet {
 namespace {
@@ -37,17 +38,7 @@ std::vector<std::string> names_of(const NamedTensors& v) {
   return out;
 }
 
-// Runs fn, expects an octet::Error, and returns its message.
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected an octet::Error";
-  return "";
-}
+using testing::error_of;
 
 Tensor input(const Shape& shape, uint64_t seed) {
   Generator g(seed);

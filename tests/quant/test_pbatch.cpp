@@ -13,24 +13,15 @@
 #include "core/octet.h"
 #include "quant/cpu/pbatch.h"
 #include "quant/pbatch.h"
+#include "tests/quant/pb_kernels.h"
 
 namespace octet::quant {
 namespace {
 
 using cpu::PbKernel;
 
-std::vector<PbKernel> supported_kernels() {
-  std::vector<PbKernel> ks;
-  for (PbKernel k : {PbKernel::portable, PbKernel::avx2, PbKernel::avx512_vpopcnt})
-    if (cpu::pb_kernel_supported(k)) ks.push_back(k);
-  return ks;
-}
-
-// Restores the process-wide kernel choice when a test ends.
-struct KernelScope {
-  PbKernel saved = cpu::pb_kernel();
-  ~KernelScope() { cpu::set_pb_kernel(saved); }
-};
+using testing::KernelScope;
+using testing::supported_kernels;
 
 // Normal values with a few outliers (so the clip search has something to clip) and exact zeros.
 Tensor random_matrix(int64_t rows, int64_t cols, uint32_t seed) {

@@ -17,23 +17,15 @@
 #include "quant/cpu/pbatch.h"
 #include "quant/pbatch.h"
 #include "quant/pbatch_paper.h"
+#include "tests/quant/pb_kernels.h"
 
 namespace octet::quant {
 namespace {
 
 using cpu::PbKernel;
 
-std::vector<PbKernel> supported_kernels() {
-  std::vector<PbKernel> ks;
-  for (PbKernel k : {PbKernel::portable, PbKernel::avx2, PbKernel::avx512_vpopcnt})
-    if (cpu::pb_kernel_supported(k)) ks.push_back(k);
-  return ks;
-}
-
-struct KernelScope {
-  PbKernel saved = cpu::pb_kernel();
-  ~KernelScope() { cpu::set_pb_kernel(saved); }
-};
+using testing::KernelScope;
+using testing::supported_kernels;
 
 // Normal values times `scale`, a few outliers and exact zeros.
 std::vector<float> random_values(int64_t n, uint32_t seed, float scale) {
