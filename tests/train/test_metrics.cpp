@@ -2,6 +2,7 @@
 // line and lines a person broke), and the curves page draws what was recorded.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <fstream>
 #include <limits>
 #include <string>
@@ -13,6 +14,48 @@
 
 namespace octet::train {
 namespace {
+
+// Chart axes (issue 25 item 14): round ticks 1, 2 or 5 x 10^n apart that cover the data, labels
+// without float noise, a range around a single value, and a log axis for values spanning decades.
+TEST(Metrics, ChartAxesHaveRoundTicks) {
+  auto round_step = [](double step) {
+    const double m = step / std::pow(10.0, std::floor(std::log10(step) + 1e-12));
+    return std::abs(m - 1) < 1e-9 || std::abs(m - 2) < 1e-9 || std::abs(m - 5) < 1e-9 || std::abs(m - 10) < 1e-9;
+  };
+  const std::vector<std::pair<double, double>> ranges = {{0.0123, 0.107},      {0, 100},      {1, 12},     {-3.7, 2.2},
+                                                         {7.185e-08, 9.9e-08}, {1500, 37000}, {2.30, 2.31}};
+  for (auto [lo, hi] : ranges) {
+    const ChartAxis a = chart_axis(lo, hi, false);
+    ASSERT_GE(a.ticks.size(), 3u) << lo << " " << hi;
+    EXPECT_LE(a.ticks.size(), 11u) << lo << " " << hi;
+    const double step = a.ticks[1] - a.ticks[0];
+    EXPECT_TRUE(round_step(step)) << step;
+    for (size_t i = 1; i < a.ticks.size(); ++i) {
+      EXPECT_NEAR(a.ticks[i] - a.ticks[i - 1], step, 1e-9 * step);
+      EXPECT_NE(a.names[i], a.names[i - 1]) << a.names[i];  // distinct labels
+    }
+    EXPECT_LE(a.ticks.front(), lo + 1e-9 * step);  // k * step may round a hair above lo
+    EXPECT_GE(a.ticks.back(), hi - 1e-9 * step);
+    EXPECT_LE(a.lo, lo);  // the axis holds the data
+    EXPECT_GE(a.hi, hi);
+    for (const std::string& n : a.names) EXPECT_LE(n.size(), 9u) << n;  // no 7.185e-08 style noise
+  }
+  EXPECT_EQ(chart_axis(0.0123, 0.107, false).names[1], "0.05");
+  EXPECT_EQ(chart_axis(1500, 37000, false).names.back(), "40k");
+  // A single value: distinct ticks around it.
+  const ChartAxis one = chart_axis(5, 5, false);
+  EXPECT_LT(one.ticks.front(), 5);
+  EXPECT_GT(one.ticks.back(), 5);
+  EXPECT_NE(one.names.front(), one.names.back());
+  // A learning rate decayed from 0.05 to 1e-5: log ticks at powers of ten.
+  const ChartAxis lr = chart_axis(1e-5, 0.05, true);
+  EXPECT_TRUE(lr.log);
+  EXPECT_EQ(lr.names.front(), "1e-05");
+  EXPECT_EQ(lr.names.back(), "0.1");
+  EXPECT_NEAR(lr.pos(1e-3), 0.5, 1e-12);
+  EXPECT_FALSE(chart_axis(10, 900, false).log);
+  EXPECT_FALSE(chart_axis(20, 90, true).log);  // less than two decades: linear
+}
 
 TEST(Metrics, RecordsResumeAndCurves) {
   octet::testing::TempDir dir;
