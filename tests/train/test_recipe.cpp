@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
+#include <vector>
 
 #include "core/error.h"
 #include "models/registry.h"
@@ -63,6 +65,20 @@ TEST(Recipe, EmptyRecipeIsAllDefaults) {
 
 // A checkpoint's resolved recipe names every key its version knew: a key added later takes the
 // value that reproduces how the run was trained (the 8-bit rule), not the new default.
+// A default-constructed Recipe (train()'s argument when it resumes) holds no values: reading one is
+// an octet::Error that says how to make a recipe, not std::out_of_range.
+TEST(Recipe, DefaultConstructedIsEmptyAndSaysSo) {
+  for (const auto& read : std::vector<std::function<void()>>{[] { (void)Recipe().resolved_yaml(); },
+                                                             [] { (void)Recipe().integer("train.epochs"); }}) {
+    try {
+      read();
+      ADD_FAILURE() << "expected an octet::Error";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("make one with load_recipe"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(Recipe, StoredRecipesWithoutANewKeyKeepTheOldBehaviour) {
   EXPECT_TRUE(parse_recipe("", "new.yaml").boolean("optimizer.nonzero_second_moment"));
   std::string old = parse_recipe("optimizer:\n  state_bits: 8\n", "r.yaml").resolved_yaml();

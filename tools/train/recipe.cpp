@@ -848,7 +848,10 @@ const RecipeValue& Recipe::value(const std::string& key, KeyType want) const {
   const SchemaEntry* e = find_entry(key);
   OCTET_CHECK(e != nullptr, "recipe: no key '", key, "' in the schema");
   OCTET_CHECK(e->type == want, "recipe: key '", key, "' is ", type_name(e->type), ", not ", type_name(want));
-  return values_.at(key);
+  const auto it = values_.find(key);
+  OCTET_CHECK(it != values_.end(), "recipe: no value for '", key,
+              "': a default-constructed Recipe is empty (make one with load_recipe or parse_recipe)");
+  return it->second;
 }
 
 int64_t Recipe::integer(const std::string& key) const { return std::get<int64_t>(value(key, K::integer)); }
@@ -899,7 +902,7 @@ std::string Recipe::resolved_yaml() const {
       os << section << ":\n";
     }
     os << "  " << e.key.substr(s.size() + 1) << ": ";
-    emit_value(os, values_.at(e.key));
+    emit_value(os, value(e.key, e.type));
     os << "\n";
   }
   return os.str();
