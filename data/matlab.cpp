@@ -96,53 +96,37 @@ int type_bytes(uint32_t type) {
   }
 }
 
+// The value of type T at p (unaligned, little-endian as the file's header checked), as a double.
+template <typename T>
+double load_as(const uint8_t* p) {
+  T v;
+  std::memcpy(&v, p, sizeof v);
+  return static_cast<double>(v);
+}
+
 double number_at(const Element& e, uint64_t i) {
   const uint8_t* p = e.data + i * static_cast<uint64_t>(type_bytes(e.type));
   switch (e.type) {
     case miINT8:
-      return static_cast<int8_t>(*p);
+      return load_as<int8_t>(p);
     case miUINT8:
-      return *p;
-    case miINT16: {
-      int16_t v;
-      std::memcpy(&v, p, 2);
-      return v;
-    }
-    case miUINT16: {
-      uint16_t v;
-      std::memcpy(&v, p, 2);
-      return v;
-    }
-    case miINT32: {
-      int32_t v;
-      std::memcpy(&v, p, 4);
-      return v;
-    }
-    case miUINT32: {
-      uint32_t v;
-      std::memcpy(&v, p, 4);
-      return v;
-    }
-    case miSINGLE: {
-      float v;
-      std::memcpy(&v, p, 4);
-      return v;
-    }
-    case miDOUBLE: {
-      double v;
-      std::memcpy(&v, p, 8);
-      return v;
-    }
-    case miINT64: {
-      int64_t v;
-      std::memcpy(&v, p, 8);
-      return static_cast<double>(v);
-    }
-    default: {
-      uint64_t v;
-      std::memcpy(&v, p, 8);
-      return static_cast<double>(v);
-    }
+      return load_as<uint8_t>(p);
+    case miINT16:
+      return load_as<int16_t>(p);
+    case miUINT16:
+      return load_as<uint16_t>(p);
+    case miINT32:
+      return load_as<int32_t>(p);
+    case miUINT32:
+      return load_as<uint32_t>(p);
+    case miSINGLE:
+      return load_as<float>(p);
+    case miDOUBLE:
+      return load_as<double>(p);
+    case miINT64:
+      return load_as<int64_t>(p);
+    default:  // miUINT64
+      return load_as<uint64_t>(p);
   }
 }
 

@@ -68,51 +68,73 @@ void detail::pb_transpose_portable(const uint32_t* code, int n, int bits, uint64
   }
 }
 
-void pb_quantize(const float* x, int64_t batch, int64_t cols, int bits, uint64_t* planes, double* scale) {
-  OCTET_CHECK(bits >= kPbMinActivationBits && bits <= kPbMaxActivationBits, "pb_quantize: expected bits in [",
-              kPbMinActivationBits, ", ", kPbMaxActivationBits, "], got ", bits);
-  OCTET_CHECK(batch >= 0 && cols >= 0 && cols < kPbMaxCols, "pb_quantize: bad shape [", batch, ", ", cols, "]");
+namespace {
+
+// x [batch, cols] into bit planes, row by row: code_row(xb, code) writes a row's codes and returns
+// its scale and whether it wrote codes (false: a non-finite or all-zero row, whose planes stay 0).
+// A thread per batch row only for wide rows: a small layer's quantization is a few microseconds.
+template <typename CodeRow>
+void quantize_rows(const float* x, int64_t batch, int64_t cols, int bits, uint64_t* planes, double* scale,
+                   CodeRow code_row) {
   const int64_t words = pb_words(cols);
-  const double limit = static_cast<double>((uint64_t{1} << (bits - 1)) - 1);
   auto transpose = detail::pb_transpose_portable;
 #ifdef OCTET_CPU_X86
   if (pb_kernel() == PbKernel::avx512_vpopcnt) transpose = detail::pb_transpose_avx512;
 #endif
-  // A thread per batch row only for wide rows: a small layer's quantization is a few microseconds.
   const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 14) / std::max<int64_t>(1, cols));
   parallel_for(0, batch, grain, [&](int64_t b0, int64_t b1) {
     std::vector<uint32_t> code(static_cast<size_t>(cols));
     for (int64_t b = b0; b < b1; ++b) {
-      const float* xb = x + b * cols;
       uint64_t* pb = planes + b * bits * words;
       std::fill(pb, pb + bits * words, uint64_t{0});
-      // max|x| and finiteness; the compiler vectorizes the loop for the active ISA.
-      const auto [m, finite] = octet::cpu::simd_dispatch([=] {
-        float mx = 0.0f;
-        bool ok = true;
-        for (int64_t i = 0; i < cols; ++i) {
-          const float a = std::fabs(xb[i]);
-          ok = ok & (a <= std::numeric_limits<float>::max());
-          mx = a > mx ? a : mx;
-        }
-        return std::pair<float, bool>(mx, ok);
-      });
-      if (!finite) {
-        scale[b] = std::numeric_limits<double>::quiet_NaN();
-        continue;
-      }
-      scale[b] = static_cast<double>(m) / limit;
-      if (m == 0.0f) continue;
-      const double inv = limit / static_cast<double>(m);
-      uint32_t* cp = code.data();
-      octet::cpu::simd_dispatch([=] {
-        for (int64_t i = 0; i < cols; ++i)
-          cp[i] = static_cast<uint32_t>(
-              static_cast<int32_t>(detail::pb_round_clamped(static_cast<double>(xb[i]) * inv, limit)));
-      });
+      const std::pair<double, bool> row = code_row(x + b * cols, code.data());
+      scale[b] = row.first;
+      if (!row.second) continue;
       for (int64_t w0 = 0; w0 < cols; w0 += 64)
-        transpose(cp + w0, static_cast<int>(std::min<int64_t>(64, cols - w0)), bits, pb + w0 / 64, words);
+        transpose(code.data() + w0, static_cast<int>(std::min<int64_t>(64, cols - w0)), bits, pb + w0 / 64, words);
     }
+  });
+}
+
+// Whether every value of a row is finite; the compiler vectorizes the loop for the active ISA.
+bool row_finite(const float* xb, int64_t cols) {
+  return octet::cpu::simd_dispatch([=] {
+    bool ok = true;
+    for (int64_t i = 0; i < cols; ++i) ok = ok & (std::fabs(xb[i]) <= std::numeric_limits<float>::max());
+    return ok;
+  });
+}
+
+constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
+
+}  // namespace
+
+void pb_quantize(const float* x, int64_t batch, int64_t cols, int bits, uint64_t* planes, double* scale) {
+  OCTET_CHECK(bits >= kPbMinActivationBits && bits <= kPbMaxActivationBits, "pb_quantize: expected bits in [",
+              kPbMinActivationBits, ", ", kPbMaxActivationBits, "], got ", bits);
+  OCTET_CHECK(batch >= 0 && cols >= 0 && cols < kPbMaxCols, "pb_quantize: bad shape [", batch, ", ", cols, "]");
+  const double limit = static_cast<double>((uint64_t{1} << (bits - 1)) - 1);
+  quantize_rows(x, batch, cols, bits, planes, scale, [=](const float* xb, uint32_t* cp) {
+    // max|x| and finiteness in one pass.
+    const auto [m, finite] = octet::cpu::simd_dispatch([=] {
+      float mx = 0.0f;
+      bool ok = true;
+      for (int64_t i = 0; i < cols; ++i) {
+        const float a = std::fabs(xb[i]);
+        ok = ok & (a <= std::numeric_limits<float>::max());
+        mx = a > mx ? a : mx;
+      }
+      return std::pair<float, bool>(mx, ok);
+    });
+    if (!finite) return std::pair<double, bool>(kNan, false);
+    if (m == 0.0f) return std::pair<double, bool>(0.0, false);
+    const double inv = limit / static_cast<double>(m);
+    octet::cpu::simd_dispatch([=] {
+      for (int64_t i = 0; i < cols; ++i)
+        cp[i] = static_cast<uint32_t>(
+            static_cast<int32_t>(detail::pb_round_clamped(static_cast<double>(xb[i]) * inv, limit)));
+    });
+    return std::pair<double, bool>(static_cast<double>(m) / limit, true);
   });
 }
 
@@ -123,37 +145,14 @@ void pb_quantize_fixed(const float* x, int64_t batch, int64_t cols, int bits, in
   OCTET_CHECK(shift >= 0 && shift <= kPbMaxActShift, "pb_quantize_fixed: expected a shift in [0, ", kPbMaxActShift,
               "], got ", shift);
   OCTET_CHECK(batch >= 0 && cols >= 0 && cols < kPbMaxCols, "pb_quantize_fixed: bad shape [", batch, ", ", cols, "]");
-  const int64_t words = pb_words(cols);
   const double factor = std::ldexp(1.0, shift), inv = std::ldexp(1.0, -shift);
-  auto transpose = detail::pb_transpose_portable;
-#ifdef OCTET_CPU_X86
-  if (pb_kernel() == PbKernel::avx512_vpopcnt) transpose = detail::pb_transpose_avx512;
-#endif
-  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 14) / std::max<int64_t>(1, cols));
-  parallel_for(0, batch, grain, [&](int64_t b0, int64_t b1) {
-    std::vector<uint32_t> code(static_cast<size_t>(cols));
-    for (int64_t b = b0; b < b1; ++b) {
-      const float* xb = x + b * cols;
-      uint64_t* pb = planes + b * bits * words;
-      std::fill(pb, pb + bits * words, uint64_t{0});
-      const bool finite = octet::cpu::simd_dispatch([=] {
-        bool ok = true;
-        for (int64_t i = 0; i < cols; ++i) ok = ok & (std::fabs(xb[i]) <= std::numeric_limits<float>::max());
-        return ok;
-      });
-      if (!finite) {
-        scale[b] = std::numeric_limits<double>::quiet_NaN();
-        continue;
-      }
-      scale[b] = inv;
-      uint32_t* cp = code.data();
-      // Only the low `bits` bits reach the planes: the wrap of the reference's kernel.
-      octet::cpu::simd_dispatch([=] {
-        for (int64_t i = 0; i < cols; ++i) cp[i] = static_cast<uint32_t>(detail::pb_fixed_code(xb[i], factor));
-      });
-      for (int64_t w0 = 0; w0 < cols; w0 += 64)
-        transpose(cp + w0, static_cast<int>(std::min<int64_t>(64, cols - w0)), bits, pb + w0 / 64, words);
-    }
+  quantize_rows(x, batch, cols, bits, planes, scale, [=](const float* xb, uint32_t* cp) {
+    if (!row_finite(xb, cols)) return std::pair<double, bool>(kNan, false);
+    // Only the low `bits` bits reach the planes: the wrap of the reference's kernel.
+    octet::cpu::simd_dispatch([=] {
+      for (int64_t i = 0; i < cols; ++i) cp[i] = static_cast<uint32_t>(detail::pb_fixed_code(xb[i], factor));
+    });
+    return std::pair<double, bool>(inv, true);
   });
 }
 
