@@ -74,8 +74,10 @@ void save_checkpoint(const std::string& path, const NamedTensors& model, const N
   save_safetensors(path, all, md);
 }
 
-Checkpoint load_checkpoint(const std::string& path) {
-  SafetensorsFile f = load_safetensors(path);
+Checkpoint load_checkpoint(const std::string& path) { return checkpoint_of(load_safetensors(path)); }
+
+Checkpoint checkpoint_of(const SafetensorsFile& f) {
+  const std::string& path = f.path;
   auto fmt = f.metadata.find("format");
   OCTET_CHECK(fmt != f.metadata.end() && fmt->second == kCheckpointFormat, path,
               ": not an octet checkpoint (metadata 'format' is ",

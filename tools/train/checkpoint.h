@@ -62,6 +62,8 @@ void save_checkpoint(const std::string& path, const NamedTensors& model, const N
 // Rejects files that are not octet checkpoints, or whose metadata is missing or malformed, with an
 // octet::Error naming the file and the problem.
 Checkpoint load_checkpoint(const std::string& path);
+// The same, from a file already read (its path names it in errors).
+Checkpoint checkpoint_of(const SafetensorsFile& f);
 // The checkpoint file a path names for evaluation or inspection: the path itself, or for a run
 // folder its best checkpoint (its last one before any epoch finished).
 std::string checkpoint_path(const std::string& run_or_checkpoint);

@@ -45,15 +45,9 @@ size_t export_torch_weights(const std::string& run_or_checkpoint, const std::str
 InitFromReport init_from_file(Module& model, const std::string& path, const InitFromOptions& options) {
   const SafetensorsFile file = load_safetensors(path);
   // An octet checkpoint: its model tensors, without the prefix.
-  NamedTensors given;
   const auto format = file.metadata.find("format");
   const bool checkpoint = format != file.metadata.end() && format->second == kCheckpointFormat;
-  if (checkpoint) {
-    const Checkpoint c = load_checkpoint(path);
-    given = c.model;
-  } else {
-    given = file.tensors;
-  }
+  const NamedTensors given = checkpoint ? checkpoint_of(file).model : file.tensors;
   const NamedTensors own = model.state_dict();
   std::map<std::string, Tensor> own_by_name(own.begin(), own.end());
   InitFromReport report;
