@@ -7,7 +7,7 @@
 
 #include "tools/cli/sweep.h"
 #include "tools/cli/sweep_detail.h"
-#include "tools/train/metrics.h"
+#include "tools/train/charts.h"
 
 namespace octet::cli {
 

@@ -11,6 +11,8 @@
 #include <utility>
 #include <vector>
 
+#include "tools/train/charts.h"
+
 namespace octet::train {
 
 struct MetricRecord {
@@ -45,30 +47,6 @@ class MetricsLog {
 // only its newline gets one), so appends that follow start on a line of their own. Throws
 // octet::Error only when the file cannot be read.
 std::vector<MetricRecord> read_metrics(const std::string& path, bool repair = false);
-
-// One SVG chart (the pages' building block; `octet sweep` draws with it too): a polyline per
-// series (or, with line false, its points alone, each with its label if given), axes scaled to the
-// data, the series' names as a legend.
-struct ChartSeries {
-  std::string name, color;
-  std::vector<std::pair<double, double>> points;  // (x, y)
-  bool line = true;
-  std::vector<std::string> labels;  // per point, optional
-};
-std::string svg_chart(const std::string& title, const std::vector<ChartSeries>& series,
-                      const std::string& x_label = "epoch");
-
-// A chart axis with round ticks: 1, 2 or 5 times a power of ten apart, the range widened to the
-// outer ticks (a single value gets a range around it); `log` (values > 0 spanning 100x or more):
-// ticks at powers of ten (and 2x, 5x where there are few decades), positions in log10.
-struct ChartAxis {
-  double lo = 0, hi = 1;  // in axis units (log10 of the value when log)
-  bool log = false;
-  std::vector<double> ticks;       // values
-  std::vector<std::string> names;  // their labels ("0.05", "1e-05", "20k")
-  double pos(double v) const;      // 0 at lo, 1 at hi
-};
-ChartAxis chart_axis(double lo, double hi, bool allow_log);
 
 // The page itself (exposed for tests).
 std::string curves_html(const std::vector<MetricRecord>& records, const std::string& title);
