@@ -127,7 +127,7 @@ std::string sweep_html(const SweepResult& r) {
   const std::string q = detail::quality_name(r.lm);
   std::string html =
       "<!doctype html><html><head><meta charset='utf-8'><title>octet sweep</title><style>"
-      "body{font-family:sans-serif;margin:20px}figure{display:inline-block;margin:8px}"
+      "body{font-family:sans-serif;margin:20px}figure{display:inline-block;margin:8px;vertical-align:top}"
       "figcaption{font-weight:bold}td,th{padding:2px 8px}</style></head><body><h2>" +
       r.checkpoint + " on " + r.device + "</h2><p>quantized layers: " + r.layers + "</p>";
   html += svg_chart(q + " against batch-1 latency", {all, front},
