@@ -166,5 +166,95 @@ TEST(Metrics, ReadSkipsLinesThatAreNotRecords) {
   EXPECT_NE(curves_html(resumed.records(), "x").find("<figure"), std::string::npos);
 }
 
+// The summary at the top of curves.html: the run's facts (run.json), its best evaluation and when,
+// its progress and wall time; after a resume the best is over every record, the wall time the
+// latest, and the recipe the one the run started from.
+TEST(Metrics, SummaryShowsTheBestEvaluationAndSurvivesResume) {
+  octet::testing::TempDir dir;
+  auto row = [](const std::string& html, const std::string& key) {
+    const size_t at = html.find("<th>" + key + "</th><td>");
+    if (at == std::string::npos) return std::string("none");
+    const size_t from = at + key.size() + 13;
+    return html.substr(from, html.find("</td>", from) - from);
+  };
+  {
+    MetricsLog log(dir.path(), false);
+    log.set_facts({"recipes/fashion_mnist.yaml", "resnet20", 272474, "cpu (2 threads)", 10, {}});
+    log.record({"train", {{"step", 10}, {"epoch", 0.5}, {"loss", 2.0}, {"top1", 30}, {"wall_s", 5}}});
+    log.record({"test", {{"step", 20}, {"epoch", 1}, {"loss", 1.5}, {"top1", 62.5}, {"wall_s", 11}}});
+    log.record({"test", {{"step", 40}, {"epoch", 2}, {"loss", 1.2}, {"top1", 71.25}, {"wall_s", 24}}});
+    log.record({"test", {{"step", 60}, {"epoch", 3}, {"loss", 1.3}, {"top1", 70}, {"wall_s", 38}}});
+    log.write_curves();
+    const std::string html = file_text(dir.path() + "/curves.html");
+    EXPECT_EQ(row(html, "recipe"), "recipes/fashion_mnist.yaml");
+    EXPECT_EQ(row(html, "model"), "resnet20, 272,474 parameters (0.272 M)");
+    EXPECT_EQ(row(html, "device"), "cpu (2 threads)");
+    EXPECT_EQ(row(html, "best"), "test top-1 71.25% at epoch 2 (step 40)");
+    EXPECT_EQ(row(html, "progress"), "step 60, epoch 3 of 10");
+    EXPECT_EQ(row(html, "wall time"), "38 s");
+    EXPECT_LT(html.find("<table class='summary'>"), html.find("<svg"));  // at the top
+  }
+  {
+    MetricsLog resumed(dir.path(), true);
+    EXPECT_EQ(resumed.facts().model, "resnet20");  // read back from run.json
+    // A resume's recipe is the checkpoint's: the page keeps the run's own.
+    resumed.set_facts({"runs/x/last.safetensors (recipe)", "resnet20", 272474, "cuda:0", 10, {}});
+    resumed.record({"test", {{"step", 80}, {"epoch", 4}, {"loss", 1.1}, {"top1", 70.5}, {"wall_s", 3725}}});
+    resumed.write_curves();
+    const std::string html = file_text(dir.path() + "/curves.html");
+    EXPECT_EQ(row(html, "recipe"), "recipes/fashion_mnist.yaml");
+    EXPECT_EQ(row(html, "device"), "cuda:0");
+    EXPECT_EQ(row(html, "best"), "test top-1 71.25% at epoch 2 (step 40)");  // over every record
+    EXPECT_EQ(row(html, "wall time"), "1 h 02 min");
+    resumed.record({"test", {{"step", 100}, {"epoch", 5}, {"top1", 80}, {"wall_s", 3790}}});
+    EXPECT_EQ(row(curves_html(resumed.records(), "x", resumed.facts()), "best"),
+              "test top-1 80.00% at epoch 5 (step 100)");
+  }
+  // A language model: the lowest validation perplexity, and the test perplexity of the run's end.
+  const std::vector<MetricRecord> lm = {{"valid", {{"step", 100}, {"epoch", 1}, {"ppl", 180.5}, {"wall_s", 65}}},
+                                        {"valid", {{"step", 200}, {"epoch", 2}, {"ppl", 141.25}}},
+                                        {"valid", {{"step", 300}, {"epoch", 3}, {"ppl", 150}}},
+                                        {"test", {{"step", 300}, {"epoch", 3}, {"ppl", 138.125}}}};
+  const std::string html = curves_html(lm, "lm");
+  EXPECT_EQ(row(html, "best"), "valid perplexity 141.25 at epoch 2 (step 200)");
+  EXPECT_EQ(row(html, "test"), "perplexity 138.12");
+  EXPECT_EQ(row(html, "wall time"), "1 min 05 s");
+  EXPECT_EQ(row(html, "recipe"), "none");  // no facts: no row for them
+  // A run.json that is not an object: the facts start afresh, the resume goes on.
+  std::ofstream(dir.path() + "/run.json") << "[1, 2";
+  MetricsLog again(dir.path(), true);
+  EXPECT_EQ(again.facts().recipe, "");
+  EXPECT_EQ(again.records().size(), 6u);
+}
+
+// The INT8 layers' d_c heat map has a row for every INT8 layer, in the run's (model) order, or
+// without it in natural order (layer10 after layer9); a layer's NaN (no backward pass yet) is blank.
+TEST(Metrics, Int8HeatMapRowsInModelOrder) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  std::vector<MetricRecord> records = {{"train", {{"step", 2}, {"epoch", 0.1}, {"loss", 2.0}}}};
+  for (int step : {2, 4, 6}) {
+    MetricRecord r{"int8", {{"step", step}, {"epoch", 0.1 * step}}};
+    for (const char* l : {"conv1", "layer1.0.conv1", "layer10.0.conv1", "layer9.0.conv1", "fc"})
+      r.values[std::string(l) + ".cos_distance"] = std::string(l) == "fc" && step == 2 ? nan : 0.01 * step;
+    records.push_back(r);
+  }
+  RunFacts facts;
+  facts.int8_layers = {"conv1", "layer1.0.conv1", "layer9.0.conv1", "layer10.0.conv1", "fc"};
+  auto rows_of = [](const std::string& html) {
+    std::vector<std::string> rows;
+    for (size_t at = html.find("<g><title>"); at != std::string::npos; at = html.find("<g><title>", at + 1))
+      rows.push_back(html.substr(at + 10, html.find("</title>", at) - at - 10));
+    return rows;
+  };
+  const std::string html = curves_html(records, "run", facts);
+  EXPECT_EQ(rows_of(html), facts.int8_layers);
+  size_t cells = 0;
+  for (size_t at = html.find("<rect class='c'"); at != std::string::npos; at = html.find("<rect class='c'", at + 1))
+    ++cells;
+  EXPECT_EQ(cells, 14u);  // 5 layers x 3 steps, fc's first blank
+  EXPECT_EQ(rows_of(curves_html(records, "run")),
+            (std::vector<std::string>{"conv1", "fc", "layer1.0.conv1", "layer9.0.conv1", "layer10.0.conv1"}));
+}
+
 }  // namespace
 }  // namespace octet::train

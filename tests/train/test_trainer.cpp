@@ -19,6 +19,7 @@
 #include "tests/data/temp_dir.h"
 #include "tests/train/run_util.h"
 #include "tools/train/checkpoint.h"
+#include "tools/train/metrics.h"
 #include "tools/train/run.h"
 #include "tools/train/tensorboard.h"
 #include "tools/train/trainer.h"
@@ -101,6 +102,18 @@ TEST_P(TrainerResume, ContinuesExactly) {
       return at == std::string::npos ? std::string("none") : log.substr(at, log.find(',', at) - at);
     };
     EXPECT_EQ(summary(part.run_dir), summary(full.run_dir)) << name;
+    // The page's summary after the resume: the recipe the run started from (the resume's own
+    // recipe comes from the checkpoint), and a wall time that went on from the first session's.
+    const std::string html = file_text(part.run_dir + "/curves.html");
+    EXPECT_NE(html.find("<th>recipe</th><td>" + kRecipes + "fashion_mnist.yaml</td>"), std::string::npos) << name;
+    double wall = 0;
+    size_t walls = 0;
+    for (const auto& r : read_metrics(part.run_dir + "/metrics.jsonl"))
+      if (r.values.count("wall_s")) {
+        EXPECT_GE(r.values.at("wall_s"), wall) << name << ": wall_s went back at step " << r.values.at("step");
+        wall = r.values.at("wall_s"), ++walls;
+      }
+    EXPECT_EQ(walls, want.size() + 2) << name;  // every train and test record
   }
   // The checkpoint evaluates to the same numbers as the run's final evaluation.
   EvalResult ev = evaluate_checkpoint(full.run_dir + "/last.safetensors", "", 2);

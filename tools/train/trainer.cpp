@@ -64,6 +64,7 @@ class TrainingLoop {
 
  private:
   TrainResult run_steps() {
+    session_start_ = Clock::now();
     if (!opts_.resume.empty()) read_checkpoint_to_resume();
     build();
     if (resuming()) restore_from_checkpoint();
@@ -211,6 +212,12 @@ class TrainingLoop {
     point_latest_at(run_dir_);
     write_file_atomic(run_dir_ + "/recipe.yaml", recipe_.resolved_yaml());
     metrics_ = std::make_unique<MetricsLog>(run_dir_, resuming());
+    // Wall time goes on from the last record of the sessions before (their time between a record
+    // and a stop is lost: at most a log interval each).
+    for (const MetricRecord& r : metrics_->records())
+      if (auto w = r.values.find("wall_s"); w != r.values.end() && std::isfinite(w->second))
+        wall_before_ = std::max(wall_before_, w->second);
+    metrics_->set_facts(run_facts());
     if (recipe_.boolean("log.tensorboard")) tb_ = std::make_unique<TensorBoardWriter>(run_dir_ + "/tensorboard");
     const std::string origin =
         resuming() ? "from " + resumed_from_ + " at step " + std::to_string(state_.step) : "(" + recipe_.source() + ")";
@@ -252,6 +259,22 @@ class TrainingLoop {
                    names);
     }
   }
+
+  // What the run's page says of it (metrics.h).
+  RunFacts run_facts() const {
+    RunFacts f{recipe_.source(),
+               opts_.model ? opts_.model->type_name() : recipe_.text("model.name"),
+               model_->num_parameters(),
+               describe(device_),
+               epochs_,
+               {}};
+    if (group_) f.device += " x " + std::to_string(group_->size()) + " processes";
+    for (const auto& l : int8_.layers()) f.int8_layers.push_back(l.name);
+    return f;
+  }
+
+  // Seconds of the run so far, over all its sessions: the "wall_s" of metric records.
+  double wall_s() const { return wall_before_ + std::chrono::duration<double>(Clock::now() - session_start_).count(); }
 
   // ---- the loop
 
@@ -354,7 +377,8 @@ class TrainingLoop {
                       {"loss", n > 0 ? interval_.loss / n : none},
                       {"top1", n > 0 ? 100.0 * static_cast<double>(interval_.correct) / n : none},
                       {"lr", optimizer_->lr(0)},
-                      {rate_key_, secs > 0 ? (n + static_cast<double>(interval_.skipped)) / secs : 0.0}}};
+                      {rate_key_, secs > 0 ? (n + static_cast<double>(interval_.skipped)) / secs : 0.0},
+                      {"wall_s", wall_s()}}};
     if (lm_) rec.values["ppl"] = std::exp(rec.values["loss"]);
     if (skipped_steps_ > 0) rec.values["skipped_steps"] = static_cast<double>(skipped_steps_);
     if (save_failures_ > 0) rec.values["save_failures"] = static_cast<double>(save_failures_);
@@ -399,7 +423,8 @@ class TrainingLoop {
     const double n = static_cast<double>(train.n), none = std::numeric_limits<double>::quiet_NaN();
     std::map<std::string, double> train_values = {
         {"train_loss", train.n > 0 ? train.mean_loss() : none},
-        {"train_top1", train.n > 0 ? 100.0 * static_cast<double>(train.correct) / n : none}};
+        {"train_top1", train.n > 0 ? 100.0 * static_cast<double>(train.correct) / n : none},
+        {"wall_s", wall_s()}};
     if (lm_) train_values["train_ppl"] = std::exp(train_values["train_loss"]);
     if (metrics_)
       record_eval(*metrics_, tb_.get(), last_eval_, state_.step, static_cast<double>(epoch + 1), device_, train_values);
@@ -516,7 +541,8 @@ class TrainingLoop {
       }
       result_.final_test = task_->evaluate_all(*model_).back();
       if (metrics_) {
-        record_eval(*metrics_, tb_.get(), result_.final_test, state_.step, static_cast<double>(epochs_), device_);
+        record_eval(*metrics_, tb_.get(), result_.final_test, state_.step, static_cast<double>(epochs_), device_,
+                    {{"wall_s", wall_s()}});
         metrics_->write_curves();
       }
       spdlog::info("{} (the checkpoint of the best validation loss)", describe_eval(result_.final_test));
@@ -615,6 +641,8 @@ class TrainingLoop {
   Running interval_, epoch_;
   EpochSums resumed_epoch_;  // the checkpoint's sums for the epoch a resumed run continues
   Clock::time_point interval_start_;
+  Clock::time_point session_start_;
+  double wall_before_ = 0;  // the wall time of the sessions before a resume
   EvalResult last_eval_;
   bool stop_after_epoch_ = false;
   int64_t skipped_steps_ = 0, save_failures_ = 0;
