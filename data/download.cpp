@@ -81,15 +81,18 @@ std::vector<DatasetSource> make_sources() {
                idx_present(),
                "put the four IDX files {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz] in ROOT (Debian: apt "
                "install dataset-fashion-mnist, which fills /usr/share/datasets/fashion-mnist)"});
-  // WikiText (Merity et al. 2016): the authors' S3 location and MD5s as torchtext lists them
-  // (torchtext/datasets/wikitext2.py and wikitext103.py); the zips hold wikitext-2/wiki.*.tokens.
-  const std::string wt = "https://s3.amazonaws.com/research.metamind.io/wikitext/";
+  // WikiText (Merity et al. 2016): the MD5s as torchtext lists them (torchtext/datasets/wikitext2.py
+  // and wikitext103.py); the zips hold wikitext-2/wiki.*.tokens. torchtext's location, the authors'
+  // S3 bucket research.metamind.io, answers 403 since 2024 (pytorch/text#2247, #2255); the first
+  // author's own host serves the same zips, so it comes first and the bucket stays as the fallback.
+  const std::vector<std::string> wt = {"https://wikitext.smerity.com/",
+                                       "https://s3.amazonaws.com/research.metamind.io/wikitext/"};
   for (const auto& [name, md5] : {std::pair{"wikitext-2", "542ccefacc6c27f945fb54453812b3cd"},
                                   std::pair{"wikitext-103", "9ddaacaf6af0710eda8c456decff7832"}}) {
     const std::string zip = std::string(name) + "-v1.zip";
     s.push_back({std::string(name) == "wikitext-2" ? "wikitext2" : "wikitext103",
                  std::string("data/") + name,
-                 {{zip, {wt + zip}, HashKind::md5, md5, true, std::string(name) + "/"}},
+                 {{zip, {wt[0] + zip, wt[1] + zip}, HashKind::md5, md5, true, std::string(name) + "/"}},
                  {"wiki.train.tokens", "wiki.valid.tokens", "wiki.test.tokens"},
                  "put its wiki.{train,valid,test}.tokens in ROOT"});
   }
