@@ -1,12 +1,19 @@
 // Training-step throughput in images/s: forward, cross-entropy, backward and an SGD step
 // (momentum 0.9, weight decay 5e-4) on random inputs. tools/bench/bench_train_torch.py times the
 // same step in PyTorch.
-// - CPU (the default): MobileNetV2 (CIFAR variant) at batch 64 on 32x32 inputs, one line per run;
-//   `--int8` times the FP32 and the INT8-trained step (quant.int8_conv) in the same run.
+// - CPU (the default): MobileNetV2 (CIFAR variant) at batch 64 on 32x32 inputs; `--model NAME`
+//   any model of the registry (`--image N`, `--classes N`; defaults 32 and 10 for the CIFAR models,
+//   224 and 1000 for the ImageNet ones); `--int8` times the FP32 and the INT8-trained step
+//   (quant.int8_conv) in the same run. Each of `--rounds` (2) rounds times octet's steps, then
+//   PyTorch's (bench_train_torch.py in its own process, for mobilenetv2_cifar, mobilenetv2 and
+//   resnet50, when torch is installed; `--torch-script none` skips it), and the end says octet FP32
+//   / PyTorch.
 // - `--device cuda`: MobileNetV2-CIFAR at batch 128 (32x32) and ResNet-50 at batch 64 (224x224) on
 //   the GPU, then the same two in PyTorch on the same GPU (this program runs
 //   `bench_train_torch.py --device cuda`), printed side by side as a markdown table.
-//   build/tools/bench/octet_bench_train [--threads N] [--batch B] [--steps S] [--model NAME] [--int8]
+//   build/tools/bench/octet_bench_train [--threads N] [--batch B] [--steps S] [--rounds R] [--model NAME]
+//                                       [--image N] [--classes N] [--int8] [--python python3]
+//                                       [--torch-script PATH|none]
 //   build/tools/bench/octet_bench_train --device cuda [--steps 20] [--rounds 3] [--warmup 5]
 //                                       [--python python3] [--torch-script PATH|none]
 #include <sys/wait.h>
@@ -40,6 +47,43 @@ Tensor cyclic_labels(int64_t batch, int64_t classes) {
   return from_vector(labels, {batch});
 }
 
+std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char ch : s) out += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+  return out + "'";
+}
+
+// Runs a shell command, returning what it printed (stdout and stderr) and its exit status (-1: it
+// did not start).
+std::pair<std::string, int> run_capture(const std::string& cmd) {
+  std::fflush(stdout);
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  if (!p) return {"", -1};
+  std::string text;
+  char buf[4096];
+  while (std::fgets(buf, sizeof(buf), p)) text += buf;
+  int status = pclose(p);
+  return {text, WIFEXITED(status) ? WEXITSTATUS(status) : status};
+}
+
+// The comma-separated fields of the script's first line that starts with "RESULT," and has `n`
+// fields (empty if none); `last` gets the last non-empty line, to say why when there is none.
+std::vector<std::vector<std::string>> result_lines(const std::string& text, size_t n, std::string& last,
+                                                   std::string* about = nullptr) {
+  std::vector<std::vector<std::string>> out;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    if (about && line.rfind("pytorch ", 0) == 0) *about = line;
+    if (!line.empty()) last = line;
+    if (line.rfind("RESULT,", 0) != 0) continue;
+    std::vector<std::string> f;
+    std::stringstream ss(line);
+    for (std::string x; std::getline(ss, x, ',');) f.push_back(x);
+    if (f.size() == n) out.push_back(f);
+  }
+  return out;
+}
+
 // One CPU training setup: a model, its optimizer and a step on fixed inputs.
 struct CpuRun {
   std::string label;
@@ -49,11 +93,28 @@ struct CpuRun {
   size_t step_peak = 0;  // the most bytes allocated in a step above those held before it
 };
 
+// The CPU case: a model at an input size and class count (default: 32x32 and 10 classes for the
+// CIFAR models, 224x224 and 1000 for the ImageNet ones), and the PyTorch script to time beside it.
+struct CpuCase {
+  std::string model;
+  int64_t batch = 64, image = 0, classes = 0, steps = 10, rounds = 1;
+  int threads = 2;
+  bool int8 = false;
+  std::string python, script;
+};
+
+bool cifar_model(const std::string& name) {
+  return name.find("cifar") != std::string::npos || name == "resnet20" || name == "resnet32" ||
+         name == "resnet44" || name == "resnet56" || name == "resnet110";
+}
+
 // `int8_period` 0: FP32; else every convolution but the first INT8 (quant/int8_model.h, the
 // recipe defaults: DSGC, stochastic rounding) with a DSGC search every int8_period steps.
-CpuRun make_cpu_run(const std::string& model_name, const std::string& label, int64_t int8_period) {
+CpuRun make_cpu_run(const CpuCase& c, const std::string& label, int64_t int8_period) {
   manual_seed(0);
-  CpuRun r{label, build_model(ModelOptions().name(model_name).num_classes(10).in_channels(3)), nullptr};
+  CpuRun r{label,
+           build_model(ModelOptions().name(c.model).num_classes(c.classes).in_channels(3).image_size(c.image)),
+           nullptr};
   if (int8_period > 0) {
     quant::Int8Config cfg;
     cfg.clip_update_period = int8_period;
@@ -64,21 +125,61 @@ CpuRun make_cpu_run(const std::string& model_name, const std::string& label, int
   return r;
 }
 
-// With `int8`, FP32 and INT8 steps of the same model are timed in one run, round by round (one
-// step of each per round, so drifting machine load hits both alike), and a third model with a DSGC
+// PyTorch's step for the same case, one process per round (bench_train_torch.py --csv): the best
+// and mean step in ms, or why there is none in `about`.
+struct TorchCpu {
+  bool ok = false;
+  double best_ms = 0, mean_ms = 0;
+  int64_t params = 0;
+};
+TorchCpu time_torch_cpu(const CpuCase& c, std::string& about) {
+  TorchCpu t;
+  if (c.script == "none") {
+    about = "PyTorch not run (--torch-script none)";
+    return t;
+  }
+  if (c.model != "mobilenetv2_cifar" && c.model != "mobilenetv2" && c.model != "resnet50") {
+    about = "PyTorch not run: bench_train_torch.py has mobilenetv2_cifar, mobilenetv2 and resnet50";
+    return t;
+  }
+  if (!std::filesystem::exists(c.script)) {
+    about = "PyTorch not run: " + c.script + " not found (--torch-script PATH)";
+    return t;
+  }
+  auto [text, status] = run_capture(shell_quote(c.python) + " " + shell_quote(c.script) + " --csv --threads " +
+                                    std::to_string(c.threads) + " --batch " + std::to_string(c.batch) + " --steps " +
+                                    std::to_string(c.steps) + " --model " + c.model + " --image " +
+                                    std::to_string(c.image));
+  std::string last;
+  auto lines = result_lines(text, 7, last);
+  if (lines.empty()) {
+    about = status == -1 ? "PyTorch not run: cannot start " + c.python
+                         : "PyTorch failed (exit status " + std::to_string(status) + "): " + last;
+    return t;
+  }
+  t.ok = true;
+  t.best_ms = std::atof(lines[0][4].c_str());
+  t.mean_ms = std::atof(lines[0][5].c_str());
+  t.params = std::atoll(lines[0][6].c_str());
+  return t;
+}
+
+// With `int8`, FP32 and INT8 steps of the same model are timed in one run, step by step (one step
+// of each in turn, so drifting machine load hits both alike), and a third model with a DSGC
 // search every step gives the search's cost; the INT8 step time at the default period of 100
-// steps is the steady step plus a hundredth of that cost.
-int cpu_main(int threads, int64_t batch, int64_t steps, const std::string& model_name, bool int8) {
-  set_num_threads(threads);
+// steps is the steady step plus a hundredth of that cost. Each round times octet's steps, then
+// PyTorch's in its own process (when torch is installed), so rounds alternate between the two.
+int cpu_main(const CpuCase& c) {
+  set_num_threads(c.threads);
   std::vector<CpuRun> runs;
-  runs.push_back(make_cpu_run(model_name, "FP32", 0));
-  if (int8) {
-    runs.push_back(make_cpu_run(model_name, "INT8 (DSGC every 100 steps, none timed)", 100));
-    runs.push_back(make_cpu_run(model_name, "INT8 (DSGC search every step)", 1));
+  runs.push_back(make_cpu_run(c, "FP32", 0));
+  if (c.int8) {
+    runs.push_back(make_cpu_run(c, "INT8 (DSGC every 100 steps, none timed)", 100));
+    runs.push_back(make_cpu_run(c, "INT8 (DSGC search every step)", 1));
   }
   Generator g(1);
-  Tensor x = randn({batch, 3, 32, 32}, DType::f32, &g);
-  Tensor y = cyclic_labels(batch, 10);
+  Tensor x = randn({c.batch, 3, c.image, c.image}, DType::f32, &g);
+  Tensor y = cyclic_labels(c.batch, c.classes);
   auto step = [&](CpuRun& r) {
     Tensor loss = cross_entropy((*r.model)(x), y);
     r.opt->zero_grad();
@@ -90,31 +191,66 @@ int cpu_main(int threads, int64_t batch, int64_t steps, const std::string& model
     step(r);
     step(r);  // warm-up: oneDNN primitive creation, allocator cache, the first DSGC search
   }
-  for (int64_t s = 0; s < steps; ++s)
-    for (CpuRun& r : runs) {
-      const size_t before = cpu_memory_stats().allocated;
-      reset_cpu_peak();
-      auto t0 = Clock::now();
-      step(r);
-      double dt = seconds_since(t0);
-      r.best = std::min(r.best, dt);
-      r.total += dt;
-      r.step_peak = std::max(r.step_peak, cpu_memory_stats().peak_allocated - before);
+  std::printf("octet %s, batch %lld, %lldx%lld, %lld classes, %d thread(s), %lld round(s) of %lld steps\n",
+              c.model.c_str(), static_cast<long long>(c.batch), static_cast<long long>(c.image),
+              static_cast<long long>(c.image), static_cast<long long>(c.classes), c.threads,
+              static_cast<long long>(c.rounds), static_cast<long long>(c.steps));
+  std::vector<TorchCpu> torch;
+  std::string about;
+  for (int64_t round = 0; round < c.rounds; ++round) {
+    std::vector<double> round_total(runs.size(), 0.0), round_best(runs.size(), 1e30);
+    for (int64_t s = 0; s < c.steps; ++s)
+      for (size_t i = 0; i < runs.size(); ++i) {
+        CpuRun& r = runs[i];
+        const size_t before = cpu_memory_stats().allocated;
+        reset_cpu_peak();
+        auto t0 = Clock::now();
+        step(r);
+        double dt = seconds_since(t0);
+        round_best[i] = std::min(round_best[i], dt);
+        round_total[i] += dt;
+        r.best = std::min(r.best, dt);
+        r.total += dt;
+        r.step_peak = std::max(r.step_peak, cpu_memory_stats().peak_allocated - before);
+      }
+    const double n = static_cast<double>(c.steps);
+    for (size_t i = 0; i < runs.size(); ++i)
+      std::printf("round %lld: octet %s best %.1f ms, mean %.1f ms\n", static_cast<long long>(round + 1),
+                  runs[i].label.c_str(), 1e3 * round_best[i], 1e3 * round_total[i] / n);
+    TorchCpu t = time_torch_cpu(c, about);
+    if (t.ok) {
+      std::printf("round %lld: pytorch best %.1f ms, mean %.1f ms\n", static_cast<long long>(round + 1), t.best_ms,
+                  t.mean_ms);
+      torch.push_back(t);
     }
-  const double n = static_cast<double>(steps), b = static_cast<double>(batch);
+    std::fflush(stdout);
+  }
+  const double n = static_cast<double>(c.steps * c.rounds), b = static_cast<double>(c.batch);
   for (const CpuRun& r : runs)
     std::printf(
         "octet %s %s train step, batch %lld, %d thread(s): mean %.1f ms, best %.1f ms -> %.1f img/s (mean), %.1f "
         "img/s (best)\n",
-        model_name.c_str(), r.label.c_str(), static_cast<long long>(batch), threads, 1e3 * r.total / n, 1e3 * r.best,
-        b * n / r.total, b / r.best);
+        c.model.c_str(), r.label.c_str(), static_cast<long long>(c.batch), c.threads, 1e3 * r.total / n,
+        1e3 * r.best, b * n / r.total, b / r.best);
   // The step's own memory: activations kept for the backward, gradients, workspaces (the model,
   // its gradients and the optimizer state between steps are not counted; oneDNN's scratchpads are
   // not allocated through octet).
   for (const CpuRun& r : runs)
-    std::printf("octet %s %s step peak memory above the resident model and optimizer: %.1f MiB\n", model_name.c_str(),
+    std::printf("octet %s %s step peak memory above the resident model and optimizer: %.1f MiB\n", c.model.c_str(),
                 r.label.c_str(), static_cast<double>(r.step_peak) / (1024.0 * 1024.0));
-  if (int8) {
+  if (!torch.empty()) {
+    double best = 1e30, mean = 0;
+    for (const TorchCpu& t : torch) best = std::min(best, t.best_ms), mean += t.mean_ms;
+    mean /= static_cast<double>(torch.size());
+    std::printf("pytorch %s train step (%lld parameters; octet %lld): mean %.1f ms, best %.1f ms\n", c.model.c_str(),
+                static_cast<long long>(torch[0].params), static_cast<long long>(runs[0].model->num_parameters()),
+                mean, best);
+    std::printf("octet FP32 / PyTorch step time: %.3f (means), %.3f (bests)\n", 1e3 * runs[0].total / n / mean,
+                1e3 * runs[0].best / best);
+  } else {
+    std::printf("%s\n", about.c_str());
+  }
+  if (c.int8) {
     const double fp32 = runs[0].total / n, steady = runs[1].total / n, search = runs[2].total / n - steady;
     const double at100 = steady + search / 100.0;
     std::printf(
@@ -191,12 +327,6 @@ GpuResult time_octet(const GpuCase& c, int64_t warmup, int64_t steps, int64_t ro
   return r;
 }
 
-std::string shell_quote(const std::string& s) {
-  std::string out = "'";
-  for (char ch : s) out += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
-  return out + "'";
-}
-
 // Runs the PyTorch script and collects its "RESULT,model,batch,best,mean,params,peak_mib" lines;
 // `about` gets its "pytorch ..." header line, or why there are no results.
 std::map<std::string, GpuResult> time_torch(const std::string& python, const std::string& script, int64_t warmup,
@@ -212,27 +342,14 @@ std::map<std::string, GpuResult> time_torch(const std::string& python, const std
   }
   std::string cmd = shell_quote(python) + " " + shell_quote(script) + " --device cuda --model all --csv --warmup " +
                     std::to_string(warmup) + " --steps " + std::to_string(steps) + " --rounds " +
-                    std::to_string(rounds) + " 2>&1";
-  std::fflush(stdout);
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) {
+                    std::to_string(rounds);
+  auto [text, status] = run_capture(cmd);
+  if (status == -1) {
     about = "PyTorch not run: cannot start " + python;
     return out;
   }
-  std::string text, line;
-  char buf[4096];
-  while (std::fgets(buf, sizeof(buf), p)) text += buf;
-  int status = pclose(p);
-  std::istringstream lines(text);
   std::string last;
-  while (std::getline(lines, line)) {
-    if (line.rfind("pytorch ", 0) == 0) about = line;
-    if (!line.empty()) last = line;
-    if (line.rfind("RESULT,", 0) != 0) continue;
-    std::vector<std::string> f;
-    std::stringstream ss(line);
-    for (std::string x; std::getline(ss, x, ',');) f.push_back(x);
-    if (f.size() != 7) continue;
+  for (const auto& f : result_lines(text, 7, last, &about)) {
     GpuResult r;
     r.ok = true;
     r.best_ips = std::atof(f[3].c_str());
@@ -241,9 +358,7 @@ std::map<std::string, GpuResult> time_torch(const std::string& python, const std
     r.peak_mib = std::atof(f[6].c_str());
     out[f[1] + "/" + f[2]] = r;
   }
-  if (out.empty())
-    about = "PyTorch failed (exit status " + std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : status) +
-            "): " + last;
+  if (out.empty()) about = "PyTorch failed (exit status " + std::to_string(status) + "): " + last;
   return out;
 }
 
@@ -298,7 +413,7 @@ int gpu_main(int64_t warmup, int64_t steps, int64_t rounds, const std::string& p
 
 int main(int argc, char** argv) {
   int threads = 2;
-  int64_t batch = 64, steps = -1, rounds = 3, warmup = 5;
+  int64_t batch = 64, steps = -1, rounds = -1, warmup = 5, image = 0, classes = 0;
   std::string model_name = "mobilenetv2_cifar", device = "cpu", python = "python3";
   std::string script = std::string(OCTET_BENCH_DIR) + "/bench_train_torch.py";
   bool int8 = false;
@@ -319,6 +434,10 @@ int main(int argc, char** argv) {
       model_name = v;
     else if (!std::strcmp(argv[i - 1], "--device"))
       device = v;
+    else if (!std::strcmp(argv[i - 1], "--image"))
+      image = std::atoll(v);
+    else if (!std::strcmp(argv[i - 1], "--classes"))
+      classes = std::atoll(v);
     else if (!std::strcmp(argv[i - 1], "--rounds"))
       rounds = std::atoll(v);
     else if (!std::strcmp(argv[i - 1], "--warmup"))
@@ -332,10 +451,22 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (device == "cuda") return gpu_main(warmup, steps > 0 ? steps : 20, std::max<int64_t>(1, rounds), python, script);
+  if (device == "cuda")
+    return gpu_main(warmup, steps > 0 ? steps : 20, rounds > 0 ? rounds : 3, python, script);
   if (device != "cpu") {
     std::fprintf(stderr, "octet_bench_train: --device must be cpu or cuda, got '%s'\n", device.c_str());
     return 2;
   }
-  return cpu_main(threads, batch, steps > 0 ? steps : 10, model_name, int8);
+  CpuCase c;
+  c.model = model_name;
+  c.batch = batch;
+  c.image = image > 0 ? image : cifar_model(model_name) ? 32 : 224;
+  c.classes = classes > 0 ? classes : cifar_model(model_name) ? 10 : 1000;
+  c.steps = steps > 0 ? steps : 10;
+  c.rounds = rounds > 0 ? rounds : 2;
+  c.threads = threads;
+  c.int8 = int8;
+  c.python = python;
+  c.script = script;
+  return cpu_main(c);
 }

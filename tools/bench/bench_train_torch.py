@@ -3,7 +3,10 @@
 
 CPU (the default): MobileNetV2 CIFAR variant (stride-1 stem, first stride-2 stage at stride 1),
 batch 64 of 32x32 inputs, the same thread count; one line with images/s. Needs `pip install torch`.
+`--model mobilenetv2` (torchvision's ImageNet layout) or `resnet50`, with `--image N` (default 224),
+for the other cases; `octet_bench_train` runs this with `--csv` between its own rounds.
     python3 tools/bench/bench_train_torch.py --threads 2 --batch 64 --steps 10 [--profile]
+    python3 tools/bench/bench_train_torch.py --threads 2 --model mobilenetv2 --image 96 --batch 32
 
 GPU (`--device cuda`): MobileNetV2-CIFAR at batch 128 (32x32) and ResNet-50 (torchvision's layout,
 stride on the 3x3 conv) at batch 64 (224x224). cudnn.benchmark is on and TF32 is off for matmuls
@@ -37,18 +40,23 @@ class Block(nn.Module):
         return x + self.conv(x) if self.residual else self.conv(x)
 
 
-def mobilenetv2_cifar(num_classes=10):
+def mobilenetv2(num_classes=1000, cifar=False):
+    """torchvision's MobileNetV2 (width 1.0); cifar: the stem and the 24-channel stage at stride 1."""
     stages = [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1), (6, 160, 3, 2),
               (6, 320, 1, 1)]
-    layers, cin = [conv_bn_relu6(3, 32, 3, 1)], 32
+    layers, cin = [conv_bn_relu6(3, 32, 3, 1 if cifar else 2)], 32
     for t, c, n, s in stages:
         for i in range(n):
-            stride = (1 if c == 24 else s) if i == 0 else 1
+            stride = (1 if cifar and c == 24 else s) if i == 0 else 1
             layers.append(Block(cin, c, stride, t))
             cin = c
     layers.append(conv_bn_relu6(cin, 1280, 1))
     return nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Dropout(0.2),
                          nn.Linear(1280, num_classes))
+
+
+def mobilenetv2_cifar(num_classes=10):
+    return mobilenetv2(num_classes, cifar=True)
 
 
 class Bottleneck(nn.Module):
@@ -80,6 +88,9 @@ def resnet50(num_classes=1000):
 
 # model name -> (constructor, batch on the GPU, image size, classes)
 GPU_CASES = {"mobilenetv2_cifar": (mobilenetv2_cifar, 128, 32, 10), "resnet50": (resnet50, 64, 224, 1000)}
+# model name -> (constructor, default image size, classes) on the CPU
+CPU_MODELS = {"mobilenetv2_cifar": (mobilenetv2_cifar, 32, 10), "mobilenetv2": (mobilenetv2, 224, 1000),
+              "resnet50": (resnet50, 224, 1000)}
 
 
 def make_step(model, opt, x, y):
@@ -94,17 +105,20 @@ def make_step(model, opt, x, y):
 def cpu_main(a):
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
-    model = mobilenetv2_cifar()
-    print("parameters:", sum(q.numel() for q in model.parameters()))
+    name = "mobilenetv2_cifar" if a.model == "all" else a.model
+    make, size, classes = CPU_MODELS[name]
+    size = a.image or size
+    model = make(classes)
+    params = sum(q.numel() for q in model.parameters())
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=5e-4)
-    x = torch.randn(a.batch, 3, 32, 32)
-    y = torch.arange(a.batch) % 10
+    x = torch.randn(a.batch, 3, size, size)
+    y = torch.arange(a.batch) % classes
     step = make_step(model, opt, x, y)
     step()
     if a.profile:  # self CPU time per op (RESULTS.md's MobileNetV2 profile)
         from torch_profile import print_profile
-        print_profile(step, a.steps, f"pytorch mobilenetv2_cifar train profile, {a.steps} steps, batch {a.batch}, "
-                      f"{a.threads} thread(s)", rows=25)
+        print_profile(step, a.steps, f"pytorch {name} train profile, {a.steps} steps, batch {a.batch}, "
+                      f"{size}x{size}, {a.threads} thread(s)", rows=25)
         return
     step()
     times = []
@@ -113,9 +127,12 @@ def cpu_main(a):
         step()
         times.append(time.perf_counter() - t0)
     total, best = sum(times), min(times)
-    print(f"pytorch {torch.__version__} mobilenetv2_cifar train step, batch {a.batch}, {a.threads} thread(s): "
+    if a.csv:
+        print(f"RESULT,{name},{a.batch},{size},{1e3 * best:.2f},{1e3 * total / a.steps:.2f},{params}", flush=True)
+        return
+    print(f"pytorch {torch.__version__} {name} train step, batch {a.batch}, {size}x{size}, {a.threads} thread(s): "
           f"mean {1e3 * total / a.steps:.1f} ms, best {1e3 * best:.1f} ms -> {a.batch * a.steps / total:.1f} img/s "
-          f"(mean), {a.batch / best:.1f} img/s (best)")
+          f"(mean), {a.batch / best:.1f} img/s (best); {params} parameters")
 
 
 def gpu_case(name, a):
@@ -159,6 +176,8 @@ def gpu_main(a):
     print(f"pytorch {torch.__version__} on {torch.cuda.get_device_name()} (CUDA {torch.version.cuda}, "
           f"cuDNN {torch.backends.cudnn.version()}): cudnn.benchmark=True, TF32 off "
           f"(backends.cuda.matmul.allow_tf32=False, backends.cudnn.allow_tf32=False)", flush=True)
+    if a.model != "all" and a.model not in GPU_CASES:
+        raise SystemExit(f"bench_train_torch.py --device cuda: --model is all or one of {', '.join(GPU_CASES)}")
     for name in (GPU_CASES if a.model == "all" else [a.model]):
         gpu_case(name, a)
 
@@ -169,11 +188,14 @@ def main():
     p.add_argument("--threads", type=int, default=2, help="cpu: intra-op threads")
     p.add_argument("--batch", type=int, default=64, help="cpu: batch size (the GPU cases have theirs)")
     p.add_argument("--steps", type=int, default=None, help="timed steps (cpu: 10; cuda: 20 per round)")
-    p.add_argument("--model", choices=["all", *GPU_CASES], default="all", help="cuda: which case")
+    p.add_argument("--model", choices=["all", *CPU_MODELS], default="all",
+                   help="cuda: which case (all: both); cpu: which model (all: mobilenetv2_cifar)")
+    p.add_argument("--image", type=int, default=None, help="cpu: input size (default: 32 for the CIFAR model, else 224)")
     p.add_argument("--rounds", type=int, default=3, help="cuda: timed rounds")
     p.add_argument("--warmup", type=int, default=5, help="cuda: warm-up steps")
     p.add_argument("--profile", action="store_true", help="cpu: print torch.profiler's per-op table instead")
-    p.add_argument("--csv", action="store_true", help="cuda: RESULT,model,batch,best,mean,params,peak_mib lines")
+    p.add_argument("--csv", action="store_true", help="cuda: RESULT,model,batch,best,mean,params,peak_mib lines (img/s); "
+                   "cpu: one RESULT,model,batch,image,best_ms,mean_ms,params line")
     a = p.parse_args()
     if a.device == "cpu":
         a.steps = a.steps or 10
