@@ -36,6 +36,13 @@ void check_bn(const char* op, const Tensor& x, std::initializer_list<Tensor> per
                 ": per-channel tensors must be contiguous ", x.dtype(), " [", x.size(1), "]");
 }
 
+void check_bn_residual(const char* op, const Tensor& x, const Tensor& residual) {
+  OCTET_CHECK(!residual.defined() || (residual.shape() == x.shape() && residual.is_contiguous() &&
+                                      residual.dtype() == x.dtype()),
+              op, ": the residual must be a contiguous ", x.dtype(), " ", x.shape(), ", got ",
+              residual.defined() ? residual.shape() : Shape{});
+}
+
 void check_conv_operands(const char* op, const Conv2dGeometry& g, const Tensor& x, const Tensor& w) {
   OCTET_CHECK(x.is_contiguous() && w.is_contiguous(), op, ": expected contiguous input and weight");
   OCTET_CHECK(x.dtype() == w.dtype(), op, ": dtypes differ: input ", x.dtype(), ", weight ", w.dtype());

@@ -24,6 +24,8 @@ AdaptiveShape adaptive_shape(const char* op, const Tensor& in, const Tensor& out
 
 // Batch norm: x a contiguous [N, C, S]; each defined per-channel tensor contiguous [C] of x's dtype.
 void check_bn(const char* op, const Tensor& x, std::initializer_list<Tensor> per_channel);
+// A fused batch norm's residual, where defined: contiguous, of x's dtype and shape.
+void check_bn_residual(const char* op, const Tensor& x, const Tensor& residual);
 
 // Convolution input and weight: contiguous, one dtype, sizes matching the geometry.
 void check_conv_operands(const char* op, const Conv2dGeometry& g, const Tensor& x, const Tensor& w);

@@ -170,9 +170,9 @@ void adaptive_avg_pool2d_backward(const Tensor& dout, const Tensor& dx) {
 }
 
 void batch_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& out,
-                        const Tensor& mean, const Tensor& invstd, NormActivation act) {
-  const Device d = device_of("batch_norm_forward", {&x, &weight, &bias, &out, &mean, &invstd});
-  OCTET_DISPATCH(batch_norm_forward, d, x, weight, bias, eps, out, mean, invstd, act);
+                        const Tensor& mean, const Tensor& invstd, NormActivation act, const Tensor& residual) {
+  const Device d = device_of("batch_norm_forward", {&x, &weight, &bias, &out, &mean, &invstd, &residual});
+  OCTET_DISPATCH(batch_norm_forward, d, x, weight, bias, eps, out, mean, invstd, act, residual);
 }
 
 void batch_norm_act_grad(const Tensor& dout, const Tensor& x, const Tensor& weight, const Tensor& bias,

@@ -108,12 +108,16 @@ void adaptive_avg_pool2d_forward(const Tensor& x, const Tensor& out);
 void adaptive_avg_pool2d_backward(const Tensor& dout, const Tensor& dx);
 
 // Batch norm in training mode over x [N, C, S] (S: the spatial size; contiguous): out =
-// act(x * scale + shift) (core/norm_act.h), and the per-channel mean and inverse standard deviation
-// (biased variance) the backward needs. weight and bias [C] may be undefined.
+// act(x * scale + shift + residual) (core/norm_act.h; the rounded normalized value plus the
+// residual, as `bn(x) + residual` adds them), and the per-channel mean and inverse standard
+// deviation (biased variance) the backward needs. weight, bias [C] and residual (x's shape) may be
+// undefined.
 void batch_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& out,
-                        const Tensor& mean, const Tensor& invstd, NormActivation act = NormActivation::none);
-// The activation's backward after a fused batch_norm_forward: out = dout where act passes at the
-// recomputed y = x * scale + shift, else 0 (dout, x, out [N, C, S], contiguous; out may be dout).
+                        const Tensor& mean, const Tensor& invstd, NormActivation act = NormActivation::none,
+                        const Tensor& residual = Tensor());
+// The activation's backward after a fused batch_norm_forward without a residual: out = dout where
+// act passes at the recomputed y = x * scale + shift, else 0 (dout, x, out [N, C, S], contiguous;
+// out may be dout).
 void batch_norm_act_grad(const Tensor& dout, const Tensor& x, const Tensor& weight, const Tensor& bias,
                          const Tensor& mean, const Tensor& invstd, NormActivation act, const Tensor& out);
 // dx (may be undefined), dweight and dbias [C] (may be undefined) from dout [N, C, S].

@@ -32,7 +32,7 @@ void BatchNorm2d::reset_parameters() {
 
 Tensor BatchNorm2d::forward(const Tensor& x) { return forward(x, NormActivation::none); }
 
-Tensor BatchNorm2d::forward(const Tensor& x, NormActivation act) {
+Tensor BatchNorm2d::forward(const Tensor& x, NormActivation act, const Tensor& residual) {
   OCTET_CHECK(x.defined() && x.dim() == 4 && x.size(1) == num_features_, "BatchNorm2d: expected input [N, ",
               num_features_, ", H, W], got ", x.defined() ? x.shape() : Shape{});
   OCTET_CHECK(x.dtype() == weight_.dtype(), "BatchNorm2d: input dtype ", x.dtype(), " differs from the parameters' ",
@@ -40,10 +40,11 @@ Tensor BatchNorm2d::forward(const Tensor& x, NormActivation act) {
   Tensor y;
   if (sync_ && sync_->size() > 1 && is_training()) {
     y = sync_forward(x);
+    if (residual.defined()) y = y + residual;
     if (act == NormActivation::relu) y = relu(y);
     if (act == NormActivation::relu6) y = relu6(y);
   } else {
-    y = batch_norm(x, running_mean_, running_var_, weight_, bias_, is_training(), momentum_, eps_, act);
+    y = batch_norm(x, running_mean_, running_var_, weight_, bias_, is_training(), momentum_, eps_, act, residual);
   }
   if (is_training()) {
     NoGradGuard ng;

@@ -20,9 +20,10 @@ class BatchNorm2d : public Module {
   explicit BatchNorm2d(int64_t num_features, double eps = 1e-5, double momentum = 0.1);
   // x [N, C, H, W] -> same shape
   Tensor forward(const Tensor& x) override;
-  // act(forward(x)) for act relu/relu6 in one op: the same bits, and in training no activation is
-  // kept for the backward (batch_norm in core/ops/nn.h). Sequential calls it for BN -> ReLU(6).
-  Tensor forward(const Tensor& x, NormActivation act);
+  // act(forward(x) + residual) for act relu/relu6 (or none) and a residual of x's shape (or none)
+  // in one op: the same bits, and in training no activation is kept for the backward (batch_norm in
+  // core/ops/nn.h). Sequential calls it for BN -> ReLU(6), the residual blocks with their shortcut.
+  Tensor forward(const Tensor& x, NormActivation act, const Tensor& residual = Tensor());
   std::string type_name() const override { return sync_ ? "SyncBatchNorm" : "BatchNorm2d"; }
   std::string extra_repr() const override;
   void reset_parameters();

@@ -2,6 +2,7 @@
 
 #include <typeinfo>
 
+#include "core/ops/elementwise.h"
 #include "layers/activation.h"
 #include "layers/batch_norm.h"
 
@@ -20,12 +21,29 @@ const std::shared_ptr<Module>& Sequential::at(size_t i) const {
   return modules_[i];
 }
 
-Tensor Sequential::forward(const Tensor& x) {
+namespace {
+
+// The module as a BatchNorm2d if it is exactly one (a subclass may override forward).
+BatchNorm2d* exact_batch_norm(const std::shared_ptr<Module>& m) {
+  return typeid(*m) == typeid(BatchNorm2d) ? static_cast<BatchNorm2d*>(m.get()) : nullptr;
+}
+
+}  // namespace
+
+Tensor Sequential::forward(const Tensor& x) { return run(x, modules_.size()); }
+
+Tensor Sequential::forward_add(const Tensor& x, const Tensor& residual) {
+  BatchNorm2d* last = modules_.empty() ? nullptr : exact_batch_norm(modules_.back());
+  if (last == nullptr) return forward(x) + residual;
+  return last->forward(run(x, modules_.size() - 1), NormActivation::none, residual);
+}
+
+Tensor Sequential::run(const Tensor& x, size_t count) {
   Tensor y = x;
-  for (size_t i = 0; i < modules_.size(); ++i) {
+  for (size_t i = 0; i < count; ++i) {
     // Exact types: a subclass may override forward.
-    auto* bn = typeid(*modules_[i]) == typeid(BatchNorm2d) ? static_cast<BatchNorm2d*>(modules_[i].get()) : nullptr;
-    const Module* next = i + 1 < modules_.size() ? modules_[i + 1].get() : nullptr;
+    BatchNorm2d* bn = exact_batch_norm(modules_[i]);
+    const Module* next = i + 1 < count ? modules_[i + 1].get() : nullptr;
     if (bn != nullptr && next != nullptr && typeid(*next) == typeid(ReLU)) {
       y = bn->forward(y, NormActivation::relu), ++i;
     } else if (bn != nullptr && next != nullptr && typeid(*next) == typeid(ReLU6)) {

@@ -38,9 +38,14 @@ class Sequential : public Module {
   // op (BatchNorm2d::forward(x, act)): the same result, one pass less, and no activation kept for
   // the backward.
   Tensor forward(const Tensor& x) override;
+  // forward(x) + residual; where the last module is a BatchNorm2d, it adds the residual in its
+  // output pass (the same bits, one pass less): MobileNetV2's inverted residual block.
+  Tensor forward_add(const Tensor& x, const Tensor& residual);
   std::string type_name() const override { return "Sequential"; }
 
  private:
+  // The first `count` modules in turn, with the BatchNorm2d -> ReLU/ReLU6 fusion.
+  Tensor run(const Tensor& x, size_t count);
   std::vector<std::shared_ptr<Module>> modules_;
 };
 

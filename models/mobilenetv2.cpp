@@ -42,8 +42,7 @@ InvertedResidual::InvertedResidual(int64_t in, int64_t out, int64_t stride, int6
 }
 
 Tensor InvertedResidual::forward(const Tensor& x) {
-  Tensor y = conv_->forward(x);
-  return use_residual_ ? x + y : y;
+  return use_residual_ ? conv_->forward_add(x, x) : conv_->forward(x);  // x + conv(x), the add in the last BN
 }
 
 std::string InvertedResidual::extra_repr() const {

@@ -66,14 +66,13 @@ BasicBlock::BasicBlock(int64_t in, int64_t planes, int64_t stride, Shortcut shor
 }
 
 Tensor BasicBlock::forward(const Tensor& x) {
-  Tensor y = bn1_->forward(conv1_->forward(x), NormActivation::relu);
-  y = bn2_->forward(conv2_->forward(y));
+  Tensor y = conv2_->forward(bn1_->forward(conv1_->forward(x), NormActivation::relu));
   Tensor identity = x;
   if (downsample_)
     identity = downsample_->forward(x);
   else if (stride_ != 1 || in_ != out_)
     identity = pad_shortcut(x, out_, stride_);
-  return relu(y + identity);
+  return bn2_->forward(y, NormActivation::relu, identity);  // relu(bn2(y) + identity) in one op
 }
 
 Bottleneck::Bottleneck(int64_t in, int64_t planes, int64_t stride) {
@@ -90,8 +89,8 @@ Bottleneck::Bottleneck(int64_t in, int64_t planes, int64_t stride) {
 Tensor Bottleneck::forward(const Tensor& x) {
   Tensor y = bn1_->forward(conv1_->forward(x), NormActivation::relu);
   y = bn2_->forward(conv2_->forward(y), NormActivation::relu);
-  y = bn3_->forward(conv3_->forward(y));
-  return relu(y + (downsample_ ? downsample_->forward(x) : x));
+  y = conv3_->forward(y);
+  return bn3_->forward(y, NormActivation::relu, downsample_ ? downsample_->forward(x) : x);  // relu(bn3(y) + identity)
 }
 
 // ---------------------------------------------------------------- ImageNet ResNet

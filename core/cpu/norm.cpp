@@ -12,24 +12,37 @@
 namespace octet::cpu {
 
 using kernels::check_bn;
+using kernels::check_bn_residual;
 
 // Per-channel sums in double over 8 lanes (core/cpu/lanes.h: element j of a row goes to lane
 // j % 8, each row's last s % 8 elements to a ninth, scalar sum), combined in a fixed order, so the
 // per-ISA copies (simd_dispatch) add the same numbers in the same order and vectorize the channel
 // loops, which with one double accumulator ran at one add per 4 cycles (batch norm was a fifth of
 // a MobileNetV2 step). Plain loops, not lambdas: through a lambda GCC kept the lanes on the stack.
-// The forward applies a following ReLU/ReLU6 in its output pass; batch_norm_act_grad is that
-// activation's backward, from the recomputed pre-activation (core/norm_act.h).
+// The forward adds a residual and applies a following ReLU/ReLU6 in its output pass;
+// batch_norm_act_grad is that activation's backward (without a residual), from the recomputed
+// pre-activation (core/norm_act.h).
 
 namespace {
 
-// out rows = act(x * scale + shift) over one channel's n rows of s values (rows `stride` apart).
-template <NormActivation A, typename T>
-OCTET_SIMD_INLINE void affine_rows(const T* xc, T* oc, int64_t n, int64_t stride, int64_t s, T scale, T shift) {
+// out rows = act(x * scale + shift [+ r]) over one channel's n rows of s values (rows `stride`
+// apart); with R, r is the residual's rows at the same offsets, added to the rounded normalized
+// value as the unfused `bn(x) + r` adds it.
+template <NormActivation A, bool R, typename T>
+OCTET_SIMD_INLINE void affine_rows(const T* xc, const T* rc, T* oc, int64_t n, int64_t stride, int64_t s, T scale,
+                                   T shift) {
   for (int64_t i = 0; i < n; ++i) {
     const T* row = xc + i * stride;
     T* orow = oc + i * stride;
-    for (int64_t j = 0; j < s; ++j) orow[j] = norm_act_apply(A, row[j] * scale + shift);
+    if constexpr (R) {
+      const T* rrow = rc + i * stride;
+      for (int64_t j = 0; j < s; ++j) {
+        const T y = row[j] * scale + shift;
+        orow[j] = norm_act_apply(A, y + rrow[j]);
+      }
+    } else {
+      for (int64_t j = 0; j < s; ++j) orow[j] = norm_act_apply(A, row[j] * scale + shift);
+    }
   }
 }
 
@@ -44,12 +57,24 @@ OCTET_SIMD_INLINE void act_grad_rows(const T* gc, const T* xc, T* oc, int64_t n,
   }
 }
 
+// affine_rows with the activation picked once per channel and without or with a residual (rc null:
+// none), so the row loops have no branch.
+template <NormActivation A, typename T>
+OCTET_SIMD_INLINE void affine_channel(const T* xc, const T* rc, T* oc, int64_t n, int64_t stride, int64_t s, T scale,
+                                      T shift) {
+  if (rc != nullptr)
+    affine_rows<A, true>(xc, rc, oc, n, stride, s, scale, shift);
+  else
+    affine_rows<A, false>(xc, rc, oc, n, stride, s, scale, shift);
+}
+
 }  // namespace
 
 void batch_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& out,
-                        const Tensor& mean, const Tensor& invstd, NormActivation act) {
-  check_cpu("batch_norm", {x, weight, bias, out, mean, invstd});
+                        const Tensor& mean, const Tensor& invstd, NormActivation act, const Tensor& residual) {
+  check_cpu("batch_norm", {x, weight, bias, out, mean, invstd, residual});
   check_bn("batch_norm", x, {weight, bias, mean, invstd});
+  check_bn_residual("batch_norm", x, residual);
   const int64_t n = x.size(0), c = x.size(1), s = x.size(2);
   dispatch_float(x.dtype(), "batch_norm", [&]<typename T>() {
     const T* px = x.data<T>();
@@ -58,6 +83,7 @@ void batch_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bia
     T* pi = invstd.data<T>();
     const T* pw = weight.defined() ? weight.data<T>() : nullptr;
     const T* pb = bias.defined() ? bias.data<T>() : nullptr;
+    const T* pr = residual.defined() ? residual.data<T>() : nullptr;
     const double count = static_cast<double>(n * s);
     parallel_for(0, c, 1, [&](int64_t begin, int64_t end) {
       simd_dispatch([=] {
@@ -87,16 +113,17 @@ void batch_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bia
           pi[ch] = static_cast<T>(inv);
           T scale, shift;
           bn_affine(pm[ch], pi[ch], pw, pb, ch, scale, shift);
+          const T* rc = pr != nullptr ? pr + ch * s : nullptr;
           T* oc = po + ch * s;
           switch (act) {
             case NormActivation::none:
-              affine_rows<NormActivation::none>(xc, oc, n, c * s, s, scale, shift);
+              affine_channel<NormActivation::none>(xc, rc, oc, n, c * s, s, scale, shift);
               break;
             case NormActivation::relu:
-              affine_rows<NormActivation::relu>(xc, oc, n, c * s, s, scale, shift);
+              affine_channel<NormActivation::relu>(xc, rc, oc, n, c * s, s, scale, shift);
               break;
             case NormActivation::relu6:
-              affine_rows<NormActivation::relu6>(xc, oc, n, c * s, s, scale, shift);
+              affine_channel<NormActivation::relu6>(xc, rc, oc, n, c * s, s, scale, shift);
               break;
           }
         }

@@ -24,6 +24,7 @@
 namespace octet::cuda {
 
 using kernels::check_bn;
+using kernels::check_bn_residual;
 
 namespace {
 
@@ -114,12 +115,14 @@ __global__ void finish_moments_kernel(const double* __restrict__ partial, int64_
 }
 
 template <typename T, typename I>
-__global__ void normalize_kernel(const T* __restrict__ x, const T* __restrict__ coef, T* __restrict__ out, I c, I s,
-                                 int64_t total, NormActivation act) {
+__global__ void normalize_kernel(const T* __restrict__ x, const T* __restrict__ coef, const T* __restrict__ residual,
+                                 T* __restrict__ out, I c, I s, int64_t total, NormActivation act) {
   for (int64_t i = first_index(); i < total; i += grid_stride()) {
     const I idx = static_cast<I>(i);
     const I ch = (idx / s) % c;
-    out[idx] = norm_act_apply(act, x[idx] * coef[ch] + coef[c + ch]);
+    T y = x[idx] * coef[ch] + coef[c + ch];
+    if (residual != nullptr) y = y + residual[idx];  // the rounded normalized value, as bn(x) + r
+    out[idx] = norm_act_apply(act, y);
   }
 }
 
@@ -217,8 +220,9 @@ T* mutable_or_null(const Tensor& t) {
 }  // namespace
 
 void batch_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& out,
-                        const Tensor& mean, const Tensor& invstd, NormActivation act) {
+                        const Tensor& mean, const Tensor& invstd, NormActivation act, const Tensor& residual) {
   check_bn("batch_norm", x, {weight, bias, mean, invstd});
+  check_bn_residual("batch_norm", x, residual);
   OCTET_CHECK(mean.defined() && invstd.defined(), "batch_norm: mean and invstd outputs must be defined");
   OCTET_CHECK(out.is_contiguous() && out.shape() == x.shape() && out.dtype() == x.dtype(),
               "batch_norm: output must be a contiguous ", x.dtype(), " tensor of shape ", x.shape());
@@ -242,7 +246,8 @@ void batch_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bia
     const int64_t total = x.numel();
     if (total == 0) return;
     normalize_kernel<T, I><<<grid_for(total), kThreads, 0, stream()>>>(
-        x.data<T>(), coef.data<T>(), out.data<T>(), static_cast<I>(c), static_cast<I>(s), total, act);
+        x.data<T>(), coef.data<T>(), data_or_null<T>(residual), out.data<T>(), static_cast<I>(c), static_cast<I>(s),
+        total, act);
     OCTET_CUDA_LAUNCH("batch_norm normalize");
   });
 }

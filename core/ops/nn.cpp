@@ -181,9 +181,14 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
 }
 
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
-                  const Tensor& bias, bool training, double momentum, double eps, NormActivation act) {
+                  const Tensor& bias, bool training, double momentum, double eps, NormActivation act,
+                  const Tensor& residual) {
   OCTET_CHECK(x.defined() && x.dim() >= 2, "batch_norm: expected input [N, C, ...], got ",
               x.defined() ? x.shape() : Shape{});
+  OCTET_CHECK(!residual.defined() || (residual.shape() == x.shape() && residual.dtype() == x.dtype() &&
+                                      residual.device() == x.device()),
+              "batch_norm: the residual must have the input's shape ", x.shape(), ", dtype ", x.dtype(),
+              " and device, got ", residual.defined() ? residual.shape() : Shape{});
   int64_t c = x.size(1);
   for (const Tensor* t : {&running_mean, &running_var, &weight, &bias})
     OCTET_CHECK(!t->defined() || t->shape() == Shape{c}, "batch_norm: per-channel tensors must have shape [", c,
@@ -208,11 +213,12 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
     TensorOptions like = TensorOptions(x.dtype()).device(x.device());
     Tensor x3 = x.contiguous().reshape({x.size(0), c, -1});
     Tensor w = weight.defined() ? weight.contiguous() : Tensor(), b = bias.defined() ? bias.contiguous() : Tensor();
+    Tensor r3 = residual.defined() ? residual.contiguous().reshape(x3.shape()) : Tensor();
     Tensor out = empty(x3.shape(), like), mu = empty({c}, like), invstd = empty({c}, like);
     {
       NoGradGuard ng;
       kernels::batch_norm_forward(x3.detach(), w.defined() ? w.detach() : w, b.defined() ? b.detach() : b, eps, out, mu,
-                                  invstd, act);
+                                  invstd, act, r3.defined() ? r3.detach() : r3);
     }
     y = out.reshape(x.shape());
     if (running_mean.defined() && running_var.defined()) {
@@ -223,26 +229,36 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
       running_mean.detach().copy_(running_mean * (1.0 - momentum) + mu * momentum);
       running_var.detach().copy_(running_var * (1.0 - momentum) + unbiased * momentum);
     }
-    if (autograd::needs_grad({x, weight, bias})) {
+    if (autograd::needs_grad({x, weight, bias, residual})) {
       bool rx = x.requires_grad(), rw = weight.defined() && weight.requires_grad(),
-           rb = bias.defined() && bias.requires_grad();
-      // The activation's backward needs the pre-activation: recomputed from x and the statistics.
-      Tensor act_bias = act == NormActivation::none ? Tensor() : b;
+           rb = bias.defined() && bias.requires_grad(), rr = residual.defined() && residual.requires_grad();
+      // The activation's backward: without a residual, from the pre-activation recomputed from x
+      // and the statistics (nothing more kept); with one, from the output, as relu's backward
+      // (relu6's input is inside (0, 6) exactly where its output is), which the unfused relu kept
+      // too and which is the next block's input, kept by its convolution anyway.
+      const bool has_act = act != NormActivation::none, from_output = has_act && residual.defined();
+      Tensor act_bias = has_act && !from_output ? b : Tensor(), act_out = from_output ? out : Tensor();
       autograd::record(
-          "batch_norm", {x, weight, bias}, {y},
-          [=, sx = saved(x3), sw = saved(w), sb = saved(act_bias), sm = saved(mu), si = saved(invstd)](const Grads& g) {
+          "batch_norm", {x, weight, bias, residual}, {y},
+          [=, sx = saved(x3), sw = saved(w), sb = saved(act_bias), sm = saved(mu), si = saved(invstd),
+           so = saved(act_out)](const Grads& g) {
             const Tensor& x3v = sx.get();
             Tensor dout = g[0].contiguous().reshape(x3v.shape());
             TensorOptions o = TensorOptions(x3v.dtype()).device(x3v.device());
-            if (act != NormActivation::none) {
+            if (has_act) {
               Tensor masked = empty(x3v.shape(), o);
-              kernels::batch_norm_act_grad(dout, x3v, sw.get(), sb.get(), sm.get(), si.get(), act, masked);
+              if (from_output)
+                kernels::binary(act == NormActivation::relu ? BinaryOp::relu_grad : BinaryOp::relu6_grad, dout,
+                                so.get(), masked);
+              else
+                kernels::batch_norm_act_grad(dout, x3v, sw.get(), sb.get(), sm.get(), si.get(), act, masked);
               dout = masked;
             }
             Tensor dx = rx ? empty(x3v.shape(), o) : Tensor();
             Tensor dw = rw ? empty({c}, o) : Tensor(), db = rb ? empty({c}, o) : Tensor();
             kernels::batch_norm_backward(dout, x3v, sw.get(), sm.get(), si.get(), dx, dw, db);
-            return Grads{rx ? dx.reshape(g[0].shape()) : Tensor(), dw, db};
+            // The residual's gradient is the (masked) output gradient itself.
+            return Grads{rx ? dx.reshape(g[0].shape()) : Tensor(), dw, db, rr ? dout.reshape(g[0].shape()) : Tensor()};
           });
     }
     return y;
@@ -253,6 +269,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   }
   if (weight.defined()) y = y * per_channel(weight);
   if (bias.defined()) y = y + per_channel(bias);
+  if (residual.defined()) y = y + residual;
   if (act == NormActivation::relu) return relu(y);
   if (act == NormActivation::relu6) return relu6(y);
   return y;

@@ -53,10 +53,12 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
 // variance, as PyTorch. In evaluation, normalizes with the running statistics.
 // `act` relu/relu6: relu(batch_norm(...)) / relu6(...) in one op, the same bits; in training it
 // keeps no activation for the backward (core/norm_act.h), so a following INT8 convolution's float
-// input is freed after its forward.
+// input is freed after its forward. `residual` (x's shape): act(batch_norm(...) + residual) in one
+// op, the same bits (the residual blocks of ResNet and MobileNetV2); its backward keeps the
+// residual only where an activation follows.
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
                   const Tensor& bias, bool training, double momentum = 0.1, double eps = 1e-5,
-                  NormActivation act = NormActivation::none);
+                  NormActivation act = NormActivation::none, const Tensor& residual = Tensor());
 
 struct LstmState {
   Tensor h;

@@ -75,6 +75,26 @@ TEST_P(CudaNorm, BatchNormActTraining) {
   }
 }
 
+// With a residual (the ResNet and MobileNetV2 blocks): act(batch_norm(x) + r), every gradient
+// including the residual's.
+TEST_P(CudaNorm, BatchNormResidualTraining) {
+  const DType t = dtype();
+  for (NormActivation act : {NormActivation::none, NormActivation::relu, NormActivation::relu6}) {
+    for (const Shape& shape : {Shape{4, 3, 5, 7}, Shape{2, 4, 33, 33}}) {
+      const int64_t c = shape[1];
+      expect_parity(
+          "batch_norm + residual, act " + std::to_string(static_cast<int>(act)) + " " +
+              ::testing::PrintToString(shape),
+          [act](const Inputs& v) {
+            return Outputs{batch_norm(v[0], Tensor(), Tensor(), v[1], v[2], true, 0.1, 1e-5, act, v[3])};
+          },
+          {normal_input(shape, t, 31), uniform_input({c}, t, 32, 1.0, 4.0), uniform_input({c}, t, 33, 0.0, 4.0),
+           normal_input(shape, t, 34)},
+          kSums);
+    }
+  }
+}
+
 TEST_P(CudaNorm, BatchNormEval) {
   const DType t = dtype();
   expect_parity(
