@@ -36,8 +36,10 @@ OCTET_HD inline std::array<uint32_t, 4> philox_at(uint64_t seed, uint64_t offset
   return philox4x32({static_cast<uint32_t>(c), static_cast<uint32_t>(c >> 32), 0u, 0u}, seed);
 }
 
-// Uniform in [0, 1) with 24 (float) or 53 (double) random bits.
-OCTET_HD inline float uniform_float(uint32_t w) { return static_cast<float>(w >> 8) * 0x1p-24f; }
+// Uniform in [0, 1) with 24 (float) or 53 (double) random bits. w >> 8 < 2^24 converts exactly
+// through int32, which AVX2 converts 8 at a time (an unsigned conversion is AVX-512 only, and kept
+// GCC from vectorizing the loops that call this: stochastic rounding ran one element at a time).
+OCTET_HD inline float uniform_float(uint32_t w) { return static_cast<float>(static_cast<int32_t>(w >> 8)) * 0x1p-24f; }
 OCTET_HD inline double uniform_double(uint32_t hi, uint32_t lo) {
   return static_cast<double>(((static_cast<uint64_t>(hi) << 32) | lo) >> 11) * 0x1p-53;
 }
