@@ -61,9 +61,38 @@ float from_bits(uint32_t b) {
   return f;
 }
 
+// The quantizers' loops on 8 lanes, written with vector types: GCC did not vectorize the scalar
+// forms for AVX2 ("control flow in loop"; AVX-512 it did, with masks), so the AVX2 clones ran one
+// element at a time. Same operations in the same order as the element functions, so the same codes
+// (tests Int8Quant.LoopsMatchElementFunctions, Int8Conv.EveryIsaGivesThePortableBits).
+using V8f = float __attribute__((vector_size(32)));
+using V8i = int32_t __attribute__((vector_size(32)));
+using V8u = uint32_t __attribute__((vector_size(32)));
+using V8b = int8_t __attribute__((vector_size(8)));
+
+// clamped() on the lanes of a float vector V.
+template <typename V>
+OCTET_SIMD_INLINE V clamped_lanes(V x, float inv) {
+  V y = x * inv;
+  y = y == y ? y : V{};
+  y = y < -kInt8Max ? -kInt8Max : y;
+  return y > kInt8Max ? kInt8Max : y;
+}
+
+OCTET_SIMD_INLINE void store_codes8(V8f r, int8_t* q) {
+  const V8b codes = __builtin_convertvector(__builtin_convertvector(r, V8i), V8b);
+  std::memcpy(q, &codes, sizeof codes);
+}
+
 void nearest_run(const float* x, int64_t n, float inv, int8_t* q) {
   return octet::cpu::simd_dispatch([=] {
-    for (int64_t i = 0; i < n; ++i) q[i] = to_code(round_even(clamped(x[i], inv)));
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+      V8f v;
+      std::memcpy(&v, x + i, sizeof v);
+      store_codes8((clamped_lanes(v, inv) + kRoundMagic) - kRoundMagic, q + i);  // round_even()
+    }
+    for (; i < n; ++i) q[i] = to_code(round_even(clamped(x[i], inv)));
   });
 }
 
@@ -100,30 +129,17 @@ void philox_words(uint64_t seed, uint64_t ctr, int64_t blocks, uint32_t* out) {
   });
 }
 
-// The scalar loop below on 8 lanes, written with vector types: GCC did not vectorize the scalar
-// form for AVX2 ("control flow in loop"; AVX-512 it did), so the AVX2 clone ran one element at a
-// time. Same operations in the same order, so the same codes (test Int8Quant stochastic parity).
-using V8f = float __attribute__((vector_size(32)));
-using V8i = int32_t __attribute__((vector_size(32)));
-using V8u = uint32_t __attribute__((vector_size(32)));
-using V8b = int8_t __attribute__((vector_size(8)));
-
 OCTET_SIMD_INLINE void stochastic8(const float* x, const uint32_t* words, float inv, int8_t* q) {
   V8f v;
   V8u w;
   std::memcpy(&v, x, sizeof v);
   std::memcpy(&w, words, sizeof w);
-  V8f y = v * inv;  // clamped()
-  y = y == y ? y : V8f{};
-  y = y < -kInt8Max ? -kInt8Max : y;
-  y = y > kInt8Max ? kInt8Max : y;
+  const V8f y = clamped_lanes(v, inv);
   const V8f u = __builtin_convertvector(__builtin_convertvector(w >> 8, V8i), V8f) * 0x1p-24f;  // uniform_float()
   const V8f sum = y + u;
   const V8f t = __builtin_convertvector(__builtin_convertvector(sum, V8i), V8f);  // floor_small()
   V8f r = t - (t > sum ? V8f{} + 1.0f : V8f{});
-  r = r < kInt8Max ? r : kInt8Max;
-  const V8b codes = __builtin_convertvector(__builtin_convertvector(r, V8i), V8b);
-  std::memcpy(q, &codes, sizeof codes);
+  store_codes8(r < kInt8Max ? r : kInt8Max, q);
 }
 
 void stochastic_from_words(const float* x, int64_t n, float inv, const uint32_t* words, int8_t* q) {
@@ -190,13 +206,7 @@ OCTET_SIMD_INLINE V4f load4(const int8_t* p) {
 }
 
 // clamped() and round_even() on four lanes.
-OCTET_SIMD_INLINE V4f nearest4(V4f g, float inv) {
-  V4f y = g * inv;
-  y = y == y ? y : V4f{};
-  y = y < -kInt8Max ? -kInt8Max : y;
-  y = y > kInt8Max ? kInt8Max : y;
-  return (y + kRoundMagic) - kRoundMagic;
-}
+OCTET_SIMD_INLINE V4f nearest4(V4f g, float inv) { return (clamped_lanes(g, inv) + kRoundMagic) - kRoundMagic; }
 
 // fn(g, q) on [0, n) in runs of 8 (q: the codes of p, T = int8_t or float), the last n % 8
 // elements copied zero-padded (a zero adds nothing to any sum).
