@@ -19,15 +19,20 @@ namespace {
 
 constexpr float kRoundMagic = 0x1.8p23f;  // 1.5 * 2^23: adding it leaves no fraction bits
 
-// int8_clamped of quant/int8.h, written with selects.
-OCTET_SIMD_INLINE float clamped(float x, float inv) {
-  float y = x * inv;
-  y = y == y ? y : 0.0f;
+// int8_clamped of quant/int8.h, written with selects: on a float, or on each lane of a float vector
+// (GCC vector types; the quantizers' 8- and 4-lane loops below).
+template <typename V>
+OCTET_SIMD_INLINE V clamped(V x, float inv) {
+  V y = x * inv;
+  y = y == y ? y : V{};
   y = y < -kInt8Max ? -kInt8Max : y;
   return y > kInt8Max ? kInt8Max : y;
 }
-// nearbyint for |y| <= 2^22 in the default rounding mode (ties to even).
-OCTET_SIMD_INLINE float round_even(float y) { return (y + kRoundMagic) - kRoundMagic; }
+// nearbyint for |y| <= 2^22 in the default rounding mode (ties to even); a float or its lanes.
+template <typename V>
+OCTET_SIMD_INLINE V round_even(V y) {
+  return (y + kRoundMagic) - kRoundMagic;
+}
 // floor for |v| < 2^31. The subtraction runs on every element (of 1 or 0): a `t - 1` inside the
 // select may raise an FP exception only where taken, so GCC (-ftrapping-math) would not if-convert
 // it without AVX-512's masks, and the AVX2 clone of the loops calling this ran one element at a time.
@@ -70,15 +75,6 @@ using V8i = int32_t __attribute__((vector_size(32)));
 using V8u = uint32_t __attribute__((vector_size(32)));
 using V8b = int8_t __attribute__((vector_size(8)));
 
-// clamped() on the lanes of a float vector V.
-template <typename V>
-OCTET_SIMD_INLINE V clamped_lanes(V x, float inv) {
-  V y = x * inv;
-  y = y == y ? y : V{};
-  y = y < -kInt8Max ? -kInt8Max : y;
-  return y > kInt8Max ? kInt8Max : y;
-}
-
 OCTET_SIMD_INLINE void store_codes8(V8f r, int8_t* q) {
   const V8b codes = __builtin_convertvector(__builtin_convertvector(r, V8i), V8b);
   std::memcpy(q, &codes, sizeof codes);
@@ -90,7 +86,7 @@ void nearest_run(const float* x, int64_t n, float inv, int8_t* q) {
     for (; i + 8 <= n; i += 8) {
       V8f v;
       std::memcpy(&v, x + i, sizeof v);
-      store_codes8((clamped_lanes(v, inv) + kRoundMagic) - kRoundMagic, q + i);  // round_even()
+      store_codes8(round_even(clamped(v, inv)), q + i);
     }
     for (; i < n; ++i) q[i] = to_code(round_even(clamped(x[i], inv)));
   });
@@ -134,7 +130,7 @@ OCTET_SIMD_INLINE void stochastic8(const float* x, const uint32_t* words, float 
   V8u w;
   std::memcpy(&v, x, sizeof v);
   std::memcpy(&w, words, sizeof w);
-  const V8f y = clamped_lanes(v, inv);
+  const V8f y = clamped(v, inv);
   const V8f u = __builtin_convertvector(__builtin_convertvector(w >> 8, V8i), V8f) * 0x1p-24f;  // uniform_float()
   const V8f sum = y + u;
   const V8f t = __builtin_convertvector(__builtin_convertvector(sum, V8i), V8f);  // floor_small()
@@ -206,7 +202,7 @@ OCTET_SIMD_INLINE V4f load4(const int8_t* p) {
 }
 
 // clamped() and round_even() on four lanes.
-OCTET_SIMD_INLINE V4f nearest4(V4f g, float inv) { return (clamped_lanes(g, inv) + kRoundMagic) - kRoundMagic; }
+OCTET_SIMD_INLINE V4f nearest4(V4f g, float inv) { return round_even(clamped(g, inv)); }
 
 // fn(g, q) on [0, n) in runs of 8 (q: the codes of p, T = int8_t or float), the last n % 8
 // elements copied zero-padded (a zero adds nothing to any sum).
