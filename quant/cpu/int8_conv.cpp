@@ -316,7 +316,39 @@ void check_geometry(const char* op, const Conv2dGeometry& g) {
               op, ": invalid convolution geometry");
 }
 
+// Whether depthwise geometry g runs the channels-last kernels.
+bool lanes(const Conv2dGeometry& g) { return depthwise_layout_for(g) == Int8DepthwiseLayout::channels_last; }
+
 }  // namespace
+
+Selector<Int8DepthwiseLayout>& int8_depthwise_selector() {
+  static Selector<Int8DepthwiseLayout> selector{"int8 depthwise layout",
+                                                "OCTET_INT8_DEPTHWISE",
+                                                {{Int8DepthwiseLayout::automatic, "auto"},
+                                                 {Int8DepthwiseLayout::planes, "planes"},
+                                                 {Int8DepthwiseLayout::channels_last, "channels_last"}},
+                                                [](Int8DepthwiseLayout) { return true; },
+                                                [] { return Int8DepthwiseLayout::automatic; }};
+  return selector;
+}
+
+Int8DepthwiseLayout int8_depthwise_layout() { return int8_depthwise_selector().active(); }
+Int8DepthwiseLayout set_int8_depthwise_layout(Int8DepthwiseLayout layout) {
+  return int8_depthwise_selector().set(layout);
+}
+
+Int8DepthwiseLayout depthwise_layout_for(const Conv2dGeometry& g) {
+  if (g.k != g.c || g.r * g.s > kExactTerms) return Int8DepthwiseLayout::planes;
+  switch (int8_depthwise_layout()) {
+    case Int8DepthwiseLayout::planes:
+      return Int8DepthwiseLayout::planes;
+    case Int8DepthwiseLayout::channels_last:
+      return Int8DepthwiseLayout::channels_last;
+    case Int8DepthwiseLayout::automatic:
+      break;
+  }
+  return g.h * g.w <= kDepthwiseLanesMaxPlane ? Int8DepthwiseLayout::channels_last : Int8DepthwiseLayout::planes;
+}
 
 void int8_conv2d_forward(const Conv2dGeometry& g, const Tensor& xq, const Tensor& wq, float scale, const Tensor& bias,
                          const Tensor& out) {
@@ -327,7 +359,9 @@ void int8_conv2d_forward(const Conv2dGeometry& g, const Tensor& xq, const Tensor
   check_f32(op, "output", out, g.n * g.k * g.p * g.q);
   if (bias.defined()) check_f32(op, "bias", bias, g.k);
   const float* b = bias.defined() ? bias.data<float>() : nullptr;
-  if (is_depthwise(g))
+  if (is_depthwise(g) && lanes(g))
+    depthwise_lanes_forward(g, xq.data<int8_t>(), wq.data<int8_t>(), scale, b, out.data<float>());
+  else if (is_depthwise(g))
     depthwise_forward(g, xq.data<int8_t>(), wq.data<int8_t>(), scale, b, out.data<float>());
   else
     gemm_conv(g, xq.data<int8_t>(), wq.data<int8_t>(), scale, b, out.data<float>());
@@ -340,7 +374,9 @@ void int8_conv2d_backward_input(const Conv2dGeometry& g, const Tensor& dyq, cons
   check_codes(op, "output gradient", dyq, g.n * g.k * g.p * g.q);
   check_codes(op, "weight", wq, g.k * (g.c / g.groups) * g.r * g.s);
   check_f32(op, "input gradient", dx, g.n * g.c * g.h * g.w);
-  if (is_depthwise(g))
+  if (is_depthwise(g) && lanes(g))
+    depthwise_lanes_backward_input(g, dyq.data<int8_t>(), wq.data<int8_t>(), scale, dx.data<float>());
+  else if (is_depthwise(g))
     depthwise_backward_input(g, dyq.data<int8_t>(), wq.data<int8_t>(), scale, dx.data<float>());
   else if (g.stride_h == 1 && g.stride_w == 1)
     backward_input_transposed(g, dyq.data<int8_t>(), wq.data<int8_t>(), scale, dx.data<float>());
@@ -355,7 +391,9 @@ void int8_conv2d_backward_weight(const Conv2dGeometry& g, const Tensor& xq, cons
   check_codes(op, "input", xq, g.n * g.c * g.h * g.w);
   check_codes(op, "output gradient", dyq, g.n * g.k * g.p * g.q);
   check_f32(op, "weight gradient", dw, g.k * (g.c / g.groups) * g.r * g.s);
-  if (is_depthwise(g))
+  if (is_depthwise(g) && lanes(g))
+    depthwise_lanes_backward_weight(g, xq.data<int8_t>(), dyq.data<int8_t>(), scale, dw.data<float>());
+  else if (is_depthwise(g))
     depthwise_backward_weight(g, xq.data<int8_t>(), dyq.data<int8_t>(), scale, dw.data<float>());
   else
     gemm_backward_weight(g, xq.data<int8_t>(), dyq.data<int8_t>(), scale, dw.data<float>());

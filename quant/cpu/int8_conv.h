@@ -14,17 +14,41 @@
 //     plane, rescale.
 //   dw: GEMM dy . im2col(x)^T over large position blocks taken in order, each GEMM split across the
 //     threads by tiles of the int32 accumulator; int64 beyond 2^17 positions.
-//   Depthwise (groups == C, K = m*C): direct int32 kernels (quant/cpu/int8_depthwise.cpp), one
-//     long loop per tap over a zero-padded block of samples (strides through phase planes).
+//   Depthwise (groups == C, K = m*C): direct int32 kernels in one of two layouts (below):
+//     planes (quant/cpu/int8_depthwise.cpp), one long loop per tap over a zero-padded block of
+//     samples (strides through phase planes); channels_last (quant/cpu/int8_depthwise_lanes.cpp),
+//     vector lanes across 32 channels of one sample, no padded positions computed.
 // Integer sums are exact, so no result depends on the thread count or the blocking.
 //   cpu::int8_conv2d_forward(geom, xq, wq, sx * sw, bias, out);
 #pragma once
 
+#include <cstdint>
+#include <string_view>
+
 #include "core/kernels.h"
+#include "core/selector.h"
 
 namespace octet::quant::cpu {
 
 using kernels::Conv2dGeometry;
+
+// The layout of the depthwise kernels; both give the same results bit for bit (exact int32 sums):
+//   planes         per channel, along zero-padded planes of a block of samples: long loops, but on
+//                  small planes most of the work is padding (5/9 of it at 4x4 with 3x3 taps);
+//   channels_last  lanes across channels; K == C and at most 1040 taps (R*S) only (a depthwise
+//                  conv with K = m*C, m > 1, or more taps runs planes whatever the setting);
+//   automatic      channels_last where K == C and the input plane has at most
+//                  kDepthwiseLanesMaxPlane positions, planes beyond (measured per MobileNetV2
+//                  geometry on Zen 1: tools/bench/RESULTS.md, octet_bench_int8 --layouts).
+// Process-wide (core/selector.h), from OCTET_INT8_DEPTHWISE (auto, planes, channels_last) when not
+// set; tests and benchmarks switch it.
+enum class Int8DepthwiseLayout : uint8_t { automatic, planes, channels_last };
+inline constexpr int64_t kDepthwiseLanesMaxPlane = 16 * 16;
+Selector<Int8DepthwiseLayout>& int8_depthwise_selector();
+Int8DepthwiseLayout int8_depthwise_layout();
+Int8DepthwiseLayout set_int8_depthwise_layout(Int8DepthwiseLayout layout);
+// planes or channels_last: the layout the kernels run for depthwise geometry g under the setting.
+Int8DepthwiseLayout depthwise_layout_for(const Conv2dGeometry& g);
 
 // xq i8 [C,N,H,W], wq i8 [K,C/g,R,S], bias f32 [K] or undefined -> out f32 [N,K,P,Q]. Contiguous.
 void int8_conv2d_forward(const Conv2dGeometry& g, const Tensor& xq, const Tensor& wq, float scale, const Tensor& bias,

@@ -28,6 +28,10 @@ OCTET_SIMD_INLINE void rescale_run(const int32_t* acc, int64_t n, float scale, f
 // Products of two codes in [-127, 127] an int32 sum can always hold: 2^17 * 127^2 < 2^31.
 inline constexpr int64_t kMaxInt32Terms = int64_t{1} << 17;
 
+// Products of two codes a float sum holds exactly: 1040 * 127^2 < 2^24. The channels-last depthwise
+// kernels sum at most this many terms in f32 lanes.
+inline constexpr int64_t kExactTerms = 1040;
+
 inline int64_t grain_for(int64_t work_per_item) {
   return std::max<int64_t>(1, 32768 / std::max<int64_t>(1, work_per_item));
 }
@@ -37,5 +41,31 @@ void depthwise_forward(const Conv2dGeometry& g, const int8_t* x, const int8_t* w
                        float* out);
 void depthwise_backward_input(const Conv2dGeometry& g, const int8_t* dy, const int8_t* w, float scale, float* dx);
 void depthwise_backward_weight(const Conv2dGeometry& g, const int8_t* x, const int8_t* dy, float scale, float* dw);
+// The same in the channels-last layout (quant/cpu/int8_depthwise_lanes.cpp), for K == C and
+// R*S <= kExactTerms only. A block of kLanes channels is held as floats [position][kLanes].
+void depthwise_lanes_forward(const Conv2dGeometry& g, const int8_t* x, const int8_t* w, float scale,
+                             const float* bias, float* out);
+void depthwise_lanes_backward_input(const Conv2dGeometry& g, const int8_t* dy, const int8_t* w, float scale,
+                                    float* dx);
+void depthwise_lanes_backward_weight(const Conv2dGeometry& g, const int8_t* x, const int8_t* dy, float scale,
+                                     float* dw);
+inline constexpr int64_t kLanes = 32;
+// dst[i][j] = src[j*stride + i] (i < len) for lanes j < cw, 0 for the others: codes of channels in
+// planes `stride` apart into lanes. The active ISA's version; _tail: positions [i0, len) in plain
+// loops (the portable version, and the AVX2 version's tails).
+void to_lanes(const int8_t* src, int64_t stride, int64_t cw, int64_t len, float* dst);
+void to_lanes_tail(const int8_t* src, int64_t stride, int64_t cw, int64_t i0, int64_t len, float* dst);
+// dst[j*stride + i] = src[i][j] * scale + bias[j] (bias null: + 0.0f) for lanes j < cw, i < len; the
+// _tail version for lanes [j0, cw) and positions [i0, len).
+void from_lanes(const float* src, int64_t len, int64_t cw, float scale, const float* bias, float* dst,
+                int64_t stride);
+void from_lanes_tail(const float* src, int64_t i0, int64_t len, int64_t j0, int64_t cw, float scale,
+                     const float* bias, float* dst, int64_t stride);
+#ifdef OCTET_CPU_X86
+// 4x4 register blocks (quant/cpu/int8_depthwise_x86.cpp); call where the CPU has AVX2.
+void to_lanes_avx2(const int8_t* src, int64_t stride, int64_t cw, int64_t len, float* dst);
+void from_lanes_avx2(const float* src, int64_t len, int64_t cw, float scale, const float* bias, float* dst,
+                     int64_t stride);
+#endif
 
 }  // namespace octet::quant::cpu::detail

@@ -15,6 +15,7 @@
 
 #include "core/octet.h"
 #include "core/cpu/isa.h"
+#include "quant/cpu/int8_conv.h"
 #include "quant/cpu/int8_gemm.h"
 #include "quant/dsgc.h"
 #include "quant/int8_conv.h"
@@ -206,6 +207,81 @@ TEST(Int8Conv, EveryIsaGivesThePortableBits) {
   cpu::set_int8_gemm_path(saved_path);
 }
 
+// The two depthwise layouts (quant/cpu/int8_conv.h: planes, channels_last) give the same bits --
+// output, dx, dw, through the op with stochastic rounding and a bias -- on every ISA and thread
+// count: the shared depthwise geometries (strides, dilation, padding beyond the kernel, 5x5) and
+// channel counts across several 32-lane blocks with a partial last one. Depthwise convs with K = m*C
+// run planes whatever the setting (checked through the same comparison).
+TEST(Int8Conv, DepthwiseLayoutsGiveTheSameBits) {
+  std::vector<ConvCase> cases;
+  for (const ConvCase& c : conv_cases())
+    if (c.opts.groups_ == c.c) cases.push_back(c);
+  cases.push_back({"lanes_37", 3, 37, 5, 6, 37, 3, 3, Conv2dOptions().padding(1).groups(37)});
+  cases.push_back({"lanes_70_s2", 2, 70, 9, 7, 70, 3, 3, Conv2dOptions().stride(2).padding(1).groups(70)});
+  cases.push_back({"lanes_33_5x5_dilated", 2, 33, 9, 8, 33, 5, 3,
+                   Conv2dOptions().stride(1, 2).padding(2, 3).dilation(1, 2).groups(33)});
+  cases.push_back({"lanes_64_4x4", 5, 64, 4, 4, 64, 3, 3, Conv2dOptions().padding(1).groups(64)});
+  auto run = [&](const ConvCase& cc) {
+    Tensor x = random({cc.n, cc.c, cc.h, cc.w}, 61).requires_grad_(true);
+    Tensor w = random({cc.k, 1, cc.r, cc.s}, 62, 0.2).requires_grad_(true);
+    Tensor b = random({cc.k}, 63);
+    auto layer = std::make_shared<Int8Layer>();
+    layer->seed = 3;
+    Tensor y = int8_conv2d(x, w, b, cc.opts, layer);
+    y.backward(random(y.shape(), 64));
+    return std::vector<std::vector<float>>{y.to_vector<float>(), x.grad().to_vector<float>(),
+                                           w.grad().to_vector<float>()};
+  };
+  const octet::cpu::Isa saved_isa = octet::cpu::active_isa();
+  const cpu::Int8DepthwiseLayout saved_layout = cpu::int8_depthwise_layout();
+  const int saved_threads = get_num_threads();
+  for (const ConvCase& cc : cases) {
+    octet::cpu::set_active_isa(octet::cpu::Isa::portable);
+    cpu::set_int8_depthwise_layout(cpu::Int8DepthwiseLayout::planes);
+    const auto want = run(cc);
+    for (octet::cpu::Isa isa : {octet::cpu::Isa::portable, octet::cpu::Isa::avx2, octet::cpu::Isa::avx512}) {
+      if (!octet::cpu::isa_supported(isa)) continue;
+      octet::cpu::set_active_isa(isa);
+      for (auto layout : {cpu::Int8DepthwiseLayout::channels_last, cpu::Int8DepthwiseLayout::automatic})
+        for (int threads : {1, 2}) {
+          cpu::set_int8_depthwise_layout(layout);
+          set_num_threads(threads);
+          const auto got = run(cc);
+          for (int i = 0; i < 3; ++i)
+            ASSERT_EQ(got[i], want[i]) << cc.name << " " << octet::cpu::isa_name(isa) << " "
+                                       << cpu::int8_depthwise_selector().name(layout) << " threads " << threads
+                                       << " result " << i;
+        }
+    }
+  }
+  octet::cpu::set_active_isa(saved_isa);
+  cpu::set_int8_depthwise_layout(saved_layout);
+  set_num_threads(saved_threads);
+}
+
+// The automatic layout: channels_last for K == C on planes of at most kDepthwiseLanesMaxPlane
+// positions, planes on larger ones and for K = m*C.
+TEST(Int8Conv, DepthwiseLayoutChoice) {
+  const cpu::Int8DepthwiseLayout saved = cpu::set_int8_depthwise_layout(cpu::Int8DepthwiseLayout::automatic);
+  auto geometry = [](int64_t c, int64_t k, int64_t side) {
+    return int8_conv_geometry({"g", 2, c, side, side, k, 3, 3, Conv2dOptions().padding(1).groups(c)});
+  };
+  const int64_t side = 16;
+  static_assert(cpu::kDepthwiseLanesMaxPlane == side * side);
+  EXPECT_EQ(cpu::depthwise_layout_for(geometry(96, 96, side)), cpu::Int8DepthwiseLayout::channels_last);
+  EXPECT_EQ(cpu::depthwise_layout_for(geometry(96, 96, 4)), cpu::Int8DepthwiseLayout::channels_last);
+  EXPECT_EQ(cpu::depthwise_layout_for(geometry(96, 96, side + 1)), cpu::Int8DepthwiseLayout::planes);
+  EXPECT_EQ(cpu::depthwise_layout_for(geometry(96, 192, 4)), cpu::Int8DepthwiseLayout::planes);
+  cpu::set_int8_depthwise_layout(cpu::Int8DepthwiseLayout::channels_last);
+  EXPECT_EQ(cpu::depthwise_layout_for(geometry(96, 96, 64)), cpu::Int8DepthwiseLayout::channels_last);
+  EXPECT_EQ(cpu::depthwise_layout_for(geometry(96, 192, 4)), cpu::Int8DepthwiseLayout::planes);
+  cpu::set_int8_depthwise_layout(cpu::Int8DepthwiseLayout::planes);
+  EXPECT_EQ(cpu::depthwise_layout_for(geometry(96, 96, 4)), cpu::Int8DepthwiseLayout::planes);
+  EXPECT_EQ(cpu::int8_depthwise_selector().parse("channels_last"), cpu::Int8DepthwiseLayout::channels_last);
+  EXPECT_THROW(cpu::int8_depthwise_selector().parse("nhwc"), Error);
+  cpu::set_int8_depthwise_layout(saved);
+}
+
 TEST(Int8Conv, StatsAndSearchSchedule) {
   Tensor x = random({2, 3, 8, 8}, 31).requires_grad_(true), w = random({4, 3, 3, 3}, 32).requires_grad_(true);
   auto layer = std::make_shared<Int8Layer>();
@@ -281,17 +357,24 @@ TEST(Int8Conv, NonFiniteValuesPropagate) {
 }
 
 // 2 * 300 * 300 = 180,000 positions of all-maximal codes: dw sums 180,000 * 127^2 > 2^31 (and
-// in the depthwise kernel one sample block alone exceeds 2^17 positions for 1 x 400 x 400).
+// in the depthwise kernels one sample alone exceeds 2^17 positions for 1 x 400 x 400), in both depthwise layouts.
 TEST(Int8Conv, WeightGradientBeyondInt32) {
-  for (auto [n, hw, groups] : {std::tuple<int64_t, int64_t, int64_t>{2, 300, 1}, {2, 300, 2}, {1, 400, 2}}) {
-    const double positions = double(n * hw * hw);
-    Tensor x = full({n, 2, hw, hw}, 1.0), w = full({2, 2 / groups, 1, 1}, 1.0).requires_grad_(true);
-    auto layer = rtn_layer();
-    Tensor y = int8_conv2d(x, w, {}, Conv2dOptions().groups(groups), layer);
-    y.backward(full(y.shape(), 1.0));
-    // codes 127 * 127 per position, rescaled by (1/127)^2: the gradient is the position count.
-    for (float v : w.grad().to_vector<float>()) EXPECT_NEAR(v, positions, positions * 1e-6) << "groups " << groups;
+  const cpu::Int8DepthwiseLayout saved = cpu::int8_depthwise_layout();
+  for (auto layout : {cpu::Int8DepthwiseLayout::planes, cpu::Int8DepthwiseLayout::channels_last}) {
+    cpu::set_int8_depthwise_layout(layout);  // both depthwise kernels; the GEMM path either way
+    for (auto [n, hw, groups] : {std::tuple<int64_t, int64_t, int64_t>{2, 300, 1}, {2, 300, 2}, {1, 400, 2}}) {
+      const double positions = double(n * hw * hw);
+      Tensor x = full({n, 2, hw, hw}, 1.0), w = full({2, 2 / groups, 1, 1}, 1.0).requires_grad_(true);
+      auto layer = rtn_layer();
+      Tensor y = int8_conv2d(x, w, {}, Conv2dOptions().groups(groups), layer);
+      y.backward(full(y.shape(), 1.0));
+      // codes 127 * 127 per position, rescaled by (1/127)^2: the gradient is the position count.
+      for (float v : w.grad().to_vector<float>())
+        EXPECT_NEAR(v, positions, positions * 1e-6)
+            << "groups " << groups << ", " << cpu::int8_depthwise_selector().name(layout);
+    }
   }
+  cpu::set_int8_depthwise_layout(saved);
 }
 
 TEST(Int8Conv, RejectsBadInputs) {

@@ -8,8 +8,12 @@
 //   in turn (quant/int8_conv.h: dp4a, tensor_core, direct for depthwise layers) and the automatic
 //   per-layer choice, with the paths it chose for forward/dx/dw. Times include the op's host waits
 //   (one per forward for the clips, one per backward for d_c).
+// - `--layouts`: the CPU depthwise kernels alone (quant/cpu/int8_conv.h, on int8 codes) in each
+//   layout -- planes and channels_last -- forward, dx and dw on MobileNetV2's depthwise geometries
+//   (CIFAR and ImageNet at 96x96 and 224x224), rounds alternating between the layouts; the data
+//   behind the automatic choice.
 //   build/tools/bench/octet_bench_int8 [--device cpu|cuda] [--threads 2] [--reps 3] [--passes 1] [--batch 32]
-//                                      [--only SUBSTRING]
+//                                      [--only SUBSTRING] [--layouts]
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -21,6 +25,7 @@
 
 #include "core/cuda.h"
 #include "core/octet.h"
+#include "quant/cpu/int8_conv.h"
 #include "quant/cpu/int8_gemm.h"
 #include "quant/dsgc.h"
 #include "quant/int8_conv.h"
@@ -187,13 +192,82 @@ int run_cuda(int reps, int64_t batch, const std::string& only) {
   return 0;
 }
 
+// Depthwise 3x3 geometries of MobileNetV2: channels, input plane side, stride.
+struct DwLayer {
+  const char* name;
+  int64_t c, hw, stride;
+};
+const DwLayer kDwLayers[] = {
+    {"224: 112x112 32", 32, 112, 1},  {"224: 112x112 96 s2", 96, 112, 2}, {"224: 56x56 144", 144, 56, 1},
+    {"224: 28x28 192", 192, 28, 1},   {"224: 14x14 384", 384, 14, 1},     {"224: 14x14 576 s2", 576, 14, 2},
+    {"224: 7x7 960", 960, 7, 1},      {"96: 48x48 32", 32, 48, 1},         {"96: 24x24 144", 144, 24, 1},
+    {"96: 24x24 144 s2", 144, 24, 2}, {"96: 12x12 192", 192, 12, 1},       {"96: 6x6 384", 384, 6, 1},
+    {"96: 6x6 576 s2", 576, 6, 2},    {"96: 3x3 960", 960, 3, 1},          {"CIFAR: 32x32 32", 32, 32, 1},
+    {"CIFAR: 32x32 144", 144, 32, 1}, {"CIFAR: 32x32 144 s2", 144, 32, 2}, {"CIFAR: 16x16 192", 192, 16, 1},
+    {"CIFAR: 16x16 192 s2", 192, 16, 2}, {"CIFAR: 8x8 384", 384, 8, 1},    {"CIFAR: 8x8 576 s2", 576, 8, 2},
+    {"CIFAR: 4x4 960", 960, 4, 1},
+};
+
+// The depthwise kernels in each layout, best of `reps` per round, `rounds` rounds alternating.
+int run_layouts(int reps, int rounds, int64_t batch, const std::string& only) {
+  using quant::cpu::Int8DepthwiseLayout;
+  const Int8DepthwiseLayout saved = quant::cpu::int8_depthwise_layout();
+  const Int8DepthwiseLayout layouts[2] = {Int8DepthwiseLayout::planes, Int8DepthwiseLayout::channels_last};
+  std::printf(
+      "| depthwise 3x3, batch %lld | planes fwd | dx | dw | channels_last fwd | dx | dw | lanes / planes (sum) | auto |\n"
+      "|---|---|---|---|---|---|---|---|---|\n",
+      static_cast<long long>(batch));
+  Generator gen(1);
+  for (const DwLayer& l : kDwLayers) {
+    if (!only.empty() && std::string(l.name).find(only) == std::string::npos) continue;
+    kernels::Conv2dGeometry g{};
+    g.n = batch, g.c = l.c, g.h = l.hw, g.w = l.hw, g.k = l.c, g.r = 3, g.s = 3;
+    g.stride_h = g.stride_w = l.stride, g.pad_h = g.pad_w = 1, g.dil_h = g.dil_w = 1, g.groups = l.c;
+    g.p = (l.hw - 1) / l.stride + 1, g.q = g.p;
+    auto codes = [&](const Shape& shape) {  // uniform in [-127, 127]
+      std::vector<float> u = rand(shape, DType::f32, &gen).to_vector<float>();
+      std::vector<int8_t> q(u.size());
+      for (size_t i = 0; i < u.size(); ++i) q[i] = static_cast<int8_t>(static_cast<int>(u[i] * 255.0f) - 127);
+      return from_blob(q.data(), shape, DType::i8).clone();
+    };
+    Tensor x = codes({g.c, g.n, g.h, g.w}), w = codes({g.k, 1, 3, 3}), dy = codes({g.k, g.n, g.p, g.q});
+    Tensor out = empty({g.n, g.k, g.p, g.q}), dx = empty({g.n, g.c, g.h, g.w}), dw = empty({g.k, 1, 3, 3});
+    double t[2][3];
+    for (auto& row : t) std::fill(std::begin(row), std::end(row), 1e30);
+    for (int round = 0; round < rounds; ++round)
+      for (int li = 0; li < 2; ++li) {
+        quant::cpu::set_int8_depthwise_layout(layouts[li]);
+        t[li][0] = std::min(t[li][0], best_time(reps, [&] { quant::cpu::int8_conv2d_forward(g, x, w, 1e-3f, {}, out); }));
+        t[li][1] = std::min(t[li][1], best_time(reps, [&] { quant::cpu::int8_conv2d_backward_input(g, dy, w, 1e-3f, dx); }));
+        t[li][2] = std::min(t[li][2], best_time(reps, [&] { quant::cpu::int8_conv2d_backward_weight(g, x, dy, 1e-3f, dw); }));
+      }
+    quant::cpu::set_int8_depthwise_layout(Int8DepthwiseLayout::automatic);
+    const double planes = t[0][0] + t[0][1] + t[0][2], lanes = t[1][0] + t[1][1] + t[1][2];
+    const bool chose_lanes = quant::cpu::depthwise_layout_for(g) == Int8DepthwiseLayout::channels_last;
+    std::printf("| %s | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.2f | %s |\n", l.name, t[0][0] * 1e3, t[0][1] * 1e3,
+                t[0][2] * 1e3, t[1][0] * 1e3, t[1][1] * 1e3, t[1][2] * 1e3, lanes / planes,
+                chose_lanes ? "channels_last" : "planes");
+  }
+  quant::cpu::set_int8_depthwise_layout(saved);
+  std::printf("\nTimes in ms, best of %d per round over %d alternating rounds; int8 codes in, f32 out (scale 1e-3).\n",
+              reps, rounds);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int threads = 2, reps = 3, passes = 1;
   int64_t batch = 32;
   std::string only, device = "cpu";  // run only the layers whose name contains `only`
+  bool layouts = false;
+  for (int i = 1; i < argc; ++i)
+    if (!std::strcmp(argv[i], "--layouts")) layouts = true;
   for (int i = 1; i + 1 < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--layouts")) {
+      --i;  // a flag without a value
+      continue;
+    }
     if (!std::strcmp(argv[i], "--device"))
       device = argv[i + 1];
     else if (!std::strcmp(argv[i], "--threads"))
@@ -213,6 +287,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   set_num_threads(threads);
+  if (layouts) return run_layouts(reps, std::max(passes, 2), batch, only);
   Generator gen(0);
 
   std::printf("octet INT8 conv benchmark: %d thread(s), batch %lld, best of %d x %d passes; int8 GEMM path: %s\n\n",
