@@ -32,11 +32,21 @@ void BatchNorm2d::reset_parameters() {
 
 Tensor BatchNorm2d::forward(const Tensor& x) { return forward(x, NormActivation::none); }
 
-Tensor BatchNorm2d::forward(const Tensor& x, NormActivation act, const Tensor& residual) {
+void BatchNorm2d::check_input(const Tensor& x) const {
   OCTET_CHECK(x.defined() && x.dim() == 4 && x.size(1) == num_features_, "BatchNorm2d: expected input [N, ",
               num_features_, ", H, W], got ", x.defined() ? x.shape() : Shape{});
   OCTET_CHECK(x.dtype() == weight_.dtype(), "BatchNorm2d: input dtype ", x.dtype(), " differs from the parameters' ",
               weight_.dtype(), " (convert the module with Module::to)");
+}
+
+void BatchNorm2d::count_batch() {
+  if (!is_training()) return;
+  NoGradGuard ng;
+  num_batches_tracked_.copy_(num_batches_tracked_ + 1.0);  // on its device: no host round trip
+}
+
+Tensor BatchNorm2d::forward(const Tensor& x, NormActivation act, const Tensor& residual) {
+  check_input(x);
   Tensor y;
   if (sync_ && sync_->size() > 1 && is_training()) {
     y = sync_forward(x);
@@ -46,10 +56,7 @@ Tensor BatchNorm2d::forward(const Tensor& x, NormActivation act, const Tensor& r
   } else {
     y = batch_norm(x, running_mean_, running_var_, weight_, bias_, is_training(), momentum_, eps_, act, residual);
   }
-  if (is_training()) {
-    NoGradGuard ng;
-    num_batches_tracked_.copy_(num_batches_tracked_ + 1.0);  // on its device: no host round trip
-  }
+  count_batch();
   return y;
 }
 

@@ -27,6 +27,13 @@ class BatchNorm2d : public Module {
   std::string type_name() const override { return sync_ ? "SyncBatchNorm" : "BatchNorm2d"; }
   std::string extra_repr() const override;
   void reset_parameters();
+  // Whether a consumer may fuse this module's training forward into its own op
+  // (Conv2d::forward_after): in training mode and not synchronized over processes.
+  bool fusable() const { return is_training() && !(sync_ && sync_->size() > 1); }
+  // What such a fused forward does besides normalizing: the input check of forward(x) and, in
+  // training mode, num_batches_tracked + 1.
+  void check_input(const Tensor& x) const;
+  void count_batch();
   // Training statistics over every process of `group` (null: this process's batch only).
   void set_sync(const dist::ProcessGroup* group) { sync_ = group; }
   const dist::ProcessGroup* sync() const { return sync_; }

@@ -36,6 +36,16 @@ Tensor Conv2d::forward(const Tensor& x) {
   return conv2d(x, weight_, bias_, options_);
 }
 
+Tensor Conv2d::forward_after(BatchNorm2d& bn, NormActivation act, const Tensor& z) {
+  if (!int8_ || !bn.fusable() || !quant::int8_bn_fusion()) return forward(bn.forward(z, act));
+  bn.check_input(z);
+  OCTET_CHECK(z.size(1) == in_channels_, "Conv2d: expected input [N, ", in_channels_, ", H, W], got ", z.shape());
+  const quant::BatchNormArgs args{bn.running_mean_, bn.running_var_, bn.weight_, bn.bias_, bn.momentum_, bn.eps_, act};
+  Tensor y = quant::int8_conv2d_batch_norm(z, args, weight_, bias_, options_, int8_);
+  bn.count_batch();
+  return y;
+}
+
 std::string Conv2d::extra_repr() const {
   const Conv2dOptions& o = options_;
   auto pair = [](int64_t h, int64_t w) { return h == w ? std::to_string(h) : detail::str_cat("(", h, ", ", w, ")"); };

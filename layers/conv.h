@@ -11,6 +11,7 @@
 
 #include "core/ops/conv.h"
 #include "layers/module.h"
+#include "layers/batch_norm.h"
 #include "quant/int8.h"
 
 namespace octet {
@@ -23,6 +24,11 @@ class Conv2d : public Module {
          bool bias = true);
   // x [N, in, H, W] -> [N, out, P, Q]
   Tensor forward(const Tensor& x) override;
+  // forward(bn.forward(z, act)): an INT8 layer after a batch norm in training mode runs both as one
+  // op (quant::int8_conv2d_batch_norm: the batch norm writes this layer's int8 codes, the float
+  // activation is never written; the same bits) unless quant::set_int8_bn_fusion turned that off.
+  // Sequential and the ResNet blocks call it where a BatchNorm2d -> ReLU/ReLU6 feeds a Conv2d.
+  Tensor forward_after(BatchNorm2d& bn, NormActivation act, const Tensor& z);
   std::string type_name() const override { return "Conv2d"; }
   std::string extra_repr() const override;
   void reset_parameters();

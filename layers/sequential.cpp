@@ -5,6 +5,7 @@
 #include "core/ops/elementwise.h"
 #include "layers/activation.h"
 #include "layers/batch_norm.h"
+#include "layers/conv.h"
 
 namespace octet {
 
@@ -23,36 +24,64 @@ const std::shared_ptr<Module>& Sequential::at(size_t i) const {
 
 namespace {
 
-// The module as a BatchNorm2d if it is exactly one (a subclass may override forward).
-BatchNorm2d* exact_batch_norm(const std::shared_ptr<Module>& m) {
-  return typeid(*m) == typeid(BatchNorm2d) ? static_cast<BatchNorm2d*>(m.get()) : nullptr;
+// The module as a BatchNorm2d, Conv2d or Sequential if it is exactly one (a subclass may override
+// forward).
+template <class M>
+M* exactly(const std::shared_ptr<Module>& m) {
+  return typeid(*m) == typeid(M) ? static_cast<M*>(m.get()) : nullptr;
+}
+
+// The activation of a ReLU / ReLU6 module, none for another module.
+NormActivation activation_of(const std::shared_ptr<Module>& m) {
+  if (typeid(*m) == typeid(ReLU)) return NormActivation::relu;
+  if (typeid(*m) == typeid(ReLU6)) return NormActivation::relu6;
+  return NormActivation::none;
 }
 
 }  // namespace
 
-Tensor Sequential::forward(const Tensor& x) { return run(x, modules_.size()); }
+// The value passed from module to module: t itself, or, while bn is set, act(bn(t)) not computed
+// yet, so that a Conv2d receiving it -- in this Sequential or, across nesting, in another -- can
+// take the batch norm into its own op (Conv2d::forward_after). Anything else computes it first.
+struct Sequential::Flow {
+  Tensor t;
+  BatchNorm2d* bn = nullptr;
+  NormActivation act = NormActivation::none;
+
+  Tensor value() {
+    if (bn != nullptr) t = bn->forward(t, act), bn = nullptr;
+    return t;
+  }
+};
+
+Tensor Sequential::forward(const Tensor& x) { return run(x, 0, modules_.size()); }
 
 Tensor Sequential::forward_add(const Tensor& x, const Tensor& residual) {
-  BatchNorm2d* last = modules_.empty() ? nullptr : exact_batch_norm(modules_.back());
+  BatchNorm2d* last = modules_.empty() ? nullptr : exactly<BatchNorm2d>(modules_.back());
   if (last == nullptr) return forward(x) + residual;
-  return last->forward(run(x, modules_.size() - 1), NormActivation::none, residual);
+  return last->forward(run(x, 0, modules_.size() - 1), NormActivation::none, residual);
 }
 
-Tensor Sequential::run(const Tensor& x, size_t count) {
-  Tensor y = x;
-  for (size_t i = 0; i < count; ++i) {
-    // Exact types: a subclass may override forward.
-    BatchNorm2d* bn = exact_batch_norm(modules_[i]);
-    const Module* next = i + 1 < count ? modules_[i + 1].get() : nullptr;
-    if (bn != nullptr && next != nullptr && typeid(*next) == typeid(ReLU)) {
-      y = bn->forward(y, NormActivation::relu), ++i;
-    } else if (bn != nullptr && next != nullptr && typeid(*next) == typeid(ReLU6)) {
-      y = bn->forward(y, NormActivation::relu6), ++i;
+Tensor Sequential::run(const Tensor& x, size_t begin, size_t end) { return flow(Flow{x}, begin, end).value(); }
+
+Sequential::Flow Sequential::flow(Flow f, size_t begin, size_t end) {
+  for (size_t i = begin; i < end; ++i) {
+    const std::shared_ptr<Module>& m = modules_[i];
+    if (Conv2d* conv = exactly<Conv2d>(m); conv != nullptr && f.bn != nullptr) {
+      f = Flow{conv->forward_after(*f.bn, f.act, f.t)};
+    } else if (Sequential* inner = exactly<Sequential>(m)) {
+      f = inner->flow(std::move(f), 0, inner->size());
     } else {
-      y = modules_[i]->forward(y);
+      Tensor y = f.value();
+      BatchNorm2d* bn = exactly<BatchNorm2d>(m);
+      const NormActivation act = i + 1 < end ? activation_of(modules_[i + 1]) : NormActivation::none;
+      if (bn != nullptr && act != NormActivation::none)
+        f = Flow{y, bn, act}, ++i;  // BN -> act: computed by whoever receives it
+      else
+        f = Flow{m->forward(y)};
     }
   }
-  return y;
+  return f;
 }
 
 }  // namespace octet

@@ -66,7 +66,7 @@ BasicBlock::BasicBlock(int64_t in, int64_t planes, int64_t stride, Shortcut shor
 }
 
 Tensor BasicBlock::forward(const Tensor& x) {
-  Tensor y = conv2_->forward(bn1_->forward(conv1_->forward(x), NormActivation::relu));
+  Tensor y = conv2_->forward_after(*bn1_, NormActivation::relu, conv1_->forward(x));  // conv2(relu(bn1(...)))
   Tensor identity = x;
   if (downsample_)
     identity = downsample_->forward(x);
@@ -87,9 +87,8 @@ Bottleneck::Bottleneck(int64_t in, int64_t planes, int64_t stride) {
 }
 
 Tensor Bottleneck::forward(const Tensor& x) {
-  Tensor y = bn1_->forward(conv1_->forward(x), NormActivation::relu);
-  y = bn2_->forward(conv2_->forward(y), NormActivation::relu);
-  y = conv3_->forward(y);
+  Tensor y = conv2_->forward_after(*bn1_, NormActivation::relu, conv1_->forward(x));
+  y = conv3_->forward_after(*bn2_, NormActivation::relu, y);
   return bn3_->forward(y, NormActivation::relu, downsample_ ? downsample_->forward(x) : x);  // relu(bn3(y) + identity)
 }
 

@@ -12,7 +12,10 @@
 
 #include "core/autograd.h"
 #include "core/kernels.h"
+#include "core/ops/nn.h"
 #include "core/ops/reduce.h"
+#include "quant/cpu/int8_conv.h"
+#include "quant/cpu/kernels.h"
 #include "quant/cpu/int8_quant.h"
 #include "quant/dsgc.h"
 #include "quant/int8_tensor.h"
@@ -79,11 +82,34 @@ float gradient_clip(const Tensor& dy, Int8Layer& layer) {
 
 }  // namespace
 
-Tensor int8_conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2dOptions& opts,
-                   const std::shared_ptr<Int8Layer>& layer) {
+namespace {
+
+void check_layer(const std::shared_ptr<Int8Layer>& layer) {
   OCTET_CHECK(layer != nullptr, kOp, ": expected an Int8Layer (layer state), got a null pointer");
   OCTET_CHECK(layer->config.clip_update_period >= 1, kOp, ": expected config.clip_update_period >= 1, got ",
               layer->config.clip_update_period);
+}
+
+// The INT8 backward of the output gradient dy: the clip, rounding and seed of the layer's backward
+// step, dx and dw from the kept codes; updates the layer's stats.
+Int8ConvGrads int8_backward(const Conv2dGeometry& g, const Tensor& dy, const Int8ConvKept& kept, Int8Layer& L,
+                            float sx, float sw, bool want_db) {
+  const int64_t step = L.stats.backward_steps;
+  const float clip = gradient_clip(dy, L);
+  const Int8Rounding rounding = L.config.stochastic_rounding ? Int8Rounding::stochastic : Int8Rounding::nearest;
+  const uint64_t seed = int8_backward_seed(L.seed, step);
+  Int8ConvGrads r = dispatch::int8_conv_backward(g, dy, kept, clip, rounding, seed, sx, sw, want_db);
+  L.stats.grad_clip = clip;
+  L.stats.cos_distance = cpu::cosine_distance(r.sums);
+  ++L.stats.backward_steps;
+  return r;
+}
+
+}  // namespace
+
+Tensor int8_conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2dOptions& opts,
+                   const std::shared_ptr<Int8Layer>& layer) {
+  check_layer(layer);
   const Conv2dGeometry g = checked_geometry(x, w, bias, opts);
   const bool record = autograd::needs_grad({x, w, bias});
   const bool rx = record && x.requires_grad(), rw = record && w.requires_grad();
@@ -110,22 +136,94 @@ Tensor int8_conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, const C
     Tensor dy = gr[0].contiguous();
     Tensor dx, dw, db;
     if (rx || rw) {
-      Int8Layer& L = *layer;
-      const int64_t step = L.stats.backward_steps;
-      const float clip = gradient_clip(dy, L);
-      const Int8Rounding rounding = L.config.stochastic_rounding ? Int8Rounding::stochastic : Int8Rounding::nearest;
-      const uint64_t seed = int8_backward_seed(L.seed, step);
-      const Int8ConvGrads r = dispatch::int8_conv_backward(g, dy, kept, clip, rounding, seed, sx, sw, rb);
+      const Int8ConvGrads r = int8_backward(g, dy, kept, *layer, sx, sw, rb);
       dx = r.dx, dw = r.dw, db = r.db;
-      L.stats.grad_clip = clip;
-      L.stats.cos_distance = cpu::cosine_distance(r.sums);
-      ++L.stats.backward_steps;
     }
     if (rb && !db.defined()) db = sum(dy, {0, 2, 3});
     return Grads{dx, dw, db};
   });
   return out;
 }
+
+Tensor int8_conv2d_batch_norm(const Tensor& z, const BatchNormArgs& bn, const Tensor& w, const Tensor& bias,
+                              const Conv2dOptions& opts, const std::shared_ptr<Int8Layer>& layer) {
+  OCTET_CHECK(z.defined(), kOp, ": undefined input");
+  if (!z.device().is_cpu() || z.dtype() != DType::f32)
+    return int8_conv2d(batch_norm(z, bn.running_mean, bn.running_var, bn.weight, bn.bias, true, bn.momentum, bn.eps,
+                                  bn.act),
+                       w, bias, opts, layer);
+  check_layer(layer);
+  const Conv2dGeometry g = checked_geometry(z, w, bias, opts);  // z has the activation's shape
+  const int64_t c = g.c, count = g.n * g.h * g.w;
+  for (const Tensor* t : {&bn.running_mean, &bn.running_var, &bn.weight, &bn.bias})
+    OCTET_CHECK(!t->defined() || (t->shape() == Shape{c} && t->dtype() == DType::f32 && t->device() == z.device()),
+                kOp, ": batch norm tensors must be f32 [", c, "] on the input's device, got ",
+                t->defined() ? t->shape() : Shape{});
+  OCTET_CHECK(count > 1, kOp, ": batch norm training needs more than one value per channel, got input shape ",
+              z.shape());
+  const bool record = autograd::needs_grad({z, bn.weight, bn.bias, w, bias});
+  const bool rz = record && z.requires_grad(), rw = record && w.requires_grad();
+  const bool rg = record && bn.weight.defined() && bn.weight.requires_grad();
+  const bool rbeta = record && bn.bias.defined() && bn.bias.requires_grad();
+  const bool rb = record && bias.defined() && bias.requires_grad();
+  const bool ry = rz || rg || rbeta;  // the activation's gradient is needed
+
+  Tensor z3, gamma, beta, wc, bc, mean, invstd, xq;
+  float clip_x = 0.0f;
+  {
+    NoGradGuard no_grad;
+    z3 = z.detach().contiguous().reshape({g.n, c, g.h * g.w});
+    gamma = bn.weight.defined() ? bn.weight.detach().contiguous() : Tensor();
+    beta = bn.bias.defined() ? bn.bias.detach().contiguous() : Tensor();
+    wc = w.detach().contiguous(), bc = bias.defined() ? bias.detach().contiguous() : Tensor();
+    mean = empty({c}), invstd = empty({c}), xq = empty({c, g.n, g.h, g.w}, DType::i8);
+    clip_x = cpu::batch_norm_act_codes(z3, gamma, beta, bn.eps, bn.act, mean, invstd, xq);
+  }
+  batch_norm_update_running(bn.running_mean, bn.running_var, mean, invstd, count, bn.momentum, bn.eps);
+  const float clip_w = dispatch::absmax_of(wc);
+  layer->stats.input_clip = clip_x, layer->stats.weight_clip = clip_w;
+  Tensor out = empty({g.n, g.k, g.p, g.q});
+  Int8ConvKept kept = cpu::int8_conv_forward_codes(g, xq, clip_x, wc, bc, clip_w, out);
+  if (!record) return out;
+  if (!ry) kept.wq = Tensor();
+  if (!rw) kept.x = Tensor();
+  const float sx = int8_scale(clip_x), sw = int8_scale(clip_w);
+  const NormActivation act = bn.act;
+  const Shape zshape = z.shape();
+  using autograd::saved;
+  autograd::record("int8_conv2d_batch_norm", {z, bn.weight, bn.bias, w, bias}, {out},
+                   [=, sz = saved(z3), sg = saved(gamma), sbeta = saved(ry ? beta : Tensor()), sm = saved(mean),
+                    si = saved(invstd)](const Grads& gr) {
+                     Tensor dy = gr[0].contiguous();
+                     Tensor dz, dgamma, dbeta, dw, db;
+                     if (ry || rw) {
+                       const Int8ConvGrads r = int8_backward(g, dy, kept, *layer, sx, sw, rb);
+                       dw = r.dw, db = r.db;
+                       if (ry) {
+                         const Tensor& z3v = sz.get();
+                         BatchNormGrads n = batch_norm_act_backward(r.dx.reshape(z3v.shape()), z3v, sg.get(),
+                                                                    sbeta.get(), sm.get(), si.get(), act, rz, rg, rbeta);
+                         if (rz) dz = n.dx.reshape(zshape);
+                         dgamma = n.dweight, dbeta = n.dbias;
+                       }
+                     }
+                     if (rb && !db.defined()) db = sum(dy, {0, 2, 3});
+                     return Grads{dz, dgamma, dbeta, dw, db};
+                   });
+  return out;
+}
+
+Selector<Int8BnFusion>& int8_bn_fusion_selector() {
+  static Selector<Int8BnFusion> selector{"INT8 batch norm fusion",
+                                         "OCTET_INT8_FUSE_BN",
+                                         {{Int8BnFusion::off, "off"}, {Int8BnFusion::on, "on"}},
+                                         [](Int8BnFusion) { return true; },
+                                         [] { return Int8BnFusion::on; }};
+  return selector;
+}
+
+bool int8_bn_fusion() { return int8_bn_fusion_selector().active() == Int8BnFusion::on; }
+Int8BnFusion set_int8_bn_fusion(Int8BnFusion fusion) { return int8_bn_fusion_selector().set(fusion); }
 
 // ---------------------------------------------------------------- CUDA kernel path setting
 

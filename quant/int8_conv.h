@@ -41,6 +41,7 @@
 #include <memory>
 #include <string_view>
 
+#include "core/norm_act.h"
 #include "core/ops/conv.h"
 #include "core/selector.h"
 #include "core/tensor.h"
@@ -52,6 +53,35 @@ namespace octet::quant {
 // null; its config is read and its stats written by the forward and the backward.
 Tensor int8_conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2dOptions& opts,
                    const std::shared_ptr<Int8Layer>& layer);
+
+// The INT8 convolution of act(batch_norm(z)) in training mode -- conv -> BN -> ReLU/ReLU6 -> INT8
+// conv, as in MobileNetV2 and ResNet -- with the quantization of its input fused into the batch
+// norm (the paper's fused quantize-conv, with the producer): the normalization's output pass writes
+// the convolution's int8 codes and their clip straight from z, and the float activation is never
+// written or read (quant/cpu/int8_conv.h, batch_norm_act_codes, says why the clip is known
+// beforehand). The backward keeps what the two ops keep: z and the statistics for the batch norm,
+// the int8 codes for the convolution.
+// Bit for bit the same as
+//   int8_conv2d(batch_norm(z, bn.running_mean, bn.running_var, bn.weight, bn.bias, /*training=*/true,
+//                          bn.momentum, bn.eps, bn.act), w, bias, opts, layer)
+// -- output, running statistics, the layer's stats and every gradient (z, bn.weight, bn.bias, w,
+// bias) -- and on other devices than the CPU (or for a z that is not f32) it is that composition.
+struct BatchNormArgs {
+  Tensor running_mean, running_var, weight, bias;  // [C] each, any of them undefined
+  double momentum = 0.1, eps = 1e-5;
+  NormActivation act = NormActivation::none;
+};
+Tensor int8_conv2d_batch_norm(const Tensor& z, const BatchNormArgs& bn, const Tensor& w, const Tensor& bias,
+                              const Conv2dOptions& opts, const std::shared_ptr<Int8Layer>& layer);
+
+// Whether INT8 layers fuse the batch norm in front of them (layers/sequential.h, models/resnet.h
+// call int8_conv2d_batch_norm where it applies): on unless set off or OCTET_INT8_FUSE_BN=off.
+// Results are the same either way; the setting is for tests and benchmarks. set_ returns the
+// previous setting.
+enum class Int8BnFusion : uint8_t { off, on };
+Selector<Int8BnFusion>& int8_bn_fusion_selector();
+bool int8_bn_fusion();
+Int8BnFusion set_int8_bn_fusion(Int8BnFusion fusion);
 
 // The CUDA kernel paths of int8_conv2d (quant/cuda/int8_conv.h; the CPU has one set of kernels and
 // ignores this). Every path gives the same results bit for bit, so the choice is about speed only:

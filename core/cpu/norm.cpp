@@ -7,6 +7,7 @@
 #include "core/cpu/kernels.h"
 #include "core/cpu/lanes.h"
 #include "core/cpu/loops.h"
+#include "core/cpu/norm_stats.h"
 #include "core/kernel_checks.h"
 
 namespace octet::cpu {
@@ -84,33 +85,11 @@ void batch_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bia
     const T* pw = weight.defined() ? weight.data<T>() : nullptr;
     const T* pb = bias.defined() ? bias.data<T>() : nullptr;
     const T* pr = residual.defined() ? residual.data<T>() : nullptr;
-    const double count = static_cast<double>(n * s);
     parallel_for(0, c, 1, [&](int64_t begin, int64_t end) {
       simd_dispatch([=] {
         for (int64_t ch = begin; ch < end; ++ch) {
           const T* xc = px + ch * s;
-          const int64_t s8 = s / 8 * 8;
-          Lanes8 sum;
-          double sum_tail = 0;
-          for (int64_t i = 0; i < n; ++i) {
-            const T* row = xc + i * c * s;
-            for (int64_t j = 0; j < s8; j += 8) sum += Lanes8::load(row + j);
-            for (int64_t j = s8; j < s; ++j) sum_tail += row[j];
-          }
-          const double mu = (sum.pairwise_total() + sum_tail) / count;
-          Lanes8 sq;  // two passes: no cancellation for large means
-          double sq_tail = 0;
-          for (int64_t i = 0; i < n; ++i) {
-            const T* row = xc + i * c * s;
-            for (int64_t j = 0; j < s8; j += 8) {
-              const Lanes8 d = Lanes8::load(row + j) - mu;
-              sq += d * d;
-            }
-            for (int64_t j = s8; j < s; ++j) sq_tail += (row[j] - mu) * (row[j] - mu);
-          }
-          const double inv = 1.0 / std::sqrt((sq.pairwise_total() + sq_tail) / count + eps);
-          pm[ch] = static_cast<T>(mu);
-          pi[ch] = static_cast<T>(inv);
+          bn_channel_stats(xc, n, c * s, s, eps, pm[ch], pi[ch]);
           T scale, shift;
           bn_affine(pm[ch], pi[ch], pw, pb, ch, scale, shift);
           const T* rc = pr != nullptr ? pr + ch * s : nullptr;

@@ -180,6 +180,35 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
   return y;
 }
 
+void batch_norm_update_running(const Tensor& running_mean, const Tensor& running_var, const Tensor& mean,
+                               const Tensor& invstd, int64_t count, double momentum, double eps) {
+  if (!running_mean.defined() || !running_var.defined()) return;
+  NoGradGuard ng;
+  // invstd = 1/sqrt(var + eps)  ->  unbiased var = (1/invstd^2 - eps) * n/(n-1)
+  Tensor biased_var = reciprocal(invstd * invstd) - eps;
+  Tensor unbiased = biased_var * (static_cast<double>(count) / static_cast<double>(count - 1));
+  running_mean.detach().copy_(running_mean * (1.0 - momentum) + mean * momentum);
+  running_var.detach().copy_(running_var * (1.0 - momentum) + unbiased * momentum);
+}
+
+BatchNormGrads batch_norm_act_backward(const Tensor& dout, const Tensor& x3, const Tensor& weight, const Tensor& bias,
+                                       const Tensor& mean, const Tensor& invstd, NormActivation act, bool want_dx,
+                                       bool want_dweight, bool want_dbias) {
+  TensorOptions o = TensorOptions(x3.dtype()).device(x3.device());
+  BatchNormGrads r;
+  r.dout = dout;
+  if (act != NormActivation::none) {
+    r.dout = empty(x3.shape(), o);
+    kernels::batch_norm_act_grad(dout, x3, weight, bias, mean, invstd, act, r.dout);
+  }
+  const int64_t c = x3.size(1);
+  if (want_dx) r.dx = empty(x3.shape(), o);
+  if (want_dweight) r.dweight = empty({c}, o);
+  if (want_dbias) r.dbias = empty({c}, o);
+  kernels::batch_norm_backward(r.dout, x3, weight, mean, invstd, r.dx, r.dweight, r.dbias);
+  return r;
+}
+
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
                   const Tensor& bias, bool training, double momentum, double eps, NormActivation act,
                   const Tensor& residual) {
@@ -221,14 +250,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
                                   invstd, act, r3.defined() ? r3.detach() : r3);
     }
     y = out.reshape(x.shape());
-    if (running_mean.defined() && running_var.defined()) {
-      NoGradGuard ng;
-      // invstd = 1/sqrt(var + eps)  ->  unbiased var = (1/invstd^2 - eps) * n/(n-1)
-      Tensor biased_var = reciprocal(invstd * invstd) - eps;
-      Tensor unbiased = biased_var * (static_cast<double>(n) / static_cast<double>(n - 1));
-      running_mean.detach().copy_(running_mean * (1.0 - momentum) + mu * momentum);
-      running_var.detach().copy_(running_var * (1.0 - momentum) + unbiased * momentum);
-    }
+    batch_norm_update_running(running_mean, running_var, mu, invstd, n, momentum, eps);
     if (autograd::needs_grad({x, weight, bias, residual})) {
       bool rx = x.requires_grad(), rw = weight.defined() && weight.requires_grad(),
            rb = bias.defined() && bias.requires_grad(), rr = residual.defined() && residual.requires_grad();
@@ -244,21 +266,17 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
            so = saved(act_out)](const Grads& g) {
             const Tensor& x3v = sx.get();
             Tensor dout = g[0].contiguous().reshape(x3v.shape());
-            TensorOptions o = TensorOptions(x3v.dtype()).device(x3v.device());
-            if (has_act) {
-              Tensor masked = empty(x3v.shape(), o);
-              if (from_output)
-                kernels::binary(act == NormActivation::relu ? BinaryOp::relu_grad : BinaryOp::relu6_grad, dout,
-                                so.get(), masked);
-              else
-                kernels::batch_norm_act_grad(dout, x3v, sw.get(), sb.get(), sm.get(), si.get(), act, masked);
+            if (from_output) {
+              Tensor masked = empty(x3v.shape(), TensorOptions(x3v.dtype()).device(x3v.device()));
+              kernels::binary(act == NormActivation::relu ? BinaryOp::relu_grad : BinaryOp::relu6_grad, dout,
+                              so.get(), masked);
               dout = masked;
             }
-            Tensor dx = rx ? empty(x3v.shape(), o) : Tensor();
-            Tensor dw = rw ? empty({c}, o) : Tensor(), db = rb ? empty({c}, o) : Tensor();
-            kernels::batch_norm_backward(dout, x3v, sw.get(), sm.get(), si.get(), dx, dw, db);
+            BatchNormGrads r = batch_norm_act_backward(dout, x3v, sw.get(), sb.get(), sm.get(), si.get(),
+                                                       from_output ? NormActivation::none : act, rx, rw, rb);
             // The residual's gradient is the (masked) output gradient itself.
-            return Grads{rx ? dx.reshape(g[0].shape()) : Tensor(), dw, db, rr ? dout.reshape(g[0].shape()) : Tensor()};
+            return Grads{rx ? r.dx.reshape(g[0].shape()) : Tensor(), r.dweight, r.dbias,
+                         rr ? r.dout.reshape(g[0].shape()) : Tensor()};
           });
     }
     return y;

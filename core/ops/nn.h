@@ -60,6 +60,22 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
                   const Tensor& bias, bool training, double momentum = 0.1, double eps = 1e-5,
                   NormActivation act = NormActivation::none, const Tensor& residual = Tensor());
 
+// Pieces of batch_norm's training path, for an op that fuses batch norm with its consumer (the
+// INT8 convolution's fused quantize, quant/int8_conv.h) and must give batch_norm's bits:
+// running_mean / running_var (both defined, or nothing happens) from the batch mean and invstd
+// over `count` values per channel, as batch_norm updates them;
+void batch_norm_update_running(const Tensor& running_mean, const Tensor& running_var, const Tensor& mean,
+                               const Tensor& invstd, int64_t count, double momentum, double eps);
+// and the backward of act(batch_norm(x)) from its output gradient dout [N, C, S] (contiguous), x as
+// [N, C, S] and the saved mean and invstd: dout masked by the activation (dout itself for none),
+// and the gradients asked for (undefined otherwise).
+struct BatchNormGrads {
+  Tensor dout, dx, dweight, dbias;
+};
+BatchNormGrads batch_norm_act_backward(const Tensor& dout, const Tensor& x3, const Tensor& weight, const Tensor& bias,
+                                       const Tensor& mean, const Tensor& invstd, NormActivation act, bool want_dx,
+                                       bool want_dweight, bool want_dbias);
+
 struct LstmState {
   Tensor h;
   Tensor c;

@@ -50,10 +50,17 @@ CosineSums rounded_sums(const Tensor& g, float inv_scale, Int8Rounding rounding,
 // floats); then the forward kernels.
 Int8ConvKept int8_conv_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& bias,
                                float clip_x, float clip_w, const Tensor& out) {
+  Tensor xq = empty({g.c, g.n, g.h, g.w}, DType::i8);
+  quantize_transposed(x.data<float>(), g.n, g.c, g.h * g.w, int8_inv_scale(clip_x), Int8Rounding::nearest, 0,
+                      xq.data<int8_t>());
+  return int8_conv_forward_codes(g, xq, clip_x, w, bias, clip_w, out);
+}
+
+Int8ConvKept int8_conv_forward_codes(const Conv2dGeometry& g, const Tensor& xq, float clip_x, const Tensor& w,
+                                     const Tensor& bias, float clip_w, const Tensor& out) {
   Int8ConvKept k;
   k.inv_x = int8_inv_scale(clip_x);
-  k.x = empty({g.c, g.n, g.h, g.w}, DType::i8), k.wq = empty(w.shape(), DType::i8);
-  quantize_transposed(x.data<float>(), g.n, g.c, g.h * g.w, k.inv_x, Int8Rounding::nearest, 0, k.x.data<int8_t>());
+  k.x = xq, k.wq = empty(w.shape(), DType::i8);
   quantize(w.data<float>(), w.numel(), int8_inv_scale(clip_w), Int8Rounding::nearest, 0, 0, k.wq.data<int8_t>());
   int8_conv2d_forward(g, k.x, k.wq, int8_scale(clip_x) * int8_scale(clip_w), bias, out);
   return k;

@@ -1,0 +1,45 @@
+// The batch statistics of one channel as the CPU batch norm computes them (core/cpu/norm.cpp),
+// shared with the INT8 convolution's fused batch norm + quantize (quant/cpu/int8_bn_quant.cpp), so
+// both normalize with the same numbers. Two passes (no E[x^2] - E[x]^2 cancellation for large
+// means), sums in double over 8 lanes (core/cpu/lanes.h), so every per-ISA copy adds the same
+// numbers in the same order. Call from code compiled per ISA (simd_dispatch), where it inlines.
+//   T mean, invstd;  bn_channel_stats(x + ch * s, n, c * s, s, eps, mean, invstd);
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "core/cpu/lanes.h"
+
+namespace octet::cpu {
+
+// xc: the channel's n rows of s values, rows `stride` apart. mean and invstd = 1/sqrt(var + eps)
+// (biased variance), rounded to T.
+template <typename T>
+OCTET_SIMD_INLINE void bn_channel_stats(const T* xc, int64_t n, int64_t stride, int64_t s, double eps, T& mean,
+                                        T& invstd) {
+  const double count = static_cast<double>(n * s);
+  const int64_t s8 = s / 8 * 8;
+  Lanes8 sum;
+  double sum_tail = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const T* row = xc + i * stride;
+    for (int64_t j = 0; j < s8; j += 8) sum += Lanes8::load(row + j);
+    for (int64_t j = s8; j < s; ++j) sum_tail += row[j];
+  }
+  const double mu = (sum.pairwise_total() + sum_tail) / count;
+  Lanes8 sq;
+  double sq_tail = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const T* row = xc + i * stride;
+    for (int64_t j = 0; j < s8; j += 8) {
+      const Lanes8 d = Lanes8::load(row + j) - mu;
+      sq += d * d;
+    }
+    for (int64_t j = s8; j < s; ++j) sq_tail += (row[j] - mu) * (row[j] - mu);
+  }
+  mean = static_cast<T>(mu);
+  invstd = static_cast<T>(1.0 / std::sqrt((sq.pairwise_total() + sq_tail) / count + eps));
+}
+
+}  // namespace octet::cpu
