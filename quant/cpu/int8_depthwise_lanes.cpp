@@ -156,38 +156,41 @@ void from_lanes_tail(const float* src, int64_t i0, int64_t len, int64_t j0, int6
   }
 }
 
-void depthwise_lanes_forward(const Conv2dGeometry& g, const int8_t* x, const int8_t* w, float scale,
-                             const float* bias, float* out) {
+namespace {
+
+// Items (sample n, block of channels) in parallel: the block's codes of src (channel-major
+// [C][N][in_len]) into lanes, its weights, block(in, wt, out) into out [out_len][kLanes], and out
+// rescaled into dst [N][C][out_len] (+ bias). The forward and dx (K == C, so both are C channels).
+template <typename Block>
+void per_sample_block(const Conv2dGeometry& g, const int8_t* src, int64_t in_len, const int8_t* w, float scale,
+                      const float* bias, float* dst, int64_t out_len, Block block) {
   const LaneBlocks v = make_blocks(g);
-  const int64_t rs = g.r * g.s, hw = g.h * g.w, pq = g.p * g.q;
-  parallel_for(0, g.n * v.count, grain_for(pq * rs * kLanes), [&](int64_t i0, int64_t i1) {
-    std::vector<float> xt(static_cast<size_t>(hw * kLanes)), wt(static_cast<size_t>(rs * kLanes)),
-        sums(static_cast<size_t>(pq * kLanes));
+  const int64_t rs = g.r * g.s;
+  parallel_for(0, g.n * v.count, grain_for(g.p * g.q * rs * kLanes), [&](int64_t i0, int64_t i1) {
+    std::vector<float> in(static_cast<size_t>(in_len * kLanes)), out(static_cast<size_t>(out_len * kLanes)),
+        wt(static_cast<size_t>(rs * kLanes));
     for (int64_t item = i0; item < i1; ++item) {
       const int64_t n = item / v.count, c0 = v.first(item % v.count), cw = v.width(g, item % v.count);
-      to_lanes(x + (c0 * g.n + n) * hw, g.n * hw, cw, hw, xt.data());
+      to_lanes(src + (c0 * g.n + n) * in_len, g.n * in_len, cw, in_len, in.data());
       weight_lanes(w, c0, cw, rs, wt.data());
-      forward_block(g, xt.data(), wt.data(), sums.data());
-      from_lanes(sums.data(), pq, cw, scale, bias ? bias + c0 : nullptr, out + (n * g.k + c0) * pq, pq);
+      block(in.data(), wt.data(), out.data());
+      from_lanes(out.data(), out_len, cw, scale, bias ? bias + c0 : nullptr, dst + (n * g.c + c0) * out_len, out_len);
     }
   });
 }
 
+}  // namespace
+
+void depthwise_lanes_forward(const Conv2dGeometry& g, const int8_t* x, const int8_t* w, float scale,
+                             const float* bias, float* out) {
+  per_sample_block(g, x, g.h * g.w, w, scale, bias, out, g.p * g.q,
+                   [&](const float* xt, const float* wt, float* sums) { forward_block(g, xt, wt, sums); });
+}
+
 void depthwise_lanes_backward_input(const Conv2dGeometry& g, const int8_t* dy, const int8_t* w, float scale,
                                     float* dx) {
-  const LaneBlocks v = make_blocks(g);
-  const int64_t rs = g.r * g.s, hw = g.h * g.w, pq = g.p * g.q;
-  parallel_for(0, g.n * v.count, grain_for(pq * rs * kLanes), [&](int64_t i0, int64_t i1) {
-    std::vector<float> dyt(static_cast<size_t>(pq * kLanes)), acc(static_cast<size_t>(hw * kLanes)),
-        wt(static_cast<size_t>(rs * kLanes));
-    for (int64_t item = i0; item < i1; ++item) {
-      const int64_t n = item / v.count, c0 = v.first(item % v.count), cw = v.width(g, item % v.count);
-      to_lanes(dy + (c0 * g.n + n) * pq, g.n * pq, cw, pq, dyt.data());
-      weight_lanes(w, c0, cw, rs, wt.data());
-      backward_input_block(g, dyt.data(), wt.data(), acc.data());
-      from_lanes(acc.data(), hw, cw, scale, nullptr, dx + (n * g.c + c0) * hw, hw);
-    }
-  });
+  per_sample_block(g, dy, g.p * g.q, w, scale, nullptr, dx, g.h * g.w,
+                   [&](const float* dyt, const float* wt, float* acc) { backward_input_block(g, dyt, wt, acc); });
 }
 
 void depthwise_lanes_backward_weight(const Conv2dGeometry& g, const int8_t* x, const int8_t* dy, float scale,
