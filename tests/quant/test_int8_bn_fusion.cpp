@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <map>
 #include <set>
@@ -20,7 +21,7 @@
 #include "layers/conv.h"
 #include "layers/sequential.h"
 #include "models/registry.h"
-#include "optim/sgd.h"
+#include "models/resnet.h"
 #include "quant/int8_conv.h"
 #include "quant/int8_model.h"
 #include "tests/quant/same_bytes.h"
@@ -158,19 +159,21 @@ TEST(Int8BnFusion, ChecksItsArguments) {
   EXPECT_NO_THROW(int8_conv2d_batch_norm(z, {}, w, {}, {}, layer));
 }
 
-// A model step -- loss, every parameter's gradient, every buffer -- with the fusion on and off.
-std::vector<Tensor> model_step(const std::string& name, int64_t image, bool fused) {
+// Two training steps of a model -- loss, every parameter's gradient, every buffer -- with the
+// fusion on and off. `make` builds the model (the same weights each time).
+std::vector<Tensor> model_steps(const std::function<std::shared_ptr<Module>()>& make, int64_t channels, int64_t image,
+                                bool fused) {
   const Int8BnFusion saved = set_int8_bn_fusion(fused ? Int8BnFusion::on : Int8BnFusion::off);
   manual_seed(3);
-  auto net = build_model(ModelOptions().name(name).num_classes(10).image_size(image));
-  enable_int8(*net, Int8Config{}, /*keep_first_last_float=*/true, 7);
+  std::shared_ptr<Module> net = make();
+  enable_int8(*net, Int8Config{}, /*keep_first_last_float=*/false, 7);
   net->train();
-  Tensor x = random({4, 3, image, image}, 21);
-  Tensor labels = from_vector<int64_t>({1, 7, 3, 9}, {4});
+  Tensor x = random({4, channels, image, image}, 21);
   std::vector<Tensor> out;
   for (int step = 0; step < 2; ++step) {
     for (const auto& [n, p] : net->named_parameters()) p.set_grad(Tensor());
-    Tensor loss = cross_entropy(net->forward(x), labels);
+    Tensor y = net->forward(x);
+    Tensor loss = sum(y * random(y.shape(), 22 + static_cast<uint64_t>(step)));
     loss.backward();
     out.push_back(loss.detach().clone());
     for (const auto& [n, p] : net->named_parameters()) out.push_back(p.grad().clone());
@@ -180,16 +183,28 @@ std::vector<Tensor> model_step(const std::string& name, int64_t image, bool fuse
   return out;
 }
 
+// MobileNetV2-CIFAR (its blocks through Sequential), ResNet-20 (BasicBlock) and a ResNet-50
+// Bottleneck with a projection shortcut.
 TEST(Int8BnFusion, ModelsGiveTheSameBitsFusedOrNot) {
-  for (const auto& [name, image] : std::vector<std::pair<std::string, int64_t>>{
-           {"mobilenetv2_cifar", 16}, {"resnet20", 12}, {"resnet50", 32}}) {
-    const std::vector<Tensor> fused = model_step(name, image, true), plain = model_step(name, image, false);
-    ASSERT_EQ(fused.size(), plain.size()) << name;
+  struct Case {
+    std::string name;
+    std::function<std::shared_ptr<Module>()> make;
+    int64_t channels, image;
+  };
+  const std::vector<Case> models = {
+      {"mobilenetv2_cifar", [] { return build_model(ModelOptions().name("mobilenetv2_cifar").num_classes(10)); }, 3, 8},
+      {"resnet20", [] { return build_model(ModelOptions().name("resnet20").num_classes(10)); }, 3, 12},
+      {"bottleneck", [] { return std::make_shared<Bottleneck>(16, 8, 2); }, 16, 9},
+  };
+  for (const Case& m : models) {
+    const std::vector<Tensor> fused = model_steps(m.make, m.channels, m.image, true),
+                              plain = model_steps(m.make, m.channels, m.image, false);
+    ASSERT_EQ(fused.size(), plain.size()) << m.name;
     for (size_t i = 0; i < fused.size(); ++i) {
-      ASSERT_EQ(fused[i].dtype(), plain[i].dtype()) << name << " " << i;
+      ASSERT_EQ(fused[i].dtype(), plain[i].dtype()) << m.name << " " << i;
       const int64_t elem = fused[i].dtype() == DType::f64 ? 8 : 4;
       EXPECT_TRUE(testing::same_bytes(fused[i].raw_data(), plain[i].raw_data(), fused[i].numel(), elem,
-                                      name + " result " + std::to_string(i)));
+                                      m.name + " result " + std::to_string(i)));
     }
   }
 }
@@ -211,8 +226,9 @@ std::map<std::string, int> node_counts(const Tensor& t) {
 
 // The fused op runs wherever the models have BN -> ReLU/ReLU6 -> INT8 conv: in MobileNetV2-CIFAR
 // the depthwise convolution after each of the 16 expansions and the projection after each of the
-// 17 depthwise convolutions -- across the nested Sequentials -- and in ResNet-20 every block's
-// second convolution (9); with the setting off or in evaluation mode, none.
+// 17 depthwise convolutions -- across the nested Sequentials --, in ResNet-20 every block's
+// second convolution (9) and in a Bottleneck the second and third; with the setting off or in
+// evaluation mode, none.
 TEST(Int8BnFusion, ModelsTakeTheFusedPath) {
   for (const auto& [name, fused] : std::vector<std::pair<std::string, int>>{{"mobilenetv2_cifar", 33}, {"resnet20", 9}}) {
     auto net = build_model(ModelOptions().name(name).num_classes(10).image_size(16));
@@ -226,6 +242,9 @@ TEST(Int8BnFusion, ModelsTakeTheFusedPath) {
     net->eval();
     EXPECT_EQ(node_counts(net->forward(x))["int8_conv2d_batch_norm"], 0) << name;
   }
+  auto block = std::make_shared<Bottleneck>(16, 8, 2);  // conv2 and conv3 take bn1 and bn2
+  enable_int8(*block, Int8Config{}, /*keep_first_last_float=*/false, 7);
+  EXPECT_EQ(node_counts(block->forward(random({2, 16, 9, 9}, 23).requires_grad_(true)))["int8_conv2d_batch_norm"], 2);
 }
 
 TEST(Int8BnFusion, SettingParsesAndRestores) {
