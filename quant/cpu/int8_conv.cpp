@@ -347,7 +347,10 @@ Int8DepthwiseLayout depthwise_layout_for(const Conv2dGeometry& g) {
     case Int8DepthwiseLayout::automatic:
       break;
   }
-  return g.h * g.w <= kDepthwiseLanesMaxPlane ? Int8DepthwiseLayout::channels_last : Int8DepthwiseLayout::planes;
+  const bool strided = g.stride_h > 1 || g.stride_w > 1;
+  return g.h * g.w <= (strided ? kDepthwiseLanesMaxStridedPlane : kDepthwiseLanesMaxPlane)
+             ? Int8DepthwiseLayout::channels_last
+             : Int8DepthwiseLayout::planes;
 }
 
 void int8_conv2d_forward(const Conv2dGeometry& g, const Tensor& xq, const Tensor& wq, float scale, const Tensor& bias,

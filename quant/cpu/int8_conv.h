@@ -39,12 +39,15 @@ using kernels::Conv2dGeometry;
 //   channels_last  lanes across channels; K == C and at most 1040 taps (R*S) only (a depthwise
 //                  conv with K = m*C, m > 1, or more taps runs planes whatever the setting);
 //   automatic      channels_last where K == C and the input plane has at most
-//                  kDepthwiseLanesMaxPlane positions, planes beyond (measured per MobileNetV2
-//                  geometry on Zen 1: tools/bench/RESULTS.md, octet_bench_int8 --layouts).
+//                  kDepthwiseLanesMaxPlane positions (kDepthwiseLanesMaxStridedPlane with a
+//                  stride), planes beyond: measured on MobileNetV2's depthwise geometries on Zen 1
+//                  (tools/bench/RESULTS.md, octet_bench_int8 --layouts): channels_last took 0.28-0.68x
+//                  the planes time up to 14x14, 0.70-0.71x on 16x16 and 24x24 planes with stride 2,
+//                  1.04-1.06x on them with stride 1, 1.05-1.57x from 32x32 up (0.91x at 28x28).
 // Process-wide (core/selector.h), from OCTET_INT8_DEPTHWISE (auto, planes, channels_last) when not
 // set; tests and benchmarks switch it.
 enum class Int8DepthwiseLayout : uint8_t { automatic, planes, channels_last };
-inline constexpr int64_t kDepthwiseLanesMaxPlane = 16 * 16;
+inline constexpr int64_t kDepthwiseLanesMaxPlane = 14 * 14, kDepthwiseLanesMaxStridedPlane = 24 * 24;
 Selector<Int8DepthwiseLayout>& int8_depthwise_selector();
 Int8DepthwiseLayout int8_depthwise_layout();
 Int8DepthwiseLayout set_int8_depthwise_layout(Int8DepthwiseLayout layout);

@@ -260,17 +260,18 @@ TEST(Int8Conv, DepthwiseLayoutsGiveTheSameBits) {
 }
 
 // The automatic layout: channels_last for K == C on planes of at most kDepthwiseLanesMaxPlane
-// positions, planes on larger ones and for K = m*C.
+// positions (kDepthwiseLanesMaxStridedPlane with a stride), planes on larger ones and for K = m*C.
 TEST(Int8Conv, DepthwiseLayoutChoice) {
   const cpu::Int8DepthwiseLayout saved = cpu::set_int8_depthwise_layout(cpu::Int8DepthwiseLayout::automatic);
-  auto geometry = [](int64_t c, int64_t k, int64_t side) {
-    return int8_conv_geometry({"g", 2, c, side, side, k, 3, 3, Conv2dOptions().padding(1).groups(c)});
+  auto geometry = [](int64_t c, int64_t k, int64_t side, int64_t stride = 1) {
+    return int8_conv_geometry({"g", 2, c, side, side, k, 3, 3, Conv2dOptions().stride(stride).padding(1).groups(c)});
   };
-  const int64_t side = 16;
-  static_assert(cpu::kDepthwiseLanesMaxPlane == side * side);
-  EXPECT_EQ(cpu::depthwise_layout_for(geometry(96, 96, side)), cpu::Int8DepthwiseLayout::channels_last);
+  static_assert(cpu::kDepthwiseLanesMaxPlane == 14 * 14 && cpu::kDepthwiseLanesMaxStridedPlane == 24 * 24);
+  EXPECT_EQ(cpu::depthwise_layout_for(geometry(96, 96, 14)), cpu::Int8DepthwiseLayout::channels_last);
   EXPECT_EQ(cpu::depthwise_layout_for(geometry(96, 96, 4)), cpu::Int8DepthwiseLayout::channels_last);
-  EXPECT_EQ(cpu::depthwise_layout_for(geometry(96, 96, side + 1)), cpu::Int8DepthwiseLayout::planes);
+  EXPECT_EQ(cpu::depthwise_layout_for(geometry(96, 96, 15)), cpu::Int8DepthwiseLayout::planes);
+  EXPECT_EQ(cpu::depthwise_layout_for(geometry(96, 96, 24, 2)), cpu::Int8DepthwiseLayout::channels_last);
+  EXPECT_EQ(cpu::depthwise_layout_for(geometry(96, 96, 25, 2)), cpu::Int8DepthwiseLayout::planes);
   EXPECT_EQ(cpu::depthwise_layout_for(geometry(96, 192, 4)), cpu::Int8DepthwiseLayout::planes);
   cpu::set_int8_depthwise_layout(cpu::Int8DepthwiseLayout::channels_last);
   EXPECT_EQ(cpu::depthwise_layout_for(geometry(96, 96, 64)), cpu::Int8DepthwiseLayout::channels_last);
