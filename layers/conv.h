@@ -10,8 +10,8 @@
 #include <memory>
 
 #include "core/ops/conv.h"
-#include "layers/module.h"
 #include "layers/batch_norm.h"
+#include "layers/module.h"
 #include "quant/int8.h"
 
 namespace octet {

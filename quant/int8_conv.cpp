@@ -80,10 +80,6 @@ float gradient_clip(const Tensor& dy, Int8Layer& layer) {
   return dsgc_search(dy).clip;
 }
 
-}  // namespace
-
-namespace {
-
 void check_layer(const std::shared_ptr<Int8Layer>& layer) {
   OCTET_CHECK(layer != nullptr, kOp, ": expected an Int8Layer (layer state), got a null pointer");
   OCTET_CHECK(layer->config.clip_update_period >= 1, kOp, ": expected config.clip_update_period >= 1, got ",

@@ -14,10 +14,11 @@
 //     plane, rescale.
 //   dw: GEMM dy . im2col(x)^T over large position blocks taken in order, each GEMM split across the
 //     threads by tiles of the int32 accumulator; int64 beyond 2^17 positions.
-//   Depthwise (groups == C, K = m*C): direct int32 kernels in one of two layouts (below):
+//   Depthwise (groups == C, K = m*C): direct kernels with exact integer sums, in one of two layouts:
 //     planes (quant/cpu/int8_depthwise.cpp), one long loop per tap over a zero-padded block of
 //     samples (strides through phase planes); channels_last (quant/cpu/int8_depthwise_lanes.cpp),
-//     vector lanes across 32 channels of one sample, no padded positions computed.
+//     vector lanes across 32 channels of one sample, no padded positions computed (sums in f32
+//     lanes, exact below 2^24).
 // Integer sums are exact, so no result depends on the thread count or the blocking.
 //   cpu::int8_conv2d_forward(geom, xq, wq, sx * sw, bias, out);
 #pragma once
@@ -33,7 +34,7 @@ namespace octet::quant::cpu {
 
 using kernels::Conv2dGeometry;
 
-// The layout of the depthwise kernels; both give the same results bit for bit (exact int32 sums):
+// The layout of the depthwise kernels; both give the same results bit for bit (exact integer sums):
 //   planes         per channel, along zero-padded planes of a block of samples: long loops, but on
 //                  small planes most of the work is padding (5/9 of it at 4x4 with 3x3 taps);
 //   channels_last  lanes across channels; K == C and at most 1040 taps (R*S) only (a depthwise
