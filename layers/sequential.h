@@ -44,11 +44,11 @@ class Sequential : public Module {
   // forward(x) + residual; where the last module is a BatchNorm2d, it adds the residual in its
   // output pass (the same bits, one pass less): MobileNetV2's inverted residual block.
   Tensor forward_add(const Tensor& x, const Tensor& residual);
-  // Modules [begin, end) in turn, with the fusions above (forward is run(x, 0, size())).
-  Tensor run(const Tensor& x, size_t begin, size_t end);
   std::string type_name() const override { return "Sequential"; }
 
  private:
+  // Modules [begin, end) in turn, with the fusions above (forward is run(x, 0, size())).
+  Tensor run(const Tensor& x, size_t begin, size_t end);
   struct Flow;
   // Modules [begin, end) from f; what they return may still be a pending BN -> act.
   Flow flow(Flow f, size_t begin, size_t end);
