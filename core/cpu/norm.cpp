@@ -26,27 +26,6 @@ using kernels::check_bn_residual;
 
 namespace {
 
-// out rows = act(x * scale + shift [+ r]) over one channel's n rows of s values (rows `stride`
-// apart); with R, r is the residual's rows at the same offsets, added to the rounded normalized
-// value as the unfused `bn(x) + r` adds it.
-template <NormActivation A, bool R, typename T>
-OCTET_SIMD_INLINE void affine_rows(const T* xc, const T* rc, T* oc, int64_t n, int64_t stride, int64_t s, T scale,
-                                   T shift) {
-  for (int64_t i = 0; i < n; ++i) {
-    const T* row = xc + i * stride;
-    T* orow = oc + i * stride;
-    if constexpr (R) {
-      const T* rrow = rc + i * stride;
-      for (int64_t j = 0; j < s; ++j) {
-        const T y = row[j] * scale + shift;
-        orow[j] = norm_act_apply(A, y + rrow[j]);
-      }
-    } else {
-      for (int64_t j = 0; j < s; ++j) orow[j] = norm_act_apply(A, row[j] * scale + shift);
-    }
-  }
-}
-
 // out rows = dout where act passes at y = x * scale + shift (the expression affine_rows rounds).
 template <NormActivation A, typename T>
 OCTET_SIMD_INLINE void act_grad_rows(const T* gc, const T* xc, T* oc, int64_t n, int64_t stride, int64_t s, T scale,
@@ -56,17 +35,6 @@ OCTET_SIMD_INLINE void act_grad_rows(const T* gc, const T* xc, T* oc, int64_t n,
     T* orow = oc + i * stride;
     for (int64_t j = 0; j < s; ++j) orow[j] = norm_act_passes(A, row[j] * scale + shift) ? grow[j] : T(0);
   }
-}
-
-// affine_rows with the activation picked once per channel and without or with a residual (rc null:
-// none), so the row loops have no branch.
-template <NormActivation A, typename T>
-OCTET_SIMD_INLINE void affine_channel(const T* xc, const T* rc, T* oc, int64_t n, int64_t stride, int64_t s, T scale,
-                                      T shift) {
-  if (rc != nullptr)
-    affine_rows<A, true>(xc, rc, oc, n, stride, s, scale, shift);
-  else
-    affine_rows<A, false>(xc, rc, oc, n, stride, s, scale, shift);
 }
 
 }  // namespace
@@ -94,17 +62,7 @@ void batch_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bia
           bn_affine(pm[ch], pi[ch], pw, pb, ch, scale, shift);
           const T* rc = pr != nullptr ? pr + ch * s : nullptr;
           T* oc = po + ch * s;
-          switch (act) {
-            case NormActivation::none:
-              affine_channel<NormActivation::none>(xc, rc, oc, n, c * s, s, scale, shift);
-              break;
-            case NormActivation::relu:
-              affine_channel<NormActivation::relu>(xc, rc, oc, n, c * s, s, scale, shift);
-              break;
-            case NormActivation::relu6:
-              affine_channel<NormActivation::relu6>(xc, rc, oc, n, c * s, s, scale, shift);
-              break;
-          }
+          affine_act_channel(act, xc, rc, oc, n, c * s, c * s, s, scale, shift);
         }
       });
     });

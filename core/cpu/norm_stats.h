@@ -1,15 +1,17 @@
-// The batch statistics of one channel as the CPU batch norm computes them (core/cpu/norm.cpp),
-// shared with the INT8 convolution's fused batch norm + quantize (quant/cpu/int8_bn_quant.cpp), so
-// both normalize with the same numbers. Two passes (no E[x^2] - E[x]^2 cancellation for large
+// The batch statistics of one channel and its normalized, activated output as the CPU batch norm
+// computes them (core/cpu/norm.cpp), shared with the INT8 convolution's fused batch norm + quantize
+// (quant/cpu/int8_bn_quant.cpp), so both give the same numbers. Two passes (no E[x^2] - E[x]^2 cancellation for large
 // means), sums in double over 8 lanes (core/cpu/lanes.h), so every per-ISA copy adds the same
 // numbers in the same order. Call from code compiled per ISA (simd_dispatch), where it inlines.
 //   T mean, invstd;  bn_channel_stats(x + ch * s, n, c * s, s, eps, mean, invstd);
+//   affine_act_channel(act, x + ch * s, nullptr, out + ch * s, n, c * s, c * s, s, scale, shift);
 #pragma once
 
 #include <cmath>
 #include <cstdint>
 
 #include "core/cpu/lanes.h"
+#include "core/norm_act.h"
 
 namespace octet::cpu {
 
@@ -40,6 +42,48 @@ OCTET_SIMD_INLINE void bn_channel_stats(const T* xc, int64_t n, int64_t stride, 
   }
   mean = static_cast<T>(mu);
   invstd = static_cast<T>(1.0 / std::sqrt((sq.pairwise_total() + sq_tail) / count + eps));
+}
+
+// out rows = act(x * scale + shift [+ r]) over one channel's n rows of s values (x and r rows
+// `stride` apart, out rows `out_stride` apart); with R, r is the residual's rows at x's offsets,
+// added to the rounded normalized value as the unfused `bn(x) + r` adds it.
+template <NormActivation A, bool R, typename T>
+OCTET_SIMD_INLINE void affine_rows(const T* xc, const T* rc, T* oc, int64_t n, int64_t stride, int64_t out_stride,
+                                   int64_t s, T scale, T shift) {
+  for (int64_t i = 0; i < n; ++i) {
+    const T* row = xc + i * stride;
+    T* orow = oc + i * out_stride;
+    if constexpr (R) {
+      const T* rrow = rc + i * stride;
+      for (int64_t j = 0; j < s; ++j) {
+        const T y = row[j] * scale + shift;
+        orow[j] = norm_act_apply(A, y + rrow[j]);
+      }
+    } else {
+      for (int64_t j = 0; j < s; ++j) orow[j] = norm_act_apply(A, row[j] * scale + shift);
+    }
+  }
+}
+
+// affine_rows with the activation picked once per channel and without or with a residual (rc null:
+// none), so the row loops have no branch.
+template <typename T>
+OCTET_SIMD_INLINE void affine_act_channel(NormActivation act, const T* xc, const T* rc, T* oc, int64_t n,
+                                          int64_t stride, int64_t out_stride, int64_t s, T scale, T shift) {
+  auto rows = [&]<NormActivation A>() {
+    if (rc != nullptr)
+      affine_rows<A, true>(xc, rc, oc, n, stride, out_stride, s, scale, shift);
+    else
+      affine_rows<A, false>(xc, rc, oc, n, stride, out_stride, s, scale, shift);
+  };
+  switch (act) {
+    case NormActivation::none:
+      return rows.template operator()<NormActivation::none>();
+    case NormActivation::relu:
+      return rows.template operator()<NormActivation::relu>();
+    case NormActivation::relu6:
+      return rows.template operator()<NormActivation::relu6>();
+  }
 }
 
 }  // namespace octet::cpu

@@ -23,17 +23,6 @@ namespace octet::quant::cpu {
 
 namespace {
 
-// The channel's rows through the affine and the activation into y (n rows of s, contiguous).
-template <NormActivation A>
-OCTET_SIMD_INLINE void affine_into(const float* zc, int64_t n, int64_t stride, int64_t s, float scale, float shift,
-                                   float* y) {
-  for (int64_t i = 0; i < n; ++i) {
-    const float* row = zc + i * stride;
-    float* out = y + i * s;
-    for (int64_t j = 0; j < s; ++j) out[j] = norm_act_apply(A, row[j] * scale + shift);
-  }
-}
-
 // Smallest and largest value of the channel's rows (NaNs may be skipped: they make the channel's
 // statistics NaN, and then its extremes do not matter).
 OCTET_SIMD_INLINE void channel_range(const float* zc, int64_t n, int64_t stride, int64_t s, float& lo, float& hi) {
@@ -99,14 +88,7 @@ float batch_norm_act_codes(const Tensor& z, const Tensor& weight, const Tensor& 
       float scale, shift;
       bn_affine(pm[ch], pi[ch], pw, pb, ch, scale, shift);
       octet::cpu::simd_dispatch([=, zc = pz + ch * s, out = y.data()] {
-        switch (act) {
-          case NormActivation::none:
-            return affine_into<NormActivation::none>(zc, n, c * s, s, scale, shift, out);
-          case NormActivation::relu:
-            return affine_into<NormActivation::relu>(zc, n, c * s, s, scale, shift, out);
-          case NormActivation::relu6:
-            return affine_into<NormActivation::relu6>(zc, n, c * s, s, scale, shift, out);
-        }
+        octet::cpu::affine_act_channel(act, zc, static_cast<const float*>(nullptr), out, n, c * s, s, s, scale, shift);
       });
       quantize(y.data(), n * s, inv, Int8Rounding::nearest, 0, 0, pq + ch * n * s);
     }
