@@ -1,6 +1,7 @@
 #include "core/kernel_checks.h"
 
 #include "core/error.h"
+#include "core/memory_format.h"
 
 namespace octet::kernels {
 
@@ -29,34 +30,45 @@ AdaptiveShape adaptive_shape(const char* op, const Tensor& in, const Tensor& out
   return a;
 }
 
-void check_bn(const char* op, const Tensor& x, std::initializer_list<Tensor> per_channel) {
-  OCTET_CHECK(x.dim() == 3 && x.is_contiguous(), op, ": kernel requires a contiguous [N, C, S] input, got ", x.shape());
+bool in_kernel_layout(const Tensor& t, ChannelsLast allowed) {
+  return t.is_contiguous() || (allowed == ChannelsLast::yes && is_channels_last(t));
+}
+
+void check_bn(const char* op, const Tensor& x, std::initializer_list<Tensor> per_channel, ChannelsLast allowed) {
+  OCTET_CHECK(x.dim() == 3 && in_kernel_layout(x, allowed), op, ": kernel requires a ",
+              allowed == ChannelsLast::yes ? "contiguous or channels-last" : "contiguous", " [N, C, S] input, got ",
+              x.shape(), " with strides ", x.strides());
   for (const Tensor& t : per_channel)
     OCTET_CHECK(!t.defined() || (t.numel() == x.size(1) && t.is_contiguous() && t.dtype() == x.dtype()), op,
                 ": per-channel tensors must be contiguous ", x.dtype(), " [", x.size(1), "]");
 }
 
-void check_bn_residual(const char* op, const Tensor& x, const Tensor& residual) {
-  OCTET_CHECK(!residual.defined() || (residual.shape() == x.shape() && residual.is_contiguous() &&
-                                      residual.dtype() == x.dtype()),
-              op, ": the residual must be a contiguous ", x.dtype(), " ", x.shape(), ", got ",
-              residual.defined() ? residual.shape() : Shape{});
+void check_bn_like_x(const char* op, const Tensor& x, std::initializer_list<Tensor> like_x) {
+  for (const Tensor& t : like_x)
+    OCTET_CHECK(!t.defined() ||
+                    (t.shape() == x.shape() && (x.is_contiguous() ? t.is_contiguous() : t.strides() == x.strides()) &&
+                     t.dtype() == x.dtype()),
+                op, ": expected a ", x.dtype(), " ", x.shape(), " laid out as the input (strides ", x.strides(),
+                "), got ", t.defined() ? t.shape() : Shape{}, " with strides ", t.defined() ? t.strides() : Shape{});
 }
 
-void check_conv_operands(const char* op, const Conv2dGeometry& g, const Tensor& x, const Tensor& w) {
-  OCTET_CHECK(x.is_contiguous() && w.is_contiguous(), op, ": expected contiguous input and weight");
+void check_conv_operands(const char* op, const Conv2dGeometry& g, const Tensor& x, const Tensor& w,
+                         ChannelsLast allowed) {
+  OCTET_CHECK(in_kernel_layout(x, allowed) && w.is_contiguous(), op, ": expected ",
+              allowed == ChannelsLast::yes ? "a contiguous or channels-last" : "a contiguous",
+              " input and a contiguous weight");
   OCTET_CHECK(x.dtype() == w.dtype(), op, ": dtypes differ: input ", x.dtype(), ", weight ", w.dtype());
   OCTET_CHECK(x.numel() == g.n * g.c * g.h * g.w && w.numel() == g.k * (g.c / g.groups) * g.r * g.s, op,
               ": operand sizes do not match the geometry: input ", x.shape(), ", weight ", w.shape());
 }
 
 void check_conv_grads(const char* op, const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& dout,
-                      const Tensor& dx, const Tensor& dw) {
-  OCTET_CHECK(dout.is_contiguous() && dout.dtype() == x.dtype() && dout.numel() == g.n * g.k * g.p * g.q, op,
-              ": expected a contiguous ", x.dtype(), " dout of ", g.n * g.k * g.p * g.q, " elements, got ",
-              dout.dtype(), " ", dout.shape());
-  OCTET_CHECK(!dx.defined() || (dx.is_contiguous() && dx.dtype() == x.dtype() && dx.numel() == x.numel()), op,
-              ": dx must be contiguous and match the input ", x.shape());
+                      const Tensor& dx, const Tensor& dw, ChannelsLast allowed) {
+  OCTET_CHECK(in_kernel_layout(dout, allowed) && dout.dtype() == x.dtype() && dout.numel() == g.n * g.k * g.p * g.q, op,
+              ": expected a ", x.dtype(), " dout of ", g.n * g.k * g.p * g.q, " elements, got ", dout.dtype(), " ",
+              dout.shape());
+  OCTET_CHECK(!dx.defined() || (in_kernel_layout(dx, allowed) && dx.dtype() == x.dtype() && dx.numel() == x.numel()),
+              op, ": dx must be laid out as the kernel takes it and match the input ", x.shape());
   OCTET_CHECK(!dw.defined() || (dw.is_contiguous() && dw.dtype() == x.dtype() && dw.numel() == w.numel()), op,
               ": dw must be contiguous and match the weight ", w.shape());
 }

@@ -22,16 +22,28 @@ struct AdaptiveShape {
 };
 AdaptiveShape adaptive_shape(const char* op, const Tensor& in, const Tensor& out);
 
-// Batch norm: x a contiguous [N, C, S]; each defined per-channel tensor contiguous [C] of x's dtype.
-void check_bn(const char* op, const Tensor& x, std::initializer_list<Tensor> per_channel);
-// A fused batch norm's residual, where defined: contiguous, of x's dtype and shape.
-void check_bn_residual(const char* op, const Tensor& x, const Tensor& residual);
+// Whether a kernel takes activations in channels-last memory too (core/memory_format.h), or
+// contiguous NCHW only.
+enum class ChannelsLast : bool { no, yes };
+// An activation in a layout the kernel takes: contiguous, or channels-last where allowed.
+bool in_kernel_layout(const Tensor& t, ChannelsLast allowed);
 
-// Convolution input and weight: contiguous, one dtype, sizes matching the geometry.
-void check_conv_operands(const char* op, const Conv2dGeometry& g, const Tensor& x, const Tensor& w);
-// Convolution backward: dout [N,K,P,Q] and (where defined) dx, dw contiguous, of x's dtype and size.
+// Batch norm: x a [N, C, S] in a layout the kernel takes; each defined per-channel tensor
+// contiguous [C] of x's dtype.
+void check_bn(const char* op, const Tensor& x, std::initializer_list<Tensor> per_channel,
+              ChannelsLast allowed = ChannelsLast::no);
+// Tensors that share x's layout (a fused batch norm's residual, dout, dx), where defined: x's
+// dtype, shape and strides.
+void check_bn_like_x(const char* op, const Tensor& x, std::initializer_list<Tensor> like_x);
+
+// Convolution input and weight: input in a layout the kernel takes, contiguous weight, one dtype,
+// sizes matching the geometry.
+void check_conv_operands(const char* op, const Conv2dGeometry& g, const Tensor& x, const Tensor& w,
+                         ChannelsLast allowed = ChannelsLast::no);
+// Convolution backward: dout [N,K,P,Q] and (where defined) dx in a layout the kernel takes, dw
+// contiguous, of x's dtype and size.
 void check_conv_grads(const char* op, const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& dout,
-                      const Tensor& dx, const Tensor& dw);
+                      const Tensor& dx, const Tensor& dw, ChannelsLast allowed = ChannelsLast::no);
 
 // LSTM gate kernels: `gates` a contiguous float [B, 4H]; the tensors of `gate_like` [B, 4H] and
 // of `state_like` [B, H] defined; those and each defined one of `optional_state_like` [B, H] and

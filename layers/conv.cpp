@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "core/memory_format.h"
 #include "layers/init.h"
 #include "quant/int8_conv.h"
 
@@ -44,6 +45,17 @@ Tensor Conv2d::forward_after(BatchNorm2d& bn, NormActivation act, const Tensor& 
   Tensor y = quant::int8_conv2d_batch_norm(z, args, weight_, bias_, options_, int8_);
   bn.count_batch();
   return y;
+}
+
+Tensor conv_net_input(Module& net, const Tensor& x) {
+  if (!channels_last_pays(x)) return x;
+  bool int8 = false;
+  if (channels_last_selector().active() == ChannelsLastMode::automatic) {
+    net.apply([&](Module& m) {
+      if (auto* conv = dynamic_cast<Conv2d*>(&m); conv != nullptr && conv->int8()) int8 = true;
+    });
+  }
+  return int8 ? x : to_channels_last(x);
 }
 
 std::string Conv2d::extra_repr() const {

@@ -47,4 +47,11 @@ class Conv2d : public Module {
   std::shared_ptr<quant::Int8Layer> int8_;  // null: float
 };
 
+// The input a convolutional network `net` runs fastest on: x made channels-last where
+// channels_last_pays(x) (core/memory_format.h: on the CPU in f32, through oneDNN) and, in the
+// automatic mode, no Conv2d of net is INT8 (the INT8 kernels take NCHW); x itself otherwise. The
+// convolutions, batch norms and adds keep the format, so the network never reorders between layers.
+//   Tensor MobileNetV2::forward(const Tensor& x) { Tensor y = features_->forward(conv_net_input(*this, x)); ...
+Tensor conv_net_input(Module& net, const Tensor& x);
+
 }  // namespace octet

@@ -95,7 +95,7 @@ MobileNetV2::MobileNetV2(int64_t num_classes, double width_mult, bool cifar, int
 }
 
 Tensor MobileNetV2::forward(const Tensor& x) {
-  Tensor y = features_->forward(x);
+  Tensor y = features_->forward(conv_net_input(*this, x));
   y = adaptive_avg_pool2d(y, {1, 1}).flatten(1);
   return classifier_->forward(y);
 }

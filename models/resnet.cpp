@@ -123,7 +123,7 @@ ResNet::ResNet(Block block, const std::vector<int64_t>& layers, int64_t num_clas
 }
 
 Tensor ResNet::forward(const Tensor& x) {
-  Tensor y = maxpool_->forward(bn1_->forward(conv1_->forward(x), NormActivation::relu));
+  Tensor y = maxpool_->forward(bn1_->forward(conv1_->forward(conv_net_input(*this, x)), NormActivation::relu));
   for (const auto& stage : stages_) y = stage->forward(y);
   return fc_->forward(adaptive_avg_pool2d(y, {1, 1}).flatten(1));
 }
@@ -157,7 +157,7 @@ CifarResNet::CifarResNet(int64_t depth, int64_t num_classes, Shortcut shortcut, 
 }
 
 Tensor CifarResNet::forward(const Tensor& x) {
-  Tensor y = bn1_->forward(conv1_->forward(x), NormActivation::relu);
+  Tensor y = bn1_->forward(conv1_->forward(conv_net_input(*this, x)), NormActivation::relu);
   for (const auto& stage : stages_) y = stage->forward(y);
   return fc_->forward(adaptive_avg_pool2d(y, {1, 1}).flatten(1));
 }

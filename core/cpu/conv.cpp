@@ -21,8 +21,10 @@
 
 namespace octet::cpu {
 
+using kernels::ChannelsLast;
 using kernels::check_conv_grads;
 using kernels::check_conv_operands;
+using kernels::in_kernel_layout;
 
 namespace {
 
@@ -244,16 +246,31 @@ Selector<Conv2dPath>& conv2d_selector() {
   return selector;
 }
 
+// The plain kernels take NCHW: channels-last operands (core/memory_format.h) are copied in and out.
+// Only a loops-path or f64 convolution of a channels-last tensor pays this.
+namespace {
+Tensor nchw(const Tensor& t) { return t.defined() ? t.detach().contiguous() : t; }
+void copy_back(const Tensor& dst, const Tensor& src) {
+  if (dst.defined() && dst.raw_data() != src.raw_data()) copy(dst, src);
+}
+}  // namespace
+
 void conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& out) {
   check_cpu("conv2d_forward", {x, w, bias, out});
-  check_conv_operands("conv2d_forward", g, x, w);
-  OCTET_CHECK(out.is_contiguous() && out.dtype() == x.dtype() && out.numel() == g.n * g.k * g.p * g.q,
-              "conv2d_forward: expected a contiguous ", x.dtype(), " output of ", g.n * g.k * g.p * g.q,
-              " elements, got ", out.dtype(), " ", out.shape());
+  check_conv_operands("conv2d_forward", g, x, w, ChannelsLast::yes);
+  OCTET_CHECK(
+      in_kernel_layout(out, ChannelsLast::yes) && out.dtype() == x.dtype() && out.numel() == g.n * g.k * g.p * g.q,
+      "conv2d_forward: expected a contiguous or channels-last ", x.dtype(), " output of ", g.n * g.k * g.p * g.q,
+      " elements, got ", out.dtype(), " ", out.shape());
   OCTET_CHECK(!bias.defined() || (bias.is_contiguous() && bias.dtype() == x.dtype() && bias.numel() == g.k),
               "conv2d_forward: expected a contiguous ", x.dtype(), " bias of ", g.k, " elements");
   if (x.dtype() == DType::f32 && conv2d_selector().active() == Conv2dPath::dnnl)
     return dnnl_conv2d_forward(g, x, w, bias, out);
+  if (!x.is_contiguous() || !out.is_contiguous()) {
+    Tensor o = nchw(out);
+    cpu::conv2d_forward(g, nchw(x), w, bias, o);
+    return copy_back(out, o);
+  }
   dispatch_float(x.dtype(), "conv2d", [&]<typename T>() {
     if (is_depthwise(g))
       depthwise_forward<T>(g, x.data<T>(), w.data<T>(), bias.defined() ? bias.data<T>() : nullptr, out.data<T>());
@@ -265,11 +282,16 @@ void conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, c
 void conv2d_backward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& dout, const Tensor& dx,
                      const Tensor& dw) {
   check_cpu("conv2d_backward", {x, w, dout, dx, dw});
-  check_conv_operands("conv2d_backward", g, x, w);
-  check_conv_grads("conv2d_backward", g, x, w, dout, dx, dw);
+  check_conv_operands("conv2d_backward", g, x, w, ChannelsLast::yes);
+  check_conv_grads("conv2d_backward", g, x, w, dout, dx, dw, ChannelsLast::yes);
   if (!dx.defined() && !dw.defined()) return;
   if (x.dtype() == DType::f32 && conv2d_selector().active() == Conv2dPath::dnnl)
     return dnnl_conv2d_backward(g, x, w, dout, dx, dw);
+  if (!x.is_contiguous() || !dout.is_contiguous() || (dx.defined() && !dx.is_contiguous())) {
+    Tensor d = nchw(dx);
+    cpu::conv2d_backward(g, nchw(x), w, nchw(dout), d, dw);
+    return copy_back(dx, d);
+  }
   dispatch_float(x.dtype(), "conv2d", [&]<typename T>() {
     if (is_depthwise(g)) {
       if (dx.defined()) depthwise_backward_input<T>(g, w.data<T>(), dout.data<T>(), dx.data<T>());

@@ -15,7 +15,7 @@ namespace {
 using dnnl::memory;
 using Tag = memory::format_tag;
 using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-                       int64_t, int64_t, int64_t, int64_t, bool>;
+                       int64_t, int64_t, int64_t, int64_t, bool, bool>;
 
 dnnl::engine& engine() {
   static dnnl::engine eng(dnnl::engine::kind::cpu, 0);
@@ -40,11 +40,15 @@ memory::dims wei_dims(const Conv2dGeometry& g) {
 }
 Tag wei_tag(const Conv2dGeometry& g) { return g.groups == 1 ? Tag::oihw : Tag::goihw; }
 
-std::unique_ptr<ConvPrimitives> create(const Conv2dGeometry& g, bool with_bias) {
+// Activations: an NCHW tensor is reordered into the layout oneDNN picks (`any`: blocked, nChw8c on
+// AVX2) and back; a channels-last one is taken as it is (nhwc kernels), since a network that stays
+// channels-last then never reorders.
+std::unique_ptr<ConvPrimitives> create(const Conv2dGeometry& g, bool with_bias, bool nhwc) {
   using dnnl::algorithm;
   using dnnl::prop_kind;
   auto f32 = memory::data_type::f32;
-  memory::desc src(src_dims(g), f32, Tag::any), dst(dst_dims(g), f32, Tag::any), wei(wei_dims(g), f32, Tag::any);
+  const Tag act = nhwc ? Tag::nhwc : Tag::any;
+  memory::desc src(src_dims(g), f32, act), dst(dst_dims(g), f32, act), wei(wei_dims(g), f32, Tag::any);
   memory::desc bias({g.k}, f32, Tag::x);
   memory::dims strides{g.stride_h, g.stride_w}, dil{g.dil_h - 1, g.dil_w - 1}, pad{g.pad_h, g.pad_w};
   // Right/bottom padding that makes oneDNN's exact size equation give PyTorch's floored output.
@@ -68,14 +72,14 @@ std::unique_ptr<ConvPrimitives> create(const Conv2dGeometry& g, bool with_bias) 
 // The cache lock also serializes execution: the primitives are shared, and kernels run one op at a time.
 std::mutex cache_mutex;
 
-ConvPrimitives& lookup(const Conv2dGeometry& g, bool with_bias) {
+ConvPrimitives& lookup(const Conv2dGeometry& g, bool with_bias, bool nhwc) {
   static std::map<Key, std::unique_ptr<ConvPrimitives>> cache;
-  Key key{g.n,        g.c,     g.h,     g.w,     g.k,     g.r,      g.s,      g.stride_h,
-          g.stride_w, g.pad_h, g.pad_w, g.dil_h, g.dil_w, g.groups, with_bias};
+  Key key{g.n,        g.c,     g.h,     g.w,     g.k,     g.r,      g.s,       g.stride_h,
+          g.stride_w, g.pad_h, g.pad_w, g.dil_h, g.dil_w, g.groups, with_bias, nhwc};
   auto it = cache.find(key);
   if (it == cache.end()) {
     try {
-      it = cache.emplace(key, create(g, with_bias)).first;
+      it = cache.emplace(key, create(g, with_bias, nhwc)).first;
     } catch (const dnnl::error& e) {
       OCTET_FAIL("conv2d: oneDNN could not create a convolution for input [", g.n, ", ", g.c, ", ", g.h, ", ", g.w,
                  "], weight [", g.k, ", ", g.c / g.groups, ", ", g.r, ", ", g.s, "]: ", e.what());
@@ -112,17 +116,22 @@ memory wrap(const memory::dims& dims, Tag tag, const Tensor& t) {
   return memory(memory::desc(dims, memory::data_type::f32, tag), engine(), t.data<float>());
 }
 
+// An activation as it lies in memory: NCHW or channels-last (the kernel checks admit only these).
+memory wrap_activation(const memory::dims& dims, const Tensor& t) {
+  return wrap(dims, t.is_contiguous() ? Tag::nchw : Tag::nhwc, t);
+}
+
 }  // namespace
 
 void dnnl_conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& bias,
                          const Tensor& out) {
   std::lock_guard<std::mutex> lock(cache_mutex);
-  ConvPrimitives& p = lookup(g, bias.defined());
+  ConvPrimitives& p = lookup(g, bias.defined(), !x.is_contiguous());
   dnnl::stream s(engine());
   Scratch keep;
-  memory xs = to_layout(wrap(src_dims(g), Tag::nchw, x), p.fwd_pd.src_desc(), s, keep);
+  memory xs = to_layout(wrap_activation(src_dims(g), x), p.fwd_pd.src_desc(), s, keep);
   memory ws = to_layout(wrap(wei_dims(g), wei_tag(g), w), p.fwd_pd.weights_desc(), s, keep);
-  into_layout(wrap(dst_dims(g), Tag::nchw, out), p.fwd_pd.dst_desc(), s, keep, [&](memory& ys) {
+  into_layout(wrap_activation(dst_dims(g), out), p.fwd_pd.dst_desc(), s, keep, [&](memory& ys) {
     std::unordered_map<int, memory> args{{DNNL_ARG_SRC, xs}, {DNNL_ARG_WEIGHTS, ws}, {DNNL_ARG_DST, ys}};
     if (bias.defined()) args.emplace(DNNL_ARG_BIAS, wrap({g.k}, Tag::x, bias));
     p.fwd.execute(s, args);
@@ -134,21 +143,21 @@ void dnnl_conv2d_backward(const Conv2dGeometry& g, const Tensor& x, const Tensor
                           const Tensor& dx, const Tensor& dw) {
   std::lock_guard<std::mutex> lock(cache_mutex);
   // Bias does not change the backward primitives; reuse whichever entry exists for this geometry.
-  ConvPrimitives& p = lookup(g, false);
+  ConvPrimitives& p = lookup(g, false, !x.is_contiguous());
   dnnl::stream s(engine());
   Scratch keep;
-  memory dys = to_layout(wrap(dst_dims(g), Tag::nchw, dout), p.bwd_data_pd.diff_dst_desc(), s, keep);
+  memory dys = to_layout(wrap_activation(dst_dims(g), dout), p.bwd_data_pd.diff_dst_desc(), s, keep);
   if (dx.defined()) {
     memory ws = to_layout(wrap(wei_dims(g), wei_tag(g), w), p.bwd_data_pd.weights_desc(), s, keep);
-    into_layout(wrap(src_dims(g), Tag::nchw, dx), p.bwd_data_pd.diff_src_desc(), s, keep, [&](memory& dxs) {
+    into_layout(wrap_activation(src_dims(g), dx), p.bwd_data_pd.diff_src_desc(), s, keep, [&](memory& dxs) {
       p.bwd_data.execute(s, {{DNNL_ARG_DIFF_DST, dys}, {DNNL_ARG_WEIGHTS, ws}, {DNNL_ARG_DIFF_SRC, dxs}});
     });
   }
   if (dw.defined()) {
     memory dyw = p.bwd_weights_pd.diff_dst_desc() == dys.get_desc()
                      ? dys
-                     : to_layout(wrap(dst_dims(g), Tag::nchw, dout), p.bwd_weights_pd.diff_dst_desc(), s, keep);
-    memory xs = to_layout(wrap(src_dims(g), Tag::nchw, x), p.bwd_weights_pd.src_desc(), s, keep);
+                     : to_layout(wrap_activation(dst_dims(g), dout), p.bwd_weights_pd.diff_dst_desc(), s, keep);
+    memory xs = to_layout(wrap_activation(src_dims(g), x), p.bwd_weights_pd.src_desc(), s, keep);
     into_layout(wrap(wei_dims(g), wei_tag(g), dw), p.bwd_weights_pd.diff_weights_desc(), s, keep, [&](memory& dws) {
       p.bwd_weights.execute(s, {{DNNL_ARG_DIFF_DST, dyw}, {DNNL_ARG_SRC, xs}, {DNNL_ARG_DIFF_WEIGHTS, dws}});
     });

@@ -5,6 +5,7 @@
 //                   [&](int64_t n, const auto& off, const auto& st) { ... });
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <vector>
 
@@ -25,12 +26,19 @@ inline Shape bstrides(const Tensor& t, const Shape& shape) {
 // base_k + offsets[k] + j * inner_strides[k].
 template <size_t N, typename Body>
 void strided_loop(const Shape& shape_in, const std::array<Shape, N>& strides_in, Body&& body, int64_t grain = 32768) {
-  // Drop size-1 dims, then merge neighbours that are contiguous for every operand.
+  // Walk operand 0 (the output) in its memory order: a channels-last output (core/memory_format.h)
+  // then runs in long unit-stride rows like a contiguous one. Elementwise bodies do not depend on
+  // the order.
+  std::vector<size_t> dims;
+  for (size_t d = 0; d < shape_in.size(); ++d) {
+    if (shape_in[d] == 0) return;
+    if (shape_in[d] > 1) dims.push_back(d);  // size-1 dims are dropped
+  }
+  std::stable_sort(dims.begin(), dims.end(), [&](size_t a, size_t b) { return strides_in[0][a] > strides_in[0][b]; });
+  // Merge neighbours that are contiguous for every operand.
   Shape shape;
   std::array<Shape, N> st;
-  for (size_t d = 0; d < shape_in.size(); ++d) {
-    if (shape_in[d] == 1) continue;
-    if (shape_in[d] == 0) return;
+  for (size_t d : dims) {
     bool merge = !shape.empty();
     for (size_t k = 0; k < N && merge; ++k) merge = st[k].back() == strides_in[k][d] * shape_in[d];
     if (merge) {

@@ -1,7 +1,9 @@
 // CPU batch norm (training mode): one kernel for the statistics and the normalization, one for the
 // whole backward, instead of the ~10 elementwise passes the composite formula makes. Each channel
 // is reduced by one thread in a fixed order (deterministic); sums accumulate in f64, in 8 lanes.
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "core/cpu/isa.h"
 #include "core/cpu/kernels.h"
@@ -12,8 +14,9 @@
 
 namespace octet::cpu {
 
+using kernels::ChannelsLast;
 using kernels::check_bn;
-using kernels::check_bn_residual;
+using kernels::check_bn_like_x;
 
 // Per-channel sums in double over 8 lanes (core/cpu/lanes.h: element j of a row goes to lane
 // j % 8, each row's last s % 8 elements to a ninth, scalar sum), combined in a fixed order, so the
@@ -26,6 +29,11 @@ using kernels::check_bn_residual;
 
 namespace {
 
+template <typename T>
+T* data_or_null(const Tensor& t) {
+  return t.defined() ? t.data<T>() : nullptr;
+}
+
 // out rows = dout where act passes at y = x * scale + shift (the expression affine_rows rounds).
 template <NormActivation A, typename T>
 OCTET_SIMD_INLINE void act_grad_rows(const T* gc, const T* xc, T* oc, int64_t n, int64_t stride, int64_t s, T scale,
@@ -37,14 +45,172 @@ OCTET_SIMD_INLINE void act_grad_rows(const T* gc, const T* xc, T* oc, int64_t n,
   }
 }
 
+// ---------------------------------------------------------------- channels-last [N, S, C] memory
+// (core/memory_format.h). The sums visit each channel's values in the order the NCHW loops above
+// do (sample by sample, pixel by pixel) into the same nine accumulators (pixel j of a plane to lane
+// j % 8, the last s % 8 pixels to the tail), now held per channel side by side, so a channel gets
+// the NCHW kernels' bits while the loops run along C in vectors. The sums split channels across
+// threads; the elementwise passes split pixels.
+
+// Channels per parallel chunk of the sums: a whole number of 64-byte lines of f32 values.
+constexpr int64_t kClChannelGrain = 16;
+
+// acc[l * w + k] += f(value of channel c0 + k at each pixel) for the lane l of the pixel, over
+// channels [c0, c0 + w) of x ([N, S, C] memory) and, where G, the same pixels of g.
+template <typename T, typename F>
+OCTET_SIMD_INLINE void cl_lane_sums(const T* x, int64_t n, int64_t s, int64_t c, int64_t c0, int64_t w, double* acc,
+                                    F f) {
+  const int64_t s8 = s / 8 * 8;
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t j = 0; j < s; ++j) {
+      const int64_t pixel = (i * s + j) * c + c0;
+      double* a = acc + (j < s8 ? j % 8 : 8) * w;
+      f(a, pixel);
+    }
+  }
+}
+
+// The nine accumulators of channel k combined as bn_channel_stats combines them.
+OCTET_SIMD_INLINE double cl_lane_total(const double* acc, int64_t w, int64_t k) {
+  const double* l = acc + k;
+  return (((l[0] + l[w]) + (l[2 * w] + l[3 * w])) + ((l[4 * w] + l[5 * w]) + (l[6 * w] + l[7 * w]))) + l[8 * w];
+}
+
+template <typename T>
+void cl_forward(const T* px, const T* pw, const T* pb, const T* pr, T* po, T* pm, T* pi, int64_t n, int64_t s,
+                int64_t c, double eps, NormActivation act) {
+  const double count = static_cast<double>(n * s);
+  parallel_for(0, c, kClChannelGrain, [&](int64_t c0, int64_t c1) {
+    const int64_t w = c1 - c0;
+    std::vector<double> acc_v(9 * w), mu_v(w);
+    double *acc = acc_v.data(), *mu = mu_v.data();
+    simd_dispatch([=] {
+      std::fill(acc, acc + 9 * w, 0.0);
+      cl_lane_sums(px, n, s, c, c0, w, acc, [&](double* a, int64_t at) {
+        for (int64_t k = 0; k < w; ++k) a[k] += px[at + k];
+      });
+      for (int64_t k = 0; k < w; ++k) mu[k] = cl_lane_total(acc, w, k) / count;
+      std::fill(acc, acc + 9 * w, 0.0);
+      cl_lane_sums(px, n, s, c, c0, w, acc, [&](double* a, int64_t at) {
+        for (int64_t k = 0; k < w; ++k) {
+          const double d = px[at + k] - mu[k];
+          a[k] += d * d;
+        }
+      });
+      for (int64_t k = 0; k < w; ++k) {
+        pm[c0 + k] = static_cast<T>(mu[k]);
+        pi[c0 + k] = static_cast<T>(1.0 / std::sqrt(cl_lane_total(acc, w, k) / count + eps));
+      }
+    });
+  });
+  std::vector<T> scale(c), shift(c);
+  for (int64_t ch = 0; ch < c; ++ch) bn_affine(pm[ch], pi[ch], pw, pb, ch, scale[ch], shift[ch]);
+  const T *ps = scale.data(), *pt = shift.data();
+  parallel_for(0, n * s, std::max<int64_t>(1, 16384 / c), [&](int64_t p0, int64_t p1) {
+    simd_dispatch([=] {
+      const T* x = px + p0 * c;
+      T* o = po + p0 * c;
+      const int64_t rows = p1 - p0;
+      auto rows_of = [&]<NormActivation A>() {
+        for (int64_t i = 0; i < rows; ++i) {
+          const T* xr = x + i * c;
+          T* orow = o + i * c;
+          if (pr != nullptr) {
+            const T* rr = pr + (p0 + i) * c;
+            for (int64_t k = 0; k < c; ++k) orow[k] = norm_act_apply(A, (xr[k] * ps[k] + pt[k]) + rr[k]);
+          } else {
+            for (int64_t k = 0; k < c; ++k) orow[k] = norm_act_apply(A, xr[k] * ps[k] + pt[k]);
+          }
+        }
+      };
+      with_norm_act(act, rows_of);
+    });
+  });
+}
+
+template <typename T>
+void cl_backward(const T* px, const T* pg, const T* pm, const T* pi, const T* pw, T* pdx, T* pdw, T* pdb, int64_t n,
+                 int64_t s, int64_t c) {
+  const double count = static_cast<double>(n * s);
+  // Per channel: a, b, k, m of dx = a * (dout - b - (x - m) * k), as the NCHW loop rounds them.
+  std::vector<T> coef(pdx != nullptr ? 4 * c : 0);
+  T* pc = coef.data();
+  parallel_for(0, c, kClChannelGrain, [&](int64_t c0, int64_t c1) {
+    const int64_t w = c1 - c0;
+    std::vector<double> acc_v(18 * w);
+    double* acc = acc_v.data();
+    simd_dispatch([=] {
+      std::fill(acc, acc + 18 * w, 0.0);
+      double* acc_gx = acc + 9 * w;
+      cl_lane_sums(px, n, s, c, c0, w, acc, [&](double* a, int64_t at) {
+        double* b = a + 9 * w;
+        for (int64_t k = 0; k < w; ++k) {
+          const double g = pg[at + k];
+          a[k] += g;
+          b[k] += g * (static_cast<double>(px[at + k]) - static_cast<double>(pm[c0 + k]));
+        }
+      });
+      for (int64_t k = 0; k < w; ++k) {
+        const int64_t ch = c0 + k;
+        const double inv = pi[ch];
+        const double sg = cl_lane_total(acc, w, k), sgx = cl_lane_total(acc_gx, w, k) * inv;
+        if (pdw) pdw[ch] = static_cast<T>(sgx);
+        if (pdb) pdb[ch] = static_cast<T>(sg);
+        if (!pc) continue;
+        const double wt = pw ? static_cast<double>(pw[ch]) : 1.0;
+        pc[ch] = static_cast<T>(wt * inv);
+        pc[c + ch] = static_cast<T>(sg / count);
+        pc[2 * c + ch] = static_cast<T>(sgx / count * inv);
+        pc[3 * c + ch] = pm[ch];
+      }
+    });
+  });
+  if (pdx == nullptr) return;
+  parallel_for(0, n * s, std::max<int64_t>(1, 16384 / c), [&](int64_t p0, int64_t p1) {
+    simd_dispatch([=] {
+      const T *a = pc, *b = pc + c, *k = pc + 2 * c, *m = pc + 3 * c;
+      for (int64_t p = p0; p < p1; ++p) {
+        const T *xr = px + p * c, *gr = pg + p * c;
+        T* dr = pdx + p * c;
+        for (int64_t ch = 0; ch < c; ++ch) dr[ch] = a[ch] * (gr[ch] - b[ch] - (xr[ch] - m[ch]) * k[ch]);
+      }
+    });
+  });
+}
+
+template <typename T>
+void cl_act_grad(const T* px, const T* pg, const T* pm, const T* pi, const T* pw, const T* pb, T* po, int64_t n,
+                 int64_t s, int64_t c, NormActivation act) {
+  std::vector<T> scale(c), shift(c);
+  for (int64_t ch = 0; ch < c; ++ch) bn_affine(pm[ch], pi[ch], pw, pb, ch, scale[ch], shift[ch]);
+  const T *ps = scale.data(), *pt = shift.data();
+  parallel_for(0, n * s, std::max<int64_t>(1, 16384 / c), [&](int64_t p0, int64_t p1) {
+    simd_dispatch([=] {
+      auto rows_of = [&]<NormActivation A>() {
+        for (int64_t p = p0; p < p1; ++p) {
+          const T *xr = px + p * c, *gr = pg + p * c;
+          T* orow = po + p * c;
+          for (int64_t k = 0; k < c; ++k) orow[k] = norm_act_passes(A, xr[k] * ps[k] + pt[k]) ? gr[k] : T(0);
+        }
+      };
+      with_norm_act(act, rows_of);
+    });
+  });
+}
 }  // namespace
 
 void batch_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& out,
                         const Tensor& mean, const Tensor& invstd, NormActivation act, const Tensor& residual) {
   check_cpu("batch_norm", {x, weight, bias, out, mean, invstd, residual});
-  check_bn("batch_norm", x, {weight, bias, mean, invstd});
-  check_bn_residual("batch_norm", x, residual);
+  check_bn("batch_norm", x, {weight, bias, mean, invstd}, ChannelsLast::yes);
+  check_bn_like_x("batch_norm", x, {out, residual});
   const int64_t n = x.size(0), c = x.size(1), s = x.size(2);
+  if (!x.is_contiguous()) {
+    return dispatch_float(x.dtype(), "batch_norm", [&]<typename T>() {
+      cl_forward<T>(x.data<T>(), data_or_null<T>(weight), data_or_null<T>(bias), data_or_null<T>(residual),
+                    out.data<T>(), mean.data<T>(), invstd.data<T>(), n, s, c, eps, act);
+    });
+  }
   dispatch_float(x.dtype(), "batch_norm", [&]<typename T>() {
     const T* px = x.data<T>();
     T* po = out.data<T>();
@@ -72,10 +238,15 @@ void batch_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bia
 void batch_norm_backward(const Tensor& dout, const Tensor& x, const Tensor& weight, const Tensor& mean,
                          const Tensor& invstd, const Tensor& dx, const Tensor& dweight, const Tensor& dbias) {
   check_cpu("batch_norm_backward", {dout, x, weight, mean, invstd, dx, dweight, dbias});
-  check_bn("batch_norm_backward", x, {weight, mean, invstd, dweight, dbias});
-  OCTET_CHECK(dout.shape() == x.shape() && dout.is_contiguous() && (!dx.defined() || dx.is_contiguous()),
-              "batch_norm_backward: dout and dx must be contiguous ", x.shape());
+  check_bn("batch_norm_backward", x, {weight, mean, invstd, dweight, dbias}, ChannelsLast::yes);
+  check_bn_like_x("batch_norm_backward", x, {dout, dx});
   const int64_t n = x.size(0), c = x.size(1), s = x.size(2);
+  if (!x.is_contiguous()) {
+    return dispatch_float(x.dtype(), "batch_norm_backward", [&]<typename T>() {
+      cl_backward<T>(x.data<T>(), dout.data<T>(), mean.data<T>(), invstd.data<T>(), data_or_null<T>(weight),
+                     data_or_null<T>(dx), data_or_null<T>(dweight), data_or_null<T>(dbias), n, s, c);
+    });
+  }
   dispatch_float(x.dtype(), "batch_norm_backward", [&]<typename T>() {
     const T* px = x.data<T>();
     const T* pg = dout.data<T>();
@@ -132,11 +303,16 @@ void batch_norm_backward(const Tensor& dout, const Tensor& x, const Tensor& weig
 void batch_norm_act_grad(const Tensor& dout, const Tensor& x, const Tensor& weight, const Tensor& bias,
                          const Tensor& mean, const Tensor& invstd, NormActivation act, const Tensor& out) {
   check_cpu("batch_norm_act_grad", {dout, x, weight, bias, mean, invstd, out});
-  check_bn("batch_norm_act_grad", x, {weight, bias, mean, invstd});
-  OCTET_CHECK(dout.shape() == x.shape() && out.shape() == x.shape() && dout.dtype() == x.dtype() &&
-                  out.dtype() == x.dtype() && dout.is_contiguous() && out.is_contiguous(),
-              "batch_norm_act_grad: dout and out must be contiguous ", x.dtype(), " ", x.shape());
+  check_bn("batch_norm_act_grad", x, {weight, bias, mean, invstd}, ChannelsLast::yes);
+  OCTET_CHECK(dout.defined() && out.defined(), "batch_norm_act_grad: dout and out must be defined");
+  check_bn_like_x("batch_norm_act_grad", x, {dout, out});
   const int64_t n = x.size(0), c = x.size(1), s = x.size(2);
+  if (!x.is_contiguous()) {
+    return dispatch_float(x.dtype(), "batch_norm_act_grad", [&]<typename T>() {
+      cl_act_grad<T>(x.data<T>(), dout.data<T>(), mean.data<T>(), invstd.data<T>(), data_or_null<T>(weight),
+                     data_or_null<T>(bias), out.data<T>(), n, s, c, act);
+    });
+  }
   dispatch_float(x.dtype(), "batch_norm_act_grad", [&]<typename T>() {
     const T* px = x.data<T>();
     const T* pg = dout.data<T>();
@@ -152,17 +328,7 @@ void batch_norm_act_grad(const Tensor& dout, const Tensor& x, const Tensor& weig
           bn_affine(pm[ch], pi[ch], pw, pb, ch, scale, shift);
           const T *xc = px + ch * s, *gc = pg + ch * s;
           T* oc = po + ch * s;
-          switch (act) {
-            case NormActivation::none:
-              act_grad_rows<NormActivation::none>(gc, xc, oc, n, c * s, s, scale, shift);
-              break;
-            case NormActivation::relu:
-              act_grad_rows<NormActivation::relu>(gc, xc, oc, n, c * s, s, scale, shift);
-              break;
-            case NormActivation::relu6:
-              act_grad_rows<NormActivation::relu6>(gc, xc, oc, n, c * s, s, scale, shift);
-              break;
-          }
+          with_norm_act(act, [&]<NormActivation A>() { act_grad_rows<A>(gc, xc, oc, n, c * s, s, scale, shift); });
         }
       });
     });

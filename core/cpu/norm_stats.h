@@ -65,25 +65,31 @@ OCTET_SIMD_INLINE void affine_rows(const T* xc, const T* rc, T* oc, int64_t n, i
   }
 }
 
+// f.template operator()<A>() for the activation `act`: the activation is picked once, outside the
+// loops that apply it.
+template <typename F>
+OCTET_SIMD_INLINE void with_norm_act(NormActivation act, F&& f) {
+  switch (act) {
+    case NormActivation::none:
+      return f.template operator()<NormActivation::none>();
+    case NormActivation::relu:
+      return f.template operator()<NormActivation::relu>();
+    case NormActivation::relu6:
+      return f.template operator()<NormActivation::relu6>();
+  }
+}
+
 // affine_rows with the activation picked once per channel and without or with a residual (rc null:
 // none), so the row loops have no branch.
 template <typename T>
 OCTET_SIMD_INLINE void affine_act_channel(NormActivation act, const T* xc, const T* rc, T* oc, int64_t n,
                                           int64_t stride, int64_t out_stride, int64_t s, T scale, T shift) {
-  auto rows = [&]<NormActivation A>() {
+  with_norm_act(act, [&]<NormActivation A>() {
     if (rc != nullptr)
       affine_rows<A, true>(xc, rc, oc, n, stride, out_stride, s, scale, shift);
     else
       affine_rows<A, false>(xc, rc, oc, n, stride, out_stride, s, scale, shift);
-  };
-  switch (act) {
-    case NormActivation::none:
-      return rows.template operator()<NormActivation::none>();
-    case NormActivation::relu:
-      return rows.template operator()<NormActivation::relu>();
-    case NormActivation::relu6:
-      return rows.template operator()<NormActivation::relu6>();
-  }
+  });
 }
 
 }  // namespace octet::cpu

@@ -24,7 +24,7 @@
 namespace octet::cuda {
 
 using kernels::check_bn;
-using kernels::check_bn_residual;
+using kernels::check_bn_like_x;
 
 namespace {
 
@@ -222,7 +222,7 @@ T* mutable_or_null(const Tensor& t) {
 void batch_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& out,
                         const Tensor& mean, const Tensor& invstd, NormActivation act, const Tensor& residual) {
   check_bn("batch_norm", x, {weight, bias, mean, invstd});
-  check_bn_residual("batch_norm", x, residual);
+  check_bn_like_x("batch_norm", x, {residual});
   OCTET_CHECK(mean.defined() && invstd.defined(), "batch_norm: mean and invstd outputs must be defined");
   OCTET_CHECK(out.is_contiguous() && out.shape() == x.shape() && out.dtype() == x.dtype(),
               "batch_norm: output must be a contiguous ", x.dtype(), " tensor of shape ", x.shape());

@@ -2,6 +2,7 @@
 
 #include "core/autograd.h"
 #include "core/kernels.h"
+#include "core/memory_format.h"
 #include "core/ops/reduce.h"
 
 namespace octet {
@@ -48,12 +49,17 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2d
   g.stride_h = o.stride_h_, g.stride_w = o.stride_w_, g.pad_h = o.pad_h_, g.pad_w = o.pad_w_;
   g.dil_h = o.dil_h_, g.dil_w = o.dil_w_, g.groups = o.groups_;
 
+  // On the CPU a channels-last input gives a channels-last output and input gradient (oneDNN's nhwc
+  // kernels; core/memory_format.h); elsewhere the kernels take NCHW.
+  const bool channels_last = x.device().is_cpu() && !x.is_contiguous() && is_channels_last(x);
   Tensor xc, wc, bc;
   {
     NoGradGuard no_grad;  // the copies feed the kernel only; the node below links x, w, bias
-    xc = x.contiguous(), wc = w.contiguous(), bc = bias.defined() ? bias.contiguous() : Tensor();
+    xc = channels_last ? x.detach() : x.contiguous(), wc = w.contiguous();
+    bc = bias.defined() ? bias.contiguous() : Tensor();
   }
-  Tensor out = empty({n, k, g.p, g.q}, TensorOptions(x.dtype()).device(x.device()));
+  const TensorOptions like_x = TensorOptions(x.dtype()).device(x.device());
+  Tensor out = channels_last ? empty_channels_last({n, k, g.p, g.q}, like_x) : empty({n, k, g.p, g.q}, like_x);
   kernels::conv2d_forward(g, xc, wc, bc, out);
 
   if (autograd::needs_grad({x, w, bias})) {
@@ -61,9 +67,9 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2d
     autograd::record("conv2d", {x, w, bias}, {out}, [=, saved_x = saved(xc), saved_w = saved(wc)](const Grads& gr) {
       const Tensor& sx = saved_x.get();
       const Tensor& sw = saved_w.get();
-      Tensor dout = gr[0].contiguous();
+      Tensor dout = channels_last ? to_channels_last(gr[0].detach()) : gr[0].contiguous();
       TensorOptions like = TensorOptions(sx.dtype()).device(sx.device());
-      Tensor dx = rx ? empty(sx.shape(), like) : Tensor();
+      Tensor dx = rx ? empty_in_format_of(sx, sx.shape(), like) : Tensor();
       Tensor dw = rw ? empty(sw.shape(), like) : Tensor();
       kernels::conv2d_backward(g, sx, sw, dout, dx, dw);
       return Grads{dx, dw, rb ? sum(dout, {0, 2, 3}) : Tensor()};

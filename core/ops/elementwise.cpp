@@ -4,6 +4,7 @@
 
 #include "core/autograd.h"
 #include "core/kernels.h"
+#include "core/memory_format.h"
 #include "core/ops/reduce.h"
 
 namespace octet {
@@ -13,6 +14,16 @@ using autograd::saved;
 
 static TensorOptions like(const Tensor& x) { return TensorOptions(x.dtype()).device(x.device()); }
 static Tensor scalar_like(double v, const Tensor& x) { return scalar_tensor(v, like(x)); }
+
+// The output of an elementwise op on the CPU keeps a channels-last operand's format (the first
+// operand of the output's shape that has it), so a channels-last network stays so through its adds
+// and activations, forward and backward (core/memory_format.h). Elsewhere outputs are contiguous.
+static Tensor elementwise_out(const Shape& shape, TensorOptions opts, std::initializer_list<Tensor> operands) {
+  for (const Tensor& t : operands)
+    if (t.device().is_cpu() && t.shape() == shape && !t.is_contiguous() && is_channels_last(t))
+      return empty_channels_last(shape, opts);
+  return empty(shape, opts);
+}
 
 static void check_pair(const char* op, const Tensor& a, const Tensor& b) {
   OCTET_CHECK(a.defined() && b.defined(), op, ": undefined tensor argument");
@@ -32,7 +43,7 @@ static void check_numeric(const char* op, const Tensor& x) {
 static Tensor binary_forward(BinaryOp op, const char* name, const Tensor& a, const Tensor& b) {
   check_pair(name, a, b);
   check_numeric(name, a);
-  Tensor out = empty(broadcast_shapes(a.shape(), b.shape(), name), like(a));
+  Tensor out = elementwise_out(broadcast_shapes(a.shape(), b.shape(), name), like(a), {a, b});
   kernels::binary(op, a, b, out);
   return out;
 }
@@ -124,7 +135,7 @@ static Tensor unary_forward(UnaryOp op, const char* name, const Tensor& x, doubl
   else
     OCTET_CHECK(x.dtype() == DType::f32 || x.dtype() == DType::f64, name, ": expected dtype f32 or f64, got ",
                 x.dtype());
-  Tensor out = empty(x.shape(), like(x));
+  Tensor out = elementwise_out(x.shape(), like(x), {x});
   kernels::unary(op, x, out, a, b);
   return out;
 }

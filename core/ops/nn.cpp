@@ -3,6 +3,7 @@
 #include "core/autograd.h"
 #include "core/generator.h"
 #include "core/kernels.h"
+#include "core/memory_format.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/linalg.h"
 #include "core/ops/reduce.h"
@@ -198,11 +199,11 @@ BatchNormGrads batch_norm_act_backward(const Tensor& dout, const Tensor& x3, con
   BatchNormGrads r;
   r.dout = dout;
   if (act != NormActivation::none) {
-    r.dout = empty(x3.shape(), o);
+    r.dout = empty_in_format_of(x3, x3.shape(), o);
     kernels::batch_norm_act_grad(dout, x3, weight, bias, mean, invstd, act, r.dout);
   }
   const int64_t c = x3.size(1);
-  if (want_dx) r.dx = empty(x3.shape(), o);
+  if (want_dx) r.dx = empty_in_format_of(x3, x3.shape(), o);
   if (want_dweight) r.dweight = empty({c}, o);
   if (want_dbias) r.dbias = empty({c}, o);
   kernels::batch_norm_backward(r.dout, x3, weight, mean, invstd, r.dx, r.dweight, r.dbias);
@@ -214,8 +215,8 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
                   const Tensor& residual) {
   OCTET_CHECK(x.defined() && x.dim() >= 2, "batch_norm: expected input [N, C, ...], got ",
               x.defined() ? x.shape() : Shape{});
-  OCTET_CHECK(!residual.defined() || (residual.shape() == x.shape() && residual.dtype() == x.dtype() &&
-                                      residual.device() == x.device()),
+  OCTET_CHECK(!residual.defined() ||
+                  (residual.shape() == x.shape() && residual.dtype() == x.dtype() && residual.device() == x.device()),
               "batch_norm: the residual must have the input's shape ", x.shape(), ", dtype ", x.dtype(),
               " and device, got ", residual.defined() ? residual.shape() : Shape{});
   int64_t c = x.size(1);
@@ -238,18 +239,30 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
     for (const Tensor* t : {&running_mean, &running_var, &weight, &bias})
       OCTET_CHECK(!t->defined() || t->dtype() == x.dtype(), "batch_norm: per-channel tensors must be ", x.dtype(),
                   ", got ", t->dtype());
-    // One fused kernel for statistics + normalization + affine, one for the whole backward.
+    // One fused kernel for statistics + normalization + affine, one for the whole backward. On the
+    // CPU a channels-last input stays channels-last, and so do the output and the gradients
+    // (core/memory_format.h); elsewhere the kernels take [N, C, S] contiguous.
     TensorOptions like = TensorOptions(x.dtype()).device(x.device());
-    Tensor x3 = x.contiguous().reshape({x.size(0), c, -1});
+    const bool channels_last = x.device().is_cpu() && !x.is_contiguous() && is_channels_last(x);
+    const Shape shape3{x.size(0), c, x.numel() / std::max<int64_t>(x.size(0) * c, 1)};
+    // t (x's shape) as the kernels' [N, C, S] in x's layout; gradients arrive in any layout.
+    auto as_x3 = [channels_last, shape3](const Tensor& t) {
+      return channels_last ? reshape_planes(to_channels_last(t.detach()), shape3) : t.contiguous().reshape(shape3);
+    };
+    // and back, from [N, C, S] to x's shape
+    auto from_x3 = [channels_last](const Tensor& t, const Shape& shape) {
+      return channels_last ? reshape_planes(t, shape) : t.reshape(shape);
+    };
+    Tensor x3 = channels_last ? reshape_planes(x, shape3) : x.contiguous().reshape(shape3);
     Tensor w = weight.defined() ? weight.contiguous() : Tensor(), b = bias.defined() ? bias.contiguous() : Tensor();
-    Tensor r3 = residual.defined() ? residual.contiguous().reshape(x3.shape()) : Tensor();
-    Tensor out = empty(x3.shape(), like), mu = empty({c}, like), invstd = empty({c}, like);
+    Tensor r3 = residual.defined() ? as_x3(residual) : Tensor();
+    Tensor out = empty_in_format_of(x3, shape3, like), mu = empty({c}, like), invstd = empty({c}, like);
     {
       NoGradGuard ng;
       kernels::batch_norm_forward(x3.detach(), w.defined() ? w.detach() : w, b.defined() ? b.detach() : b, eps, out, mu,
                                   invstd, act, r3.defined() ? r3.detach() : r3);
     }
-    y = out.reshape(x.shape());
+    y = from_x3(out, x.shape());
     batch_norm_update_running(running_mean, running_var, mu, invstd, n, momentum, eps);
     if (autograd::needs_grad({x, weight, bias, residual})) {
       bool rx = x.requires_grad(), rw = weight.defined() && weight.requires_grad(),
@@ -265,18 +278,18 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
           [=, sx = saved(x3), sw = saved(w), sb = saved(act_bias), sm = saved(mu), si = saved(invstd),
            so = saved(act_out)](const Grads& g) {
             const Tensor& x3v = sx.get();
-            Tensor dout = g[0].contiguous().reshape(x3v.shape());
+            Tensor dout = as_x3(g[0]);
             if (from_output) {
-              Tensor masked = empty(x3v.shape(), TensorOptions(x3v.dtype()).device(x3v.device()));
-              kernels::binary(act == NormActivation::relu ? BinaryOp::relu_grad : BinaryOp::relu6_grad, dout,
-                              so.get(), masked);
+              Tensor masked = empty_in_format_of(x3v, x3v.shape(), TensorOptions(x3v.dtype()).device(x3v.device()));
+              kernels::binary(act == NormActivation::relu ? BinaryOp::relu_grad : BinaryOp::relu6_grad, dout, so.get(),
+                              masked);
               dout = masked;
             }
             BatchNormGrads r = batch_norm_act_backward(dout, x3v, sw.get(), sb.get(), sm.get(), si.get(),
                                                        from_output ? NormActivation::none : act, rx, rw, rb);
             // The residual's gradient is the (masked) output gradient itself.
-            return Grads{rx ? r.dx.reshape(g[0].shape()) : Tensor(), r.dweight, r.dbias,
-                         rr ? r.dout.reshape(g[0].shape()) : Tensor()};
+            return Grads{rx ? from_x3(r.dx, g[0].shape()) : Tensor(), r.dweight, r.dbias,
+                         rr ? from_x3(r.dout, g[0].shape()) : Tensor()};
           });
     }
     return y;

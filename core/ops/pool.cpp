@@ -4,6 +4,7 @@
 
 #include "core/autograd.h"
 #include "core/kernels.h"
+#include "core/memory_format.h"
 
 namespace octet {
 
@@ -58,8 +59,16 @@ Tensor unbatch(const Tensor& y, bool batched) { return batched ? y : y.squeeze(0
 
 }  // namespace
 
+// The pooling kernels take NCHW. A channels-last input on the CPU (core/memory_format.h) is pooled
+// through an NCHW copy and the output made channels-last again, so the network after the pool (a
+// ResNet's stem) stays channels-last: two copies, against a reorder around every later convolution.
+static bool pools_through_nchw(const Tensor& x) {
+  return x.defined() && x.dim() == 4 && x.device().is_cpu() && !x.is_contiguous() && is_channels_last(x);
+}
+
 // x [N,C,H,W] -> [N,C,P,Q]
 Tensor max_pool2d(const Tensor& x, Shape kernel, Shape stride, Shape padding, Shape dilation) {
+  if (pools_through_nchw(x)) return to_channels_last(max_pool2d(x.contiguous(), kernel, stride, padding, dilation));
   bool batched;
   Tensor x4 = as_batched("max_pool2d", x, batched);
   kernels::Pool2dGeometry g = pool_geometry("max_pool2d", x4, kernel, stride, padding, dilation);
@@ -81,6 +90,8 @@ Tensor max_pool2d(const Tensor& x, Shape kernel, Shape stride, Shape padding, Sh
 
 // x [N,C,H,W] -> [N,C,P,Q]
 Tensor avg_pool2d(const Tensor& x, Shape kernel, Shape stride, Shape padding, bool count_include_pad) {
+  if (pools_through_nchw(x))
+    return to_channels_last(avg_pool2d(x.contiguous(), kernel, stride, padding, count_include_pad));
   bool batched;
   Tensor x4 = as_batched("avg_pool2d", x, batched);
   kernels::Pool2dGeometry g = pool_geometry("avg_pool2d", x4, kernel, stride, padding, {1, 1});
