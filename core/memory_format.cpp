@@ -2,7 +2,6 @@
 
 #include <numeric>
 
-#include "core/autograd.h"
 #include "core/cpu/conv_dnnl.h"
 
 namespace octet {
@@ -89,16 +88,6 @@ Tensor empty_in_format_of(const Tensor& ref, const Shape& shape, TensorOptions o
   if (ref.dim() == static_cast<int64_t>(shape.size()) && !ref.is_contiguous() && is_channels_last(ref))
     return empty_channels_last(shape, opts);
   return empty(shape, opts);
-}
-
-Tensor in_format_of(const Tensor& t, const Tensor& ref) {
-  if (!t.defined()) return t;
-  if (ref.is_contiguous()) return t.detach().contiguous();
-  if (is_channels_last(ref) && is_channels_last(t)) return t.detach();
-  Tensor out = empty_in_format_of(ref, t.shape(), TensorOptions(t.dtype()).device(t.device()));
-  NoGradGuard ng;
-  out.copy_(t);
-  return out;
 }
 
 Tensor reshape_planes(const Tensor& t, const Shape& shape) {

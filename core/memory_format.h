@@ -38,9 +38,6 @@ Tensor empty_channels_last(const Shape& shape, TensorOptions opts = {});
 // An uninitialized tensor of `shape` laid out as `ref` is: channels-last when ref is channels-last
 // and not contiguous and shape has ref's rank, contiguous otherwise.
 Tensor empty_in_format_of(const Tensor& ref, const Shape& shape, TensorOptions opts);
-// t, or a copy of it laid out as `ref` (for a kernel that takes its operands in one layout; not
-// recorded by autograd).
-Tensor in_format_of(const Tensor& t, const Tensor& ref);
 // A channels-last (or contiguous) tensor as another shape of the same N and C in the same format,
 // as a view: [N, C, H, W] <-> [N, C, H*W] (the batch norm kernels' form).
 Tensor reshape_planes(const Tensor& t, const Shape& shape);

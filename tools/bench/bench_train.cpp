@@ -4,15 +4,16 @@
 // - CPU (the default): MobileNetV2 (CIFAR variant) at batch 64 on 32x32 inputs; `--model NAME`
 //   any model of the registry (`--image N`, `--classes N`; defaults 32 and 10 for the CIFAR models,
 //   224 and 1000 for the ImageNet ones); `--int8` times the FP32 and the INT8-trained step
-//   (quant.int8_conv) in the same run. Each of `--rounds` (2) rounds times octet's steps, then
-//   PyTorch's (bench_train_torch.py in its own process, for mobilenetv2_cifar, mobilenetv2 and
-//   resnet50, when torch is installed; `--torch-script none` skips it), and the end says octet FP32
-//   / PyTorch.
+//   (quant.int8_conv) in the same run; `--nchw` also times the FP32 step with channels-last off
+//   (core/memory_format.h; the models run channels-last on the CPU by default). Each of
+//   `--rounds` (2) rounds times octet's steps, then PyTorch's (bench_train_torch.py in its own
+//   process, for mobilenetv2_cifar, mobilenetv2 and resnet50, when torch is installed;
+//   `--torch-script none` skips it), and the end says octet FP32 / PyTorch.
 // - `--device cuda`: MobileNetV2-CIFAR at batch 128 (32x32) and ResNet-50 at batch 64 (224x224) on
 //   the GPU, then the same two in PyTorch on the same GPU (this program runs
 //   `bench_train_torch.py --device cuda`), printed side by side as a markdown table.
 //   build/tools/bench/octet_bench_train [--threads N] [--batch B] [--steps S] [--rounds R] [--model NAME]
-//                                       [--image N] [--classes N] [--int8] [--python python3]
+//                                       [--image N] [--classes N] [--int8] [--nchw] [--python python3]
 //                                       [--torch-script PATH|none]
 //   build/tools/bench/octet_bench_train --device cuda [--steps 20] [--rounds 3] [--warmup 5]
 //                                       [--python python3] [--torch-script PATH|none]
@@ -91,6 +92,8 @@ struct CpuRun {
   std::unique_ptr<SGD> opt;
   double best = 1e30, total = 0;
   size_t step_peak = 0;  // the most bytes allocated in a step above those held before it
+  // Set before each of this run's steps: the mode at start (OCTET_CHANNELS_LAST), or off for --nchw.
+  ChannelsLastMode layout = channels_last_selector().active();
 };
 
 // The CPU case: a model at an input size and class count (default: 32x32 and 10 classes for the
@@ -100,20 +103,20 @@ struct CpuCase {
   int64_t batch = 64, image = 0, classes = 0, steps = 10, rounds = 1;
   int threads = 2;
   bool int8 = false;
+  bool nchw = false;  // also time the FP32 step with channels-last off (OCTET_CHANNELS_LAST=off)
   std::string python, script;
 };
 
 bool cifar_model(const std::string& name) {
-  return name.find("cifar") != std::string::npos || name == "resnet20" || name == "resnet32" ||
-         name == "resnet44" || name == "resnet56" || name == "resnet110";
+  return name.find("cifar") != std::string::npos || name == "resnet20" || name == "resnet32" || name == "resnet44" ||
+         name == "resnet56" || name == "resnet110";
 }
 
 // `int8_period` 0: FP32; else every convolution but the first INT8 (quant/int8_model.h, the
 // recipe defaults: DSGC, stochastic rounding) with a DSGC search every int8_period steps.
 CpuRun make_cpu_run(const CpuCase& c, const std::string& label, int64_t int8_period) {
   manual_seed(0);
-  CpuRun r{label,
-           build_model(ModelOptions().name(c.model).num_classes(c.classes).in_channels(3).image_size(c.image)),
+  CpuRun r{label, build_model(ModelOptions().name(c.model).num_classes(c.classes).in_channels(3).image_size(c.image)),
            nullptr};
   if (int8_period > 0) {
     quant::Int8Config cfg;
@@ -146,10 +149,10 @@ TorchCpu time_torch_cpu(const CpuCase& c, std::string& about) {
     about = "PyTorch not run: " + c.script + " not found (--torch-script PATH)";
     return t;
   }
-  auto [text, status] = run_capture(shell_quote(c.python) + " " + shell_quote(c.script) + " --csv --threads " +
-                                    std::to_string(c.threads) + " --batch " + std::to_string(c.batch) + " --steps " +
-                                    std::to_string(c.steps) + " --model " + c.model + " --image " +
-                                    std::to_string(c.image));
+  auto [text, status] =
+      run_capture(shell_quote(c.python) + " " + shell_quote(c.script) + " --csv --threads " +
+                  std::to_string(c.threads) + " --batch " + std::to_string(c.batch) + " --steps " +
+                  std::to_string(c.steps) + " --model " + c.model + " --image " + std::to_string(c.image));
   std::string last;
   auto lines = result_lines(text, 7, last);
   if (lines.empty()) {
@@ -173,6 +176,10 @@ int cpu_main(const CpuCase& c) {
   set_num_threads(c.threads);
   std::vector<CpuRun> runs;
   runs.push_back(make_cpu_run(c, "FP32", 0));
+  if (c.nchw) {
+    runs.push_back(make_cpu_run(c, "FP32 NCHW (channels-last off)", 0));
+    runs.back().layout = ChannelsLastMode::off;
+  }
   if (c.int8) {
     runs.push_back(make_cpu_run(c, "INT8 (DSGC every 100 steps, none timed)", 100));
     runs.push_back(make_cpu_run(c, "INT8 (DSGC search every step)", 1));
@@ -181,6 +188,7 @@ int cpu_main(const CpuCase& c) {
   Tensor x = randn({c.batch, 3, c.image, c.image}, DType::f32, &g);
   Tensor y = cyclic_labels(c.batch, c.classes);
   auto step = [&](CpuRun& r) {
+    channels_last_selector().set(r.layout);
     Tensor loss = cross_entropy((*r.model)(x), y);
     r.opt->zero_grad();
     loss.backward();
@@ -230,8 +238,8 @@ int cpu_main(const CpuCase& c) {
     std::printf(
         "octet %s %s train step, batch %lld, %d thread(s): mean %.1f ms, best %.1f ms -> %.1f img/s (mean), %.1f "
         "img/s (best)\n",
-        c.model.c_str(), r.label.c_str(), static_cast<long long>(c.batch), c.threads, 1e3 * r.total / n,
-        1e3 * r.best, b * n / r.total, b / r.best);
+        c.model.c_str(), r.label.c_str(), static_cast<long long>(c.batch), c.threads, 1e3 * r.total / n, 1e3 * r.best,
+        b * n / r.total, b / r.best);
   // The step's own memory: activations kept for the backward, gradients, workspaces (the model,
   // its gradients and the optimizer state between steps are not counted; oneDNN's scratchpads are
   // not allocated through octet).
@@ -243,15 +251,19 @@ int cpu_main(const CpuCase& c) {
     for (const TorchCpu& t : torch) best = std::min(best, t.best_ms), mean += t.mean_ms;
     mean /= static_cast<double>(torch.size());
     std::printf("pytorch %s train step (%lld parameters; octet %lld): mean %.1f ms, best %.1f ms\n", c.model.c_str(),
-                static_cast<long long>(torch[0].params), static_cast<long long>(runs[0].model->num_parameters()),
-                mean, best);
+                static_cast<long long>(torch[0].params), static_cast<long long>(runs[0].model->num_parameters()), mean,
+                best);
     std::printf("octet FP32 / PyTorch step time: %.3f (means), %.3f (bests)\n", 1e3 * runs[0].total / n / mean,
                 1e3 * runs[0].best / best);
   } else {
     std::printf("%s\n", about.c_str());
   }
+  if (c.nchw)
+    std::printf("octet FP32 channels-last / NCHW step time: %.3f (means), %.3f (bests)\n",
+                runs[0].total / runs[1].total, runs[0].best / runs[1].best);
   if (c.int8) {
-    const double fp32 = runs[0].total / n, steady = runs[1].total / n, search = runs[2].total / n - steady;
+    const size_t i8 = c.nchw ? 2 : 1;
+    const double fp32 = runs[0].total / n, steady = runs[i8].total / n, search = runs[i8 + 1].total / n - steady;
     const double at100 = steady + search / 100.0;
     std::printf(
         "INT8/FP32 step time (means): steady %.3f; DSGC search %.1f ms per search -> with a search every 100 steps "
@@ -416,10 +428,14 @@ int main(int argc, char** argv) {
   int64_t batch = 64, steps = -1, rounds = -1, warmup = 5, image = 0, classes = 0;
   std::string model_name = "mobilenetv2_cifar", device = "cpu", python = "python3";
   std::string script = std::string(OCTET_BENCH_DIR) + "/bench_train_torch.py";
-  bool int8 = false;
+  bool int8 = false, nchw = false;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--int8")) {
       int8 = true;
+      continue;
+    }
+    if (!std::strcmp(argv[i], "--nchw")) {
+      nchw = true;
       continue;
     }
     if (i + 1 >= argc) break;
@@ -451,8 +467,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (device == "cuda")
-    return gpu_main(warmup, steps > 0 ? steps : 20, rounds > 0 ? rounds : 3, python, script);
+  if (device == "cuda") return gpu_main(warmup, steps > 0 ? steps : 20, rounds > 0 ? rounds : 3, python, script);
   if (device != "cpu") {
     std::fprintf(stderr, "octet_bench_train: --device must be cpu or cuda, got '%s'\n", device.c_str());
     return 2;
@@ -466,6 +481,7 @@ int main(int argc, char** argv) {
   c.rounds = rounds > 0 ? rounds : 2;
   c.threads = threads;
   c.int8 = int8;
+  c.nchw = nchw;
   c.python = python;
   c.script = script;
   return cpu_main(c);
