@@ -1,11 +1,11 @@
 // Channels-last tensors (PyTorch's torch.channels_last): a [N, C, H, W] tensor whose memory runs
 // N, H, W, C, so the C values of one pixel sit side by side. Shape and indexing stay NCHW; only the
-// strides differ, so every op accepts one. On the CPU the f32 convolution (oneDNN's nhwc kernels),
-// batch norm (+ ReLU/ReLU6, + residual) and the elementwise ops keep the format from input to
-// output, forward and backward: a network fed a channels-last input stays channels-last and skips
-// the NCHW <-> blocked reorders oneDNN needs around every convolution of an NCHW tensor (a quarter
-// of a MobileNetV2 step; tools/bench/RESULTS.md). Other ops and the CUDA backend compute on an
-// NCHW copy.
+// strides differ, so every op accepts one. On the CPU the convolution (f32: oneDNN's nhwc kernels),
+// batch norm (+ ReLU/ReLU6, + residual), the elementwise ops and max and average pooling keep the
+// format from input to output, forward and backward: a network fed a channels-last input stays
+// channels-last and skips the NCHW <-> blocked reorders oneDNN needs around every convolution of
+// an NCHW tensor (a quarter of a MobileNetV2 step; tools/bench/RESULTS.md). Other ops and the CUDA
+// backend compute on an NCHW copy and return NCHW.
 //   Tensor x = to_channels_last(images);        // once, at the model's input
 //   Tensor y = model.forward(x);                // convolutions, batch norms, adds stay channels-last
 //   is_channels_last(y);                        // true up to the first op without a channels-last path
@@ -18,10 +18,11 @@
 
 namespace octet {
 
-// Whether octet's convolutional models (MobileNetV2, ResNet; layers/conv.h conv_net_input) run
-// channels-last: `auto` (default) where it pays, an f32 CPU input and the oneDNN convolution path
-// with no INT8 layer (the INT8 kernels take NCHW); `on` for every 4-D input; `off` never
-// (OCTET_CHANNELS_LAST=auto|on|off). For tests and benchmarks that compare the two:
+// Whether octet's convolutional models (MobileNetV2, the ResNets; layers/conv.h conv_net_input)
+// run channels-last: `auto` (default) where it pays: an f32 CPU input through the oneDNN
+// convolutions, a model measured faster so (MobileNetV2, the CIFAR ResNets), no INT8 layer (the
+// INT8 kernels take NCHW); `on` for every 4-D input; `off` never (OCTET_CHANNELS_LAST=auto|on|off). For tests and
+// benchmarks that compare the two:
 //   ChannelsLastMode previous = channels_last_selector().set(ChannelsLastMode::off);  ...  set(previous);
 enum class ChannelsLastMode : uint8_t { automatic, on, off };
 Selector<ChannelsLastMode>& channels_last_selector();

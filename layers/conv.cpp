@@ -47,10 +47,11 @@ Tensor Conv2d::forward_after(BatchNorm2d& bn, NormActivation act, const Tensor& 
   return y;
 }
 
-Tensor conv_net_input(Module& net, const Tensor& x) {
+Tensor conv_net_input(Module& net, const Tensor& x, bool automatic) {
   if (!channels_last_pays(x)) return x;
   bool int8 = false;
   if (channels_last_selector().active() == ChannelsLastMode::automatic) {
+    if (!automatic) return x;
     net.apply([&](Module& m) {
       if (auto* conv = dynamic_cast<Conv2d*>(&m); conv != nullptr && conv->int8()) int8 = true;
     });

@@ -49,9 +49,11 @@ class Conv2d : public Module {
 
 // The input a convolutional network `net` runs fastest on: x made channels-last where
 // channels_last_pays(x) (core/memory_format.h: on the CPU in f32, through oneDNN) and, in the
-// automatic mode, no Conv2d of net is INT8 (the INT8 kernels take NCHW); x itself otherwise. The
-// convolutions, batch norms and adds keep the format, so the network never reorders between layers.
+// automatic mode, the network is one that measured faster channels-last (`automatic`) with no INT8
+// Conv2d (the INT8 kernels take NCHW); x itself otherwise. The convolutions, batch norms, adds and
+// max pools keep the format, so the network never reorders between layers. A one-channel input
+// is NCHW and channels-last at once, so its network runs NCHW.
 //   Tensor MobileNetV2::forward(const Tensor& x) { Tensor y = features_->forward(conv_net_input(*this, x)); ...
-Tensor conv_net_input(Module& net, const Tensor& x);
+Tensor conv_net_input(Module& net, const Tensor& x, bool automatic = true);
 
 }  // namespace octet

@@ -1,4 +1,4 @@
-// CPU 2-D pooling, NCHW, contiguous, f32 and f64: max (with argmax indices), average
+// CPU 2-D pooling, NCHW, contiguous, f32 and f64: max (with argmax indices; also channels-last), average
 // (PyTorch's count_include_pad semantics, floor output size) and adaptive average (PyTorch's
 // windows [floor(i*H/P), ceil((i+1)*H/P))). Work is split over the N*C planes; a backward
 // writes only its own dx plane in a fixed order, so results never depend on the thread count.
@@ -9,12 +9,13 @@
 #include "core/cpu/kernels.h"
 #include "core/cpu/loops.h"
 #include "core/kernel_checks.h"
+#include "core/memory_format.h"
 #include "core/parallel.h"
 
 namespace octet::cpu {
 
-using kernels::AdaptiveShape;
 using kernels::adaptive_shape;
+using kernels::AdaptiveShape;
 using kernels::check_plane_tensor;
 
 namespace {
@@ -33,6 +34,14 @@ AvgWindow avg_window(int64_t o, int64_t stride, int64_t pad, int64_t kernel, int
   int64_t end = std::min(start + kernel, in + pad);
   int64_t padded = end - start;
   return {std::max<int64_t>(start, 0), std::min(end, in), padded};
+}
+
+// A pooling operand: contiguous, or with `channels_last` a 4-D channels-last tensor (max pooling's
+// channels-last kernels, core/memory_format.h).
+void check_pool_tensor(const char* op, const char* what, const Tensor& t, int64_t numel, bool channels_last) {
+  if (!channels_last) return check_plane_tensor(op, what, t, numel);
+  OCTET_CHECK(t.dim() == 4 && is_channels_last(t) && t.numel() == numel, op, ": expected a channels-last ", what,
+              " of ", numel, " elements, got shape ", t.shape(), " with strides ", t.strides());
 }
 
 int64_t avg_divisor(const Pool2dGeometry& g, const AvgWindow& wh, const AvgWindow& ww) {
@@ -103,6 +112,69 @@ void max_backward(const Pool2dGeometry& g, const T* dout, const int64_t* indices
       std::fill(d, d + hw, T(0));
       for (int64_t i = 0; i < pq; ++i)
         if (ip[i] >= 0 && ip[i] < hw) d[ip[i]] += go[i];  // -1: a window with no input
+    }
+  });
+}
+
+// Channels-last ([N, H, W, C] memory; core/memory_format.h): the same windows, the taps in the same
+// order and the same first-maximum and NaN rule for every channel, in vectors along C; indices are
+// plane indices (h * W + w) as in NCHW. The backward adds each output's gradient in output order
+// as the NCHW loop does, so both layouts give the same bits.
+template <typename T>
+void max_forward_cl(const Pool2dGeometry& g, const T* x, T* out, int64_t* indices) {
+  const int64_t c = g.c;
+  parallel_for(0, g.n * g.p, grain_for(g.q * g.kh * g.kw * c), [&](int64_t begin, int64_t end) {
+    for (int64_t np = begin; np < end; ++np) {
+      const int64_t n = np / g.p, p = np % g.p;
+      const T* xn = x + n * g.h * g.w * c;
+      const int64_t h0 = p * g.stride_h - g.pad_h;
+      int64_t r_lo, r_hi;
+      tap_range(h0, g.dil_h, g.h, g.kh, r_lo, r_hi);
+      for (int64_t q = 0; q < g.q; ++q) {
+        T* op = out + (np * g.q + q) * c;
+        int64_t* ip = indices + (np * g.q + q) * c;
+        const int64_t w0 = q * g.stride_w - g.pad_w;
+        int64_t s_lo, s_hi;
+        tap_range(w0, g.dil_w, g.w, g.kw, s_lo, s_hi);
+        if (r_lo == r_hi || s_lo == s_hi) {
+          std::fill(op, op + c, -INFINITY);
+          std::fill(ip, ip + c, int64_t{-1});
+          continue;
+        }
+        const int64_t first = (h0 + r_lo * g.dil_h) * g.w + w0 + s_lo * g.dil_w;
+        std::copy(xn + first * c, xn + (first + 1) * c, op);
+        std::fill(ip, ip + c, first);
+        for (int64_t r = r_lo; r < r_hi; ++r) {
+          const int64_t row = (h0 + r * g.dil_h) * g.w + w0;
+          for (int64_t s = s_lo; s < s_hi; ++s) {
+            const int64_t i = row + s * g.dil_w;
+            const T* xv = xn + i * c;
+            for (int64_t k = 0; k < c; ++k) {
+              const T v = xv[k], best = op[k];
+              const bool take = v > best || (v != v && best == best);
+              op[k] = take ? v : best;
+              ip[k] = take ? i : ip[k];
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
+template <typename T>
+void max_backward_cl(const Pool2dGeometry& g, const T* dout, const int64_t* indices, T* dx) {
+  const int64_t hw = g.h * g.w, pq = g.p * g.q, c = g.c;
+  parallel_for(0, g.n, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t n = begin; n < end; ++n) {
+      T* d = dx + n * hw * c;
+      std::fill(d, d + hw * c, T(0));
+      for (int64_t i = 0; i < pq; ++i) {
+        const T* go = dout + (n * pq + i) * c;
+        const int64_t* ip = indices + (n * pq + i) * c;
+        for (int64_t k = 0; k < c; ++k)
+          if (ip[k] >= 0 && ip[k] < hw) d[ip[k] * c + k] += go[k];  // -1: a window with no input
+      }
     }
   });
 }
@@ -205,22 +277,32 @@ void adaptive_backward(int64_t planes, int64_t h, int64_t w, int64_t ph, int64_t
 
 void max_pool2d_forward(const Pool2dGeometry& g, const Tensor& x, const Tensor& out, const Tensor& indices) {
   check_cpu("max_pool2d_forward", {x, out, indices});
-  check_plane_tensor("max_pool2d_forward", "input", x, g.n * g.c * g.h * g.w);
-  check_plane_tensor("max_pool2d_forward", "output", out, g.n * g.c * g.p * g.q);
-  check_plane_tensor("max_pool2d_forward", "indices", indices, g.n * g.c * g.p * g.q);
+  const bool cl = !x.is_contiguous();  // then every operand channels-last
+  check_pool_tensor("max_pool2d_forward", "input", x, g.n * g.c * g.h * g.w, cl);
+  check_pool_tensor("max_pool2d_forward", "output", out, g.n * g.c * g.p * g.q, cl);
+  check_pool_tensor("max_pool2d_forward", "indices", indices, g.n * g.c * g.p * g.q, cl);
   OCTET_CHECK(out.dtype() == x.dtype(), "max_pool2d_forward: dtypes differ: ", x.dtype(), " and ", out.dtype());
-  dispatch_float(x.dtype(), "max_pool2d",
-                 [&]<typename T>() { max_forward<T>(g, x.data<T>(), out.data<T>(), indices.data<int64_t>()); });
+  dispatch_float(x.dtype(), "max_pool2d", [&]<typename T>() {
+    if (cl)
+      max_forward_cl<T>(g, x.data<T>(), out.data<T>(), indices.data<int64_t>());
+    else
+      max_forward<T>(g, x.data<T>(), out.data<T>(), indices.data<int64_t>());
+  });
 }
 
 void max_pool2d_backward(const Pool2dGeometry& g, const Tensor& dout, const Tensor& indices, const Tensor& dx) {
   check_cpu("max_pool2d_backward", {dout, indices, dx});
-  check_plane_tensor("max_pool2d_backward", "dout", dout, g.n * g.c * g.p * g.q);
-  check_plane_tensor("max_pool2d_backward", "indices", indices, g.n * g.c * g.p * g.q);
-  check_plane_tensor("max_pool2d_backward", "dx", dx, g.n * g.c * g.h * g.w);
+  const bool cl = !dx.is_contiguous();  // then every operand channels-last
+  check_pool_tensor("max_pool2d_backward", "dout", dout, g.n * g.c * g.p * g.q, cl);
+  check_pool_tensor("max_pool2d_backward", "indices", indices, g.n * g.c * g.p * g.q, cl);
+  check_pool_tensor("max_pool2d_backward", "dx", dx, g.n * g.c * g.h * g.w, cl);
   OCTET_CHECK(dout.dtype() == dx.dtype(), "max_pool2d_backward: dtypes differ: ", dout.dtype(), " and ", dx.dtype());
-  dispatch_float(dx.dtype(), "max_pool2d",
-                 [&]<typename T>() { max_backward<T>(g, dout.data<T>(), indices.data<int64_t>(), dx.data<T>()); });
+  dispatch_float(dx.dtype(), "max_pool2d", [&]<typename T>() {
+    if (cl)
+      max_backward_cl<T>(g, dout.data<T>(), indices.data<int64_t>(), dx.data<T>());
+    else
+      max_backward<T>(g, dout.data<T>(), indices.data<int64_t>(), dx.data<T>());
+  });
 }
 
 void avg_pool2d_forward(const Pool2dGeometry& g, const Tensor& x, const Tensor& out) {

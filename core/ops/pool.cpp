@@ -59,30 +59,33 @@ Tensor unbatch(const Tensor& y, bool batched) { return batched ? y : y.squeeze(0
 
 }  // namespace
 
-// The pooling kernels take NCHW. A channels-last input on the CPU (core/memory_format.h) is pooled
-// through an NCHW copy and the output made channels-last again, so the network after the pool (a
-// ResNet's stem) stays channels-last: two copies, against a reorder around every later convolution.
-static bool pools_through_nchw(const Tensor& x) {
+// A channels-last input on the CPU (core/memory_format.h) keeps its format: max pooling has
+// channels-last kernels; average pooling computes on an NCHW copy and makes the output
+// channels-last again (two copies, against a reorder around every later convolution).
+static bool channels_last_on_cpu(const Tensor& x) {
   return x.defined() && x.dim() == 4 && x.device().is_cpu() && !x.is_contiguous() && is_channels_last(x);
 }
 
 // x [N,C,H,W] -> [N,C,P,Q]
 Tensor max_pool2d(const Tensor& x, Shape kernel, Shape stride, Shape padding, Shape dilation) {
-  if (pools_through_nchw(x)) return to_channels_last(max_pool2d(x.contiguous(), kernel, stride, padding, dilation));
   bool batched;
   Tensor x4 = as_batched("max_pool2d", x, batched);
   kernels::Pool2dGeometry g = pool_geometry("max_pool2d", x4, kernel, stride, padding, dilation);
+  const bool cl = channels_last_on_cpu(x4);
+  auto alloc = [cl](const Shape& shape, TensorOptions opts) {
+    return cl ? empty_channels_last(shape, opts) : empty(shape, opts);
+  };
   Tensor xc;
   {
     NoGradGuard no_grad;
-    xc = x4.contiguous();
+    xc = cl ? x4.detach() : x4.contiguous();
   }
-  Tensor out = empty({g.n, g.c, g.p, g.q}, like(x));
-  Tensor indices = empty({g.n, g.c, g.p, g.q}, TensorOptions(DType::i64).device(x.device()));
+  Tensor out = alloc({g.n, g.c, g.p, g.q}, like(x));
+  Tensor indices = alloc({g.n, g.c, g.p, g.q}, TensorOptions(DType::i64).device(x.device()));
   kernels::max_pool2d_forward(g, xc, out, indices);
-  autograd::record("max_pool2d", {x4}, {out}, [g, like_x = like(x), idx = indices](const Grads& gr) {
-    Tensor dx = empty({g.n, g.c, g.h, g.w}, like_x);
-    kernels::max_pool2d_backward(g, gr[0].contiguous(), idx, dx);
+  autograd::record("max_pool2d", {x4}, {out}, [g, cl, alloc, like_x = like(x), idx = indices](const Grads& gr) {
+    Tensor dx = alloc({g.n, g.c, g.h, g.w}, like_x);
+    kernels::max_pool2d_backward(g, cl ? to_channels_last(gr[0].detach()) : gr[0].contiguous(), idx, dx);
     return Grads{dx};
   });
   return unbatch(out, batched);
@@ -90,7 +93,7 @@ Tensor max_pool2d(const Tensor& x, Shape kernel, Shape stride, Shape padding, Sh
 
 // x [N,C,H,W] -> [N,C,P,Q]
 Tensor avg_pool2d(const Tensor& x, Shape kernel, Shape stride, Shape padding, bool count_include_pad) {
-  if (pools_through_nchw(x))
+  if (channels_last_on_cpu(x))
     return to_channels_last(avg_pool2d(x.contiguous(), kernel, stride, padding, count_include_pad));
   bool batched;
   Tensor x4 = as_batched("avg_pool2d", x, batched);
