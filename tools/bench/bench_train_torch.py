@@ -7,6 +7,7 @@ batch 64 of 32x32 inputs, the same thread count; one line with images/s. Needs `
 for the other cases; `octet_bench_train` runs this with `--csv` between its own rounds.
     python3 tools/bench/bench_train_torch.py --threads 2 --batch 64 --steps 10 [--profile]
     python3 tools/bench/bench_train_torch.py --threads 2 --model mobilenetv2 --image 96 --batch 32
+`--channels-last` runs the model and input in torch.channels_last (the default is PyTorch's NCHW).
 
 GPU (`--device cuda`): MobileNetV2-CIFAR at batch 128 (32x32) and ResNet-50 (torchvision's layout,
 stride on the 3x3 conv) at batch 64 (224x224). cudnn.benchmark is on and TF32 is off for matmuls
@@ -113,6 +114,9 @@ def cpu_main(a):
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=5e-4)
     x = torch.randn(a.batch, 3, size, size)
     y = torch.arange(a.batch) % classes
+    if a.channels_last:  # PyTorch's own channels-last mode: the model's 4-D weights and the input
+        model = model.to(memory_format=torch.channels_last)
+        x = x.contiguous(memory_format=torch.channels_last)
     step = make_step(model, opt, x, y)
     step()
     if a.profile:  # self CPU time per op (RESULTS.md's MobileNetV2 profile)
@@ -130,7 +134,8 @@ def cpu_main(a):
     if a.csv:
         print(f"RESULT,{name},{a.batch},{size},{1e3 * best:.2f},{1e3 * total / a.steps:.2f},{params}", flush=True)
         return
-    print(f"pytorch {torch.__version__} {name} train step, batch {a.batch}, {size}x{size}, {a.threads} thread(s): "
+    layout = ", channels-last" if a.channels_last else ""
+    print(f"pytorch {torch.__version__} {name} train step{layout}, batch {a.batch}, {size}x{size}, {a.threads} thread(s): "
           f"mean {1e3 * total / a.steps:.1f} ms, best {1e3 * best:.1f} ms -> {a.batch * a.steps / total:.1f} img/s "
           f"(mean), {a.batch / best:.1f} img/s (best); {params} parameters")
 
@@ -194,6 +199,8 @@ def main():
     p.add_argument("--rounds", type=int, default=3, help="cuda: timed rounds")
     p.add_argument("--warmup", type=int, default=5, help="cuda: warm-up steps")
     p.add_argument("--profile", action="store_true", help="cpu: print torch.profiler's per-op table instead")
+    p.add_argument("--channels-last", action="store_true",
+                   help="cpu: model and input in torch.channels_last (octet's MobileNetV2 runs so by default)")
     p.add_argument("--csv", action="store_true", help="cuda: RESULT,model,batch,best,mean,params,peak_mib lines (img/s); "
                    "cpu: one RESULT,model,batch,image,best_ms,mean_ms,params line")
     a = p.parse_args()
