@@ -42,7 +42,8 @@ Selector<ChannelsLastMode>& channels_last_selector() {
 }
 
 bool channels_last_pays(const Tensor& x) {
-  if (!x.defined() || x.dim() != 4) return false;
+  // Only the CPU ops keep the format; the CUDA ones compute NCHW.
+  if (!x.defined() || x.dim() != 4 || !x.device().is_cpu()) return false;
   switch (channels_last_selector().active()) {
     case ChannelsLastMode::on:
       return true;
@@ -52,7 +53,7 @@ bool channels_last_pays(const Tensor& x) {
       break;
   }
   // Only oneDNN's f32 convolutions take channels-last as it lies; the plain kernels would copy.
-  return x.device().is_cpu() && x.dtype() == DType::f32 && cpu::conv2d_selector().active() == cpu::Conv2dPath::dnnl;
+  return x.dtype() == DType::f32 && cpu::conv2d_selector().active() == cpu::Conv2dPath::dnnl;
 }
 
 bool is_channels_last(const Tensor& t) {

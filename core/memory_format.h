@@ -21,8 +21,8 @@ namespace octet {
 // Whether octet's convolutional models (MobileNetV2, the ResNets; layers/conv.h conv_net_input)
 // run channels-last: `auto` (default) where it pays: an f32 CPU input through the oneDNN
 // convolutions, a model measured faster so (MobileNetV2, the CIFAR ResNets), no INT8 layer (the
-// INT8 kernels take NCHW); `on` for every 4-D input; `off` never (OCTET_CHANNELS_LAST=auto|on|off). For tests and
-// benchmarks that compare the two:
+// INT8 kernels take NCHW); `on` for every 4-D CPU input; `off` never
+// (OCTET_CHANNELS_LAST=auto|on|off). For tests and benchmarks that compare the two:
 //   ChannelsLastMode previous = channels_last_selector().set(ChannelsLastMode::off);  ...  set(previous);
 enum class ChannelsLastMode : uint8_t { automatic, on, off };
 Selector<ChannelsLastMode>& channels_last_selector();
