@@ -395,9 +395,8 @@ TEST(Trainer, StopFlagSavesAndReturns) {
   EXPECT_TRUE(has_adam_state);
 }
 
-TEST(Trainer, Cifar10RecipeStartsOnGeneratedData) {
-  TempDir dir;
-  std::string root = dir.path() + "/cifar";
+// CIFAR-10's five training files of 8 random images each and a test file of 8, under `root`.
+void write_random_cifar10(const std::string& root) {
   fs::create_directories(root);
   for (int b = 1; b <= 5; ++b) {
     std::vector<uint8_t> labels(8);
@@ -405,6 +404,12 @@ TEST(Trainer, Cifar10RecipeStartsOnGeneratedData) {
     write_cifar10_batch(root + "/data_batch_" + std::to_string(b) + ".bin", random_bytes(8 * 3072, b), labels);
   }
   write_cifar10_batch(root + "/test_batch.bin", random_bytes(8 * 3072, 9), std::vector<uint8_t>(8, 3));
+}
+
+TEST(Trainer, Cifar10RecipeStartsOnGeneratedData) {
+  TempDir dir;
+  std::string root = dir.path() + "/cifar";
+  write_random_cifar10(root);
   Recipe r = load_recipe(kRecipes + "mobilenetv2_cifar10.yaml",
                          {"data.root=" + root, "model.width_mult=0.25", "train.epochs=1", "train.batch_size=8",
                           "checkpoint.dir=" + dir.path() + "/runs", "log.progress=false", "log.every_steps=1"});
@@ -413,6 +418,41 @@ TEST(Trainer, Cifar10RecipeStartsOnGeneratedData) {
   EXPECT_EQ(res.last_eval.examples, 8);
   EXPECT_TRUE(fs::exists(res.run_dir + "/last.safetensors"));
   EXPECT_FALSE(fs::is_empty(res.run_dir + "/tensorboard"));  // the recipe asks for TensorBoard
+}
+
+// MobileNetV2-CIFAR trains channels-last on the CPU (core/memory_format.h): a run stopped by
+// train.max_steps mid-epoch and resumed gives the uninterrupted run's losses and weights, bit for bit.
+TEST(Trainer, ChannelsLastRunResumesExactly) {
+  ASSERT_EQ(channels_last_selector().active(), ChannelsLastMode::automatic);
+  TempDir dir;
+  const std::string root = dir.path() + "/cifar";
+  write_random_cifar10(root);
+  auto recipe = [&](const std::string& name, const std::string& max_steps) {
+    return load_recipe(
+        kRecipes + "mobilenetv2_cifar10.yaml",
+        {"data.root=" + root, "model.width_mult=0.25", "train.epochs=2", "train.batch_size=8", "train.threads=1",
+         "checkpoint.dir=" + dir.path() + "/runs", "log.run_name=" + name, "log.progress=false", "log.every_steps=1",
+         "log.tensorboard=false", "optimizer.lr=0.01", "train.max_steps=" + max_steps});
+  };
+  TrainResult full = train(recipe("full", "0"), {});
+  TrainResult part = train(recipe("part", "3"), {});
+  ASSERT_TRUE(part.stopped);
+  TrainOptions resume;
+  resume.resume = part.run_dir;
+  resume.overrides = {"train.max_steps=0"};
+  TrainResult rest = train(Recipe(), resume);
+  EXPECT_EQ(rest.steps, full.steps);
+  const auto want = train_losses(full.run_dir), got = train_losses(part.run_dir);
+  ASSERT_EQ(want.size(), 10u);  // 2 epochs x 5 batches
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(got[i].second, want[i].second) << "step " << want[i].first;
+  const Checkpoint a = load_checkpoint(full.run_dir + "/last.safetensors"),
+                   b = load_checkpoint(part.run_dir + "/last.safetensors");
+  ASSERT_EQ(a.model.size(), b.model.size());
+  for (size_t i = 0; i < a.model.size(); ++i) {
+    ASSERT_EQ(a.model[i].first, b.model[i].first);
+    EXPECT_EQ(a.model[i].second.to_vector<float>(), b.model[i].second.to_vector<float>()) << a.model[i].first;
+  }
 }
 
 // MobileNetV2 with INT8 convolutions (depthwise ones included) on CIFAR-format generated data
