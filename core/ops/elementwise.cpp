@@ -15,12 +15,13 @@ using autograd::saved;
 static TensorOptions like(const Tensor& x) { return TensorOptions(x.dtype()).device(x.device()); }
 static Tensor scalar_like(double v, const Tensor& x) { return scalar_tensor(v, like(x)); }
 
-// The output of an elementwise op on the CPU keeps a channels-last operand's format (the first
+// The output of an elementwise op on the CPU keeps a 4-D channels-last operand's format (the first
 // operand of the output's shape that has it), so a channels-last network stays so through its adds
-// and activations, forward and backward (core/memory_format.h). Elsewhere outputs are contiguous.
+// and activations, forward and backward (core/memory_format.h). Elsewhere outputs are contiguous
+// (a 3-D view with those strides, such as a transposed [N, S, C], gives a contiguous result).
 static Tensor elementwise_out(const Shape& shape, TensorOptions opts, std::initializer_list<Tensor> operands) {
   for (const Tensor& t : operands)
-    if (t.device().is_cpu() && t.shape() == shape && !t.is_contiguous() && is_channels_last(t))
+    if (t.device().is_cpu() && t.dim() == 4 && t.shape() == shape && !t.is_contiguous() && is_channels_last(t))
       return empty_channels_last(shape, opts);
   return empty(shape, opts);
 }

@@ -83,6 +83,9 @@ TEST(MemoryFormat, ElementwiseOpsKeepTheFormat) {
   EXPECT_TRUE(same_bits(act, relu6(a * 4.0)));
   EXPECT_TRUE(same_bits(mixed, a + b));
   EXPECT_TRUE((a + b).is_contiguous());
+  // A 3-D tensor with the same strides (a transposed [N, S, C]) gives a contiguous result.
+  const Tensor t = randn({2, 7, 5}, DType::f32, &g).transpose(1, 2);
+  EXPECT_TRUE(is_channels_last(t) && (t * 2.0).is_contiguous() && same_bits(t * 2.0, t.contiguous() * 2.0));
 }
 
 // Batch norm (+ ReLU/ReLU6, + residual), training mode: output, running statistics and every
