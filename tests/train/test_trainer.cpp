@@ -423,7 +423,7 @@ TEST(Trainer, Cifar10RecipeStartsOnGeneratedData) {
 // MobileNetV2-CIFAR trains channels-last on the CPU (core/memory_format.h): a run stopped by
 // train.max_steps mid-epoch and resumed gives the uninterrupted run's losses and weights, bit for bit.
 TEST(Trainer, ChannelsLastRunResumesExactly) {
-  ASSERT_EQ(channels_last_selector().active(), ChannelsLastMode::automatic);
+  const ChannelsLastMode previous = channels_last_selector().set(ChannelsLastMode::automatic);
   TempDir dir;
   const std::string root = dir.path() + "/cifar";
   write_random_cifar10(root);
@@ -453,6 +453,7 @@ TEST(Trainer, ChannelsLastRunResumesExactly) {
     ASSERT_EQ(a.model[i].first, b.model[i].first);
     EXPECT_EQ(a.model[i].second.to_vector<float>(), b.model[i].second.to_vector<float>()) << a.model[i].first;
   }
+  channels_last_selector().set(previous);
 }
 
 // MobileNetV2 with INT8 convolutions (depthwise ones included) on CIFAR-format generated data
