@@ -160,7 +160,11 @@ CifarResNet::CifarResNet(int64_t depth, int64_t num_classes, Shortcut shortcut, 
 }
 
 Tensor CifarResNet::forward(const Tensor& x) {
-  Tensor y = bn1_->forward(conv1_->forward(conv_net_input(*this, x)), NormActivation::relu);
+  Tensor y = conv1_->forward(conv_net_input(*this, x));
+  // A one-channel input (Fashion-MNIST) is NCHW and channels-last at once, so the format can only
+  // start after the stem: one copy there instead of none.
+  if (x.size(1) == 1) y = conv_net_input(*this, y);
+  y = bn1_->forward(y, NormActivation::relu);
   for (const auto& stage : stages_) y = stage->forward(y);
   return fc_->forward(adaptive_avg_pool2d(y, {1, 1}).flatten(1));
 }

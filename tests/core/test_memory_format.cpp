@@ -243,7 +243,9 @@ Tensor last_features(const std::string& name, Module& model, const Tensor& input
   Tensor y;
   std::vector<std::shared_ptr<Sequential>>* stages = nullptr;
   if (auto* net = dynamic_cast<CifarResNet*>(&model)) {
-    y = net->bn1_->forward(net->conv1_->forward(input), NormActivation::relu);
+    y = net->conv1_->forward(input);
+    if (input.size(1) == 1) y = conv_net_input(model, y);  // a one-channel input: after the stem
+    y = net->bn1_->forward(y, NormActivation::relu);
     stages = &net->stages_;
   } else {
     auto& r = dynamic_cast<ResNet&>(model);
@@ -270,10 +272,11 @@ TEST(MemoryFormat, ModelsStepAsInNchw) {
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> models{
       {"mobilenetv2_cifar", std::make_shared<MobileNetV2>(4, 0.25, true, 3, 0.0)},
       {"resnet20", std::make_shared<CifarResNet>(20, 4)},
+      {"resnet20_grey", std::make_shared<CifarResNet>(20, 4, Shortcut::A, 1)},
       {"resnet18", std::make_shared<ResNet>(ResNet::Block::basic, std::vector<int64_t>{1, 1, 1, 1}, 4)}};
   for (auto& [name, model] : models) {
-    const int64_t side = name == "resnet18" ? 64 : 32;
-    const Tensor x = randn({8, 3, side, side}, DType::f32, &g);
+    const int64_t side = name == "resnet18" ? 64 : name == "resnet20_grey" ? 28 : 32;
+    const Tensor x = randn({8, name == "resnet20_grey" ? 1 : 3, side, side}, DType::f32, &g);
     channels_last_selector().set(ChannelsLastMode::off);
     EXPECT_TRUE(conv_net_input(*model, x).same(x));
     const std::vector<Tensor> want = model_step(*model, x, labels);
@@ -281,10 +284,12 @@ TEST(MemoryFormat, ModelsStepAsInNchw) {
     // channels-last); `on` turns them channels-last too.
     const bool automatic = name != "resnet18";
     channels_last_selector().set(ChannelsLastMode::automatic);
-    EXPECT_EQ(conv_net_input(*model, x, automatic).same(x), !automatic) << name;
+    // A one-channel input is both layouts as it is (the network converts after its stem).
+    const bool grey = x.size(1) == 1;
+    EXPECT_EQ(conv_net_input(*model, x, automatic).same(x), !automatic || grey) << name;
     if (!automatic) channels_last_selector().set(ChannelsLastMode::on);
     const Tensor input = conv_net_input(*model, x, automatic);
-    EXPECT_TRUE(is_channels_last(input) && !input.is_contiguous()) << name;
+    EXPECT_TRUE(is_channels_last(input) && input.is_contiguous() == grey) << name;
     const Tensor features = last_features(name, *model, input);
     EXPECT_GT(features.size(2), 1) << name;
     EXPECT_TRUE(is_channels_last(features) && !features.is_contiguous()) << name;

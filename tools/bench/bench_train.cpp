@@ -2,7 +2,8 @@
 // (momentum 0.9, weight decay 5e-4) on random inputs. tools/bench/bench_train_torch.py times the
 // same step in PyTorch.
 // - CPU (the default): MobileNetV2 (CIFAR variant) at batch 64 on 32x32 inputs; `--model NAME`
-//   any model of the registry (`--image N`, `--classes N`; defaults 32 and 10 for the CIFAR models,
+//   any model of the registry (`--image N`, `--classes N`, `--channels C` of the input (default 3;
+//   PyTorch is not run for other values); defaults 32 and 10 for the CIFAR models,
 //   224 and 1000 for the ImageNet ones); `--int8` times the FP32 and the INT8-trained step
 //   (quant.int8_conv) in the same run; `--nchw` also times the FP32 step with channels-last off
 //   (core/memory_format.h; the models run channels-last on the CPU by default). Each of
@@ -13,7 +14,8 @@
 //   the GPU, then the same two in PyTorch on the same GPU (this program runs
 //   `bench_train_torch.py --device cuda`), printed side by side as a markdown table.
 //   build/tools/bench/octet_bench_train [--threads N] [--batch B] [--steps S] [--rounds R] [--model NAME]
-//                                       [--image N] [--classes N] [--int8] [--nchw] [--python python3]
+//                                       [--image N] [--classes N] [--channels C] [--int8] [--nchw]
+//                                       [--python python3]
 //                                       [--torch-script PATH|none]
 //   build/tools/bench/octet_bench_train --device cuda [--steps 20] [--rounds 3] [--warmup 5]
 //                                       [--python python3] [--torch-script PATH|none]
@@ -100,7 +102,7 @@ struct CpuRun {
 // CIFAR models, 224x224 and 1000 for the ImageNet ones), and the PyTorch script to time beside it.
 struct CpuCase {
   std::string model;
-  int64_t batch = 64, image = 0, classes = 0, steps = 10, rounds = 1;
+  int64_t batch = 64, image = 0, classes = 0, steps = 10, rounds = 1, channels = 3;
   int threads = 2;
   bool int8 = false;
   bool nchw = false;  // also time the FP32 step with channels-last off (OCTET_CHANNELS_LAST=off)
@@ -116,7 +118,8 @@ bool cifar_model(const std::string& name) {
 // recipe defaults: DSGC, stochastic rounding) with a DSGC search every int8_period steps.
 CpuRun make_cpu_run(const CpuCase& c, const std::string& label, int64_t int8_period) {
   manual_seed(0);
-  CpuRun r{label, build_model(ModelOptions().name(c.model).num_classes(c.classes).in_channels(3).image_size(c.image)),
+  CpuRun r{label,
+           build_model(ModelOptions().name(c.model).num_classes(c.classes).in_channels(c.channels).image_size(c.image)),
            nullptr};
   if (int8_period > 0) {
     quant::Int8Config cfg;
@@ -185,7 +188,7 @@ int cpu_main(const CpuCase& c) {
     runs.push_back(make_cpu_run(c, "INT8 (DSGC search every step)", 1));
   }
   Generator g(1);
-  Tensor x = randn({c.batch, 3, c.image, c.image}, DType::f32, &g);
+  Tensor x = randn({c.batch, c.channels, c.image, c.image}, DType::f32, &g);
   Tensor y = cyclic_labels(c.batch, c.classes);
   auto step = [&](CpuRun& r) {
     channels_last_selector().set(r.layout);
@@ -225,7 +228,11 @@ int cpu_main(const CpuCase& c) {
     for (size_t i = 0; i < runs.size(); ++i)
       std::printf("round %lld: octet %s best %.1f ms, mean %.1f ms\n", static_cast<long long>(round + 1),
                   runs[i].label.c_str(), 1e3 * round_best[i], 1e3 * round_total[i] / n);
-    TorchCpu t = time_torch_cpu(c, about);
+    TorchCpu t;
+    if (c.channels == 3)
+      t = time_torch_cpu(c, about);
+    else
+      about = "PyTorch not run (its script builds 3-channel models)";
     if (t.ok) {
       std::printf("round %lld: pytorch best %.1f ms, mean %.1f ms\n", static_cast<long long>(round + 1), t.best_ms,
                   t.mean_ms);
@@ -425,7 +432,7 @@ int gpu_main(int64_t warmup, int64_t steps, int64_t rounds, const std::string& p
 
 int main(int argc, char** argv) {
   int threads = 2;
-  int64_t batch = 64, steps = -1, rounds = -1, warmup = 5, image = 0, classes = 0;
+  int64_t batch = 64, steps = -1, rounds = -1, warmup = 5, image = 0, classes = 0, channels = 3;
   std::string model_name = "mobilenetv2_cifar", device = "cpu", python = "python3";
   std::string script = std::string(OCTET_BENCH_DIR) + "/bench_train_torch.py";
   bool int8 = false, nchw = false;
@@ -454,6 +461,8 @@ int main(int argc, char** argv) {
       image = std::atoll(v);
     else if (!std::strcmp(argv[i - 1], "--classes"))
       classes = std::atoll(v);
+    else if (!std::strcmp(argv[i - 1], "--channels"))
+      channels = std::atoll(v);
     else if (!std::strcmp(argv[i - 1], "--rounds"))
       rounds = std::atoll(v);
     else if (!std::strcmp(argv[i - 1], "--warmup"))
@@ -477,6 +486,12 @@ int main(int argc, char** argv) {
   c.batch = batch;
   c.image = image > 0 ? image : cifar_model(model_name) ? 32 : 224;
   c.classes = classes > 0 ? classes : cifar_model(model_name) ? 10 : 1000;
+  if (channels < 1) {
+    std::fprintf(stderr, "octet_bench_train: --channels must be at least 1, got %lld\n",
+                 static_cast<long long>(channels));
+    return 2;
+  }
+  c.channels = channels;
   c.steps = steps > 0 ? steps : 10;
   c.rounds = rounds > 0 ? rounds : 2;
   c.threads = threads;
