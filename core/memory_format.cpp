@@ -71,6 +71,10 @@ bool is_channels_last(const Tensor& t) {
   return true;
 }
 
+bool keeps_channels_last(const Tensor& t) {
+  return t.defined() && t.dim() == 4 && t.device().is_cpu() && !t.is_contiguous() && is_channels_last(t);
+}
+
 Tensor to_channels_last(const Tensor& t) {
   check_rank(t, "to_channels_last");
   if (is_channels_last(t)) return t;

@@ -32,6 +32,10 @@ bool channels_last_pays(const Tensor& x);
 // True when t is 3-D [N, C, S] or 4-D [N, C, H, W] with channels-last strides (size-1 dims aside,
 // so a tensor with one channel or one pixel per plane is also contiguous).
 bool is_channels_last(const Tensor& t);
+// Whether an op keeps t's channels-last format: t is a 4-D CPU tensor in channels-last memory that
+// is not also contiguous (one channel or one pixel per plane is both, and runs as NCHW). The CPU
+// convolution, batch norm, pooling and elementwise ops decide by it.
+bool keeps_channels_last(const Tensor& t);
 // t in channels-last memory: t itself when it already is, else a copy (differentiable).
 Tensor to_channels_last(const Tensor& t);
 // An uninitialized channels-last tensor of a 3-D or 4-D shape.

@@ -273,7 +273,7 @@ void conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, c
   }
   dispatch_float(x.dtype(), "conv2d", [&]<typename T>() {
     if (is_depthwise(g))
-      depthwise_forward<T>(g, x.data<T>(), w.data<T>(), bias.defined() ? bias.data<T>() : nullptr, out.data<T>());
+      depthwise_forward<T>(g, x.data<T>(), w.data<T>(), data_or_null<T>(bias), out.data<T>());
     else
       gemm_forward<T>(g, x, w, bias, out);
   });

@@ -79,6 +79,12 @@ void strided_loop(const Shape& shape_in, const std::array<Shape, N>& strides_in,
   });
 }
 
+// t's data, or null for an undefined (optional) tensor.
+template <typename T>
+T* data_or_null(const Tensor& t) {
+  return t.defined() ? t.data<T>() : nullptr;
+}
+
 // Throws unless every tensor is on the CPU.
 inline void check_cpu(const char* op, std::initializer_list<Tensor> ts) {
   for (const Tensor& t : ts)

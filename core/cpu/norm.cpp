@@ -29,11 +29,6 @@ using kernels::check_bn_like_x;
 
 namespace {
 
-template <typename T>
-T* data_or_null(const Tensor& t) {
-  return t.defined() ? t.data<T>() : nullptr;
-}
-
 // out rows = dout where act passes at y = x * scale + shift (the expression affine_rows rounds).
 template <NormActivation A, typename T>
 OCTET_SIMD_INLINE void act_grad_rows(const T* gc, const T* xc, T* oc, int64_t n, int64_t stride, int64_t s, T scale,
@@ -54,9 +49,29 @@ OCTET_SIMD_INLINE void act_grad_rows(const T* gc, const T* xc, T* oc, int64_t n,
 
 // Channels per parallel chunk of the sums: a whole number of 64-byte lines of f32 values.
 constexpr int64_t kClChannelGrain = 16;
+// Pixels per parallel chunk of the elementwise passes: about 16K values.
+int64_t cl_pixel_grain(int64_t c) { return std::max<int64_t>(1, 16384 / c); }
 
-// acc[l * w + k] += f(value of channel c0 + k at each pixel) for the lane l of the pixel, over
-// channels [c0, c0 + w) of x ([N, S, C] memory) and, where G, the same pixels of g.
+// row.template operator()<A>(p, scale, shift) for every pixel p of [N, S, C] memory, pixels split
+// across threads: the pass along C after the statistics, with the forward affine's per-channel
+// scale and shift (bn_affine) and the activation A picked once.
+template <typename T, typename Row>
+void cl_activated_pixels(const T* pm, const T* pi, const T* pw, const T* pb, int64_t n, int64_t s, int64_t c,
+                         NormActivation act, Row row) {
+  std::vector<T> scale(c), shift(c);
+  for (int64_t ch = 0; ch < c; ++ch) bn_affine(pm[ch], pi[ch], pw, pb, ch, scale[ch], shift[ch]);
+  const T *ps = scale.data(), *pt = shift.data();
+  parallel_for(0, n * s, cl_pixel_grain(c), [&](int64_t p0, int64_t p1) {
+    simd_dispatch([=] {
+      with_norm_act(act, [&]<NormActivation A>() {
+        for (int64_t p = p0; p < p1; ++p) row.template operator()<A>(p, ps, pt);
+      });
+    });
+  });
+}
+
+// f(acc + l * w, offset of channel c0 at the pixel) for every pixel of x ([N, S, C] memory) in
+// order, l the pixel's lane: f adds the pixel's values of channels [c0, c0 + w) into that lane.
 template <typename T, typename F>
 OCTET_SIMD_INLINE void cl_lane_sums(const T* x, int64_t n, int64_t s, int64_t c, int64_t c0, int64_t w, double* acc,
                                     F f) {
@@ -103,28 +118,15 @@ void cl_forward(const T* px, const T* pw, const T* pb, const T* pr, T* po, T* pm
       }
     });
   });
-  std::vector<T> scale(c), shift(c);
-  for (int64_t ch = 0; ch < c; ++ch) bn_affine(pm[ch], pi[ch], pw, pb, ch, scale[ch], shift[ch]);
-  const T *ps = scale.data(), *pt = shift.data();
-  parallel_for(0, n * s, std::max<int64_t>(1, 16384 / c), [&](int64_t p0, int64_t p1) {
-    simd_dispatch([=] {
-      const T* x = px + p0 * c;
-      T* o = po + p0 * c;
-      const int64_t rows = p1 - p0;
-      auto rows_of = [&]<NormActivation A>() {
-        for (int64_t i = 0; i < rows; ++i) {
-          const T* xr = x + i * c;
-          T* orow = o + i * c;
-          if (pr != nullptr) {
-            const T* rr = pr + (p0 + i) * c;
-            for (int64_t k = 0; k < c; ++k) orow[k] = norm_act_apply(A, (xr[k] * ps[k] + pt[k]) + rr[k]);
-          } else {
-            for (int64_t k = 0; k < c; ++k) orow[k] = norm_act_apply(A, xr[k] * ps[k] + pt[k]);
-          }
-        }
-      };
-      with_norm_act(act, rows_of);
-    });
+  cl_activated_pixels(pm, pi, pw, pb, n, s, c, act, [=]<NormActivation A>(int64_t p, const T* ps, const T* pt) {
+    const T* xr = px + p * c;
+    T* orow = po + p * c;
+    if (pr != nullptr) {
+      const T* rr = pr + p * c;
+      for (int64_t k = 0; k < c; ++k) orow[k] = norm_act_apply(A, (xr[k] * ps[k] + pt[k]) + rr[k]);
+    } else {
+      for (int64_t k = 0; k < c; ++k) orow[k] = norm_act_apply(A, xr[k] * ps[k] + pt[k]);
+    }
   });
 }
 
@@ -166,7 +168,7 @@ void cl_backward(const T* px, const T* pg, const T* pm, const T* pi, const T* pw
     });
   });
   if (pdx == nullptr) return;
-  parallel_for(0, n * s, std::max<int64_t>(1, 16384 / c), [&](int64_t p0, int64_t p1) {
+  parallel_for(0, n * s, cl_pixel_grain(c), [&](int64_t p0, int64_t p1) {
     simd_dispatch([=] {
       const T *a = pc, *b = pc + c, *k = pc + 2 * c, *m = pc + 3 * c;
       for (int64_t p = p0; p < p1; ++p) {
@@ -181,20 +183,10 @@ void cl_backward(const T* px, const T* pg, const T* pm, const T* pi, const T* pw
 template <typename T>
 void cl_act_grad(const T* px, const T* pg, const T* pm, const T* pi, const T* pw, const T* pb, T* po, int64_t n,
                  int64_t s, int64_t c, NormActivation act) {
-  std::vector<T> scale(c), shift(c);
-  for (int64_t ch = 0; ch < c; ++ch) bn_affine(pm[ch], pi[ch], pw, pb, ch, scale[ch], shift[ch]);
-  const T *ps = scale.data(), *pt = shift.data();
-  parallel_for(0, n * s, std::max<int64_t>(1, 16384 / c), [&](int64_t p0, int64_t p1) {
-    simd_dispatch([=] {
-      auto rows_of = [&]<NormActivation A>() {
-        for (int64_t p = p0; p < p1; ++p) {
-          const T *xr = px + p * c, *gr = pg + p * c;
-          T* orow = po + p * c;
-          for (int64_t k = 0; k < c; ++k) orow[k] = norm_act_passes(A, xr[k] * ps[k] + pt[k]) ? gr[k] : T(0);
-        }
-      };
-      with_norm_act(act, rows_of);
-    });
+  cl_activated_pixels(pm, pi, pw, pb, n, s, c, act, [=]<NormActivation A>(int64_t p, const T* ps, const T* pt) {
+    const T *xr = px + p * c, *gr = pg + p * c;
+    T* orow = po + p * c;
+    for (int64_t k = 0; k < c; ++k) orow[k] = norm_act_passes(A, xr[k] * ps[k] + pt[k]) ? gr[k] : T(0);
   });
 }
 }  // namespace
@@ -216,9 +208,9 @@ void batch_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bia
     T* po = out.data<T>();
     T* pm = mean.data<T>();
     T* pi = invstd.data<T>();
-    const T* pw = weight.defined() ? weight.data<T>() : nullptr;
-    const T* pb = bias.defined() ? bias.data<T>() : nullptr;
-    const T* pr = residual.defined() ? residual.data<T>() : nullptr;
+    const T* pw = data_or_null<T>(weight);
+    const T* pb = data_or_null<T>(bias);
+    const T* pr = data_or_null<T>(residual);
     parallel_for(0, c, 1, [&](int64_t begin, int64_t end) {
       simd_dispatch([=] {
         for (int64_t ch = begin; ch < end; ++ch) {
@@ -252,10 +244,10 @@ void batch_norm_backward(const Tensor& dout, const Tensor& x, const Tensor& weig
     const T* pg = dout.data<T>();
     const T* pm = mean.data<T>();
     const T* pi = invstd.data<T>();
-    const T* pw = weight.defined() ? weight.data<T>() : nullptr;
-    T* pdx = dx.defined() ? dx.data<T>() : nullptr;
-    T* pdw = dweight.defined() ? dweight.data<T>() : nullptr;
-    T* pdb = dbias.defined() ? dbias.data<T>() : nullptr;
+    const T* pw = data_or_null<T>(weight);
+    T* pdx = data_or_null<T>(dx);
+    T* pdw = data_or_null<T>(dweight);
+    T* pdb = data_or_null<T>(dbias);
     const double count = static_cast<double>(n * s);
     parallel_for(0, c, 1, [&](int64_t begin, int64_t end) {
       simd_dispatch([=] {
@@ -318,8 +310,8 @@ void batch_norm_act_grad(const Tensor& dout, const Tensor& x, const Tensor& weig
     const T* pg = dout.data<T>();
     const T* pm = mean.data<T>();
     const T* pi = invstd.data<T>();
-    const T* pw = weight.defined() ? weight.data<T>() : nullptr;
-    const T* pb = bias.defined() ? bias.data<T>() : nullptr;
+    const T* pw = data_or_null<T>(weight);
+    const T* pb = data_or_null<T>(bias);
     T* po = out.data<T>();
     parallel_for(0, c, 1, [&](int64_t begin, int64_t end) {
       simd_dispatch([=] {

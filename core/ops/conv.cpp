@@ -51,7 +51,7 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2d
 
   // On the CPU a channels-last input gives a channels-last output and input gradient (oneDNN's nhwc
   // kernels; core/memory_format.h); elsewhere the kernels take NCHW.
-  const bool channels_last = x.device().is_cpu() && !x.is_contiguous() && is_channels_last(x);
+  const bool channels_last = keeps_channels_last(x);
   Tensor xc, wc, bc;
   {
     NoGradGuard no_grad;  // the copies feed the kernel only; the node below links x, w, bias

@@ -21,8 +21,7 @@ static Tensor scalar_like(double v, const Tensor& x) { return scalar_tensor(v, l
 // (a 3-D view with those strides, such as a transposed [N, S, C], gives a contiguous result).
 static Tensor elementwise_out(const Shape& shape, TensorOptions opts, std::initializer_list<Tensor> operands) {
   for (const Tensor& t : operands)
-    if (t.device().is_cpu() && t.dim() == 4 && t.shape() == shape && !t.is_contiguous() && is_channels_last(t))
-      return empty_channels_last(shape, opts);
+    if (t.shape() == shape && keeps_channels_last(t)) return empty_channels_last(shape, opts);
   return empty(shape, opts);
 }
 

@@ -243,7 +243,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
     // CPU a 4-D channels-last input stays channels-last, and so do the output and the gradients
     // (core/memory_format.h); elsewhere the kernels take [N, C, S] contiguous.
     TensorOptions like = TensorOptions(x.dtype()).device(x.device());
-    const bool channels_last = x.dim() == 4 && x.device().is_cpu() && !x.is_contiguous() && is_channels_last(x);
+    const bool channels_last = keeps_channels_last(x);
     const Shape shape3{x.size(0), c, x.numel() / std::max<int64_t>(x.size(0) * c, 1)};
     // t (x's shape) as the kernels' [N, C, S] in x's layout; gradients arrive in any layout.
     auto as_x3 = [channels_last, shape3](const Tensor& t) {

@@ -62,16 +62,13 @@ Tensor unbatch(const Tensor& y, bool batched) { return batched ? y : y.squeeze(0
 // A channels-last input on the CPU (core/memory_format.h) keeps its format: max pooling has
 // channels-last kernels; average pooling computes on an NCHW copy and makes the output
 // channels-last again (two copies, against a reorder around every later convolution).
-static bool channels_last_on_cpu(const Tensor& x) {
-  return x.defined() && x.dim() == 4 && x.device().is_cpu() && !x.is_contiguous() && is_channels_last(x);
-}
 
 // x [N,C,H,W] -> [N,C,P,Q]
 Tensor max_pool2d(const Tensor& x, Shape kernel, Shape stride, Shape padding, Shape dilation) {
   bool batched;
   Tensor x4 = as_batched("max_pool2d", x, batched);
   kernels::Pool2dGeometry g = pool_geometry("max_pool2d", x4, kernel, stride, padding, dilation);
-  const bool cl = channels_last_on_cpu(x4);
+  const bool cl = keeps_channels_last(x4);
   auto alloc = [cl](const Shape& shape, TensorOptions opts) {
     return cl ? empty_channels_last(shape, opts) : empty(shape, opts);
   };
@@ -93,7 +90,7 @@ Tensor max_pool2d(const Tensor& x, Shape kernel, Shape stride, Shape padding, Sh
 
 // x [N,C,H,W] -> [N,C,P,Q]
 Tensor avg_pool2d(const Tensor& x, Shape kernel, Shape stride, Shape padding, bool count_include_pad) {
-  if (channels_last_on_cpu(x))
+  if (keeps_channels_last(x))
     return to_channels_last(avg_pool2d(x.contiguous(), kernel, stride, padding, count_include_pad));
   bool batched;
   Tensor x4 = as_batched("avg_pool2d", x, batched);
