@@ -108,10 +108,18 @@ void parts_of(int64_t n, int ranks, std::vector<int>& counts, std::vector<int>& 
 
 bool mpi_built() { return mpi::built(); }
 
+constexpr const char* kLauncherSizeVars[] = {"OMPI_COMM_WORLD_SIZE", "SLURM_STEP_NUM_TASKS", "PMI_SIZE", "PMIX_SIZE"};
+
 int launched_world_size() {
-  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "SLURM_STEP_NUM_TASKS", "PMI_SIZE", "PMIX_SIZE"})
+  for (const char* name : kLauncherSizeVars)
     if (const int n = env_int(name); n > 0) return n;
   return 1;
+}
+
+bool launched_by_launcher() {
+  for (const char* name : kLauncherSizeVars)
+    if (env_int(name) > 0) return true;
+  return false;
 }
 
 ProcessGroup::ProcessGroup() {

@@ -4,8 +4,8 @@
 // CUDA tensors through NCCL (or through the host in a build without NCCL). Deterministic: on the
 // CPU a reduction adds the ranks' values in rank order (MPI moves the bytes; octet does the
 // arithmetic); on GPUs NCCL's order follows its algorithm, which it picks from the size and the
-// topology alone. Either way the same inputs give the same bits on every run and on every rank. Every collective finishes within the
-// group's time-out or throws an octet::Error (a dead or stuck rank never hangs the others). A job
+// topology alone. Either way the same inputs give the same bits on every run and on every rank. Every collective
+// finishes within the group's time-out or throws an octet::Error (a dead or stuck rank never hangs the others). A job
 // of one process (started without mpirun, or octet built without MPI) needs no communication.
 //   dist::ProcessGroup& pg = dist::ProcessGroup::world();   // mpirun -np 4 ./app: size() == 4
 //   pg.all_reduce(grad, dist::ReduceOp::average);
@@ -32,6 +32,9 @@ bool mpi_built();
 // The number of processes the launcher started for this job, from its environment (mpirun's
 // OMPI_COMM_WORLD_SIZE, srun's SLURM_STEP_NUM_TASKS, PMI_SIZE); 1 when started alone.
 int launched_world_size();
+// True when a launcher (mpirun, srun) started this process, even as the only one: its output then
+// reaches the user through the launcher, whose own output may be a file while this one is a pty.
+bool launched_by_launcher();
 
 class Work;
 

@@ -25,6 +25,13 @@ class Error : public std::runtime_error {
   explicit Error(const std::string& what) : std::runtime_error(what) {}
 };
 
+// An Error in what octet was asked to do (a command line, a recipe or override: nothing was done),
+// not in doing it. The `octet` CLI exits 2 for it and 1 for any other Error.
+class UsageError : public Error {
+ public:
+  using Error::Error;
+};
+
 namespace detail {
 template <typename... Args>
 std::string str_cat(Args&&... args) {
@@ -42,3 +49,9 @@ std::string str_cat(Args&&... args) {
   } while (0)
 
 #define OCTET_FAIL(...) throw ::octet::Error(::octet::detail::str_cat(__VA_ARGS__))
+
+// OCTET_CHECK for what the user asked for (a command line, a recipe): throws octet::UsageError.
+#define OCTET_USAGE_CHECK(cond, ...)                                               \
+  do {                                                                             \
+    if (!(cond)) throw ::octet::UsageError(::octet::detail::str_cat(__VA_ARGS__)); \
+  } while (0)

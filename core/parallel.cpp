@@ -1,6 +1,7 @@
 #include "core/parallel.h"
 
 #include <omp.h>
+#include <sched.h>
 
 #include <algorithm>
 
@@ -14,6 +15,13 @@ void set_num_threads(int n) {
 }
 
 int get_num_threads() { return omp_get_max_threads(); }
+
+int usable_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return std::max(1, omp_get_num_procs());
+  return std::max(1, CPU_COUNT(&set));
+}
 
 void parallel_for(int64_t begin, int64_t end, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
   int64_t n = end - begin;

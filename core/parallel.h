@@ -10,6 +10,8 @@ namespace octet {
 
 void set_num_threads(int n);  // n >= 1; also caps oneDNN
 int get_num_threads();
+// The cores this process may run on (its CPU affinity mask, as taskset or a cgroup's cpuset set it).
+int usable_cores();
 
 // Splits [begin, end) into contiguous chunks of at least `grain` elements, one chunk per thread;
 // runs serially when the range is small or already inside a parallel region. `fn` must not throw.

@@ -91,7 +91,8 @@ void write_file_atomic(const std::string& path, const std::function<void(const B
   const std::string tmp_name = tmp_prefix + std::to_string(::getpid());
   std::string tmp = (dir / tmp_name).string();
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  OCTET_CHECK(fd >= 0, "save: cannot create ", tmp, ": ", errno_text());
+  OCTET_CHECK(fd >= 0, "save: cannot write ", path, ": ", errno_text(), " (creating its temporary file in ",
+              dir.string(), ")");
   uint64_t total = 0;
   const ByteSink sink = [&](const char* data, size_t size) {
     size_t done = 0;
@@ -99,8 +100,8 @@ void write_file_atomic(const std::string& path, const std::function<void(const B
       ssize_t n = ::write(fd, data + done, size - done);
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0)
-        OCTET_FAIL("save: writing ", tmp, " failed after ", total + done, " bytes: ", errno_text(), " (the previous ",
-                   path, " is untouched)");
+        OCTET_FAIL("save: writing ", path, " failed after ", total + done, " bytes: ", errno_text(), " (the previous ",
+                   path, ", if any, is untouched)");
       done += static_cast<size_t>(n);
     }
     total += size;
@@ -115,12 +116,12 @@ void write_file_atomic(const std::string& path, const std::function<void(const B
   if (::fsync(fd) != 0 || ::close(fd) != 0) {
     std::string why = errno_text();
     ::unlink(tmp.c_str());
-    OCTET_FAIL("save: flushing ", tmp, " failed: ", why, " (the previous ", path, " is untouched)");
+    OCTET_FAIL("save: flushing ", path, " failed: ", why, " (the previous ", path, ", if any, is untouched)");
   }
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     std::string why = errno_text();
     ::unlink(tmp.c_str());
-    OCTET_FAIL("save: renaming ", tmp, " to ", path, " failed: ", why);
+    OCTET_FAIL("save: cannot replace ", path, ": ", why, " (the previous ", path, ", if any, is untouched)");
   }
   // Make the rename itself durable.
   int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -180,8 +181,11 @@ SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& n
       if (depth > kMaxHeaderDepth) fail("header nests deeper than ", kMaxHeaderDepth, " levels");
       return true;
     });
-  } catch (const json::exception& e) {
-    fail("header is not valid JSON (", e.what(), ")");
+  } catch (const json::parse_error& e) {
+    // Its what() quotes the bytes it read, which in a damaged file are binary.
+    fail("header is not valid JSON (at byte ", e.byte, " of ", n, "): the file is damaged or not a safetensors file");
+  } catch (const json::exception&) {
+    fail("header is not valid JSON: the file is damaged or not a safetensors file");
   }
   if (!header.is_object()) fail("header is not a JSON object");
   const uint64_t buffer_size = bytes.size() - 8 - n;
@@ -256,12 +260,13 @@ SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& n
 
 SafetensorsFile load_safetensors(const std::string& path) {
   std::error_code ec;
-  OCTET_CHECK(fs::is_regular_file(path, ec), "load: ", path, " does not exist or is not a regular file");
+  OCTET_CHECK(fs::exists(path, ec), path, ": no such file");
+  OCTET_CHECK(fs::is_regular_file(path, ec), path, ": not a file (a checkpoint is a .safetensors file)");
   std::ifstream in(path, std::ios::binary);
-  OCTET_CHECK(in.good(), "load: cannot open ", path, ": ", errno_text());
+  OCTET_CHECK(in.good(), path, ": cannot open: ", errno_text());
   std::ostringstream ss;
   ss << in.rdbuf();
-  OCTET_CHECK(!in.bad(), "load: reading ", path, " failed");
+  OCTET_CHECK(!in.bad(), path, ": reading failed: ", errno_text());
   return parse_safetensors(ss.str(), path);
 }
 

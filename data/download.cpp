@@ -3,8 +3,10 @@
 #include <curl/curl.h>
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -239,13 +241,23 @@ const std::vector<DatasetSource>& dataset_sources() {
 }
 
 const DatasetSource& dataset_source(const std::string& name) {
+  // Folder names and other spellings name a dataset too: fashion-mnist, WikiText-2, wikitext_2.
+  auto spelling = [](const std::string& text) {
+    std::string out;
+    for (char c : text)
+      if (c != '-' && c != '_') out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return out;
+  };
   std::string known;
   for (const DatasetSource& s : dataset_sources()) {
     if (s.name == name) return s;
     known += (known.empty() ? "" : ", ") + s.name;
   }
-  OCTET_FAIL("data: no download for dataset '", name, "' (known: ", known,
-             "; ImageNet cannot be downloaded: see `octet data prepare imagenet`)");
+  for (const DatasetSource& s : dataset_sources())
+    if (spelling(name) == spelling(s.name) || spelling(name) == spelling(fs::path(s.root).filename().string()))
+      return s;
+  throw UsageError(detail::str_cat("data: no download for dataset '", name, "' (known: ", known,
+                                   "; ImageNet cannot be downloaded: see `octet data prepare imagenet`)"));
 }
 
 bool dataset_present(const DatasetSource& s, const std::string& root) {
@@ -267,7 +279,12 @@ void download_file(const RemoteFile& f, const std::string& path, const DownloadO
                         " (damaged or a different file): deleted it, downloading it again"));
   }
   std::vector<std::string> urls = f.urls;
-  if (!opts.mirror.empty()) urls = {opts.mirror + (opts.mirror.ends_with("/") ? "" : "/") + f.name};
+  if (!opts.mirror.empty()) {
+    // A mirror given as a folder (no scheme) is a local copy: file:///its/absolute/path.
+    const std::string base =
+        opts.mirror.find("://") == std::string::npos ? "file://" + fs::absolute(opts.mirror).string() : opts.mirror;
+    urls = {base + (base.ends_with("/") ? "" : "/") + f.name};
+  }
   const std::string part = path + ".part";
   std::string failures;
   for (const std::string& url : urls) {
@@ -295,6 +312,45 @@ void download_file(const RemoteFile& f, const std::string& path, const DownloadO
              ") and put it in ", folder.empty() ? "." : folder);
 }
 
+namespace {
+
+// An exclusive lock on a data folder's downloads, held from construction to destruction, and the
+// lock file removed when it is released (on success or failure: nothing is left behind). The
+// holder unlinks the file before it unlocks, so a process that waited on it finds its file gone
+// (no link left) and locks a fresh one.
+class DownloadLock {
+ public:
+  explicit DownloadLock(const std::string& path) : path_(path) {
+    while (true) {
+      fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+      OCTET_CHECK(fd_ >= 0, "data: cannot create ", path, ": ", errno_text(errno));
+      int r;
+      while ((r = ::flock(fd_, LOCK_EX)) != 0 && errno == EINTR) {
+      }
+      if (r != 0) {
+        const std::string why = errno_text(errno);
+        ::close(fd_);
+        OCTET_FAIL("data: cannot lock ", path, ": ", why);
+      }
+      struct stat st {};
+      if (::fstat(fd_, &st) == 0 && st.st_nlink > 0) return;  // the current lock file, now ours
+      ::close(fd_);  // its holder removed it while this process waited: lock the new one
+    }
+  }
+  ~DownloadLock() {
+    ::unlink(path_.c_str());
+    ::close(fd_);  // closing releases the lock
+  }
+  DownloadLock(const DownloadLock&) = delete;
+  DownloadLock& operator=(const DownloadLock&) = delete;
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
+
+}  // namespace
+
 bool download_dataset(const DatasetSource& s, const std::string& root, DownloadOptions opts) {
   if (dataset_present(s, root)) return false;
   if (opts.mirror.empty())
@@ -304,15 +360,7 @@ bool download_dataset(const DatasetSource& s, const std::string& root, DownloadO
   OCTET_CHECK(!ec, "data: cannot create the data folder ", root, ": ", ec.message());
   // One process at a time per folder (the ranks of a data-parallel run open the same data): the
   // others wait, then find the dataset there.
-  const std::string lock_path = root + "/.download.lock";
-  const int lock = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  OCTET_CHECK(lock >= 0, "data: cannot create ", lock_path, ": ", errno_text(errno));
-  std::unique_ptr<int, void (*)(int*)> unlock(new int(lock), [](int* fd) {
-    ::close(*fd);  // closing releases the lock
-    delete fd;
-  });
-  while (::flock(lock, LOCK_EX) != 0)
-    OCTET_CHECK(errno == EINTR, "data: cannot lock ", lock_path, ": ", errno_text(errno));
+  const DownloadLock lock(root + "/.download.lock");
   if (dataset_present(s, root)) return false;
   for (const RemoteFile& f : s.files) {
     const std::string path = root + "/" + f.name;

@@ -39,7 +39,7 @@ TEST(DataCommand, GetChecksPublishedChecksumsAndSaysWhatFailed) {
   write_mnist(www.path());  // generated files under the real names: not the published ones
   LocalServer server(www.path());
   OctetRun r = run_octet({"data", "get", "mnist", "--root", data.path() + "/m", "--mirror", server.url()});
-  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_EQ(r.status, 1) << r.output;  // a command that failed
   expect_output(r, "checksum mismatch");
   expect_output(r, "expected f68b3c2dcbeaaa9fbdd348bbdeb94873 (the published one); the file was deleted");
   expect_output(r, "put the four IDX files");
@@ -47,7 +47,7 @@ TEST(DataCommand, GetChecksPublishedChecksumsAndSaysWhatFailed) {
   EXPECT_FALSE(fs::exists(data.path() + "/m/train-images-idx3-ubyte.gz.part"));
 
   r = run_octet({"data", "get", "cifar10", "--root", data.path() + "/c", "--mirror", server.url()});
-  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_EQ(r.status, 1) << r.output;
   expect_output(r, server.url() + "/cifar-10-binary.tar.gz: HTTP 404");
   expect_output(r, "put it in " + data.path() + "/c (octet checks it and unpacks it)");
 
@@ -87,7 +87,7 @@ TEST(DataCommand, RecipeDataDownload) {
   const OctetRun run = run_octet({"train", recipe, "data.dataset=cifar10", "data.root=" + data.path() + "/cifar",
                                   "data.download=true", "checkpoint.dir=" + data.path() + "/runs"});
   ::unsetenv("OCTET_DATA_MIRROR");
-  EXPECT_EQ(run.status, 2) << run.output;
+  EXPECT_EQ(run.status, 1) << run.output;
   expect_output(run, server.url() + "/cifar-10-binary.tar.gz: HTTP 404");
   expect_output(run, "data_batch_1.bin .. data_batch_5.bin");
   EXPECT_FALSE(fs::exists(data.path() + "/runs"));

@@ -1,13 +1,14 @@
 // The `octet` CLI as a separate process, for tests of what a user sees: its exit status (a signal
 // included) and its output.
 //   const pid_t pid = start_octet({"train", recipe}, log);   kill(pid, SIGTERM);   wait_for(pid);
-//   OctetRun r = run_octet({"trian"});   // r.status 109, r.output "...did you mean 'train'?..."
+//   OctetRun r = run_octet({"trian"});   // r.status 2, r.output "...did you mean 'train'?..."
 #pragma once
 
 #include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -16,8 +17,11 @@
 
 namespace octet::train {
 
-// Starts the octet CLI with `args`, its output (stdout and stderr) appended to `log`.
-inline pid_t start_octet(const std::vector<std::string>& args, const std::string& log) {
+// Starts the octet CLI with `args`, its output (stdout and stderr) appended to `log`. `in_child`,
+// if given, runs in the child before the exec (a working folder, a resource limit: async-signal-safe
+// calls only); it returns false to give up (exit 125).
+inline pid_t start_octet(const std::vector<std::string>& args, const std::string& log,
+                         const std::function<bool()>& in_child = {}) {
   std::vector<char*> argv{const_cast<char*>(OCTET_CLI)};
   for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
@@ -25,6 +29,7 @@ inline pid_t start_octet(const std::vector<std::string>& args, const std::string
   if (pid == 0) {
     const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd < 0 || ::dup2(fd, 1) < 0 || ::dup2(fd, 2) < 0) ::_exit(126);
+    if (in_child && !in_child()) ::_exit(125);
     ::execv(OCTET_CLI, argv.data());
     ::_exit(127);
   }
@@ -43,12 +48,12 @@ struct OctetRun {
   std::string output;  // stdout and stderr, interleaved
 };
 
-// Runs the octet CLI with `args` to its end.
-inline OctetRun run_octet(const std::vector<std::string>& args) {
+// Runs the octet CLI with `args` to its end (`in_child` as start_octet's).
+inline OctetRun run_octet(const std::vector<std::string>& args, const std::function<bool()>& in_child = {}) {
   octet::testing::TempDir dir;
   const std::string log = dir.path() + "/octet.log";
   OctetRun r;
-  r.status = wait_for(start_octet(args, log));
+  r.status = wait_for(start_octet(args, log, in_child));
   r.output = file_text(log);
   return r;
 }

@@ -3,11 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
 #include <functional>
 #include <vector>
 
 #include "core/error.h"
 #include "models/registry.h"
+#include "tests/data/temp_dir.h"
 #include "tools/train/recipe.h"
 
 namespace octet::train {
@@ -29,6 +31,7 @@ model:
   name: resnet20
   num_classes: 10
 optimizer:
+  name: adam
   lr: 0.05
   betas: [0.8, 0.99]
 schedule:
@@ -259,7 +262,11 @@ TEST(Recipe, ValuesAreNamedByTheirKey) {
   expect_error("model:\n  shortcut: C\n", {}, "r.yaml:2: key 'model.shortcut' must be one of A, B, got 'C'");
   expect_error("", {"model.embedding=fancy"}, "key 'model.embedding' must be one of plain, stable, got 'fancy'");
   expect_error("", {"optimizer.momentum=-1"}, "key 'optimizer.momentum' must be >= 0, got -1");
-  expect_error("", {"train.threads=0"}, "key 'train.threads' must be >= 1, got 0");
+  expect_error("", {"train.threads=0"}, "key 'train.threads' must be in [1, 1024], got 0");
+  // 100000 threads segfaulted in libgomp after the run folder was made; eval's --threads has this cap.
+  expect_error("", {"train.threads=100000"}, "key 'train.threads' must be in [1, 1024], got 100000");
+  // The DataLoader's own limit, named by the key (it said "DataLoader: expected workers in [0, 256]").
+  expect_error("", {"data.workers=1000"}, "key 'data.workers' must be in [0, 256], got 1000");
   expect_error("", {"model.dropout=1"}, "key 'model.dropout' must be in [0, 1), got 1");
   expect_error("", {"optimizer.lr=0"}, "key 'optimizer.lr' must be > 0, got 0");
   expect_error("", {"schedule.name=linear"}, "key 'schedule.name' must be one of constant, step, multistep");
@@ -334,10 +341,59 @@ TEST(Recipe, KeysFixedOnResume) {
   EXPECT_FALSE(fixed("model.dropout"));
   EXPECT_FALSE(fixed("optimizer.lr"));
   EXPECT_FALSE(fixed("train.epochs"));
-  const Recipe r = parse_recipe("", "r.yaml", {"optimizer.lr=0.05", "optimizer.betas=[0.8, 0.9]"});
+  const Recipe r =
+      parse_recipe("", "r.yaml", {"optimizer.name=adam", "optimizer.lr=0.05", "optimizer.betas=[0.8, 0.9]"});
   EXPECT_EQ(r.value_yaml("model.name"), "\"small_cnn\"");
   EXPECT_EQ(r.value_yaml("optimizer.lr"), "0.05");
   EXPECT_EQ(r.value_yaml("optimizer.betas"), "[0.8, 0.9]");
+}
+
+// A run name is one folder under checkpoint.dir: `/etc` made /etc-2 and a /latest link at the root,
+// `../../x` escaped checkpoint.dir, `a/b` nested.
+TEST(Recipe, RunNameIsOneFolderName) {
+  for (const char* bad : {"/etc", "../../x", "a/b", "..", ".", "a\\b"})
+    expect_error("", {std::string("log.run_name=") + bad}, "key 'log.run_name' must be one folder name");
+  expect_error("log:\n  run_name: /tmp/x\n", {}, "r.yaml:2: key 'log.run_name' must be one folder name");
+  EXPECT_EQ(parse_recipe("", "r.yaml", {"log.run_name=my-run.2"}).text("log.run_name"), "my-run.2");
+}
+
+// Values each key allows alone, but not together with the others (they were accepted silently).
+TEST(Recipe, CombinationsThatMeanNothingAreErrors) {
+  // A key the chosen optimizer does not use; the file's line is named.
+  expect_error("optimizer:\n  name: sgd\n  betas: [0.9]\n", {},
+               "r.yaml:3: recipe optimizer.betas: optimizer sgd does not use it (its keys: dampening, lr, momentum");
+  expect_error("", {"optimizer.momentum=0.9", "optimizer.name=adam"}, "optimizer adam does not use it");
+  // The recipe's SGD keys under optimizer.name=adam on the command line: a switch, not an error.
+  EXPECT_EQ(parse_recipe("optimizer:\n  momentum: 0.9\n  nesterov: true\n", "r.yaml", {"optimizer.name=adam"})
+                .text("optimizer.name"),
+            "adam");
+  // A resolved recipe (a run folder's recipe.yaml) names the unused keys with their resolved values.
+  const Recipe sgd = parse_recipe("", "r.yaml");
+  EXPECT_EQ(parse_recipe(sgd.resolved_yaml(), "recipe.yaml").value_yaml("optimizer.betas"), "[0.9, 0.999]");
+  expect_error("schedule:\n  name: multistep\n  milestones: [5, 2]\n", {},
+               "r.yaml:3: recipe schedule.milestones: the epochs must increase, got 5 then 2");
+  expect_error("", {"schedule.milestones=[-1]"}, "recipe schedule.milestones: epochs must be >= 0, got -1");
+  expect_error("", {"schedule.name=cosine", "optimizer.lr=0.1", "schedule.eta_min=0.5"},
+               "recipe schedule.eta_min: 0.5 is above optimizer.lr 0.1: the cosine schedule would raise the lr");
+  // Errors in a recipe are usage errors: `octet` exits 2 for them.
+  try {
+    parse_recipe("", "r.yaml", {"schedule.milestones=[5, 2]"});
+    ADD_FAILURE() << "no error";
+  } catch (const UsageError&) {
+  }
+}
+
+// A binary file given as a recipe, and an empty one (it trained 10 epochs of defaults without a word).
+TEST(Recipe, BinaryAndEmptyFilesAreNamed) {
+  expect_error(std::string("model:\n  name: x\x01\x02", 17), {}, "r.yaml: not a text file (byte 16 is 0x01)");
+  octet::testing::TempDir dir;
+  std::ofstream(dir.path() + "/empty.yaml") << "# nothing here\n\n";
+  try {
+    load_recipe(dir.path() + "/empty.yaml");
+    ADD_FAILURE() << "an empty recipe loaded";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("empty.yaml is empty (no section"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

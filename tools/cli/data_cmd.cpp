@@ -4,9 +4,11 @@
 
 #include <CLI/CLI.hpp>
 
+#include "core/error.h"
 #include "data/download.h"
 #include "data/imagenet.h"
 #include "tools/train/fetch_data.h"
+#include "tools/train/suggest.h"
 
 namespace octet::cli {
 
@@ -31,6 +33,21 @@ void DataCommand::add(CLI::App& app) {
   imagenet->add_option("--root", root, "the data folder (default data/imagenet)");
 }
 
+namespace {
+
+// The dataset `name` names (its folder's name too: fashion-mnist), else an error with the nearest.
+const DatasetSource& source_named(const std::string& name) {
+  try {
+    return dataset_source(name);
+  } catch (const UsageError& e) {
+    std::vector<std::string> names;
+    for (const DatasetSource& known : dataset_sources()) names.push_back(known.name);
+    throw UsageError(e.what() + train::did_you_mean(name, names));
+  }
+}
+
+}  // namespace
+
 bool DataCommand::chosen() const { return cmd != nullptr && cmd->parsed(); }
 
 int DataCommand::run() const {
@@ -41,7 +58,7 @@ int DataCommand::run() const {
     spdlog::info("{} validation images in {}/val (set data.root: {} with data.dataset: image_folder)", n, dir, dir);
     return 0;
   }
-  const DatasetSource& s = dataset_source(name);
+  const DatasetSource& s = source_named(name);
   const std::string dir = root.empty() ? s.root : root;
   if (!train::fetch_dataset(s, dir, mirror)) spdlog::info("{} is already in {}", s.name, dir);
   return 0;

@@ -11,7 +11,11 @@
 //   octet schema              (the recipe keys, as recipes/README.md documents them)
 //   octet bench pbatch [--paper-layout] [--sizes 512,1024] [--w-bits 1,4] [--a-bits 8,16] [--threads 1,2]
 //   octet help [SUBCOMMAND]     octet --version
-// A stop by SIGINT (Ctrl-C) or SIGTERM saves the run and exits 128 + the signal (130, 143).
+// Exit status, as git and most Unix tools: 0 success; 1 a command that failed (a run stopped on an
+// error, a corrupt file, a failed download); 2 a usage error (the command line, a recipe or
+// override, nothing done); 128 + N a stop by signal N: SIGINT (Ctrl-C) and SIGTERM save the run
+// first (130, 143).
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 
@@ -37,6 +41,9 @@
 #include "tools/train/trainer.h"
 
 namespace {
+
+constexpr int kFailed = 1;      // the command failed
+constexpr int kUsageError = 2;  // the command line (or recipe) asks for something octet cannot do
 
 std::atomic<bool> stop_requested{false};
 std::atomic<int> stop_signal{0};  // the signal that asked for the stop: the exit status is 128 + it
@@ -84,6 +91,15 @@ int inspect(const std::string& run_or_checkpoint) {
   return 0;
 }
 
+// Log colours only where the user sees a terminal: under mpirun (or srun) a rank's output may be a
+// pty while the launcher's goes to a file, where the escape codes would land as text.
+void plain_log_under_launcher() {
+  if (!octet::dist::launched_by_launcher()) return;
+  for (const auto& sink : spdlog::default_logger()->sinks())
+    if (auto color = std::dynamic_pointer_cast<spdlog::sinks::stdout_color_sink_mt>(sink))
+      color->set_color_mode(spdlog::color_mode::never);
+}
+
 // One subcommand each: add() declares its options on the app, run() does the work and returns
 // the exit status.
 
@@ -104,7 +120,7 @@ struct TrainCommand {
     namespace fs = std::filesystem;
     const bool override_like = recipe_path.find('=') != std::string::npos && !fs::exists(recipe_path);
     if (!resume.empty()) {
-      if (override_like) return "";
+      if (recipe_path.empty() || override_like) return "";
       return "train: give a recipe or --resume " + resume + ", not both ('" + recipe_path +
              "'): a resumed run reads the recipe stored in its checkpoint; change its keys with section.key=value";
     }
@@ -121,16 +137,13 @@ struct TrainCommand {
     octet::train::TrainOptions opts;
     opts.resume = resume;
     opts.stop = &stop_requested;
+    opts.stop_signal = &stop_signal;
     std::signal(SIGINT, on_signal);
     std::signal(SIGTERM, on_signal);
     if (resume.empty() && recipe_path.empty()) {
-      spdlog::error("train: give a recipe file, or --resume RUN");
-      return 2;
+      throw octet::UsageError("train: give a recipe file, or --resume RUN");
     }
-    if (const std::string wrong = misplaced_recipe(); !wrong.empty()) {
-      spdlog::error("{}", wrong);
-      return 2;
-    }
+    if (const std::string wrong = misplaced_recipe(); !wrong.empty()) throw octet::UsageError(wrong);
     octet::train::Recipe recipe;
     if (resume.empty()) {
       recipe = octet::train::load_recipe(recipe_path, overrides);
@@ -140,7 +153,7 @@ struct TrainCommand {
       opts.overrides = overrides;
     }
     auto result = octet::train::train(recipe, opts);
-    if (result.stopped && stop_requested) return 128 + stop_signal;
+    if (result.stopped && result.stop_signal > 0) return 128 + result.stop_signal;  // on every rank
     if (!result.run_dir.empty())
       std::printf("run folder: %s\n", result.run_dir.c_str());  // rank 0 of several writes it
     return 0;
@@ -150,6 +163,7 @@ struct TrainCommand {
 struct EvalCommand {
   CLI::App* cmd = nullptr;
   std::string ckpt, data_root, device, pbatch;
+  std::vector<std::string> overrides;
   int threads = 2;
   bool int8 = false;
 
@@ -158,6 +172,10 @@ struct EvalCommand {
         "eval", "evaluate a checkpoint on its recipe's test split (a language model: valid and test perplexity)");
     cmd->add_option("checkpoint", ckpt, "checkpoint file (.safetensors) or run folder (its best checkpoint)")
         ->required();
+    cmd->add_option(
+        "overrides", overrides,
+        "section.key=value overrides of the checkpoint's recipe (data.limit_test=0, "
+        "train.eval_batch_size=64, ...), except the keys that shape the weights (model.*, quant.int8_conv)");
     cmd->add_option("--data", data_root, "data folder to use instead of the recipe's data.root")
         ->check(CLI::ExistingDirectory);
     cmd->add_option("--threads", threads, "CPU threads")->check(CLI::Range(1, 1024));
@@ -165,11 +183,14 @@ struct EvalCommand {
                     "cpu, cuda or cuda:N (default: the recipe's train.device if this machine has it, else cpu)");
     cmd->add_option("--pbatch", pbatch,
                     "PrecisionBatching inference: w=N,a=K (weight bits 1..8, activation bits 2..32) for every LSTM "
-                    "and Linear but the final output layer, or a YAML plan file of per-layer precisions");
+                    "and Linear but the final output layer, optionally with scheme=paper|octet (paper: the reference "
+                    "code's fixed-point grid; a_shift=S with it), row_step=0|1, clip=0|1; or a YAML plan file of "
+                    "per-layer precisions (octet sweep --search writes one)");
     cmd->add_flag("--int8", int8, "int8 zero-point inference for the same layers");
   }
   int run() const {
-    const auto q = octet::cli::evaluate_quantized(ckpt, data_root, threads, device, octet::cli::cli_plan(pbatch, int8));
+    const auto q =
+        octet::cli::evaluate_quantized(ckpt, data_root, threads, device, octet::cli::cli_plan(pbatch, int8), overrides);
     if (!q.layers.empty())
       std::printf("%s: quantized inference: %s\n", ckpt.c_str(), octet::quant::describe_layers(q.layers).c_str());
     for (const auto& r : q.splits) {
@@ -206,19 +227,14 @@ struct ExportCommand {
   }
   int run() const {
     if (torch) {
-      if (!pbatch.empty() || int8) {
-        spdlog::error("export: --torch writes float weights; it takes no --pbatch or --int8");
-        return 2;
-      }
+      if (!pbatch.empty() || int8)
+        throw octet::UsageError("export: --torch writes float weights; it takes no --pbatch or --int8");
       const size_t n = octet::train::export_torch_weights(ckpt, out);
       std::printf("%s: %zu tensors (the model's state_dict, PyTorch names)\n", out.c_str(), n);
       return 0;
     }
     const auto plan = octet::cli::cli_plan(pbatch, int8);
-    if (!plan) {
-      spdlog::error("export: give --pbatch w=N,a=K (or a plan file), --int8 or --torch");
-      return 2;
-    }
+    if (!plan) throw octet::UsageError("export: give --pbatch w=N,a=K (or a plan file), --int8 or --torch");
     const auto layers = octet::cli::export_quantized(ckpt, *plan, out, threads);
     std::printf("%s: %s\n", out.c_str(), octet::quant::describe_layers(layers).c_str());
     return 0;
@@ -422,6 +438,10 @@ CLI::App& command_named(CLI::App& app, const std::vector<std::string>& args, boo
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A file-size limit (ulimit -f) then makes a write fail with EFBIG, which the save reports as an
+  // error (the previous checkpoint kept, the temporary file removed), instead of killing octet.
+  std::signal(SIGXFSZ, SIG_IGN);
+  plain_log_under_launcher();
   CLI::App app{"octet: low-precision deep learning training", "octet"};
   app.require_subcommand(1);
   app.footer(
@@ -454,10 +474,11 @@ int main(int argc, char** argv) {
 
   const std::vector<std::string> args(argv + 1, argv + argc);
   try {
-    // `octet` alone and `octet help [SUBCOMMAND ...]` print the help of what they name.
+    // `octet` alone is a usage error that shows the help; `octet help [SUBCOMMAND ...]` prints the
+    // help of what it names.
     if (args.empty()) {
-      std::cout << app.help();
-      return 0;
+      std::cerr << app.help();
+      return kUsageError;
     }
     if (args[0] == "help") {
       std::cout << command_named(app, {args.begin() + 1, args.end()}, false).help();
@@ -466,7 +487,8 @@ int main(int argc, char** argv) {
     command_named(app, args, true);
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help and --version end here with CLI11's 0; any other of its codes (105-109) is a usage error.
+    return app.exit(e) == 0 ? 0 : kUsageError;
   }
   try {
     if (*train.cmd) return train.run();
@@ -482,12 +504,15 @@ int main(int argc, char** argv) {
       std::printf("%s", octet::train::schema_markdown().c_str());
       return 0;
     }
+  } catch (const octet::UsageError& e) {
+    spdlog::error("{}", e.what());
+    return kUsageError;
   } catch (const octet::Error& e) {
     spdlog::error("{}", e.what());
-    return 2;
+    return kFailed;
   } catch (const std::exception& e) {
     spdlog::error("unexpected error: {}", e.what());
-    return 3;
+    return kFailed;
   }
   return 0;
 }

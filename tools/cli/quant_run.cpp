@@ -32,8 +32,9 @@ std::string planned_text(const Module& model, const quant::PrecisionPlan& plan) 
 }  // namespace
 
 QuantEvalResult evaluate_quantized(const std::string& path, const std::string& data_root, int64_t threads,
-                                   const std::string& device, const std::optional<quant::PrecisionPlan>& plan) {
-  CheckpointModel m = open_checkpoint_model(path, threads, device);
+                                   const std::string& device, const std::optional<quant::PrecisionPlan>& plan,
+                                   const std::vector<std::string>& overrides) {
+  CheckpointModel m = open_checkpoint_model(path, threads, device, "eval", overrides);
   QuantEvalResult r;
   r.layers = m.quant_layers;
   if (plan && !m.quant_layers.empty()) {

@@ -27,8 +27,10 @@ struct QuantEvalResult {
 };
 // evaluate_checkpoint_splits with the model converted by `plan` (nullopt: as the file has it, i.e.
 // an export's stored layers, or float). On an export, `plan` must give what the export holds.
+// `overrides` as open_checkpoint_model's.
 QuantEvalResult evaluate_quantized(const std::string& path, const std::string& data_root, int64_t threads,
-                                   const std::string& device, const std::optional<quant::PrecisionPlan>& plan);
+                                   const std::string& device, const std::optional<quant::PrecisionPlan>& plan,
+                                   const std::vector<std::string>& overrides = {});
 
 // Writes `out`: the checkpoint `path` (model, task state and recipe; the optimizer state and the
 // converted layers' float weights are left out) with the model converted by `plan` and its

@@ -148,7 +148,7 @@ class OptimizerKeys {
   // group sets it.
   std::string where(const std::string& k) const {
     if (group_ && group_->values.count(k)) return "recipe optimizer.param_groups[" + std::to_string(index_) + "]." + k;
-    return "recipe " + full(k);
+    return r_.where(full(k));
   }
 
  private:
@@ -224,7 +224,8 @@ StateOptions state_options(const Recipe& r, const OptimizerKeys& k) {
   const int64_t bits = k.integer("state_bits"), min_size = k.integer("min_8bit_size");
   const int64_t block = k.integer("block_size");
   OCTET_CHECK(bits == 32 || bits == 8, k.where("state_bits"), ": expected 32 or 8, got ", bits);
-  if (bits == 8) quant::check_block_size(block, k.where("block_size").c_str());
+  // Checked with 32-bit state too: a recipe that switches to 8 bits later must not find it wrong then.
+  quant::check_block_size(block, k.where("block_size").c_str());
   return StateOptions()
       .bits(bits)
       .min_8bit_size(min_size)

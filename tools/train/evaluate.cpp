@@ -36,6 +36,19 @@ std::vector<std::string> quantized_float_weights(const Module& model) {
 
 namespace {
 
+// The overrides of `m.recipe` leave the keys that shape the checkpoint's weights as they are.
+void check_weights_kept(const CheckpointModel& m, const std::string& command) {
+  std::vector<std::string> keys = {"quant.int8_conv", "quant.keep_first_last_float"};
+  for (const std::string& k : keys_fixed_on_resume())
+    if (k.rfind("model.", 0) == 0) keys.push_back(k);
+  const Recipe stored = parse_stored_recipe(m.checkpoint.recipe_yaml, m.path + " (recipe)");
+  const std::string key = first_changed(stored, m.recipe, keys);
+  OCTET_USAGE_CHECK(key.empty(), command, " ", m.path, ": ", key,
+                    " cannot be overridden (the checkpoint's weights are for ", key, ": ", stored.value_yaml(key),
+                    ", the override asks for ", m.recipe.value_yaml(key),
+                    "); keys that do not shape the weights can, e.g. data.limit_test=0 or train.eval_batch_size=64");
+}
+
 // An export's model: its tensors (without the float weights of its quantized layers; an export
 // from before that holds them too), then its quantized layers from their stored data. Any other
 // tensor missing or left over is an error, as a strict load_state_dict's.
@@ -43,11 +56,12 @@ void load_export(CheckpointModel& m) {
   std::set<std::string> own, given;
   for (const auto& [name, t] : m.model->state_dict()) own.insert(name);
   for (const auto& [name, t] : m.checkpoint.model) {
-    OCTET_CHECK(own.count(name), m.path, ": unexpected model tensor '", name, "' (the model is ", m.model->type_name(),
-                ")");
+    OCTET_CHECK(own.count(name), m.path, ": unexpected model tensor '", name, "' (the model is model.name ",
+                m.recipe.text("model.name"), ")");
     given.insert(name);
   }
-  m.model->load_state_dict(m.checkpoint.model, /*strict=*/false);  // shapes and dtypes checked
+  load_from([&] { m.model->load_state_dict(m.checkpoint.model, /*strict=*/false); }, m.path,
+            "the model its recipe builds (model.name " + m.recipe.text("model.name") + ")");  // shapes and dtypes
   m.quant_layers = quant::load_quant_state(*m.model, m.checkpoint.quant, m.checkpoint.quant_assignment, m.path);
   const std::vector<std::string> left_out = quantized_float_weights(*m.model);
   for (const std::string& name : own)
@@ -58,7 +72,7 @@ void load_export(CheckpointModel& m) {
 }  // namespace
 
 CheckpointModel open_checkpoint_model(const std::string& path_in, int64_t threads, const std::string& device_text,
-                                      const std::string& command) {
+                                      const std::string& command, const std::vector<std::string>& overrides) {
   CheckpointModel m;
   m.path = checkpoint_path(path_in);
   m.checkpoint = load_checkpoint(m.path);
@@ -67,7 +81,8 @@ CheckpointModel open_checkpoint_model(const std::string& path_in, int64_t thread
               " is an export (octet export): it holds its quantized layers' data, not the float weights to quantize "
               "again; run `octet ",
               command, "` on the checkpoint it was exported from");
-  m.recipe = parse_stored_recipe(m.checkpoint.recipe_yaml, m.path + " (recipe)");
+  m.recipe = parse_stored_recipe(m.checkpoint.recipe_yaml, m.path + " (recipe)", overrides);
+  if (!overrides.empty()) check_weights_kept(m, command);
   if (!device_text.empty()) {
     m.device = usable_device(device_text, command + " --device");
   } else {
@@ -77,12 +92,13 @@ CheckpointModel open_checkpoint_model(const std::string& path_in, int64_t thread
       spdlog::info("running on the cpu instead: {}", e.what());
     }
   }
-  set_num_threads(static_cast<int>(threads));
+  use_threads(threads, command + " --threads");
   const int64_t vocab = is_language_model(m.recipe) ? checkpoint_vocabulary(m.checkpoint).size() : 0;
   m.model = build_model_from(m.recipe, vocab);
   build_int8(m.recipe, *m.model);  // an INT8-trained model runs through its INT8 layers
   if (m.checkpoint.quant_assignment.empty())
-    m.model->load_state_dict(m.checkpoint.model);
+    load_model_from(*m.model, m.checkpoint.model, m.path,
+                    "the model its recipe builds (model.name " + m.recipe.text("model.name") + ")");
   else
     load_export(m);  // its quantized layers, not preprocessed again
   use_device(m.device, m.recipe.boolean("train.allow_tf32"));
@@ -91,8 +107,9 @@ CheckpointModel open_checkpoint_model(const std::string& path_in, int64_t thread
 }
 
 std::vector<EvalResult> evaluate_checkpoint_splits(const std::string& path, const std::string& data_root,
-                                                   int64_t threads, const std::string& device) {
-  CheckpointModel m = open_checkpoint_model(path, threads, device);
+                                                   int64_t threads, const std::string& device,
+                                                   const std::vector<std::string>& overrides) {
+  CheckpointModel m = open_checkpoint_model(path, threads, device, "eval", overrides);
   std::unique_ptr<Task> task = make_task(m.recipe, m.device, false, &m.checkpoint, data_root);
   spdlog::info("evaluating {} on {}: {}", m.path, describe(m.device), task->describe());
   return task->evaluate_all(*m.model);

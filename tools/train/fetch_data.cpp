@@ -56,9 +56,45 @@ bool fetch_dataset(const DatasetSource& s, const std::string& root, const std::s
   }
 }
 
+namespace {
+
+// The download (`octet data get NAME`) of data.dataset `dataset` read from `root`, if there is one: a
+// text corpus is WikiText by its folder's name.
+const DatasetSource* source_of(const std::string& dataset, const std::string& root) {
+  if (dataset == "text" || dataset == "text_chars") {
+    const std::string folder = std::filesystem::path(root).lexically_normal().filename().string();
+    return folder == "wikitext-2" || folder == "wikitext-103" ? &dataset_source(folder) : nullptr;
+  }
+  for (const DatasetSource& s : dataset_sources())
+    if (s.name == dataset) return &s;
+  return nullptr;
+}
+
+// Data that is not in its folder but can be downloaded: an error that says how, before the loader
+// would name the first missing file.
+void check_present(const std::string& dataset, const std::string& root) {
+  const DatasetSource* s = source_of(dataset, root);
+  if (s == nullptr || dataset_present(*s, root)) return;
+  std::string wanted;
+  for (std::string p : s->present) {
+    if (const size_t bar = p.find('|'); bar != std::string::npos) p.replace(bar, 1, " or ");
+    wanted += (wanted.empty() ? "" : ", ") + p;
+  }
+  OCTET_FAIL("data: ", dataset, " is not in ", root, " (it needs ", wanted, "); fetch it with `octet data get ",
+             s->name, " --root ", root,
+             "`, or add data.download=true to download it before the run, or set data.root "
+             "to the folder that holds it");
+}
+
+}  // namespace
+
 std::string download_for_recipe(const Recipe& r, const std::string& dataset, const std::string& root,
                                 bool root_is_default) {
-  if (!r.boolean("data.download") || dataset == "toy_grammar") return root;
+  if (!r.boolean("data.download")) {
+    check_present(dataset, root);
+    return root;
+  }
+  if (dataset == "toy_grammar") return root;
   OCTET_CHECK(dataset != "image_folder",
               "recipe data.download: true, but ImageNet (data.dataset image_folder) "
               "cannot be downloaded (its licence asks each user to sign up at image-net.org); sort its validation "

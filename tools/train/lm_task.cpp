@@ -190,8 +190,8 @@ TextCorpus load_recipe_corpus(const Recipe& r, const Vocabulary* vocab, bool nee
               "s, but the checkpoint's vocabulary is of ", text_level_name(vocab->level()), "s");
   TextCorpus c;
   if (name == "toy_grammar") {
-    OCTET_CHECK(root_override.empty(), "--data ", root_override, ": data.dataset toy_grammar is generated, not read ",
-                "from a folder");
+    OCTET_USAGE_CHECK(root_override.empty(), "--data ", root_override,
+                      ": data.dataset toy_grammar is generated, not read ", "from a folder");
     ToyGrammarText t = toy_grammar_text();
     if (!vocab) {
       c = text_corpus_from(t.train, t.valid, t.test, level, "toy_grammar");

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "core/distributed.h"
+
 namespace octet::train {
 
 std::string format_duration(double s) {
@@ -20,14 +22,22 @@ std::string format_duration(double s) {
   return buf;
 }
 
-bool ProgressBar::terminal() { return ::isatty(STDERR_FILENO) == 1; }
+namespace {
+
+// A terminal the user watches: not one under mpirun or srun, whose ranks may write to a pty while
+// the launcher's own output goes to a file (each redraw would land there as a line).
+bool watched_terminal(int fd) { return ::isatty(fd) == 1 && !dist::launched_by_launcher(); }
+
+}  // namespace
+
+bool ProgressBar::terminal() { return watched_terminal(STDERR_FILENO); }
 
 ProgressBar::ProgressBar(std::string label, int64_t total, bool enabled, double unit_per_step, const char* unit,
                          std::FILE* out)
     : label_(std::move(label)),
       total_(total),
       out_(out),
-      enabled_(enabled && ::isatty(::fileno(out)) == 1),
+      enabled_(enabled && watched_terminal(::fileno(out))),
       unit_per_step_(unit_per_step),
       unit_(unit),
       start_(std::chrono::steady_clock::now()),

@@ -1,12 +1,15 @@
 #include "tools/train/recipe.h"
 
+#include <spdlog/spdlog.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <set>
 #include <sstream>
 
@@ -175,7 +178,9 @@ const std::vector<SchemaEntry> kSchema = {
      "stays) or continue (a warning; training goes on and the next save tries again; the run fails at its end if "
      "a checkpoint is still unwritten)"},
     // log
-    {"log.run_name", K::text, "\"\"", "run folder name (empty: the recipe's file name)"},
+    {"log.run_name", K::text, "\"\"",
+     "run folder name, one path component under checkpoint.dir (no '/', not '.' or '..'; empty: the recipe's file "
+     "name)"},
     {"log.every_steps", K::integer, "50",
      "steps between metric records of the training loss and accuracy (and the log line without a progress bar); "
      "every epoch also ends one"},
@@ -202,7 +207,7 @@ const std::map<std::string, ValueRange> kRanges = {
     {"model.num_layers", {1.0, kInf, false, false, ">= 1"}},
     {"model.hidden_sizes", {1.0, kInf, false, false, ">= 1"}},  // each element
     {"data.bptt", {1.0, kInf, false, false, ">= 1"}},
-    {"data.workers", {0.0, kInf, false, false, ">= 0"}},
+    {"data.workers", {0.0, 256.0, false, false, "in [0, 256]"}},  // the DataLoader's limit
     // The optimizers' own limits (optim/*.cpp), here so that a group's value is named by its key too.
     {"optimizer.lr", {0.0, kInf, true, false, "> 0"}},
     {"optimizer.momentum", {0.0, kInf, false, false, ">= 0"}},
@@ -221,7 +226,7 @@ const std::map<std::string, ValueRange> kRanges = {
     {"train.epochs", {1.0, kInf, false, false, ">= 1"}},
     {"train.batch_size", {1.0, kInf, false, false, ">= 1"}},
     {"train.eval_batch_size", {1.0, kInf, false, false, ">= 1"}},
-    {"train.threads", {1.0, kInf, false, false, ">= 1"}},
+    {"train.threads", {1.0, 1024.0, false, false, "in [1, 1024]"}},  // as eval's --threads
     {"train.label_smoothing", {0.0, 1.0, false, false, "in [0, 1]"}},
     {"train.clip_grad_norm", {0.0, kInf, false, false, ">= 0"}},
     {"train.max_steps", {0.0, kInf, false, false, ">= 0"}},
@@ -493,9 +498,19 @@ RecipeValue convert_type(const YAML::Node& n, const SchemaEntry& e, const std::s
   return bad();
 }
 
+// log.run_name names one folder under checkpoint.dir: a separator, "." or ".." would put the run
+// (and its `latest` link) somewhere else, an absolute name anywhere on the file system.
+void check_run_name(const std::string& name, const std::string& where) {
+  OCTET_CHECK(name.find_first_of("/\\") == std::string::npos && name != "." && name != "..", where,
+              ": key 'log.run_name' must be one folder name (no '/' or '\\', not '.' or '..'), got '", name,
+              "'; use checkpoint.dir for the parent folder");
+  OCTET_CHECK(name.find('\0') == std::string::npos, where, ": key 'log.run_name' holds a NUL character");
+}
+
 // convert_type, then the key's choices (choices_of) or range (kRanges), if it has them.
 RecipeValue convert(const YAML::Node& n, const SchemaEntry& e, const std::string& where, const std::string& source) {
   RecipeValue v = convert_type(n, e, where, source);
+  if (e.key == "log.run_name") check_run_name(std::get<std::string>(v), where);
   if (const std::vector<std::string>* allowed = choices_of(e.key)) {
     const std::string& x = std::get<std::string>(v);
     if (std::find(allowed->begin(), allowed->end(), x) != allowed->end()) return v;
@@ -732,10 +747,57 @@ std::string schema_markdown() {
   return os.str();
 }
 
+// What a recipe may not combine, beyond each key's own type and range. A stored recipe names every
+// key (the resolved recipe), so this checks recipes as written.
+void Recipe::check_combinations(const OptimizerDefaults& chosen) const {
+  const Recipe& r = *this;
+  std::vector<std::string> used;
+  for (const auto& [field, value] : chosen.values) used.push_back(field);
+  const auto by_override = [&](const std::string& key) { return set_.count(key) && set_.at(key).empty(); };
+  for (const SchemaEntry& e : kSchema) {
+    if (!e.from_optimizer || !r.is_set(e.key)) continue;
+    const std::string field = e.key.substr(e.key.find('.') + 1);
+    if (chosen.values.count(field)) continue;
+    // A resolved recipe (a run folder's recipe.yaml) names every key, the unused ones with the value
+    // optimizer_default() gives them: those are not a choice the recipe made.
+    std::ostringstream resolved;
+    emit_value(resolved, optimizer_default(chosen, e.key));
+    if (r.value_yaml(e.key) == resolved.str()) continue;
+    // The file's SGD keys under `optimizer.name=adam` on the command line: a switch of optimizer, not
+    // a mistake in the recipe.
+    if (by_override("optimizer.name") && !by_override(e.key)) {
+      spdlog::warn("{}: optimizer {} (optimizer.name={}) does not use it; ignored", r.where(e.key), chosen.name,
+                   chosen.name);
+      continue;
+    }
+    OCTET_FAIL(r.where(e.key), ": optimizer ", chosen.name, " does not use it (its keys: ", joined(used),
+               "); remove it, or choose an optimizer that has it");
+  }
+  const std::vector<double>& m = r.real_list("schedule.milestones");
+  for (size_t i = 1; i < m.size(); ++i)
+    OCTET_USAGE_CHECK(m[i] > m[i - 1], r.where("schedule.milestones"), ": the epochs must increase, got ",
+                      shortest(m[i - 1]), " then ", shortest(m[i]));
+  for (double x : m)
+    OCTET_USAGE_CHECK(x >= 0, r.where("schedule.milestones"), ": epochs must be >= 0, got ", shortest(x));
+  OCTET_USAGE_CHECK(r.real("schedule.eta_min") <= r.real("optimizer.lr"), r.where("schedule.eta_min"), ": ",
+                    shortest(r.real("schedule.eta_min")), " is above optimizer.lr ", shortest(r.real("optimizer.lr")),
+                    ": the cosine schedule would raise the lr instead of lowering it");
+}
+
 Recipe Recipe::parse(const std::string& yaml, const std::string& source, const std::vector<std::string>& overrides,
                      bool stored) {
   OCTET_CHECK(yaml.size() <= kMaxRecipeBytes, source, ": ", yaml.size(), " bytes, more than the ", kMaxRecipeBytes,
               " bytes a recipe may have");
+  // A binary file (a checkpoint or an image given for a recipe): named as such, not by the YAML
+  // reader's complaint about its first odd byte.
+  for (size_t i = 0; i < yaml.size(); ++i) {
+    const auto c = static_cast<unsigned char>(yaml[i]);
+    if (c < 0x20 && c != '\t' && c != '\n' && c != '\r') {
+      char hex[8];
+      std::snprintf(hex, sizeof(hex), "0x%02x", c);
+      OCTET_FAIL(source, ": not a text file (byte ", i, " is ", hex, "); a recipe is a YAML text file");
+    }
+  }
   YAML::Node root;
   try {
     root = YAML::Load(yaml);
@@ -778,7 +840,7 @@ Recipe Recipe::parse(const std::string& yaml, const std::string& source, const s
                   " (known keys in ", name, ": ", known_keys(name), ")");
       once("key", key, kv->first);
       r.values_[key] = convert(kv->second, *e, at_line(source, kv->second), source);
-      r.set_[key] = true;
+      r.set_[key] = at_line(source, kv->first);
     }
   }
   for (const std::string& o : overrides) {
@@ -805,12 +867,13 @@ Recipe Recipe::parse(const std::string& yaml, const std::string& source, const s
                  yaml_error_text(ex, key + "='" + (e->type == K::text_list ? "[" + quoted + "]" : quoted) + "'"));
     }
     r.values_[key] = convert(v, *e, "override '" + o + "'");
-    r.set_[key] = true;
+    r.set_[key] = "";  // an override: the key alone names it
   }
   // An unknown optimizer is an error here, before anything is built.
   const OptimizerDefaults& optimizer = defaults_of(r.text("optimizer.name"));
   for (const SchemaEntry& e : kSchema)
     if (e.from_optimizer && !r.values_.count(e.key)) r.values_[e.key] = optimizer_default(optimizer, e.key);
+  if (!stored) r.check_combinations(optimizer);
   // The model's input follows the dataset's images where the recipe says nothing.
   if (const DatasetDefaults* d = dataset_defaults(r.text("data.dataset"))) {
     for (const SchemaEntry& e : kSchema) {
@@ -822,25 +885,52 @@ Recipe Recipe::parse(const std::string& yaml, const std::string& source, const s
   return r;
 }
 
+namespace {
+
+// A recipe parsed by `parse`, its errors as UsageErrors: a recipe or override that is wrong is the
+// user's request, and the CLI exits 2 for it.
+Recipe as_usage(const std::function<Recipe()>& parse) {
+  try {
+    return parse();
+  } catch (const UsageError&) {
+    throw;
+  } catch (const Error& e) {
+    throw UsageError(e.what());
+  }
+}
+
+}  // namespace
+
 Recipe parse_recipe(const std::string& yaml, const std::string& source, const std::vector<std::string>& overrides) {
-  return Recipe::parse(yaml, source, overrides, false);
+  return as_usage([&] { return Recipe::parse(yaml, source, overrides, false); });
 }
 
 Recipe parse_stored_recipe(const std::string& yaml, const std::string& source,
                            const std::vector<std::string>& overrides) {
-  return Recipe::parse(yaml, source, overrides, true);
+  return as_usage([&] { return Recipe::parse(yaml, source, overrides, true); });
 }
 
 Recipe load_recipe(const std::string& path, const std::vector<std::string>& overrides) {
   std::error_code ec;
-  OCTET_CHECK(std::filesystem::is_regular_file(path, ec), "recipe: ", path, " does not exist or is not a regular file");
+  OCTET_USAGE_CHECK(std::filesystem::is_regular_file(path, ec), "recipe: ", path,
+                    " does not exist or is not a regular file");
   const uintmax_t size = std::filesystem::file_size(path, ec);
-  OCTET_CHECK(!ec && size <= kMaxRecipeBytes, "recipe: ", path, ": ", size, " bytes, more than the ", kMaxRecipeBytes,
-              " bytes a recipe may have");
+  OCTET_USAGE_CHECK(!ec && size <= kMaxRecipeBytes, "recipe: ", path, ": ", size, " bytes, more than the ",
+                    kMaxRecipeBytes, " bytes a recipe may have");
   std::ifstream in(path);
-  OCTET_CHECK(in.good(), "recipe: cannot open ", path);
+  OCTET_USAGE_CHECK(in.good(), "recipe: cannot open ", path);
   std::stringstream ss;
   ss << in.rdbuf();
+  // An empty file would train the schema's defaults (10 epochs of a small CNN) without a word.
+  std::string line;
+  bool has_content = false;
+  while (!has_content && std::getline(ss, line)) {
+    const size_t first = line.find_first_not_of(" \t\r");
+    has_content = first != std::string::npos && line[first] != '#' && line.compare(first, 3, "---") != 0;
+  }
+  OCTET_USAGE_CHECK(has_content, "recipe: ", path,
+                    " is empty (no section, only comments or blank lines); a recipe names at least its model and "
+                    "data (see recipes/*.yaml and `octet schema`)");
   return parse_recipe(ss.str(), path, overrides);
 }
 
@@ -872,6 +962,11 @@ const std::vector<ParamGroupSpec>& Recipe::group_list(const std::string& key) co
 }
 bool Recipe::is_set(const std::string& key) const { return set_.count(key) > 0; }
 
+std::string Recipe::where(const std::string& key) const {
+  const auto it = set_.find(key);
+  return (it == set_.end() || it->second.empty() ? "" : it->second + ": ") + "recipe " + key;
+}
+
 std::string Recipe::value_yaml(const std::string& key) const {
   OCTET_CHECK(find_entry(key) != nullptr, "recipe: no key '", key, "' in the schema");
   std::ostringstream os;
@@ -890,6 +985,12 @@ const std::vector<std::string>& keys_fixed_on_resume() {
     return out;
   }();
   return keys;
+}
+
+std::string first_changed(const Recipe& stored, const Recipe& changed, const std::vector<std::string>& keys) {
+  for (const std::string& key : keys)
+    if (changed.value_yaml(key) != stored.value_yaml(key)) return key;
+  return "";
 }
 
 std::string Recipe::resolved_yaml() const {

@@ -85,6 +85,9 @@ class Recipe {
   const std::vector<ParamGroupSpec>& group_list(const std::string& key) const;
   // Whether the recipe (or an override) set the key, as opposed to the schema default.
   bool is_set(const std::string& key) const;
+  // The key as errors that involve it name it: "recipes/x.yaml:12: recipe optimizer.nesterov" where
+  // the file sets it, else "recipe optimizer.nesterov" (an override or a default).
+  std::string where(const std::string& key) const;
 
   // Every key with its value, as YAML: saved into run folders and checkpoints.
   std::string resolved_yaml() const;
@@ -99,14 +102,18 @@ class Recipe {
   static Recipe parse(const std::string& yaml, const std::string& source, const std::vector<std::string>& overrides,
                       bool stored);
   const RecipeValue& value(const std::string& key, KeyType want) const;
+  void check_combinations(const OptimizerDefaults& chosen) const;
   std::map<std::string, RecipeValue> values_;
-  std::map<std::string, bool> set_;
+  std::map<std::string, std::string> set_;  // key -> "file:line" of its value ("" for an override)
   std::string source_;
 };
 
 // The keys a resumed run keeps as its checkpoint has them: they shape the model's weights (model.*
 // but model.dropout) and the optimizer's state (its name and the state's precision).
 const std::vector<std::string>& keys_fixed_on_resume();
+// The first of `keys` whose value `changed` (a stored recipe with overrides) gives otherwise than
+// `stored`, or "" when none does.
+std::string first_changed(const Recipe& stored, const Recipe& changed, const std::vector<std::string>& keys);
 
 // Parses YAML text; `source` names it in errors. Overrides are "a.b=value" strings.
 Recipe parse_recipe(const std::string& yaml, const std::string& source, const std::vector<std::string>& overrides = {});

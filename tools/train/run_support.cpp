@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "core/cuda.h"
+#include "core/parallel.h"
 #include "optim/clip.h"
 
 namespace octet::train {
@@ -59,6 +60,16 @@ std::string describe(Device d) {
   if (d.is_cpu()) return "cpu";
   return d.str() + " (" + cuda::device_name(d.index) + ", driver CUDA " + cuda::driver_version() + ", cuDNN " +
          cuda::cudnn_version() + ", TF32 " + (cuda::allow_tf32() ? "allowed" : "off") + ")";
+}
+
+void use_threads(int64_t threads, const std::string& what) {
+  const int cores = usable_cores();
+  if (threads > cores)
+    spdlog::warn(
+        "{} is {}, more than the {} cores this process may use: the CPU kernels will run slower than with "
+        "{}",
+        what, threads, cores, cores);
+  set_num_threads(static_cast<int>(threads));
 }
 
 // Memory of the caching device allocator, for logs and metrics.jsonl (MiB).
@@ -123,7 +134,63 @@ void point_latest_at(const std::string& run_dir) {
 }
 
 std::string run_dir_of(const std::string& resume) {
-  return fs::is_directory(resume) ? resume : fs::path(resume).parent_path().string();
+  fs::path dir = fs::is_directory(resume) ? fs::path(resume) : fs::path(resume).parent_path();
+  if (dir.empty()) dir = ".";  // a bare file name: the current folder
+  std::error_code ec;
+  const fs::path real = fs::canonical(dir, ec);  // runs/latest: the run folder it points at
+  if (ec) return dir.string();
+  if (dir.is_absolute()) return real.string();
+  const fs::path rel = fs::relative(real, ec);
+  return ec || rel.empty() ? real.string() : rel.string();
+}
+
+bool is_run_folder(const std::string& dir) { return fs::is_regular_file(fs::path(dir) / "recipe.yaml"); }
+
+namespace {
+
+// "  missing keys: a, b, c, ..." with its first names only, when it lists many (a model that is
+// not the checkpoint's misses all of its hundreds).
+std::string shortened_list(const std::string& line) {
+  constexpr size_t kMaxNames = 8;
+  const size_t colon = line.find(": ");
+  if (colon == std::string::npos) return line;
+  size_t names = 1, cut = std::string::npos;
+  for (size_t comma = line.find(", ", colon + 2); comma != std::string::npos; comma = line.find(", ", comma + 2)) {
+    if (names == kMaxNames) cut = comma;
+    ++names;
+  }
+  if (cut == std::string::npos) return line;
+  return line.substr(0, cut) + ", ... (" + std::to_string(names) + " in all)";
+}
+
+}  // namespace
+
+void load_from(const std::function<void()>& load, const std::string& path, const std::string& what) {
+  try {
+    load();
+  } catch (const Error& e) {
+    // "Mlp::load_state_dict: 3 error(s):\n  shape mismatch ...\n  ...": the problems, not the class.
+    const std::string text = e.what();
+    std::vector<std::string> lines;
+    for (size_t at = 0, end; at < text.size(); at = end + 1) {
+      end = std::min(text.find('\n', at), text.size());
+      if (at > 0) lines.push_back(text.substr(at, end - at));
+    }
+    if (lines.empty()) {  // one line: what follows "Class::method: "
+      const size_t colon = text.find(": ");
+      OCTET_FAIL(path, ": does not fit ", what, ": ", colon == std::string::npos ? text : text.substr(colon + 2));
+    }
+    constexpr size_t kMaxLines = 12;
+    std::string shown;
+    for (size_t i = 0; i < std::min(lines.size(), kMaxLines); ++i) shown += "\n" + shortened_list(lines[i]);
+    if (lines.size() > kMaxLines) shown += "\n  ... and " + std::to_string(lines.size() - kMaxLines) + " more";
+    OCTET_FAIL(path, ": does not fit ", what, " (", lines.size(), " problem", lines.size() == 1 ? "" : "s",
+               "):", shown);
+  }
+}
+
+void load_model_from(Module& model, const NamedTensors& sd, const std::string& path, const std::string& what) {
+  load_from([&] { model.load_state_dict(sd); }, path, what);
 }
 
 // An evaluation's record in metrics.jsonl (split "test" or "valid") and TensorBoard.

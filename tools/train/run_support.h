@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <map>
 #include <string>
@@ -18,9 +19,15 @@ namespace octet::train {
 
 // A new run folder: checkpoint.dir/<run name>, numbered -2, -3, ... if that name is taken.
 std::string new_run_dir(const Recipe& r);
-// The run folder of a checkpoint file or run folder.
+// The folder of a checkpoint file, or the run folder itself, with links resolved (runs/latest:
+// the run it points at; a bare file name: "."), relative when `resume` is.
 std::string run_dir_of(const std::string& resume);
-// <checkpoint.dir>/latest -> the run folder, replaced atomically, so `octet eval runs/latest` works.
+// Whether `dir` is a run folder (a train run wrote its recipe.yaml there), not some folder that
+// holds a checkpoint.
+bool is_run_folder(const std::string& dir);
+// <checkpoint.dir>/latest -> the run folder, replaced atomically, so `octet eval runs/latest` works;
+// the trainer points it at a run once the run has a checkpoint (a run that failed before its first
+// save does not take it over).
 void point_latest_at(const std::string& run_dir);
 // The log also goes to `path` (train.log) until drop_file_logs(), each line flushed as it is logged.
 void add_file_log(const std::string& path);
@@ -34,6 +41,10 @@ Device usable_device(const std::string& text, const std::string& what);
 // Makes `d` the device of this thread's work and sets TF32 as the recipe says (it is process-wide).
 void use_device(Device d, bool allow_tf32);
 std::string describe(Device d);
+// The CPU thread count `threads` (train.threads, --threads: 1..1024, checked by the caller), with a
+// warning naming `what` when it exceeds the cores this process may use: each kernel then waits on
+// its descheduled threads (64 threads on 2 cores ran at a fourteenth of the speed).
+void use_threads(int64_t threads, const std::string& what);
 // Memory of the caching device allocator, for logs and metrics.jsonl (MiB); nothing on the CPU.
 void add_memory_stats(Device d, std::map<std::string, double>& values);
 std::string memory_text(Device d);
@@ -42,6 +53,13 @@ std::string memory_text(Device d);
 // `extra` values in the record (after an epoch: the epoch's train_loss, train_top1, train_ppl).
 void record_eval(MetricsLog& metrics, TensorBoardWriter* tb, const EvalResult& ev, int64_t step, double epoch,
                  Device device, const std::map<std::string, double>& extra = {});
+
+// Loads `sd` (from the checkpoint file `path`) into `model`; a tensor that does not fit is an error
+// naming the file and `what` was built from it (load_state_dict's own names the C++ class), with
+// the first of its mismatches (there can be hundreds) and their count.
+void load_model_from(Module& model, const NamedTensors& sd, const std::string& path, const std::string& what);
+// The same for any load (the optimizer's, an INT8 run's state): `load` run, its Error rephrased.
+void load_from(const std::function<void()>& load, const std::string& path, const std::string& what);
 
 // clip_grad_norm's max_norm that never scales: the call only measures the norm.
 inline constexpr double kNoClip = std::numeric_limits<double>::infinity();

@@ -34,6 +34,10 @@ class ClassificationTask : public Task {
     OCTET_CHECK(eval_batch_size_ >= 1, "recipe train.eval_batch_size: expected >= 1, got ", eval_batch_size_);
     if (!need_train) return;
     OCTET_CHECK(batch_size_ >= 1, "recipe train.batch_size: expected >= 1, got ", batch_size_);
+    const int64_t ranks = group_ ? group_->size() : 1;
+    OCTET_USAGE_CHECK(batch_size_ % ranks == 0, r.where("train.batch_size"), ": ", batch_size_,
+                      " is the global batch, split evenly among the ", ranks, " processes: give a multiple of ", ranks,
+                      " (e.g. ", (batch_size_ / ranks + 1) * ranks, ")");
     loader_ =
         std::make_unique<DataLoader>(data_.train, DataLoaderOptions()
                                                       .batch_size(batch_size_)

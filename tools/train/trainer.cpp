@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <filesystem>
 #include <limits>
 #include <map>
@@ -29,6 +30,13 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 namespace {
+
+// "SIGINT (Ctrl-C)", "SIGTERM", or "signal N".
+std::string signal_name(int sig) {
+  if (sig == SIGINT) return "SIGINT (Ctrl-C)";
+  if (sig == SIGTERM) return "SIGTERM";
+  return "signal " + std::to_string(sig);
+}
 
 // Loss and accuracy summed over the steps of a log interval or an epoch; `skipped`: the examples of
 // skipped steps (train.on_nonfinite: skip), in the rate but not in the loss and accuracy. An epoch's
@@ -102,13 +110,16 @@ class TrainingLoop {
     // An override of a key that shapes the weights or the optimizer's state would fail only when the
     // checkpoint is loaded, as a list of every tensor name that does not fit.
     const Recipe stored = parse_stored_recipe(ckpt_.recipe_yaml, path + " (recipe)");
-    for (const std::string& key : keys_fixed_on_resume())
-      OCTET_CHECK(recipe_.value_yaml(key) == stored.value_yaml(key), "train --resume ", opts_.resume, ": ", key,
-                  " cannot change on resume (the checkpoint's weights and optimizer state are for ", key, ": ",
-                  stored.value_yaml(key), ", the override asks for ", recipe_.value_yaml(key),
-                  "); start a new run to train with it");
+    const std::string key = first_changed(stored, recipe_, keys_fixed_on_resume());
+    OCTET_USAGE_CHECK(key.empty(), "train --resume ", opts_.resume, ": ", key,
+                      " cannot change on resume (the checkpoint's weights and optimizer state are for ", key, ": ",
+                      stored.value_yaml(key), ", the override asks for ", recipe_.value_yaml(key),
+                      "); start a new run to train with it");
     state_ = ckpt_.state;
+    // A checkpoint outside a run folder (copied elsewhere, or into the current folder) continues in a
+    // new run folder, as a new run would make it; its own folder is left as it is.
     run_dir_ = run_dir_of(path);
+    if (!is_run_folder(run_dir_)) run_dir_.clear();
     resumed_from_ = path;
     // A run stopped by train.max_steps: training on would pass the limit by a step each time.
     const int64_t max_steps = recipe_.integer("train.max_steps");
@@ -118,8 +129,8 @@ class TrainingLoop {
                 "`octet train --resume ", opts_.resume, " train.max_steps=", state_.step + max_steps,
                 "`; 0: no limit)");
     // The step of last.safetensors on disk, where known.
-    if (fs::is_directory(opts_.resume) || fs::path(opts_.resume).filename() == "last.safetensors")
-      last_on_disk_ = state_.step;
+    std::error_code ec;
+    if (!run_dir_.empty() && fs::equivalent(path, run_dir_ + "/last.safetensors", ec)) last_on_disk_ = state_.step;
   }
 
   // Everything the recipe describes, checked before anything is written. The data (and a language
@@ -140,7 +151,7 @@ class TrainingLoop {
     // train.device: cuda under mpirun: each process the GPU of its rank on its host.
     if (group_ && device_.is_cuda() && recipe_.text("train.device") == "cuda")
       device_ = Device::cuda(group_->local_rank() % std::max(1, cuda_device_count()));
-    set_num_threads(static_cast<int>(recipe_.integer("train.threads")));
+    use_threads(recipe_.integer("train.threads"), "train.threads");
     manual_seed(static_cast<uint64_t>(recipe_.integer("train.seed")));
     epochs_ = recipe_.integer("train.epochs");  // >= 1: the recipe checked it
     task_ = make_task(recipe_, device_, true, resuming() ? &ckpt_ : nullptr, "", group_);
@@ -174,26 +185,16 @@ class TrainingLoop {
   // The model, optimizer, RNG, schedule, task and INT8 layers continue where the checkpoint was;
   // loading copies host tensors into device ones.
   void restore_from_checkpoint() {
-    try {
-      model_->load_state_dict(ckpt_.model);
-      optimizer_->load_state_dict(ckpt_.optimizer);
-    } catch (const Error& e) {
-      // Its first line: the rest lists every tensor name that does not fit (hundreds of them).
-      const std::string what = e.what();
-      constexpr size_t kMaxChars = 300;
-      std::string brief = what.substr(0, std::min(what.find('\n'), kMaxChars));
-      if (brief.size() < what.size()) brief += " ...";
-      OCTET_FAIL(ckpt_.path, ": does not fit the model and optimizer this run builds: ", brief);
-    }
+    const std::string built = opts_.model ? "the model given to train() (" + opts_.model->type_name() + ")"
+                                          : "the model this run builds (model.name " + recipe_.text("model.name") + ")";
+    load_model_from(*model_, ckpt_.model, ckpt_.path, built);
+    load_from([&] { optimizer_->load_state_dict(ckpt_.optimizer); }, ckpt_.path,
+              "the optimizer this run builds (optimizer.name " + recipe_.text("optimizer.name") + ")");
     default_generator().set_state(state_.rng_seed, state_.rng_offset);
     if (plateau_) plateau_->set_state(state_.plateau);
     task_->load_state(ckpt_);
     if (!int8_.empty()) {
-      try {
-        int8_.load_state_dict(ckpt_.int8);
-      } catch (const Error& e) {
-        OCTET_FAIL(ckpt_.path, ": ", e.what());
-      }
+      load_from([&] { int8_.load_state_dict(ckpt_.int8); }, ckpt_.path, "the INT8 layers this run builds");
     }
     dropped_int8_stats_ = int8_.empty() && !ckpt_.int8.empty();
     // The train sums of the epoch in progress (the stored ones are every rank's together: rank 0
@@ -206,10 +207,13 @@ class TrainingLoop {
   // of the log.
   void open_run_folder() {
     if (!writer_) return;  // another rank's run: rank 0 writes its folder
-    if (!resuming()) run_dir_ = new_run_dir(recipe_);
+    const bool new_folder = run_dir_.empty();
+    if (new_folder) run_dir_ = new_run_dir(recipe_);
     result_.run_dir = run_dir_;
     add_file_log(run_dir_ + "/train.log");
-    point_latest_at(run_dir_);
+    if (resuming() && new_folder)
+      spdlog::info("{} is not in a run folder: the run continues in {}", resumed_from_, run_dir_);
+    if (!new_folder) point_at_run();  // it has a checkpoint already
     write_file_atomic(run_dir_ + "/recipe.yaml", recipe_.resolved_yaml());
     metrics_ = std::make_unique<MetricsLog>(run_dir_, resuming());
     // Wall time goes on from the last record of the sessions before (their time between a record
@@ -461,6 +465,14 @@ class TrainingLoop {
     save_checkpoint(run_dir_ + "/" + name, model_->state_dict(), optimizer_->state_dict(), state_,
                     recipe_.resolved_yaml(), int8_.state_dict(), task_tensors, task_metadata);
     if (name == "last.safetensors") last_on_disk_ = state_.step;
+    point_at_run();
+  }
+
+  // <checkpoint.dir>/latest -> this run, once it has a checkpoint to evaluate or resume.
+  void point_at_run() {
+    if (latest_points_here_) return;
+    point_latest_at(run_dir_);
+    latest_points_here_ = true;
   }
 
   // A checkpoint that cannot be written (a full disk, a folder made read-only) leaves the previous
@@ -509,12 +521,18 @@ class TrainingLoop {
     if (save_now[0] > 0) save("last.safetensors", true);
     if (metrics_) metrics_->write_curves();
     bar_->end_line();
+    std::string why = "by train.max_steps " + std::to_string(max_steps_);
+    if (stop_signal_ > 0)
+      why = std::string("by ") + signal_name(stop_signal_);
+    else if (!(max_steps_ > 0 && state_.step >= max_steps_))
+      why = "on request";  // the caller's flag alone
     spdlog::info(
-        "stopped at step {} (epoch {}, batch {} done); checkpoint {}/last.safetensors; continue with "
+        "stopped at step {} (epoch {}, batch {} done) {}; checkpoint {}/last.safetensors; continue with "
         "`octet train --resume {}`",
-        state_.step, state_.batch == 0 ? state_.epoch : state_.epoch + 1, state_.batch == 0 ? nb_ : state_.batch,
+        state_.step, state_.batch == 0 ? state_.epoch : state_.epoch + 1, state_.batch == 0 ? nb_ : state_.batch, why,
         run_dir_, run_dir_);
     result_.stopped = true;
+    result_.stop_signal = stop_signal_;
     result_.steps = state_.step;
     return result_;
   }
@@ -536,7 +554,7 @@ class TrainingLoop {
       std::vector<double> have_best{writer_ && fs::exists(best) ? 1.0 : 0.0};
       sum_over_ranks(have_best, group_);
       if (have_best[0] > 0) {
-        if (writer_) model_->load_state_dict(load_checkpoint(best).model);
+        if (writer_) load_model_from(*model_, load_checkpoint(best).model, best, "this run's model");
         if (group_) broadcast_weights(*model_, *group_);
       }
       result_.final_test = task_->evaluate_all(*model_).back();
@@ -563,20 +581,38 @@ class TrainingLoop {
   }
 
   // Every rank must train the same resolved recipe: a hash of it is compared across the ranks.
+  // The first key that differs is named (one more comparison per key, only when they differ).
   void check_same_recipe_everywhere() const {
     const int differing = group_->first_rank_differing(recipe_.resolved_yaml());
-    OCTET_CHECK(differing < 0, "train: rank ", differing,
-                "'s recipe differs from rank 0's (after its overrides): every process of the job must get the same "
-                "recipe and overrides");
+    if (differing < 0) return;
+    std::string key;
+    for (const SchemaEntry& e : recipe_schema()) {
+      if (group_->first_rank_differing(recipe_.value_yaml(e.key)) < 0) continue;
+      key = e.key;
+      break;
+    }
+    OCTET_FAIL("train: rank ", differing, "'s recipe differs from rank 0's (after its overrides)",
+               key.empty() ? ""
+                           : " at " + key + " (this rank, " + std::to_string(group_->rank()) + ", has " +
+                                 recipe_.value_yaml(key) + ")",
+               ": every process of the job must get the same recipe and overrides");
   }
 
-  // A stop asked for (a signal, or the caller's flag) on any rank stops every rank after this step.
-  bool agreed_stop() const {
+  // A stop asked for (a signal, or the caller's flag) on any rank stops every rank after this step;
+  // stop_signal_ is then the signal that asked for it (the lowest number, if ranks got several).
+  bool agreed_stop() {
     const bool mine = opts_.stop && opts_.stop->load();
-    if (!group_) return mine;
+    const int sig = mine && opts_.stop_signal ? opts_.stop_signal->load() : 0;
     std::vector<double> v{mine ? 1.0 : 0.0};
     sum_over_ranks(v, group_);
-    return v[0] > 0;
+    if (v[0] == 0) return false;
+    constexpr int kSignals = 65;  // 1..64 on Linux
+    std::vector<double> asked(kSignals, 0.0);
+    if (sig > 0 && sig < kSignals) asked[static_cast<size_t>(sig)] = 1;
+    sum_over_ranks(asked, group_);  // every rank takes part: each saw v[0] > 0
+    for (int s = 1; s < kSignals && stop_signal_ == 0; ++s)
+      if (asked[static_cast<size_t>(s)] > 0) stop_signal_ = s;
+    return true;
   }
 
   // The statistics of every rank's shard together (r itself with one process).
@@ -647,6 +683,8 @@ class TrainingLoop {
   bool stop_after_epoch_ = false;
   int64_t skipped_steps_ = 0, save_failures_ = 0;
   int64_t last_on_disk_ = -1;                     // the step of last.safetensors on disk, where known
+  bool latest_points_here_ = false;               // point_at_run() has run
+  int stop_signal_ = 0;                           // the signal that stopped the run (agreed_stop())
   std::map<std::string, std::string> unwritten_;  // file name -> why its newest save failed
   TrainResult result_;
 };

@@ -27,9 +27,10 @@
 namespace octet::train {
 
 struct TrainOptions {
-  std::string resume;                       // a checkpoint file or run folder to continue ("" = new run)
-  std::vector<std::string> overrides;       // applied on top of a resumed run's recipe
-  const std::atomic<bool>* stop = nullptr;  // set by SIGINT/SIGTERM: save and return at the next step
+  std::string resume;                             // a checkpoint file or run folder to continue ("" = new run)
+  std::vector<std::string> overrides;             // applied on top of a resumed run's recipe
+  const std::atomic<bool>* stop = nullptr;        // set by SIGINT/SIGTERM: save and return at the next step
+  const std::atomic<int>* stop_signal = nullptr;  // the signal that set `stop` (for the log, TrainResult)
   // A model of the caller's instead of the recipe's model.* (on the CPU, freshly initialized; the
   // trainer moves it to train.device). It must take the task's batches: images [N,C,H,W] -> logits
   // [N,classes], or an LstmLm for a language model. A resumed run needs the same model again.
@@ -45,6 +46,9 @@ struct TrainResult {
   EvalResult final_test;  // the test split at the end: last_eval, or a language model's best checkpoint
   int64_t steps = 0;
   bool stopped = false;  // by a signal or train.max_steps, with a checkpoint written
+  // The signal that stopped the run on any rank (every rank of a job gets it, so every process exits
+  // with the same status); 0 when none did.
+  int stop_signal = 0;
 };
 
 TrainResult train(const Recipe& recipe, const TrainOptions& opts);
@@ -70,8 +74,11 @@ struct CheckpointModel {
 };
 // An export holds no float weights for its quantized layers, so `command` "export" or "sweep..."
 // (which quantize the float model) refuse one, saying to use the checkpoint it came from.
+// `overrides` ("section.key=value") change the stored recipe, except the keys that shape the
+// weights (model.* but model.dropout, quant.int8_conv and quant.keep_first_last_float): a UsageError.
 CheckpointModel open_checkpoint_model(const std::string& path, int64_t threads, const std::string& device = "",
-                                      const std::string& command = "eval");
+                                      const std::string& command = "eval",
+                                      const std::vector<std::string>& overrides = {});
 // The float weight matrices of `model`'s quantized layers (Linear::set_inference, LSTM::set_inference),
 // as state_dict names ("decoder.weight", "lstm.weight_ih_l0", ...): an export leaves them out, as
 // the layers compute with their stored quantized data (their biases stay).
@@ -79,6 +86,7 @@ std::vector<std::string> quantized_float_weights(const Module& model);
 
 // Every split `octet eval` reports: test; for a language model valid, then test.
 std::vector<EvalResult> evaluate_checkpoint_splits(const std::string& path, const std::string& data_root,
-                                                   int64_t threads, const std::string& device = "");
+                                                   int64_t threads, const std::string& device = "",
+                                                   const std::vector<std::string>& overrides = {});
 
 }  // namespace octet::train
