@@ -71,6 +71,12 @@ void remove_stale_temporaries(const fs::path& dir, const std::string& prefix) {
   }
 }
 
+// What a failed save left of `path`: the previous file, or nothing.
+std::string untouched(const std::string& path) {
+  std::error_code ec;
+  return fs::exists(path, ec) ? "(the previous " + path + " is untouched)" : "(nothing was written there)";
+}
+
 }  // namespace
 
 const Tensor& SafetensorsFile::at(const std::string& name) const {
@@ -99,9 +105,10 @@ void write_file_atomic(const std::string& path, const std::function<void(const B
     while (done < size) {
       ssize_t n = ::write(fd, data + done, size - done);
       if (n < 0 && errno == EINTR) continue;
-      if (n <= 0)
-        OCTET_FAIL("save: writing ", path, " failed after ", total + done, " bytes: ", errno_text(), " (the previous ",
-                   path, ", if any, is untouched)");
+      if (n <= 0) {
+        const std::string why = errno_text();  // before untouched() can change errno
+        OCTET_FAIL("save: writing ", path, " failed after ", total + done, " bytes: ", why, " ", untouched(path));
+      }
       done += static_cast<size_t>(n);
     }
     total += size;
@@ -116,12 +123,12 @@ void write_file_atomic(const std::string& path, const std::function<void(const B
   if (::fsync(fd) != 0 || ::close(fd) != 0) {
     std::string why = errno_text();
     ::unlink(tmp.c_str());
-    OCTET_FAIL("save: flushing ", path, " failed: ", why, " (the previous ", path, ", if any, is untouched)");
+    OCTET_FAIL("save: flushing ", path, " failed: ", why, " ", untouched(path));
   }
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     std::string why = errno_text();
     ::unlink(tmp.c_str());
-    OCTET_FAIL("save: cannot replace ", path, ": ", why, " (the previous ", path, ", if any, is untouched)");
+    OCTET_FAIL("save: cannot replace ", path, ": ", why, " ", untouched(path));
   }
   // Make the rename itself durable.
   int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);

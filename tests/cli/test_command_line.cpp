@@ -63,9 +63,16 @@ TEST(CommandLine, HelpAndVersion) {
   OctetRun r = run_octet({"help", "train"});
   EXPECT_EQ(r.status, 0) << r.output;
   expect_output(r, "--resume");
+  expect_output(r, "Usage: octet train [OPTIONS]");
   r = run_octet({"help", "bench", "pbatch"});
   EXPECT_EQ(r.status, 0) << r.output;
   expect_output(r, "--w-bits");
+  expect_output(r, "Usage: octet bench pbatch [OPTIONS]");
+  r = run_octet({"help", "data", "get"});
+  EXPECT_EQ(r.status, 0) << r.output;
+  expect_output(r, "Usage: octet data get [OPTIONS] name");
+  r = run_octet({"help", "eval"});
+  expect_output(r, "scheme=paper");
   r = run_octet({"help", "trian"});
   EXPECT_EQ(r.status, 2);
   expect_output(r, "did you mean 'train'?");

@@ -4,6 +4,10 @@
 #     status within the collective time-out.
 #   term-job (dist_term_job): the job gets SIGTERM (mpirun forwards it to every rank); every rank
 #     stops at the same step, rank 0 saves last.safetensors once, and the job ends.
+#   int-rank (dist_int_rank): rank 1 alone gets SIGINT (Ctrl-C in its terminal); the job stops as
+#     for term-job and every rank exits 130 (rank 0 exited 0, so mpirun said the job was aborted).
+#   stop-rank (dist_stop_rank): rank 1 is stopped (SIGSTOP: a hung host); rank 0 times out after
+#     train.dist_timeout_s and the job must end then (it waited on the stopped rank for minutes).
 # Either way no process of the job may remain.
 #   bash tests/dist/signal_job.sh <kill-rank|term-job> <mpiexec> <octet> <recipe>
 set -uo pipefail
@@ -32,6 +36,8 @@ fi
 case "$mode" in
   kill-rank) kill -9 "$rank1" ;;
   term-job) kill -TERM "$job" ;;
+  int-rank) kill -INT "$rank1" ;;
+  stop-rank) kill -STOP "$rank1" ;;
   *) echo "signal_job: unknown mode $mode"; exit 2 ;;
 esac
 start=$(date +%s)
@@ -42,8 +48,15 @@ tail -n 12 "$work/out.txt"
 left=$(for p in $(pgrep -f "$octet train" || true); do
   tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OCTET_SIGNAL_TEST_TAG=$work" && echo "$p"; done)
 echo "signal_job $mode: job status $rc after $took s; processes left: ${left:-none}"
-[ "$rc" -ne 0 ] && [ "$took" -le 60 ] && [ -z "$left" ] || exit 1
-if [ "$mode" = term-job ]; then
+limit=60
+[ "$mode" = stop-rank ] && limit=35  # the 20 s time-out, start-up of the abort, a loaded machine
+[ "$rc" -ne 0 ] && [ "$took" -le $limit ] && [ -z "$left" ] || { kill -CONT "$rank1" 2>/dev/null; exit 1; }
+if [ "$mode" = int-rank ]; then
+  # mpirun reports the ranks' common status (it prints its abort notice for any non-zero one).
+  [ "$rc" -eq 130 ] || { echo "signal_job: expected status 130 from every rank, got $rc"; exit 1; }
+  grep -q "by SIGINT (Ctrl-C)" "$work/out.txt" || { echo "signal_job: the stop line names no SIGINT"; exit 1; }
+fi
+if [ "$mode" = term-job ] || [ "$mode" = int-rank ]; then
   # One stop line (rank 0's; the others log warnings only), and its checkpoint.
   [ "$(grep -c 'stopped at step' "$work/out.txt")" -eq 1 ] || { echo "signal_job: expected one 'stopped at step'"; exit 1; }
   [ -f runs/fashion_mnist/last.safetensors ] || { echo "signal_job: no last.safetensors"; exit 1; }

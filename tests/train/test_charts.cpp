@@ -115,5 +115,18 @@ TEST(Charts, HeatMapRowsColumnsAndBlankNaN) {
   EXPECT_THROW(svg_heat_map("d_c", {{"conv"}, {30, 40}, {}, {{0.1}}}, "step", "d_c"), Error);
 }
 
+// An epoch axis starts at 0 (the first record at epoch 0.4 was the axis' start), a latency axis at
+// its data; a cosine learning rate stays on a linear axis (a log one flattened it into its tail).
+TEST(Charts, EpochAxisFromZeroAndLinearLearningRate) {
+  ChartSeries lr{"lr", "#2ca02c", {}, true, {}};
+  for (int i = 1; i <= 24; ++i) lr.points.emplace_back(0.4 * i, 0.05 * (1 + std::cos(3.14159265 * i / 25)));
+  const std::string linear = svg_chart("learning rate", {lr}, "epoch", false);
+  EXPECT_EQ(linear.find("(log y axis)"), std::string::npos);
+  EXPECT_NE(linear.find("text-anchor='middle'>0</text>"), std::string::npos) << linear;
+  EXPECT_NE(svg_chart("learning rate", {lr}).find("(log y axis)"), std::string::npos);  // as before, where asked
+  ChartSeries latency{"latency", "#1f77b4", {{50, 1}, {60, 2}}, true, {}};
+  EXPECT_EQ(svg_chart("q", {latency}, "latency").find("text-anchor='middle'>0</text>"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace octet::train

@@ -129,7 +129,9 @@ TEST(OptimizerKeys, EveryKeyReachesItsField) {
       const std::string companion = key == "nesterov" ? "momentum" : "";
       if (!companion.empty()) set.push_back("optimizer.momentum=0.9");
       const Values got = options_of(*build(o.name, set));
-      const Recipe r = parse_recipe("", "r.yaml", set);
+      std::vector<std::string> named = set;  // the key is one this optimizer uses (others are errors)
+      named.push_back("optimizer.name=" + o.name);
+      const Recipe r = parse_recipe("", "r.yaml", named);
       const std::string full = "optimizer." + key;
       const RecipeValue want = std::holds_alternative<bool>(value)     ? RecipeValue(r.boolean(full))
                                : std::holds_alternative<double>(value) ? RecipeValue(r.real(full))

@@ -383,6 +383,25 @@ TEST(Recipe, CombinationsThatMeanNothingAreErrors) {
   }
 }
 
+// Nesting: yaml-cpp gave up near 500 levels with "bad file" (the README said 2000 were allowed);
+// the recipe's own limit is 256, named with the line.
+TEST(Recipe, DeepNestingIsNamed) {
+  auto flow = [](int depth) { return "model:\n  name: " + std::string(depth, '[') + std::string(depth, ']') + "\n"; };
+  expect_error(flow(250), {}, "r.yaml:2: key 'model.name' must be a string, got a list");
+  expect_error(flow(300), {}, "r.yaml:2: the recipe nests deeper than 256 levels");
+  expect_error(flow(600), {}, "r.yaml:2: the recipe nests deeper than 256 levels");
+  std::string block = "model:\n";
+  for (int i = 0; i < 300; ++i) block += std::string(static_cast<size_t>(2 + i), ' ') + "k" + std::to_string(i) + ":\n";
+  expect_error(block, {}, "r.yaml:257: the recipe nests deeper than 256 levels");
+  std::string dashes = "optimizer:\n  keep_32bit:\n  ";
+  for (int i = 0; i < 300; ++i) dashes += "- ";
+  expect_error(dashes + "x\n", {}, "r.yaml:3: the recipe nests deeper than 256 levels");
+  // Brackets in quotes and comments are text.
+  EXPECT_EQ(
+      parse_recipe("log:  # [[[[\n  run_name: \"" + std::string(300, '[') + "\"\n", "r.yaml").text("log.run_name"),
+      std::string(300, '['));
+}
+
 // A binary file given as a recipe, and an empty one (it trained 10 epochs of defaults without a word).
 TEST(Recipe, BinaryAndEmptyFilesAreNamed) {
   expect_error(std::string("model:\n  name: x\x01\x02", 17), {}, "r.yaml: not a text file (byte 16 is 0x01)");

@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <csignal>
 #include <cstdio>
 #include <exception>
@@ -58,6 +59,23 @@ extern "C" void on_signal(int sig) {
   }
 }
 
+// A metadata value as inspect shows it: a number in its shortest form (77.8, not the stored
+// 77.799999999999997, which keeps the exact bits a resume needs).
+std::string shown_value(const std::string& v) {
+  double x = 0;
+  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+  if (ec != std::errc() || end != v.data() + v.size() || v.find_first_of(".eE") == std::string::npos) return v;
+  char buf[32];
+  const auto [out, ec2] = std::to_chars(buf, buf + sizeof(buf), x);
+  return ec2 == std::errc() ? std::string(buf, out) : v;
+}
+
+// Metadata that holds no value yet, as training keeps it: the best top-1 of a run that has not
+// evaluated (or of a language model, which keeps its best loss), the best loss of a classifier.
+bool placeholder(const std::string& key, const std::string& v) {
+  return (key == "best_top1" && v == "-1") || (key == "best_loss" && (v == "inf" || v == "Infinity"));
+}
+
 int inspect(const std::string& run_or_checkpoint) {
   const std::string path = octet::train::checkpoint_path(run_or_checkpoint);
   octet::SafetensorsFile f = octet::load_safetensors(path);
@@ -71,8 +89,9 @@ int inspect(const std::string& run_or_checkpoint) {
   }
   std::printf("%lld elements in all\nmetadata:\n", static_cast<long long>(total));
   for (const auto& [k, v] : f.metadata) {
+    if (placeholder(k, v)) continue;
     if (v.find('\n') == std::string::npos) {
-      std::printf("  %s: %s\n", k.c_str(), v.c_str());
+      std::printf("  %s: %s\n", k.c_str(), shown_value(v).c_str());
     } else {
       // A language model's vocabulary (task.vocab) runs to thousands of lines: the first ones only.
       constexpr int kMaxLines = 100;
@@ -481,7 +500,11 @@ int main(int argc, char** argv) {
       return kUsageError;
     }
     if (args[0] == "help") {
-      std::cout << command_named(app, {args.begin() + 1, args.end()}, false).help();
+      const CLI::App& cmd = command_named(app, {args.begin() + 1, args.end()}, false);
+      std::string parents;  // "octet data" for `octet help data get`: its usage line names the whole command
+      for (const CLI::App* p = cmd.get_parent(); p != nullptr; p = p->get_parent())
+        parents = p->get_name() + (parents.empty() ? "" : " " + parents);
+      std::cout << cmd.help(parents);
       return 0;
     }
     command_named(app, args, true);

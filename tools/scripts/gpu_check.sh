@@ -5,27 +5,51 @@
 # machine is a failure too (the device was not usable), unless its skip message says it is a test
 # for machines without a GPU ("... has a GPU", "... device is present"). Aims at < 10 min on an H100.
 #
-#   tools/scripts/gpu_check.sh pack DIR
+#   tools/scripts/gpu_check.sh pack [--from-build BUILD] DIR
 #     Runs on a machine with octet's dependencies (tools/scripts/setup.sh) and the CUDA toolkit; no GPU
 #     needed. Configures and builds build-gpu/ (Release, -DOCTET_CUDA=ON, -DOCTET_WERROR=ON,
 #     CMAKE_CUDA_ARCHITECTURES=${OCTET_CUDA_ARCH:-90}) and copies into DIR: bin/octet_tests,
 #     bin/octet, bin/<GPU benchmark programs>, bench/<GPU benchmark scripts>, lib/liboctet.so.0 and
 #     every shared library they load that is neither part of a base system (glibc, libstdc++,
 #     libgcc_s) nor of the CUDA toolkit or driver (libcuda, cudart, cuBLAS, cuDNN, nvrtc, ...: the
-#     GPU machine brings those), stripped, in one DIR/payload.tar.gz (about 16 MB: libdnnl alone
-#     is 40 MB unpacked). DIR/MANIFEST.txt names the commit, the build and every file; this script
-#     is copied to DIR/gpu_check.sh.
+#     GPU machine brings those), stripped, in one DIR/payload.tar.gz (42 MiB in 2026-11, 124 MiB
+#     unpacked: libdnnl 11 MiB of it, ICU's data 12 MiB (libarchive -> libxml2 -> ICU), liboctet 5;
+#     the device tool carries 64 MiB in all, the checkout's files included: over 60 is an error).
+#     DIR/MANIFEST.txt names the commit, the build, the paths compiled into the tests and every
+#     file; this script is copied to DIR/gpu_check.sh. --from-build packs what BUILD (a configured
+#     and built build folder, CUDA or not) already holds instead of building build-gpu/: the
+#     rehearsal's way, since the CUDA build takes half an hour on 2 cores.
 #
 #   tools/scripts/gpu_check.sh run [DIR|-] [REPORT]
-#     Runs on the GPU machine. With DIR (a pack) it unpacks the payload to a temporary folder and
-#     runs its binaries with LD_LIBRARY_PATH set to its lib/ plus the folders holding the CUDA
-#     libraries they need, found by soname under /usr/local/cuda*, the driver's folders,
-#     ldconfig's cache and python3's nvidia-* wheels (where PyTorch's cuBLAS and cuDNN live).
-#     Without DIR (or with "-") it configures and builds
+#     Runs on the GPU machine. With DIR (a pack) it unpacks the payload to a temporary folder, sets
+#     LD_LIBRARY_PATH to its lib/ plus the folders holding the CUDA libraries the binaries need,
+#     found by soname under /usr/local/cuda*, the driver's folders, ldconfig's cache and python3's
+#     nvidia-* wheels (where PyTorch's cuBLAS and cuDNN live), says where each library resolves
+#     (the pack, the base system, CUDA), and starts octet and octet_tests (--version,
+#     --gtest_list_tests) with every symbol bound. Then it looks for a GPU (nvidia-smi,
+#     /dev/nvidia*): with none it stops there, with one line "no GPU found (...): nothing run"
+#     and exit status 3, so a machine without a GPU rehearses the unpacking and the library
+#     discovery in seconds. Where the source folder and the CLI compiled into octet_tests (MANIFEST's source: and cli:) are
+#     missing, as where the device tool copies the checkout elsewhere, it links them to the
+#     checkout around DIR and to the pack's octet for the run (the training tests read recipes/).
+#     Without DIR (or with "-") it looks for the GPU first, then configures and builds
 #     build-gpu/ from this checkout (the machine then needs octet's dependencies; the CUDA
 #     architecture defaults to "native"). REPORT defaults to gpu_report.md. Steps: nvidia-smi,
 #     `octet selftest`, octet_tests --gtest_filter="${GTEST_FILTER:-*Cuda*}" with XML output (one
 #     row per test in the report), each GPU benchmark, the report.
+#
+#   tools/scripts/gpu_check.sh rehearse BUILD [DIR]
+#     The rehearsal, ctest's gpu_check_rehearsal (tests/CMakeLists.txt), so this tooling cannot rot
+#     unseen between the rare GPU loans: `pack --from-build BUILD DIR` (DIR defaults to
+#     BUILD/gpu_check_rehearsal), then the pack's own copy of this script `run`s it with
+#     GPU_CHECK_REHEARSAL=1, which stops before the tests even where a GPU is found. Passes when
+#     that run ends within ${REHEARSAL_MAX_S:-30} s with exit status 3 and the "nothing run" line;
+#     a broken unpacking, a library that resolves neither in the pack nor among the base system's
+#     and CUDA's, a binary that does not start from the pack, or a pack over the size limit fails
+#     it (~10 s in all). Removes DIR when it passes.
+#
+# Exit status: 0 all passed, 1 a failure (see the report or the error), 2 usage, 3 nothing run (no
+# GPU found, or a rehearsal).
 #
 # GPU benchmarks, by convention: a program tools/bench/bench_NAME.cpp (built as octet_bench_NAME)
 # or a script tools/bench/bench_NAME.py whose source contains the string "--device" takes
@@ -36,7 +60,10 @@
 # With the device tool (in a session whose task is lent a GPU machine):
 #   1. here:   tools/scripts/gpu_check.sh pack /work/main/build-gpu-pack
 #              (build-*/ is git-ignored; the pack must lie in the checkout the session started in,
-#              because the device tool sends that checkout, whichever worktree a helper calls from)
+#              because the device tool sends that checkout, whichever worktree a helper calls from),
+#              then bash build-gpu-pack/gpu_check.sh run build-gpu-pack here: it must stop within
+#              seconds on "no GPU found (...): nothing run" (status 3), or the GPU time would be
+#              lost on the same error
 #   2. device: run(command="bash build-gpu-pack/gpu_check.sh run build-gpu-pack $OUT/gpu_report.md",
 #                  carry=["build-gpu-pack"], timeout_s=600)
 #   3. the report comes back under the reply's files_at: copy the device, driver, test summary and
@@ -61,8 +88,9 @@ declare -A CLI_BENCHES=(
   [octet_bench_pbatch]="bench pbatch --device cuda --sizes 512,1024,2048,4096,8192"
 )
 
-# Libraries the GPU machine provides: the base system and the CUDA toolkit/driver.
-SYSTEM_LIBS='^(linux-vdso|linux-gate|ld-linux|libc\.so|libm\.so|libmvec|libstdc\+\+|libgcc_s|libpthread|libdl\.so|librt\.so|libresolv|libutil\.so)'
+# Libraries the GPU machine provides: the base system and the CUDA toolkit/driver (some ldd name
+# the loader by its path).
+SYSTEM_LIBS='^(.*/)?(linux-vdso|linux-gate|ld-linux|libc\.so|libm\.so|libmvec|libstdc\+\+|libgcc_s|libpthread|libdl\.so|librt\.so|libresolv|libutil\.so)'
 CUDA_LIBS='^(libcuda\.so|libcudart|libcublas|libcublasLt|libcudnn|libnvrtc|libnvJitLink|libnvToolsExt|libnvtx|libcufft|libcurand|libcusparse|libcusolver|libnccl|libnvidia-)'
 
 usage() {
@@ -96,13 +124,36 @@ configure_and_build() {  # build_dir cuda_arch
 
 # ---------------------------------------------------------------- pack
 
-pack() {
+# A value from BUILD's CMakeCache.txt (empty when it is not there).
+cache_value() {  # build name
+  sed -n "s/^$2:[A-Z]*=//p" "$1/CMakeCache.txt" 2> /dev/null | head -1
+}
+
+pack() {  # [--from-build BUILD] DIR
+  local build="" from_build=""
+  if [[ ${1:-} == --from-build ]]; then
+    from_build=${2:-}
+    [[ -n $from_build ]] || usage
+    shift 2
+  fi
   local dir=${1:-}
   [[ -n $dir ]] || usage
   [[ $(uname -m) == x86_64 ]] || log "warning: packing on $(uname -m); the GPU machines are x86-64"
-  local build=${BUILD_DIR:-$ROOT/build-gpu}
-  configure_and_build "$build" "${OCTET_CUDA_ARCH:-90}"
+  if [[ -n $from_build ]]; then
+    build=$(cd "$from_build" && pwd)
+    [[ -f $build/CMakeCache.txt && -f $build/octet && -f $build/tests/octet_tests ]] ||
+      { log "error: $build holds no built octet and tests/octet_tests"; return 1; }
+  else
+    build=${BUILD_DIR:-$ROOT/build-gpu}
+    configure_and_build "$build" "${OCTET_CUDA_ARCH:-90}"
+  fi
 
+  # DIR is emptied first: refuse a folder that is neither empty nor an earlier pack (a mistyped
+  # `pack .` would take the checkout with it).
+  if [[ -d $dir && -n $(ls -A "$dir") && ! -f $dir/MANIFEST.txt ]]; then
+    log "error: $dir is not empty and holds no earlier pack (no MANIFEST.txt): not overwriting it"
+    return 1
+  fi
   rm -rf "$dir"
   mkdir -p "$dir"
   dir=$(cd "$dir" && pwd)
@@ -110,10 +161,16 @@ pack() {
   stage=$(mktemp -d)
   mkdir -p "$stage/bin" "$stage/lib" "$stage/bench"
   cp "$build/tests/octet_tests" "$build/octet" "$stage/bin/"
-  local b
+  local b exe
   for b in $(gpu_bench_sources); do
     if [[ $b == *.cpp ]]; then
-      cp "$build/tools/bench/octet_${b%.cpp}" "$stage/bin/"
+      exe=$build/tools/bench/octet_${b%.cpp}
+      # A build folder configured without benchmarks packs none; one built here always has them.
+      if [[ ! -e $exe && -n $from_build && $(cache_value "$build" OCTET_BUILD_BENCH) =~ ^(OFF|0|FALSE|NO|N|off|false|no)$ ]]; then
+        log "$build was configured with OCTET_BUILD_BENCH=OFF: ${exe##*/} left out"
+        continue
+      fi
+      cp "$exe" "$stage/bin/"
     else
       cp "$ROOT/tools/bench/$b" "$stage/bench/"
     fi
@@ -128,31 +185,44 @@ pack() {
   local name path
   while read -r name path; do
     [[ $name =~ $SYSTEM_LIBS || $name =~ $CUDA_LIBS || $name == "$soname" ]] && continue
-    [[ $path == "not" ]] && { log "error: $name is not found on this machine"; return 1; }
+    [[ $path == "not" ]] && { log "error: $name is not found on this machine"; rm -rf "$stage"; return 1; }
     [[ -e $stage/lib/$name ]] || cp -L "$path" "$stage/lib/$name"
   done < <(ldd "$stage"/bin/* "$stage/lib/$soname" | awk '/=>/{print $1, $3}' | sort -u)
   strip --strip-unneeded "$stage"/bin/* "$stage"/lib/* 2> /dev/null || log "warning: strip failed on some files"
-  # One gzip tarball: libdnnl alone is ~40 MB, ~11 MB compressed.
+  # One gzip tarball: ~10 s for 124 MiB. xz -6 would save a third (28 MiB) but take 3 minutes, too
+  # slow for the rehearsal, which must pack as the real pack does.
   tar -C "$stage" -czf "$dir/payload.tar.gz" bin lib bench
   cp "${BASH_SOURCE[0]}" "$dir/gpu_check.sh"
   chmod +x "$dir/gpu_check.sh"
 
+  local how="Release, CUDA architectures ${OCTET_CUDA_ARCH:-90}"
+  [[ -z $from_build ]] ||
+    how="from $build (CMAKE_BUILD_TYPE=$(cache_value "$build" CMAKE_BUILD_TYPE), OCTET_CUDA=$(cache_value "$build" OCTET_CUDA))"
   {
     echo "octet GPU check pack: payload.tar.gz holds bin/, lib/ and bench/; run it with gpu_check.sh run DIR"
     echo "commit: $(git -C "$ROOT" rev-parse HEAD 2> /dev/null || echo unknown)" \
       "($(git -C "$ROOT" status --porcelain 2> /dev/null | wc -l) uncommitted changes)"
     echo "subject: $(git -C "$ROOT" log -1 --format=%s 2> /dev/null || echo unknown)"
     echo "packed: $(date -u '+%Y-%m-%d %H:%M UTC') on $(hostname)"
-    echo "build: Release, CUDA architectures ${OCTET_CUDA_ARCH:-90}, $(nvcc --version 2> /dev/null | grep -o 'release [0-9.]*' || echo 'nvcc unknown'), $(c++ --version | head -1)"
+    echo "build: $how, $(nvcc --version 2> /dev/null | grep -o 'release [0-9.]*' || echo 'nvcc unknown'), $(c++ --version | head -1)"
+    # Absolute paths compiled into octet_tests (OCTET_TESTS_DIR, OCTET_CLI): `run` links them
+    # where the GPU machine lacks them.
+    echo "source: $(cache_value "$build" CMAKE_HOME_DIRECTORY)"
+    echo "cli: $build/octet"
     echo "benchmarks: $(gpu_bench_sources | tr '\n' ' ')"
     echo "files (bytes, uncompressed):"
     (cd "$stage" && find . -type f -printf '  %P %s\n' | sort)
   } > "$dir/MANIFEST.txt"
   rm -rf "$stage"
-  local size
+  # The device tool carries the pack with the checkout's files (tracked, and untracked but not
+  # ignored), 64 MiB in all: both count, with 4 MiB to spare.
+  local size tree
   size=$(du -sb "$dir" | cut -f1)
-  log "pack in $dir: $((size / 1024 / 1024)) MiB"
-  ((size < 60 * 1024 * 1024)) || { log "error: the pack is over 60 MiB (the device tool carries 64 MiB in all)"; return 1; }
+  tree=$(cd "$ROOT" && git ls-files -z -co --exclude-standard 2> /dev/null | xargs -0 -r stat -c %s 2> /dev/null |
+    awk '{ s += $1 } END { print s + 0 }')
+  log "pack in $dir: $((size / 1024 / 1024)) MiB ($size bytes; the checkout's files $((tree / 1024 / 1024)) MiB more)"
+  ((size + tree < 60 * 1024 * 1024)) ||
+    { log "error: the pack and the checkout are over 60 MiB together (the device tool carries 64 MiB in all)"; return 1; }
 }
 
 # ---------------------------------------------------------------- run
@@ -174,42 +244,188 @@ cuda_lib_candidates() {
   return 0
 }
 
-# Adds to LD_LIBRARY_PATH the folder of each library the pack's files cannot find, plus those
-# loaded with dlopen (the driver by cudart, nvrtc by cuDNN's runtime-compiled engines).
+# ldd's report on every file of the pack, errors included. ldd fails on scripts and tolerates
+# nothing else: its output is what counts.
+ldd_pack() {  # pack_dir
+  ldd "$1"/bin/* "$1"/lib/* 2>&1 || true
+}
+
+# "name path" for every library in ldd's report, as it resolves now (path "not" when it finds none).
+resolved_libraries() {  # < ldd's report
+  awk '$2 == "=>" { print $1, $3 }' | sort -u
+}
+
+# Adds to LD_LIBRARY_PATH, after the pack's lib/, the folder holding each CUDA library the pack's
+# files load, found or not through their RUNPATH (the packing machine's folders, which need not
+# exist here), plus those loaded with dlopen (the driver by cudart, nvrtc by cuDNN's runtime-compiled
+# engines). Repeats, since a library found brings its own (cuBLAS brings cuBLASLt).
 setup_library_path() {  # pack_dir
-  local dir=$1 so c found missing candidates
+  local dir=$1 so c candidates names
   export LD_LIBRARY_PATH="$dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   mapfile -t candidates < <(cuda_lib_candidates)
-  # ldd fails on scripts and tolerates nothing else: its output is what counts.
-  missing=$(ldd "$dir"/bin/* "$dir"/lib/* 2> /dev/null | awk '/not found/{print $1}' | sort -u || true)
-  for so in $missing libcuda.so.1 libnvrtc.so.13 libnvrtc.so.12; do
-    [[ $so == libcuda.so.1 || $so == libnvrtc* ]] && ldconfig -p 2> /dev/null | grep -q "$so " && continue
-    found=""
-    for c in "${candidates[@]}"; do
-      if [[ -e $c/$so ]]; then
-        found=$c
-        break
-      fi
+  for _ in 1 2 3; do
+    local before=$LD_LIBRARY_PATH
+    names=$(ldd_pack "$dir" | resolved_libraries | awk '{ print $1 }' | grep -E "$CUDA_LIBS" || true)
+    for so in $names libcuda.so.1 libnvrtc.so.13 libnvrtc.so.12; do
+      [[ $so == libcuda.so.1 || $so == libnvrtc* ]] && ldconfig -p 2> /dev/null | grep -q "$so " && continue
+      for c in "${candidates[@]}"; do
+        if [[ -e $c/$so ]]; then
+          [[ :$LD_LIBRARY_PATH: == *":$c:"* ]] || LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$c"
+          break
+        fi
+      done
     done
-    if [[ -n $found ]]; then
-      [[ :$LD_LIBRARY_PATH: == *":$found:"* ]] || LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$found"
-    fi
+    [[ $LD_LIBRARY_PATH != "$before" ]] || break
   done
-  missing=$(ldd "$dir"/bin/* "$dir"/lib/* 2> /dev/null | awk '/not found/{print $1}' | sort -u | tr '\n' ' ' || true)
-  [[ -z $missing ]] || { log "error: libraries not found on this machine: $missing"; return 1; }
   log "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+}
+
+# Says where each library the pack's files load resolves: the pack, the base system, CUDA (by
+# folder), and where the dlopen'd driver is. Fails on a library found nowhere that is not CUDA's
+# (the pack misses it), on CUDA's missing where there is a GPU (nothing could run), on a binary
+# needing a newer glibc or libstdc++ than this machine's, and, without a GPU (a rehearsal), on a
+# library that resolves outside the pack only because this machine has it (the GPU machine has
+# no oneDNN, yaml-cpp, ...). Without a GPU, missing CUDA libraries are only listed.
+check_libraries() {  # pack_dir has_gpu
+  local dir=$1 gpu=$2 name path report versions pack=0 system=0 f
+  local -a lost=() outside=() absent=()
+  CUDA_ABSENT=0
+  local -A cuda=()
+  report=$(ldd_pack "$dir")
+  versions=$(grep "version .* not found" <<< "$report" | sort -u || true)
+  [[ -z $versions ]] || { log "error: the pack needs newer base libraries than this machine's:"$'\n'"$versions"; return 1; }
+  while read -r name path; do
+    if [[ $path == not ]]; then
+      if [[ $name =~ $CUDA_LIBS ]]; then absent+=("$name"); else lost+=("$name"); fi
+    elif [[ $path == "$dir/lib/"* ]]; then
+      pack=$((pack + 1))
+    elif [[ $name =~ $SYSTEM_LIBS ]]; then
+      system=$((system + 1))
+    elif [[ $name =~ $CUDA_LIBS ]]; then
+      cuda[${path%/*}]+=" $name"
+    else
+      outside+=("$name ($path)")
+    fi
+  done < <(resolved_libraries <<< "$report")
+  log "libraries: $pack from the pack's lib/, $system from the base system"
+  for f in "${!cuda[@]}"; do log "CUDA libraries from $f:${cuda[$f]}"; done
+  CUDA_ABSENT=${#absent[@]}
+  ((CUDA_ABSENT == 0)) || log "CUDA libraries not on this machine (a GPU machine brings them): ${absent[*]}"
+  f=$( (ldconfig -p 2> /dev/null | grep -q 'libcuda\.so\.1 ' && echo "ldconfig's cache") ||
+    (IFS=:; for c in $LD_LIBRARY_PATH; do [[ -e $c/libcuda.so.1 ]] && echo "$c" && break; done) || true)
+  log "the driver's libcuda.so.1 (cudart loads it): ${f:-not found}"
+  ((${#lost[@]} == 0)) || { log "error: libraries found neither in the pack nor on this machine: ${lost[*]}"; return 1; }
+  if ((${#outside[@]})); then
+    if ((gpu)); then
+      log "outside the pack, found on this machine: ${outside[*]}"
+    else
+      log "error: libraries outside the pack, found only because this machine has them: ${outside[*]}"
+      return 1
+    fi
+  fi
+  if ((gpu && ${#absent[@]})); then
+    log "error: CUDA libraries not found on this GPU machine: ${absent[*]} (looked in: $(cuda_lib_candidates | tr '\n' ' '))"
+    return 1
+  fi
+  return 0
+}
+
+# ldd reads library names only: starting octet and octet_tests (listing the tests, no GPU needed)
+# with every symbol bound at once (LD_BIND_NOW) shows that the libraries they load are the ones
+# they were built against. Without a GPU a failure is an error; with one, a warning, and the tests
+# then say more.
+start_binaries() {  # bin_dir has_gpu
+  local bin=$1 gpu=$2 exe out rc=0 version="" tests=""
+  if ((CUDA_ABSENT)); then
+    log "binaries not started: the CUDA libraries they load are not on this machine"
+    return 0
+  fi
+  exe=octet
+  version=$(cd / && LD_BIND_NOW=1 timeout 60 "$bin/octet" --version 2>&1) || rc=$?
+  if ((rc == 0)); then
+    exe=octet_tests
+    tests=$(cd / && LD_BIND_NOW=1 timeout 60 "$bin/octet_tests" --gtest_list_tests --gtest_filter="$FILTER" 2>&1) || rc=$?
+  fi
+  if ((rc == 0)); then
+    log "the binaries start: ${version}; octet_tests lists $(grep -c '^  ' <<< "$tests") tests matching $FILTER"
+    return 0
+  fi
+  out=$(tail -n 2 <<< "${tests:-$version}" | tr '\n' ' ' | sed 's/ *$//')
+  log "$( ((gpu)) && echo warning || echo error): $exe does not start from the pack (status $rc): ${out:-no output}"
+  ((gpu))
+}
+
+# Whether this machine has an NVIDIA GPU; GPU_WHY says what was seen. A device node without a
+# working nvidia-smi still counts: then the tests say what is wrong, rather than a GPU loan ending
+# with nothing tried.
+find_gpu() {
+  local smi
+  if ! command -v nvidia-smi > /dev/null; then
+    GPU_WHY="nvidia-smi missing"
+  elif smi=$(timeout 60 nvidia-smi -L 2> /dev/null | grep -m1 '^GPU '); then
+    GPU_WHY=$smi
+    return 0
+  else
+    GPU_WHY="nvidia-smi lists no GPU"
+  fi
+  if compgen -G '/dev/nvidia[0-9]*' > /dev/null; then
+    GPU_WHY+=", but /dev/nvidia* exists"
+    return 0
+  fi
+  GPU_WHY+=", no /dev/nvidia*"
+  return 1
+}
+
+# octet_tests holds two absolute paths of the machine that built it (MANIFEST's source: and cli:):
+# the source folder (OCTET_TESTS_DIR: the TrainerCuda and CudaInt8 training tests read recipes/
+# there, others goldens under tests/) and the CLI (OCTET_CLI, which some tests run as a process).
+# The device tool copies the checkout to a folder of its own, so where a path is missing here this
+# plans a link from it to the checkout holding the pack, or to the pack's bin/octet: LINK_AT[i] ->
+# LINK_TO[i], made only when the tests are about to run.
+plan_links() {  # pack_dir unpacked_dir
+  local dir=$1 unpacked=$2 source cli checkout
+  LINK_AT=()
+  LINK_TO=()
+  source=$(sed -n 's/^source: //p' "$dir/MANIFEST.txt")
+  cli=$(sed -n 's/^cli: //p' "$dir/MANIFEST.txt")
+  if [[ -z $source || -d $source/tests ]]; then
+    log "the tests' source folder ${source:-(not in MANIFEST.txt)}: present"
+  elif [[ -e $source ]]; then
+    log "warning: the tests' source folder $source holds no tests/: the tests that read recipes or goldens will fail"
+  else
+    checkout=$dir
+    while [[ $checkout != / && ! (-f $checkout/tests/CMakeLists.txt && -d $checkout/recipes) ]]; do
+      checkout=$(dirname "$checkout")
+    done
+    if [[ $checkout == / ]]; then
+      log "warning: the tests' source folder $source is not here, nor is a checkout around $dir:" \
+        "the tests that read recipes or goldens will fail"
+    else
+      log "the tests' source folder $source: not here, to be linked to $checkout"
+      LINK_AT+=("$source")
+      LINK_TO+=("$checkout")
+    fi
+  fi
+  if [[ -n $cli && ! -e $cli ]]; then
+    log "the tests' octet CLI $cli: not here, to be linked to the pack's"
+    LINK_AT+=("$cli")
+    LINK_TO+=("$unpacked/bin/octet")
+  fi
+  return 0
 }
 
 run() {
   local dir=${1:--} report=${2:-gpu_report.md}
-  local t0 work bin bench_dir commit how
+  local t0 work bin bench_dir commit how gpu=0 i
   t0=$(date +%s)
-  work=$(mktemp -d)
-  command -v python3 > /dev/null || { log "error: python3 is needed to write the report"; return 1; }
+  find_gpu && gpu=1
 
   if [[ $dir == - ]]; then
+    # A build for the GPU ("native") is pointless, and fails, without one.
+    ((gpu)) || { log "no GPU found ($GPU_WHY): nothing run"; return 3; }
     local build=${BUILD_DIR:-$ROOT/build-gpu}
     configure_and_build "$build" "${OCTET_CUDA_ARCH:-native}"
+    work=$(mktemp -d)
     bin=$work/bin
     mkdir -p "$bin"
     ln -s "$build/tests/octet_tests" "$build/octet" "$bin/"
@@ -219,17 +435,41 @@ run() {
     bench_dir=$ROOT/tools/bench
     commit="$(git -C "$ROOT" rev-parse HEAD 2> /dev/null || echo unknown) ($(git -C "$ROOT" status --porcelain 2> /dev/null | wc -l) uncommitted changes)"
     how="built from source in $build"
+    LINK_AT=()
   else
     [[ -f $dir/payload.tar.gz ]] || { log "error: $dir is not a pack (no payload.tar.gz); make one with: $0 pack DIR"; return 1; }
     dir=$(cd "$dir" && pwd)
+    work=$(mktemp -d)
     mkdir -p "$work/pack"
-    tar -C "$work/pack" -xzf "$dir/payload.tar.gz"
+    tar -C "$work/pack" -xzf "$dir/payload.tar.gz" || { log "error: could not unpack $dir/payload.tar.gz"; rm -rf "$work"; return 1; }
+    log "unpacked $dir/payload.tar.gz: $(find "$work/pack" -type f | wc -l) files, $(du -sm "$work/pack" | cut -f1) MiB"
     setup_library_path "$work/pack"
+    check_libraries "$work/pack" "$gpu" || { rm -rf "$work"; return 1; }
+    start_binaries "$work/pack/bin" "$gpu" || { rm -rf "$work"; return 1; }
+    plan_links "$dir" "$work/pack"
+    # Everything a machine without a GPU can check is checked: stop before the tests.
+    ((gpu)) || { rm -rf "$work"; log "no GPU found ($GPU_WHY): nothing run"; return 3; }
     bin=$work/pack/bin
     bench_dir=$work/pack/bench
     commit=$(sed -n 's/^commit: //p' "$dir/MANIFEST.txt")
     how="pack $(sed -n 's/^packed: //p' "$dir/MANIFEST.txt"); $(sed -n 's/^build: //p' "$dir/MANIFEST.txt")"
   fi
+  log "GPU: $GPU_WHY"
+  command -v python3 > /dev/null || { log "error: python3 is needed to write the report"; rm -rf "$work"; return 1; }
+  if [[ ${GPU_CHECK_REHEARSAL:-} == 1 ]]; then
+    rm -rf "$work"
+    log "a GPU was found, but GPU_CHECK_REHEARSAL=1 asks for a rehearsal: nothing run"
+    return 3
+  fi
+  local made=()
+  for i in "${!LINK_AT[@]}"; do
+    if mkdir -p "$(dirname "${LINK_AT[$i]}")" && ln -s "${LINK_TO[$i]}" "${LINK_AT[$i]}"; then
+      made+=("${LINK_AT[$i]}")
+      log "linked ${LINK_AT[$i]} -> ${LINK_TO[$i]}"
+    else
+      log "warning: could not link ${LINK_AT[$i]} -> ${LINK_TO[$i]}: the tests that need it will fail"
+    fi
+  done
 
   log "device"
   nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv,noheader > "$work/smi.txt" \
@@ -378,13 +618,37 @@ print(f"[gpu_check] {'PASS' if ok else 'FAIL'}: report in {report}" + "".join(f"
 sys.exit(0 if ok else 1)
 PY
   rm -rf "$work"
+  ((${#made[@]} == 0)) || rm -f "${made[@]}"
   return $rc
+}
+
+# ---------------------------------------------------------------- rehearse
+
+rehearse() {  # build [dir]
+  local build=${1:-} dir=${2:-} rc=0 out last t0 ms max=${REHEARSAL_MAX_S:-30}
+  [[ -n $build ]] || usage
+  dir=${dir:-$build/gpu_check_rehearsal}
+  pack --from-build "$build" "$dir"
+  # The pack's own copy of the script, from another folder: as the GPU machine runs it.
+  t0=$(date +%s%N)
+  out=$(cd / && GPU_CHECK_REHEARSAL=1 bash "$dir/gpu_check.sh" run "$dir" 2>&1) || rc=$?
+  ms=$((($(date +%s%N) - t0) / 1000000))
+  printf '%s\n' "$out" >&2
+  last=$(tail -n 1 <<< "$out")
+  if ((rc != 3)) || [[ $last != "[gpu_check] "*": nothing run" ]]; then
+    log "error: rehearsal: the run should stop on '... nothing run' with status 3; it ended with status $rc"
+    return 1
+  fi
+  ((ms < max * 1000)) || { log "error: rehearsal: the run took $ms ms, over ${max} s"; return 1; }
+  log "rehearsal passed: the run unpacked $(du -b "$dir/payload.tar.gz" | cut -f1) bytes, resolved its libraries and stopped in $ms ms"
+  rm -rf "$dir"
 }
 
 main() {
   case "${1:-}" in
-    pack) pack "${2:-}" ;;
+    pack) pack "${@:2}" ;;
     run) run "${2:--}" "${3:-gpu_report.md}" ;;
+    rehearse) rehearse "${@:2}" ;;
     *) usage ;;
   esac
 }

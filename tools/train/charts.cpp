@@ -137,7 +137,8 @@ ChartAxis chart_axis(double lo, double hi, bool allow_log) {
   return a;
 }
 
-std::string svg_chart(const std::string& title, const std::vector<ChartSeries>& series, const std::string& x_label) {
+std::string svg_chart(const std::string& title, const std::vector<ChartSeries>& series, const std::string& x_label,
+                      bool log_y) {
   double x0 = std::numeric_limits<double>::infinity(), x1 = -x0, y0 = x0, y1 = -x0;
   for (const auto& s : series)
     for (auto [x, y] : s.points) {
@@ -149,7 +150,9 @@ std::string svg_chart(const std::string& title, const std::vector<ChartSeries>& 
   if (!std::isfinite(x0)) return os.str() + "<p>no data yet</p></figure>";
   // Values spanning decades (a learning rate decayed to 0.001x, a perplexity from thousands down)
   // get a log y axis; the x axis (epochs, steps, latency) stays linear.
-  const ChartAxis ax = chart_axis(x0, x1, false), ay = chart_axis(y0, y1, true);
+  // x from 0 where the data starts near it (an epoch axis whose first record is at 0.4).
+  const bool from_zero = x0 >= 0 && x0 <= x1 - x0;
+  const ChartAxis ax = chart_axis(from_zero ? 0.0 : x0, x1, false), ay = chart_axis(y0, y1, log_y);
   // The legend in a strip above the plot, never over the data; room on the left for the y labels
   // and on the right for the last x label.
   // The legend's entries left to right, on as many lines of 16 px as they need (8 INT8 layers

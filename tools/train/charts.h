@@ -21,8 +21,11 @@ struct ChartSeries {
   bool line = true;
   std::vector<std::string> labels;  // per point, optional
 };
+// The x axis starts at 0 where the data starts near it (epochs: the first record is at 0.4, which
+// was the axis' start); the y axis is logarithmic where the values span decades, unless `log_y` is false (a
+// learning rate: a cosine decay to 0 would flatten into its last steps).
 std::string svg_chart(const std::string& title, const std::vector<ChartSeries>& series,
-                      const std::string& x_label = "epoch");
+                      const std::string& x_label = "epoch", bool log_y = true);
 
 // A chart axis with round ticks: 1, 2 or 5 times a power of ten apart, the range widened to the
 // outer ticks (a single value gets a range around it); `log` (values > 0 spanning 100x or more):

@@ -362,7 +362,7 @@ std::string curves_html(const std::vector<MetricRecord>& records, const std::str
   const bool lm = std::any_of(records.begin(), records.end(), [](const auto& r) { return r.values.count("ppl"); });
   if (lm) os << svg_chart("perplexity", splits("ppl"));
   os << svg_chart(lm ? "next-token top-1 accuracy (%)" : "top-1 accuracy (%)", splits("top1"));
-  os << svg_chart("learning rate", {series_of(records, "train", "lr", "lr", "#2ca02c")});
+  os << svg_chart("learning rate", {series_of(records, "train", "lr", "lr", "#2ca02c")}, "epoch", false);
   os << svg_chart(lm ? "tokens/s" : "samples/s",
                   {series_of(records, "train", lm ? "tokens_per_s" : "samples_per_s", "train", "#9467bd")});
   int8_charts(os, records, facts.int8_layers);

@@ -334,9 +334,11 @@ const char* type_name(KeyType t) {
   return "?";
 }
 
-// A recipe larger than this is refused unread: real ones are a few kilobytes. (yaml-cpp itself
-// refuses nesting deeper than 2000 levels, before its recursion can exhaust the stack.)
+// A recipe larger than this is refused unread: real ones are a few kilobytes.
 constexpr size_t kMaxRecipeBytes = 1 << 20;
+// Nor may it nest deeper than this (real ones nest 3 or 4 levels). yaml-cpp gives up near 500
+// levels, before its recursion can exhaust the stack, with only "bad file" to say why.
+constexpr int kMaxRecipeDepth = 256;
 
 // A node for an error message: a scalar as written (cut short), a collection by its kind only, as
 // printing a collection built from aliases could take exponential time and memory.
@@ -365,6 +367,46 @@ int first_tab_indented_line(const std::string& yaml) {
     } else if (c != ' ') {
       indent = false;
     }
+  }
+  return 0;
+}
+
+// The 1-based line where a YAML text first nests deeper than `limit` levels (0: it does not): block
+// indentation, "- " entries and flow collections ([ and {) counted together, as the reader recurses
+// into each. Quoted text and comments do not count.
+int line_nesting_deeper_than(const std::string& yaml, int limit) {
+  std::vector<size_t> indents;  // the open block levels' indentation
+  int flow = 0, line = 1;
+  size_t at = 0;
+  while (at < yaml.size()) {
+    const size_t end = std::min(yaml.find('\n', at), yaml.size());
+    const size_t first = yaml.find_first_not_of(' ', at);
+    if (flow == 0 && first < end && yaml[first] != '#') {
+      const size_t indent = first - at;
+      while (!indents.empty() && indents.back() >= indent) indents.pop_back();
+      indents.push_back(indent);
+    }
+    int entries = 0;  // "- - x": each dash opens a sequence
+    for (size_t i = first; i < end && i + 1 < end && yaml[i] == '-' && yaml[i + 1] == ' ';
+         i = yaml.find_first_not_of(' ', i + 1))
+      ++entries;
+    char quote = 0;
+    for (size_t i = at; i < end; ++i) {
+      const char c = yaml[i];
+      if (quote) {
+        if (c == quote) quote = 0;
+      } else if (c == '"' || c == '\'') {
+        quote = c;
+      } else if (c == '#' && (i == at || yaml[i - 1] == ' ')) {
+        break;
+      } else if (c == '[' || c == '{') {
+        if (static_cast<int>(indents.size()) + entries + ++flow > limit) return line;
+      } else if ((c == ']' || c == '}') && flow > 0) {
+        --flow;
+      }
+    }
+    if (static_cast<int>(indents.size()) + entries + flow > limit) return line;
+    at = end + 1, ++line;
   }
   return 0;
 }
@@ -798,6 +840,9 @@ Recipe Recipe::parse(const std::string& yaml, const std::string& source, const s
       OCTET_FAIL(source, ": not a text file (byte ", i, " is ", hex, "); a recipe is a YAML text file");
     }
   }
+  if (const int line = line_nesting_deeper_than(yaml, kMaxRecipeDepth); line > 0)
+    OCTET_FAIL(source, ":", line, ": the recipe nests deeper than ", kMaxRecipeDepth,
+               " levels (a recipe has sections of keys, and lists in a few of them)");
   YAML::Node root;
   try {
     root = YAML::Load(yaml);

@@ -31,6 +31,14 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
+// One failing rank of several stops them all now, with its message: the others may wait in a
+// collective for it. Returns only when this process trains alone.
+void abort_job_if_distributed(const TrainOptions& opts, const std::exception& e) {
+  if (!opts.distributed || !dist::mpi_built() || dist::launched_world_size() <= 1) return;
+  const dist::ProcessGroup& g = dist::ProcessGroup::world();
+  g.abort("octet train: rank " + std::to_string(g.rank()) + " of " + std::to_string(g.size()) + ": " + e.what());
+}
+
 // "SIGINT (Ctrl-C)", "SIGTERM", or "signal N".
 std::string signal_name(int sig) {
   if (sig == SIGINT) return "SIGINT (Ctrl-C)";
@@ -66,6 +74,10 @@ class TrainingLoop {
       if (bar_) bar_->end_line();
       log_error_to_files(e.what());
       drop_file_logs();
+      // Several processes: the job ends now, before this loop's members are destroyed. Destroying an
+      // all-reduce still in flight waits for its peers, and a stopped or cut-off peer never answers
+      // (the job then outlived train.dist_timeout_s by minutes).
+      abort_job_if_distributed(opts_, e);
       throw;
     }
   }
@@ -565,8 +577,19 @@ class TrainingLoop {
       }
       spdlog::info("{} (the checkpoint of the best validation loss)", describe_eval(result_.final_test));
     }
-    spdlog::info("done: {} steps; checkpoints and curves in {}", state_.step, run_dir_);
+    spdlog::info("done: {} steps in {}{}; checkpoints and curves in {}", state_.step, format_duration(wall_s()),
+                 best_text(), run_dir_);
     return result_;
+  }
+
+  // The best evaluation of the run, as the done line states it (empty before any).
+  std::string best_text() const {
+    char buf[64] = "";
+    if (lm_ && std::isfinite(state_.best_loss))
+      std::snprintf(buf, sizeof(buf), "; best valid perplexity %.2f", std::exp(state_.best_loss));
+    else if (!lm_ && state_.best_top1 >= 0)
+      std::snprintf(buf, sizeof(buf), "; best test top-1 %.2f%%", state_.best_top1);
+    return buf;
   }
 
   // Several processes: each INT8 layer's gradient cosine distance d_c becomes its mean over the
@@ -695,12 +718,7 @@ TrainResult train(const Recipe& recipe, const TrainOptions& opts) {
   try {
     return TrainingLoop(recipe, opts).run();
   } catch (const std::exception& e) {
-    // One failing rank of several stops them all now, with its message; the others may wait in a
-    // collective for it.
-    if (opts.distributed && dist::mpi_built() && dist::launched_world_size() > 1) {
-      const dist::ProcessGroup& g = dist::ProcessGroup::world();
-      g.abort("octet train: rank " + std::to_string(g.rank()) + " of " + std::to_string(g.size()) + ": " + e.what());
-    }
+    abort_job_if_distributed(opts, e);  // an error before the loop ran (the loop aborts for its own)
     throw;
   }
 }
