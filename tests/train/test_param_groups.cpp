@@ -195,6 +195,14 @@ TEST(ParamGroups, BuildErrorsNameThePattern) {
         build_optimizer(beta_of_one, {{"a", zeros({2})}});
       },
       "recipe optimizer.param_groups[0].betas: expected each in [0, 1) for adamw, got 1");
+  // The section's own keys, checked when the optimizer is built, name the recipe file and line.
+  expect_error([&] { build_optimizer(parse_recipe("optimizer:\n  state_bits: 4\n", "r.yaml"), cnn_params()); },
+               "r.yaml:2: recipe optimizer.state_bits: expected 32 or 8, got 4");
+  expect_error([&] { build_optimizer(parse_recipe("optimizer:\n  nesterov: true\n", "r.yaml"), cnn_params()); },
+               "r.yaml:2: recipe optimizer.nesterov: true needs optimizer.momentum > 0");
+  // A block size is checked with 32-bit state too (3 was accepted until 8-bit state was asked for).
+  expect_error([&] { build_optimizer(parse_recipe("", "r.yaml", {"optimizer.block_size=3"}), cnn_params()); },
+               "recipe optimizer.block_size: expected a block size that is a power of two");
 }
 
 // Whether parameter `name`'s state is 8-bit, from the optimizer's state_dict keys.

@@ -86,6 +86,12 @@ TEST(TorchWeights, WhatDoesNotFitIsNamed) {
   EXPECT_EQ(r.loaded, 312u);
   EXPECT_EQ(r.ignored, (std::vector<std::string>{"classifier.1.weight", "classifier.1.bias"}));
   EXPECT_TRUE(same_bytes(five->state_dict().back().second, before));
+  // A glob that matches nothing is a mistake (it was ignored silently), as in optimizer.param_groups.
+  expect_error(
+      [&] {
+        init_from_file(*five, kWeights, {true, {"classifer.*"}});
+      },
+      "recipe model.init_ignore: 'classifer.*' matches no tensor of ");
   // Another architecture: the missing and unexpected names, counted and listed.
   auto resnet = build_model(ModelOptions().name("resnet20").num_classes(10).in_channels(3));
   expect_error([&] { init_from_file(*resnet, kWeights, {}); }, "tensor(s) not in the file: conv1.weight");

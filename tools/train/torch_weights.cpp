@@ -26,6 +26,12 @@ bool ignored(const std::vector<std::string>& globs, const std::string& name) {
   return std::any_of(globs.begin(), globs.end(), [&](const std::string& g) { return name_matches(g, name); });
 }
 
+std::vector<std::string> names_of(const NamedTensors& tensors) {
+  std::vector<std::string> names;
+  for (const auto& [name, t] : tensors) names.push_back(name);
+  return names;
+}
+
 bool is_float(DType t) { return t == DType::f32 || t == DType::f64 || t == DType::bf16; }
 
 }  // namespace
@@ -50,6 +56,13 @@ InitFromReport init_from_file(Module& model, const std::string& path, const Init
   const NamedTensors given = checkpoint ? checkpoint_of(file).model : file.tensors;
   const NamedTensors own = model.state_dict();
   std::map<std::string, Tensor> own_by_name(own.begin(), own.end());
+  // A glob that matches no tensor, of the file or the model, is a mistake (as in param_groups).
+  for (const std::string& glob : options.ignore) {
+    const auto matches = [&](const auto& entry) { return name_matches(glob, entry.first); };
+    OCTET_USAGE_CHECK(std::any_of(given.begin(), given.end(), matches) || std::any_of(own.begin(), own.end(), matches),
+                      "recipe model.init_ignore: '", glob, "' matches no tensor of ", path,
+                      " or of the model (its names: ", listed(names_of(own)), ")");
+  }
   InitFromReport report;
   std::vector<std::string> unexpected, problems;
   NamedTensors load;
