@@ -364,9 +364,10 @@ TEST(Recipe, CombinationsThatMeanNothingAreErrors) {
                "r.yaml:3: recipe optimizer.betas: optimizer sgd does not use it (its keys: dampening, lr, momentum");
   expect_error("", {"optimizer.momentum=0.9", "optimizer.name=adam"}, "optimizer adam does not use it");
   // The recipe's SGD keys under optimizer.name=adam on the command line: a switch, not an error.
-  EXPECT_EQ(parse_recipe("optimizer:\n  momentum: 0.9\n  nesterov: true\n", "r.yaml", {"optimizer.name=adam"})
-                .text("optimizer.name"),
-            "adam");
+  const Recipe switched =
+      parse_recipe("optimizer:\n  momentum: 0.9\n  nesterov: true\n", "r.yaml", {"optimizer.name=adam"});
+  EXPECT_EQ(switched.text("optimizer.name"), "adam");
+  EXPECT_EQ(parse_recipe(switched.resolved_yaml(), "recipe.yaml").real("optimizer.momentum"), 0.0);  // reads again
   // A resolved recipe (a run folder's recipe.yaml) names the unused keys with their resolved values.
   const Recipe sgd = parse_recipe("", "r.yaml");
   EXPECT_EQ(parse_recipe(sgd.resolved_yaml(), "recipe.yaml").value_yaml("optimizer.betas"), "[0.9, 0.999]");

@@ -791,7 +791,7 @@ std::string schema_markdown() {
 
 // What a recipe may not combine, beyond each key's own type and range. A stored recipe names every
 // key (the resolved recipe), so this checks recipes as written.
-void Recipe::check_combinations(const OptimizerDefaults& chosen) const {
+void Recipe::check_combinations(const OptimizerDefaults& chosen) {
   const Recipe& r = *this;
   std::vector<std::string> used;
   for (const auto& [field, value] : chosen.values) used.push_back(field);
@@ -810,6 +810,8 @@ void Recipe::check_combinations(const OptimizerDefaults& chosen) const {
     if (by_override("optimizer.name") && !by_override(e.key)) {
       spdlog::warn("{}: optimizer {} (optimizer.name={}) does not use it; ignored", r.where(e.key), chosen.name,
                    chosen.name);
+      values_[e.key] = optimizer_default(chosen, e.key);  // the resolved recipe, read again, is valid
+      set_.erase(e.key);
       continue;
     }
     OCTET_FAIL(r.where(e.key), ": optimizer ", chosen.name, " does not use it (its keys: ", joined(used),

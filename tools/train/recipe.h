@@ -102,7 +102,7 @@ class Recipe {
   static Recipe parse(const std::string& yaml, const std::string& source, const std::vector<std::string>& overrides,
                       bool stored);
   const RecipeValue& value(const std::string& key, KeyType want) const;
-  void check_combinations(const OptimizerDefaults& chosen) const;
+  void check_combinations(const OptimizerDefaults& chosen);
   std::map<std::string, RecipeValue> values_;
   std::map<std::string, std::string> set_;  // key -> "file:line" of its value ("" for an override)
   std::string source_;
