@@ -5,7 +5,7 @@
 // with 8-bit state built over any model that contains it keeps that one tensor in 32 bits.
 //   auto emb = std::make_shared<StableEmbedding>(10000, 512);
 //   Tensor e = (*emb)(ids);                                 // ids i64 [B, T] -> [B, T, 512]
-//   Adam opt(model->named_parameters(), AdamOptions(1e-3), StateOptions().bits(8));  // emb 32-bit
+//   Adam opt(model->named_parameters(), AdamOptions(1e-3), StateOptions().state_bits(8));  // emb 32-bit
 #pragma once
 
 #include <memory>

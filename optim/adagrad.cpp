@@ -6,15 +6,6 @@
 namespace octet {
 namespace {
 
-void check_options(const AdagradOptions& o) {
-  OCTET_CHECK(o.lr_ >= 0.0, "Adagrad: expected lr >= 0, got ", o.lr_);
-  OCTET_CHECK(o.lr_decay_ >= 0.0, "Adagrad: expected lr_decay >= 0, got ", o.lr_decay_);
-  OCTET_CHECK(o.weight_decay_ >= 0.0, "Adagrad: expected weight_decay >= 0, got ", o.weight_decay_);
-  OCTET_CHECK(o.initial_accumulator_value_ >= 0.0, "Adagrad: expected initial_accumulator_value >= 0, got ",
-              o.initial_accumulator_value_);
-  OCTET_CHECK(o.eps_ >= 0.0, "Adagrad: expected eps >= 0, got ", o.eps_);
-}
-
 template <typename T>
 AdagradRule<T> adagrad_rule(const AdagradOptions& o, int64_t t) {
   return {.clr = static_cast<T>(o.lr_ / (1.0 + static_cast<double>(t - 1) * o.lr_decay_)),
@@ -32,9 +23,7 @@ Adagrad::Adagrad(NamedTensors params, const AdagradOptions& options, const State
     : Adagrad(std::vector<ParamGroup>{ParamGroup(std::move(params))}, options, state) {}
 
 Adagrad::Adagrad(std::vector<ParamGroup> groups, const AdagradOptions& defaults, const StateOptions& state)
-    : Optimizer(std::move(groups), defaults, "Adagrad", state) {
-  for (size_t g = 0; g < num_groups(); ++g) check_options(options(g));
-}
+    : Optimizer(std::move(groups), defaults, "Adagrad", state) {}
 
 const AdagradOptions& Adagrad::options(size_t group) const {
   return static_cast<const AdagradOptions&>(group_options(group));

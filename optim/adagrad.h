@@ -4,7 +4,7 @@
 //   clr = lr / (1 + (t - 1) * lr_decay)                    (t: this parameter's step, from 1)
 //   sum += g * g                                           (sum starts at initial_accumulator_value)
 //   p -= clr * g / (sqrt(sum) + eps)
-//   Adagrad opt(model.named_parameters(), AdagradOptions(1e-2).lr_decay(1e-4), StateOptions().bits(8));
+//   Adagrad opt(model.named_parameters(), AdagradOptions(1e-2).lr_decay(1e-4), StateOptions().state_bits(8));
 // State buffer: "sum" (PyTorch's name), non-negative: 8-bit state uses the unsigned map.
 #pragma once
 
@@ -12,29 +12,16 @@
 
 namespace octet {
 
-struct AdagradOptions : OptimizerOptions {
-  double lr_;
-  double lr_decay_ = 0.0;
-  double weight_decay_ = 0.0;
-  double initial_accumulator_value_ = 0.0;
-  double eps_ = 1e-10;
-
-  explicit AdagradOptions(double lr = 1e-2) : lr_(lr) {}  // PyTorch's defaults
-  AdagradOptions& lr(double v) { return set(lr_, v); }
-  AdagradOptions& lr_decay(double v) { return set(lr_decay_, v); }
-  AdagradOptions& weight_decay(double v) { return set(weight_decay_, v); }
-  AdagradOptions& initial_accumulator_value(double v) { return set(initial_accumulator_value_, v); }
-  AdagradOptions& eps(double v) { return set(eps_, v); }
-  std::unique_ptr<OptimizerOptions> clone() const override { return std::make_unique<AdagradOptions>(*this); }
-  double get_lr() const override { return lr_; }
-  void set_lr(double v) override { lr_ = v; }
-
- private:
-  template <typename F, typename V>
-  AdagradOptions& set(F& field, const V& v) {
-    field = v;
-    return *this;
-  }
+#define OCTET_ADAGRAD_OPTIONS(X)                                                                      \
+  X(double, lr, 1e-2, kNonNegative, "learning rate (peak, before the schedule)")                      \
+  X(double, lr_decay, 0.0, kNonNegative, "lr / (1 + (step - 1) * lr_decay)")                          \
+  X(double, weight_decay, 0.0, kNonNegative, "L2 weight decay")                                       \
+  X(double, initial_accumulator_value, 0.0, kNonNegative, "the sum of squared gradients starts here") \
+  X(double, eps, 1e-10, kNonNegative, "epsilon")
+struct AdagradOptions : OptimizerOptions {  // PyTorch's defaults
+  OCTET_OPTIMIZER_OPTIONS(AdagradOptions, OCTET_ADAGRAD_OPTIONS)
+  AdagradOptions() = default;
+  explicit AdagradOptions(double lr) { lr_ = lr; }
 };
 
 class Adagrad : public Optimizer {

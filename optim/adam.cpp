@@ -19,15 +19,6 @@ AdamStep adam_step(const O& o, bool decoupled) {
   return {o.lr_, o.betas_.first, o.betas_.second, o.eps_, o.weight_decay_, o.amsgrad_, decoupled};
 }
 
-template <typename O>
-void check_options(const O& o, const char* name) {
-  OCTET_CHECK(o.lr_ >= 0.0, name, ": expected lr >= 0, got ", o.lr_);
-  OCTET_CHECK(o.eps_ >= 0.0, name, ": expected eps >= 0, got ", o.eps_);
-  OCTET_CHECK(o.betas_.first >= 0.0 && o.betas_.first < 1.0 && o.betas_.second >= 0.0 && o.betas_.second < 1.0, name,
-              ": expected betas in [0, 1), got (", o.betas_.first, ", ", o.betas_.second, ")");
-  OCTET_CHECK(o.weight_decay_ >= 0.0, name, ": expected weight_decay >= 0, got ", o.weight_decay_);
-}
-
 std::vector<std::string> buffers(bool amsgrad) {
   if (amsgrad) return {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"};
   return {"exp_avg", "exp_avg_sq"};
@@ -65,9 +56,7 @@ Adam::Adam(NamedTensors params, const AdamOptions& options, const StateOptions& 
     : Adam(std::vector<ParamGroup>{ParamGroup(std::move(params))}, options, state) {}
 
 Adam::Adam(std::vector<ParamGroup> groups, const AdamOptions& defaults, const StateOptions& state)
-    : Optimizer(std::move(groups), defaults, "Adam", state) {
-  for (size_t g = 0; g < num_groups(); ++g) check_options(options(g), "Adam");
-}
+    : Optimizer(std::move(groups), defaults, "Adam", state) {}
 
 const AdamOptions& Adam::options(size_t group) const { return static_cast<const AdamOptions&>(group_options(group)); }
 AdamOptions& Adam::options(size_t group) { return static_cast<AdamOptions&>(group_options(group)); }
@@ -86,9 +75,7 @@ AdamW::AdamW(NamedTensors params, const AdamWOptions& options, const StateOption
     : AdamW(std::vector<ParamGroup>{ParamGroup(std::move(params))}, options, state) {}
 
 AdamW::AdamW(std::vector<ParamGroup> groups, const AdamWOptions& defaults, const StateOptions& state)
-    : Optimizer(std::move(groups), defaults, "AdamW", state) {
-  for (size_t g = 0; g < num_groups(); ++g) check_options(options(g), "AdamW");
-}
+    : Optimizer(std::move(groups), defaults, "AdamW", state) {}
 
 const AdamWOptions& AdamW::options(size_t group) const {
   return static_cast<const AdamWOptions&>(group_options(group));

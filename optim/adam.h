@@ -15,40 +15,24 @@
 namespace octet {
 
 // Adam's and AdamW's options differ only in the default weight decay (and what it means).
-template <typename Self>
-struct AdamOptionsBase : OptimizerOptions {
-  double lr_;
-  std::pair<double, double> betas_ = {0.9, 0.999};
-  double eps_ = 1e-8;
-  double weight_decay_;
-  bool amsgrad_ = false;
-
-  AdamOptionsBase(double lr, double weight_decay) : lr_(lr), weight_decay_(weight_decay) {}
-  Self& lr(double v) { return set(lr_, v); }
-  Self& betas(std::pair<double, double> v) { return set(betas_, v); }
-  Self& eps(double v) { return set(eps_, v); }
-  Self& weight_decay(double v) { return set(weight_decay_, v); }
-  Self& amsgrad(bool v) { return set(amsgrad_, v); }
-  std::unique_ptr<OptimizerOptions> clone() const override {
-    return std::make_unique<Self>(static_cast<const Self&>(*this));
-  }
-  double get_lr() const override { return lr_; }
-  void set_lr(double v) override { lr_ = v; }
-
- private:
-  template <typename F, typename V>
-  Self& set(F& field, const V& v) {
-    field = v;
-    return static_cast<Self&>(*this);
-  }
+#define OCTET_ADAM_LIKE_OPTIONS(X, decay, decay_doc)                                         \
+  X(double, lr, 1e-3, kNonNegative, "learning rate (peak, before the schedule)")             \
+  X(Betas, betas, (Betas{0.9, 0.999}), kUnitHalfOpen, "coefficients of the moment averages") \
+  X(double, eps, 1e-8, kNonNegative, "epsilon")                                              \
+  X(double, weight_decay, decay, kNonNegative, decay_doc)                                    \
+  X(bool, amsgrad, false, kAnyValue, "AMSGrad variant")
+#define OCTET_ADAM_OPTIONS(X) OCTET_ADAM_LIKE_OPTIONS(X, 0.0, "L2 weight decay")
+#define OCTET_ADAMW_OPTIONS(X) OCTET_ADAM_LIKE_OPTIONS(X, 1e-2, "decoupled weight decay")
+struct AdamOptions : OptimizerOptions {
+  OCTET_OPTIMIZER_OPTIONS(AdamOptions, OCTET_ADAM_OPTIONS)
+  AdamOptions() = default;
+  explicit AdamOptions(double lr) { lr_ = lr; }
 };
 
-struct AdamOptions : AdamOptionsBase<AdamOptions> {
-  explicit AdamOptions(double lr = 1e-3) : AdamOptionsBase(lr, 0.0) {}
-};
-
-struct AdamWOptions : AdamOptionsBase<AdamWOptions> {
-  explicit AdamWOptions(double lr = 1e-3) : AdamOptionsBase(lr, 1e-2) {}
+struct AdamWOptions : OptimizerOptions {
+  OCTET_OPTIMIZER_OPTIONS(AdamWOptions, OCTET_ADAMW_OPTIONS)
+  AdamWOptions() = default;
+  explicit AdamWOptions(double lr) { lr_ = lr; }
 };
 
 class Adam : public Optimizer {

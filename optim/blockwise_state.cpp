@@ -31,9 +31,8 @@ quant::QuantMap map_of_values(const Tensor& values, quant::QuantMap configured, 
     if (std::memcmp(host.data<float>(), quant::quant_map(m).data(), 256 * sizeof(float)) != 0) continue;
     if (!found || keeps_positive_nonzero(m) == keeps_positive_nonzero(configured)) found = m;
   }
-  OCTET_CHECK(found.has_value(), "8-bit state '", buffer,
-              "': the checkpoint's quantization map (", host.data<float>()[0], " .. ", host.data<float>()[255],
-              ") is none of octet's maps");
+  OCTET_CHECK(found.has_value(), "8-bit state '", buffer, "': the checkpoint's quantization map (",
+              host.data<float>()[0], " .. ", host.data<float>()[255], ") is none of octet's maps");
   return *found;
 }
 

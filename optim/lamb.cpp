@@ -11,14 +11,6 @@
 namespace octet {
 namespace {
 
-void check_options(const LambOptions& o) {
-  OCTET_CHECK(o.lr_ >= 0.0, "Lamb: expected lr >= 0, got ", o.lr_);
-  OCTET_CHECK(o.eps_ >= 0.0, "Lamb: expected eps >= 0, got ", o.eps_);
-  OCTET_CHECK(o.betas_.first >= 0.0 && o.betas_.first < 1.0 && o.betas_.second >= 0.0 && o.betas_.second < 1.0,
-              "Lamb: expected betas in [0, 1), got (", o.betas_.first, ", ", o.betas_.second, ")");
-  OCTET_CHECK(o.weight_decay_ >= 0.0, "Lamb: expected weight_decay >= 0, got ", o.weight_decay_);
-}
-
 // The per-step scalars in the parameter's type (bias corrections computed once in double); the
 // step (lr * ratio) is set once the ratio is known.
 template <typename T>
@@ -61,9 +53,7 @@ Lamb::Lamb(NamedTensors params, const LambOptions& options, const StateOptions& 
     : Lamb(std::vector<ParamGroup>{ParamGroup(std::move(params))}, options, state) {}
 
 Lamb::Lamb(std::vector<ParamGroup> groups, const LambOptions& defaults, const StateOptions& state)
-    : Optimizer(std::move(groups), defaults, "Lamb", state) {
-  for (size_t g = 0; g < num_groups(); ++g) check_options(options(g));
-}
+    : Optimizer(std::move(groups), defaults, "Lamb", state) {}
 
 const LambOptions& Lamb::options(size_t group) const { return static_cast<const LambOptions&>(group_options(group)); }
 LambOptions& Lamb::options(size_t group) { return static_cast<LambOptions&>(group_options(group)); }

@@ -26,31 +26,17 @@
 
 namespace octet {
 
+#define OCTET_LAMB_OPTIONS(X)                                                                \
+  X(double, lr, 1e-3, kNonNegative, "learning rate (peak, before the schedule)")             \
+  X(Betas, betas, (Betas{0.9, 0.999}), kUnitHalfOpen, "coefficients of the moment averages") \
+  X(double, eps, 1e-6, kNonNegative, "epsilon")                                              \
+  X(double, weight_decay, 0.0, kNonNegative, "decoupled weight decay")                       \
+  X(bool, trust_clip, false, kAnyValue, "clip the trust ratio at 1")                         \
+  X(bool, layer_adaptation, true, kAnyValue, "scale by the trust ratio (false: Adam with decoupled decay)")
 struct LambOptions : OptimizerOptions {
-  double lr_;
-  std::pair<double, double> betas_ = {0.9, 0.999};
-  double eps_ = 1e-6;
-  double weight_decay_ = 0.0;
-  bool trust_clip_ = false;
-  bool layer_adaptation_ = true;
-
-  explicit LambOptions(double lr = 1e-3) : lr_(lr) {}
-  LambOptions& lr(double v) { return set(lr_, v); }
-  LambOptions& betas(std::pair<double, double> v) { return set(betas_, v); }
-  LambOptions& eps(double v) { return set(eps_, v); }
-  LambOptions& weight_decay(double v) { return set(weight_decay_, v); }
-  LambOptions& trust_clip(bool v) { return set(trust_clip_, v); }
-  LambOptions& layer_adaptation(bool v) { return set(layer_adaptation_, v); }
-  std::unique_ptr<OptimizerOptions> clone() const override { return std::make_unique<LambOptions>(*this); }
-  double get_lr() const override { return lr_; }
-  void set_lr(double v) override { lr_ = v; }
-
- private:
-  template <typename F, typename V>
-  LambOptions& set(F& field, const V& v) {
-    field = v;
-    return *this;
-  }
+  OCTET_OPTIMIZER_OPTIONS(LambOptions, OCTET_LAMB_OPTIONS)
+  LambOptions() = default;
+  explicit LambOptions(double lr) { lr_ = lr; }
 };
 
 class Lamb : public Optimizer {

@@ -9,14 +9,6 @@
 namespace octet {
 namespace {
 
-void check_options(const LarsOptions& o) {
-  OCTET_CHECK(o.lr_ >= 0.0, "LARS: expected lr >= 0, got ", o.lr_);
-  OCTET_CHECK(o.momentum_ >= 0.0, "LARS: expected momentum >= 0, got ", o.momentum_);
-  OCTET_CHECK(o.weight_decay_ >= 0.0, "LARS: expected weight_decay >= 0, got ", o.weight_decay_);
-  OCTET_CHECK(o.trust_coefficient_ > 0.0, "LARS: expected trust_coefficient > 0, got ", o.trust_coefficient_);
-  OCTET_CHECK(o.eps_ >= 0.0, "LARS: expected eps >= 0, got ", o.eps_);
-}
-
 template <typename T>
 LarsRule<T> lars_rule(const LarsOptions& o, bool first) {
   return {.lr = static_cast<T>(o.lr_),
@@ -35,9 +27,7 @@ Lars::Lars(NamedTensors params, const LarsOptions& options, const StateOptions& 
     : Lars(std::vector<ParamGroup>{ParamGroup(std::move(params))}, options, state) {}
 
 Lars::Lars(std::vector<ParamGroup> groups, const LarsOptions& defaults, const StateOptions& state)
-    : Optimizer(std::move(groups), defaults, "LARS", state) {
-  for (size_t g = 0; g < num_groups(); ++g) check_options(options(g));
-}
+    : Optimizer(std::move(groups), defaults, "LARS", state) {}
 
 const LarsOptions& Lars::options(size_t group) const { return static_cast<const LarsOptions&>(group_options(group)); }
 LarsOptions& Lars::options(size_t group) { return static_cast<LarsOptions&>(group_options(group)); }

@@ -22,31 +22,17 @@
 
 namespace octet {
 
+#define OCTET_LARS_OPTIONS(X)                                                   \
+  X(double, lr, 1.0, kNonNegative, "learning rate (peak, before the schedule)") \
+  X(double, momentum, 0.9, kNonNegative, "momentum factor")                     \
+  X(double, weight_decay, 0.0, kNonNegative, "L2 weight decay")                 \
+  X(double, trust_coefficient, 0.001, kPositive, "trust coefficient")           \
+  X(double, eps, 1e-8, kNonNegative, "epsilon")                                 \
+  X(bool, layer_adaptation, true, kAnyValue, "scale by the trust ratio (false: SGD with momentum)")
 struct LarsOptions : OptimizerOptions {
-  double lr_;
-  double momentum_ = 0.9;
-  double weight_decay_ = 0.0;
-  double trust_coefficient_ = 0.001;
-  double eps_ = 1e-8;
-  bool layer_adaptation_ = true;
-
-  explicit LarsOptions(double lr = 1.0) : lr_(lr) {}
-  LarsOptions& lr(double v) { return set(lr_, v); }
-  LarsOptions& momentum(double v) { return set(momentum_, v); }
-  LarsOptions& weight_decay(double v) { return set(weight_decay_, v); }
-  LarsOptions& trust_coefficient(double v) { return set(trust_coefficient_, v); }
-  LarsOptions& eps(double v) { return set(eps_, v); }
-  LarsOptions& layer_adaptation(bool v) { return set(layer_adaptation_, v); }
-  std::unique_ptr<OptimizerOptions> clone() const override { return std::make_unique<LarsOptions>(*this); }
-  double get_lr() const override { return lr_; }
-  void set_lr(double v) override { lr_ = v; }
-
- private:
-  template <typename F, typename V>
-  LarsOptions& set(F& field, const V& v) {
-    field = v;
-    return *this;
-  }
+  OCTET_OPTIMIZER_OPTIONS(LarsOptions, OCTET_LARS_OPTIONS)
+  LarsOptions() = default;
+  explicit LarsOptions(double lr) { lr_ = lr; }
 };
 
 class Lars : public Optimizer {

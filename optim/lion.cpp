@@ -6,13 +6,6 @@
 namespace octet {
 namespace {
 
-void check_options(const LionOptions& o) {
-  OCTET_CHECK(o.lr_ >= 0.0, "Lion: expected lr >= 0, got ", o.lr_);
-  OCTET_CHECK(o.betas_.first >= 0.0 && o.betas_.first <= 1.0 && o.betas_.second >= 0.0 && o.betas_.second <= 1.0,
-              "Lion: expected betas in [0, 1], got (", o.betas_.first, ", ", o.betas_.second, ")");
-  OCTET_CHECK(o.weight_decay_ >= 0.0, "Lion: expected weight_decay >= 0, got ", o.weight_decay_);
-}
-
 template <typename T>
 LionRule<T> lion_rule(const LionOptions& o) {
   return {.lr = static_cast<T>(o.lr_),
@@ -31,9 +24,7 @@ Lion::Lion(NamedTensors params, const LionOptions& options, const StateOptions& 
     : Lion(std::vector<ParamGroup>{ParamGroup(std::move(params))}, options, state) {}
 
 Lion::Lion(std::vector<ParamGroup> groups, const LionOptions& defaults, const StateOptions& state)
-    : Optimizer(std::move(groups), defaults, "Lion", state) {
-  for (size_t g = 0; g < num_groups(); ++g) check_options(options(g));
-}
+    : Optimizer(std::move(groups), defaults, "Lion", state) {}
 
 const LionOptions& Lion::options(size_t group) const { return static_cast<const LionOptions&>(group_options(group)); }
 LionOptions& Lion::options(size_t group) { return static_cast<LionOptions&>(group_options(group)); }

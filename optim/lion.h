@@ -15,27 +15,14 @@
 
 namespace octet {
 
+#define OCTET_LION_OPTIONS(X)                                                                                \
+  X(double, lr, 1e-4, kNonNegative, "learning rate (peak, before the schedule)")                             \
+  X(Betas, betas, (Betas{0.9, 0.99}), kUnitClosed, "coefficients of the update's and the moment's averages") \
+  X(double, weight_decay, 0.0, kNonNegative, "decoupled weight decay")
 struct LionOptions : OptimizerOptions {
-  double lr_;
-  std::pair<double, double> betas_ = {0.9, 0.99};
-  double weight_decay_ = 0.0;
-
-  explicit LionOptions(double lr = 1e-4) : lr_(lr) {}
-  LionOptions& lr(double v) {
-    lr_ = v;
-    return *this;
-  }
-  LionOptions& betas(std::pair<double, double> v) {
-    betas_ = v;
-    return *this;
-  }
-  LionOptions& weight_decay(double v) {
-    weight_decay_ = v;
-    return *this;
-  }
-  std::unique_ptr<OptimizerOptions> clone() const override { return std::make_unique<LionOptions>(*this); }
-  double get_lr() const override { return lr_; }
-  void set_lr(double v) override { lr_ = v; }
+  OCTET_OPTIMIZER_OPTIONS(LionOptions, OCTET_LION_OPTIONS)
+  LionOptions() = default;
+  explicit LionOptions(double lr) { lr_ = lr; }
 };
 
 class Lion : public Optimizer {

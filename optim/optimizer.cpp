@@ -75,13 +75,28 @@ bool name_matches(const std::string& pattern, const std::string& name) {
   return p == pattern.size();
 }
 
+std::optional<OptionProblem> StateOptions::problem() const {
+  if (auto p = range_problem()) return p;
+  if (state_bits_ != 32 && state_bits_ != 8)
+    return OptionProblem{"state_bits", detail::str_cat("expected 32 or 8, got ", state_bits_)};
+  try {
+    quant::check_block_size(block_size_, "block_size");
+  } catch (const Error& e) {
+    const std::string text = e.what();
+    return OptionProblem{"block_size", text.substr(text.find(": ") + 2)};
+  }
+  return std::nullopt;
+}
+
+void check_options(const OptimizerOptions& o, const std::string& who) {
+  if (const auto p = o.problem()) OCTET_FAIL(who, ": ", p->key, ": ", p->text);
+}
+
 Optimizer::Optimizer(std::vector<ParamGroup> groups, const OptimizerOptions& defaults, const char* name,
                      const StateOptions& state)
     : name_(name), state_options_(state) {
   auto check_state = [&](const StateOptions& s, const std::string& what) {
-    OCTET_CHECK(s.bits_ == 32 || s.bits_ == 8, what, ": state bits must be 32 or 8, got ", s.bits_);
-    OCTET_CHECK(s.min_8bit_size_ >= 0, what, ": min_8bit_size must be >= 0, got ", s.min_8bit_size_);
-    if (s.bits_ == 8) quant::check_block_size(s.block_size_, what.c_str());
+    if (const auto p = s.problem()) OCTET_FAIL(what, ": ", p->key, ": ", p->text);
   };
   check_state(state, name);
   std::set<std::string> seen;
@@ -92,6 +107,8 @@ Optimizer::Optimizer(std::vector<ParamGroup> groups, const OptimizerOptions& def
                 " has options of another optimizer kind");
     Group group;
     group.options = pg.options ? std::move(pg.options) : defaults.clone();
+    check_options(*group.options, groups.size() == 1 ? std::string(name)
+                                                     : std::string(name) + ": parameter group " + std::to_string(g));
     group.initial_lr = group.options->get_lr();
     if (pg.state) check_state(*pg.state, std::string(name) + ": parameter group " + std::to_string(g));
     group.state = pg.state ? *pg.state : state;
@@ -157,7 +174,7 @@ double Optimizer::lr_scale(const std::string& param) const {
 std::unique_ptr<ParamState> Optimizer::make_state(const std::string& name, const Tensor& param,
                                                   const OptimizerOptions& options) const {
   const StateOptions& so = state_options(name);
-  bool eight = so.bits_ == 8 && param.dtype() == DType::f32 && param.numel() >= so.min_8bit_size_ &&
+  bool eight = so.state_bits_ == 8 && param.dtype() == DType::f32 && param.numel() >= so.min_8bit_size_ &&
                !param.impl()->keep_32bit_state &&
                std::none_of(so.keep_32bit_.begin(), so.keep_32bit_.end(),
                             [&](const std::string& pat) { return name_matches(pat, name); });
@@ -330,9 +347,8 @@ void Optimizer::load_state_dict(const NamedTensors& state) {
     for (size_t i = 0; i < g.params.size(); ++i) {
       const std::string& pname = g.params[i].first;
       try {
-        g.states[i]->check_incoming([&](const std::string& suffix) -> const Tensor& {
-          return *targets.at(pname + "." + suffix).from;
-        });
+        g.states[i]->check_incoming(
+            [&](const std::string& suffix) -> const Tensor& { return *targets.at(pname + "." + suffix).from; });
       } catch (const Error& e) {
         OCTET_FAIL(name_, ".load_state_dict: the state of '", pname, "': ", e.what());
       }

@@ -53,6 +53,7 @@
 #include <string>
 #include <vector>
 
+#include "core/options.h"
 #include "core/tensor.h"
 
 namespace octet {
@@ -148,7 +149,7 @@ class DenseState : public ParamState {
 // "*embedding*") keep 32-bit state, and so do parameters their layer marked with
 // Module::mark_keep_32bit_state (StableEmbedding's weight), whatever the patterns. Switching bits changes nothing else:
 // same options, formulas and state names (8-bit buffers are saved as "<buffer>.codes" and "<buffer>.absmax").
-//   Adam opt(model.named_parameters(), AdamOptions(1e-3), StateOptions().bits(8));
+//   Adam opt(model.named_parameters(), AdamOptions(1e-3), StateOptions().state_bits(8));
 // block_size: 256 as in the reference implementation (bitsandbytes allocates every 8-bit state in
 // blocks of 256; the paper says 2048). Smaller blocks cost 4 bytes of absmax per block and buffer
 // (1.6% of the state at 256, 0.2% at 2048) and mix fewer elements of different gradient frequency
@@ -156,32 +157,20 @@ class DenseState : public ParamState {
 // nonzero_second_moment: second moments use QuantMap::dynamic_unsigned_nonzero (a positive value
 // never quantizes to 0, quant/maps.h), which keeps a rare element's update bounded at any block
 // size; false gives the reference's rule (plain nearest code, dynamic_unsigned).
+#define OCTET_STATE_OPTIONS(X)                                                                        \
+  X(int64_t, state_bits, 32, kAnyValue, "optimizer state precision: 32, or 8 (block-wise quantized)") \
+  X(int64_t, min_8bit_size, 4096, kNonNegative, "parameters with fewer elements keep 32-bit state")   \
+  X(int64_t, block_size, 256, kAnyValue,                                                              \
+    "8-bit state block size (a power of two, 64..4096; 4 bytes of absmax per block and buffer)")      \
+  X(bool, nonzero_second_moment, true, kAnyValue,                                                     \
+    "8-bit state: a positive second moment never quantizes to 0 (false: the bitsandbytes rule)")      \
+  X(std::vector<std::string>, keep_32bit, {}, kAnyValue,                                              \
+    "parameter name patterns (* matches anything) whose state stays 32-bit, e.g. [\"*embedding*\"]")
 struct StateOptions {
-  int64_t bits_ = 32;
-  int64_t min_8bit_size_ = 4096;
-  int64_t block_size_ = 256;
-  bool nonzero_second_moment_ = true;
-  std::vector<std::string> keep_32bit_;
-  StateOptions& bits(int64_t v) {
-    bits_ = v;
-    return *this;
-  }
-  StateOptions& min_8bit_size(int64_t v) {
-    min_8bit_size_ = v;
-    return *this;
-  }
-  StateOptions& block_size(int64_t v) {
-    block_size_ = v;
-    return *this;
-  }
-  StateOptions& nonzero_second_moment(bool v) {
-    nonzero_second_moment_ = v;
-    return *this;
-  }
-  StateOptions& keep_32bit(std::vector<std::string> v) {
-    keep_32bit_ = std::move(v);
-    return *this;
-  }
+  OCTET_OPTIONS(StateOptions, OCTET_STATE_OPTIONS)
+  // Beyond the ranges: state_bits 32 or 8, and a block size that is a power of two in 64..4096
+  // (checked with 32-bit state too, so that switching to 8 bits later finds no surprise).
+  std::optional<OptionProblem> problem() const;
 };
 
 // Glob match with '*' only (for StateOptions::keep_32bit).
@@ -196,12 +185,39 @@ struct OptimizerOptions {
   virtual std::unique_ptr<OptimizerOptions> clone() const = 0;
   virtual double get_lr() const = 0;
   virtual void set_lr(double lr) = 0;
+  // The declared options (core/options.h) with their values, ranges and documentation.
+  virtual std::vector<OptionInfo> fields() const = 0;
+  // Sets option `key` (false: this kind has no such option).
+  virtual bool set(const std::string& key, const OptionValue& value) = 0;
+  // The first option out of its declared range, else the first rule between options that is broken
+  // (SGD: nesterov needs momentum); none when the options are valid. The optimizer's constructor
+  // and a recipe's builder both ask.
+  virtual std::optional<OptionProblem> problem() const = 0;
+  // A kind's rules between its options (none by default); OCTET_OPTIMIZER_OPTIONS's problem() asks.
+  std::optional<OptionProblem> rule_problem() const { return std::nullopt; }
 };
+
+// An Error "who: key: what is wrong" for the first problem() of `o`.
+void check_options(const OptimizerOptions& o, const std::string& who);
+
+// An optimizer's options struct from its option list (core/options.h): members, setters, and the
+// OptimizerOptions interface. The struct may define rule_problem() for rules between its options.
+#define OCTET_OPTIMIZER_OPTIONS(SelfType, LIST)                                                                   \
+  OCTET_OPTIONS(SelfType, LIST)                                                                                   \
+  std::unique_ptr<::octet::OptimizerOptions> clone() const override { return std::make_unique<SelfType>(*this); } \
+  double get_lr() const override { return lr_; }                                                                  \
+  void set_lr(double v) override { lr_ = v; }                                                                     \
+  std::vector<::octet::OptionInfo> fields() const override { return option_table(); }                             \
+  bool set(const std::string& key, const ::octet::OptionValue& value) override { return set_option(key, value); } \
+  std::optional<::octet::OptionProblem> problem() const override {                                                \
+    if (auto p = range_problem()) return p;                                                                       \
+    return rule_problem();                                                                                        \
+  }
 
 // Parameters that share options. Without options the group takes the optimizer's defaults; without
 // state options, the optimizer's StateOptions (a group may keep 32-bit state in an 8-bit optimizer,
 // or the reverse, as bitsandbytes' per-parameter overrides do).
-//   ParamGroup(embedding_params).state_options(StateOptions().bits(32))
+//   ParamGroup(embedding_params).state_options(StateOptions().state_bits(32))
 struct ParamGroup {
   NamedTensors params;
   std::unique_ptr<OptimizerOptions> options;  // may be null

@@ -6,14 +6,6 @@
 namespace octet {
 namespace {
 
-void check_options(const RMSpropOptions& o) {
-  OCTET_CHECK(o.lr_ >= 0.0, "RMSprop: expected lr >= 0, got ", o.lr_);
-  OCTET_CHECK(o.alpha_ >= 0.0 && o.alpha_ <= 1.0, "RMSprop: expected alpha in [0, 1], got ", o.alpha_);
-  OCTET_CHECK(o.eps_ >= 0.0, "RMSprop: expected eps >= 0, got ", o.eps_);
-  OCTET_CHECK(o.weight_decay_ >= 0.0, "RMSprop: expected weight_decay >= 0, got ", o.weight_decay_);
-  OCTET_CHECK(o.momentum_ >= 0.0, "RMSprop: expected momentum >= 0, got ", o.momentum_);
-}
-
 template <typename T>
 RmspropRule<T> rmsprop_rule(const RMSpropOptions& o) {
   const bool momentum = o.momentum_ > 0.0;
@@ -35,9 +27,7 @@ RMSprop::RMSprop(NamedTensors params, const RMSpropOptions& options, const State
     : RMSprop(std::vector<ParamGroup>{ParamGroup(std::move(params))}, options, state) {}
 
 RMSprop::RMSprop(std::vector<ParamGroup> groups, const RMSpropOptions& defaults, const StateOptions& state)
-    : Optimizer(std::move(groups), defaults, "RMSprop", state) {
-  for (size_t g = 0; g < num_groups(); ++g) check_options(options(g));
-}
+    : Optimizer(std::move(groups), defaults, "RMSprop", state) {}
 
 const RMSpropOptions& RMSprop::options(size_t group) const {
   return static_cast<const RMSpropOptions&>(group_options(group));

@@ -14,31 +14,17 @@
 
 namespace octet {
 
+#define OCTET_RMSPROP_OPTIONS(X)                                                 \
+  X(double, lr, 1e-2, kNonNegative, "learning rate (peak, before the schedule)") \
+  X(double, alpha, 0.99, kUnitClosed, "smoothing constant")                      \
+  X(double, eps, 1e-8, kNonNegative, "epsilon")                                  \
+  X(double, weight_decay, 0.0, kNonNegative, "L2 weight decay")                  \
+  X(double, momentum, 0.0, kNonNegative, "momentum factor")                      \
+  X(bool, centered, false, kAnyValue, "normalize by the centered second moment")
 struct RMSpropOptions : OptimizerOptions {
-  double lr_;
-  double alpha_ = 0.99;
-  double eps_ = 1e-8;
-  double weight_decay_ = 0.0;
-  double momentum_ = 0.0;
-  bool centered_ = false;
-
-  explicit RMSpropOptions(double lr = 1e-2) : lr_(lr) {}
-  RMSpropOptions& lr(double v) { return set(lr_, v); }
-  RMSpropOptions& alpha(double v) { return set(alpha_, v); }
-  RMSpropOptions& eps(double v) { return set(eps_, v); }
-  RMSpropOptions& weight_decay(double v) { return set(weight_decay_, v); }
-  RMSpropOptions& momentum(double v) { return set(momentum_, v); }
-  RMSpropOptions& centered(bool v) { return set(centered_, v); }
-  std::unique_ptr<OptimizerOptions> clone() const override { return std::make_unique<RMSpropOptions>(*this); }
-  double get_lr() const override { return lr_; }
-  void set_lr(double v) override { lr_ = v; }
-
- private:
-  template <typename F, typename V>
-  RMSpropOptions& set(F& field, const V& v) {
-    field = v;
-    return *this;
-  }
+  OCTET_OPTIMIZER_OPTIONS(RMSpropOptions, OCTET_RMSPROP_OPTIONS)
+  RMSpropOptions() = default;
+  explicit RMSpropOptions(double lr) { lr_ = lr; }
 };
 
 class RMSprop : public Optimizer {

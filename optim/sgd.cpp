@@ -4,16 +4,14 @@
 #include "optim/run_rule.h"
 
 namespace octet {
-namespace {
 
-void check_options(const SGDOptions& o) {
-  OCTET_CHECK(o.lr_ >= 0.0, "SGD: expected lr >= 0, got ", o.lr_);
-  OCTET_CHECK(o.momentum_ >= 0.0, "SGD: expected momentum >= 0, got ", o.momentum_);
-  OCTET_CHECK(o.weight_decay_ >= 0.0, "SGD: expected weight_decay >= 0, got ", o.weight_decay_);
-  OCTET_CHECK(!o.nesterov_ || (o.momentum_ > 0.0 && o.dampening_ == 0.0),
-              "SGD: nesterov expected momentum > 0 and dampening 0, got momentum ", o.momentum_, " dampening ",
-              o.dampening_);
+std::optional<OptionProblem> SGDOptions::rule_problem() const {
+  if (!nesterov_ || (momentum_ > 0.0 && dampening_ == 0.0)) return std::nullopt;
+  return OptionProblem{"nesterov", detail::str_cat("true needs momentum > 0 and dampening 0, got momentum ", momentum_,
+                                                   " and dampening ", dampening_)};
 }
+
+namespace {
 
 template <typename T>
 SgdRule<T> sgd_rule(const SGDOptions& o, bool first) {
@@ -34,9 +32,7 @@ SGD::SGD(NamedTensors params, const SGDOptions& options, const StateOptions& sta
     : SGD(std::vector<ParamGroup>{ParamGroup(std::move(params))}, options, state) {}
 
 SGD::SGD(std::vector<ParamGroup> groups, const SGDOptions& defaults, const StateOptions& state)
-    : Optimizer(std::move(groups), defaults, "SGD", state) {
-  for (size_t g = 0; g < num_groups(); ++g) check_options(options(g));
-}
+    : Optimizer(std::move(groups), defaults, "SGD", state) {}
 
 const SGDOptions& SGD::options(size_t group) const { return static_cast<const SGDOptions&>(group_options(group)); }
 SGDOptions& SGD::options(size_t group) { return static_cast<SGDOptions&>(group_options(group)); }

@@ -11,37 +11,18 @@
 
 namespace octet {
 
+#define OCTET_SGD_OPTIONS(X)                                                     \
+  X(double, lr, 1e-3, kNonNegative, "learning rate (peak, before the schedule)") \
+  X(double, momentum, 0.0, kNonNegative, "momentum factor")                      \
+  X(double, dampening, 0.0, kAnyValue, "dampening of the momentum")              \
+  X(bool, nesterov, false, kAnyValue, "Nesterov momentum")                       \
+  X(double, weight_decay, 0.0, kNonNegative, "L2 weight decay")
 struct SGDOptions : OptimizerOptions {
-  double lr_;
-  double momentum_ = 0.0;
-  double dampening_ = 0.0;
-  bool nesterov_ = false;
-  double weight_decay_ = 0.0;
-
-  explicit SGDOptions(double lr = 1e-3) : lr_(lr) {}  // PyTorch's default lr
-  SGDOptions& lr(double v) {
-    lr_ = v;
-    return *this;
-  }
-  SGDOptions& momentum(double v) {
-    momentum_ = v;
-    return *this;
-  }
-  SGDOptions& dampening(double v) {
-    dampening_ = v;
-    return *this;
-  }
-  SGDOptions& nesterov(bool v) {
-    nesterov_ = v;
-    return *this;
-  }
-  SGDOptions& weight_decay(double v) {
-    weight_decay_ = v;
-    return *this;
-  }
-  std::unique_ptr<OptimizerOptions> clone() const override { return std::make_unique<SGDOptions>(*this); }
-  double get_lr() const override { return lr_; }
-  void set_lr(double v) override { lr_ = v; }
+  OCTET_OPTIMIZER_OPTIONS(SGDOptions, OCTET_SGD_OPTIONS)
+  SGDOptions() = default;
+  explicit SGDOptions(double lr) { lr_ = lr; }
+  // Nesterov momentum needs momentum > 0 and no dampening (as torch.optim.SGD).
+  std::optional<OptionProblem> rule_problem() const;
 };
 
 class SGD : public Optimizer {

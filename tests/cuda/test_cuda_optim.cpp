@@ -226,7 +226,7 @@ TEST(CudaOptim8bit, FusedUpdateMatchesCpu) {
   constexpr int kSteps = 4;
   for (int64_t bs : {int64_t{64}, int64_t{256}, int64_t{2048}, int64_t{4096}}) {
     // p0 (1073) and p1 (70001) get 8-bit state; p2 (1 element) stays dense.
-    const StateOptions eight = StateOptions().bits(8).min_8bit_size(100).block_size(bs);
+    const StateOptions eight = StateOptions().state_bits(8).min_8bit_size(100).block_size(bs);
     for (const OptCase& c : cases()) {
       const std::string what = c.name + " bs " + std::to_string(bs);
       Pair p = make_params(DType::f32, 31);
@@ -279,7 +279,7 @@ TEST(CudaOptim8bit, NonFiniteGradientsMatchCpu) {
   // NaN and inf in the gradient: those elements keep their parameter and state (optim/
   // update_rules.h, finite_grad), the layer-wise norms leave them out, and the GPU does exactly
   // what the CPU does, with 32-bit and 8-bit state.
-  const StateOptions eight = StateOptions().bits(8).min_8bit_size(0).block_size(256);
+  const StateOptions eight = StateOptions().state_bits(8).min_8bit_size(0).block_size(256);
   for (const OptCase& c : cases())
     for (const StateOptions& so : {StateOptions(), eight}) {
       Generator g(41);
@@ -298,7 +298,7 @@ TEST(CudaOptim8bit, NonFiniteGradientsMatchCpu) {
         cpu_opt->step();
         gpu_opt->step();
       }
-      const std::string what = c.name + (so.bits_ == 8 ? " 8-bit" : " 32-bit");
+      const std::string what = c.name + (so.state_bits_ == 8 ? " 8-bit" : " 32-bit");
       expect_identical(b, a, what + " params");
       const std::vector<float> pb = host(b).to_vector<float>(), p0 = init.to_vector<float>();
       for (int i : {3, 300, 301}) EXPECT_EQ(pb[static_cast<size_t>(i)], p0[static_cast<size_t>(i)]) << what << " " << i;

@@ -164,20 +164,20 @@ TEST(LstmLm, StableEmbeddingKeeps32BitOptimizerState) {
   LstmLm stable(LstmLmOptions(base).stable_embedding(true));
   EXPECT_EQ(stable.keep_32bit_state_names(), (std::vector<std::string>{"embedding.weight"}));
   // Through the C++ API: nothing to configure.
-  Adam adam(stable.named_parameters(), AdamOptions(1e-3), StateOptions().bits(8));
+  Adam adam(stable.named_parameters(), AdamOptions(1e-3), StateOptions().state_bits(8));
   EXPECT_EQ(eight_bit_params(adam), big);
   bool dense = false;
   for (const auto& [key, t] : adam.state_dict()) dense = dense || key == "embedding.weight.exp_avg";
   EXPECT_TRUE(dense) << "the stable embedding's state should be a dense 32-bit tensor";
   // A plain embedding's weight gets 8-bit state like the others.
   LstmLm plain(base);
-  Adam adam_plain(plain.named_parameters(), AdamOptions(1e-3), StateOptions().bits(8));
+  Adam adam_plain(plain.named_parameters(), AdamOptions(1e-3), StateOptions().state_bits(8));
   std::vector<std::string> all = big;
   all.insert(all.begin(), "embedding.weight");
   EXPECT_EQ(eight_bit_params(adam_plain), all);
   // Tied to the decoder, the one shared tensor keeps 32-bit state.
   LstmLm tied(LstmLmOptions(base).stable_embedding(true).tie_weights(true));
-  Adam adam_tied(tied.named_parameters(), AdamOptions(1e-3), StateOptions().bits(8));
+  Adam adam_tied(tied.named_parameters(), AdamOptions(1e-3), StateOptions().state_bits(8));
   EXPECT_EQ(eight_bit_params(adam_tied), (std::vector<std::string>{"lstm.weight_ih_l0", "lstm.weight_hh_l0"}));
   // The CLI builds its optimizer from the recipe and the model's parameters: same result.
   train::Recipe r = train::parse_recipe("optimizer:\n  name: adam\n  state_bits: 8\n", "lm.yaml");

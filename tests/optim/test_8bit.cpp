@@ -93,7 +93,7 @@ void check_agreement(const OptCase& c, const Shape& shape, int steps) {
   Tensor p8 = randn(shape, DType::f32, &g), p32 = p8.clone();
   p8.requires_grad_(true);
   p32.requires_grad_(true);
-  auto opt8 = c.make({{"w", p8}}, StateOptions().bits(8));
+  auto opt8 = c.make({{"w", p8}}, StateOptions().state_bits(8));
   auto opt32 = c.make({{"w", p32}}, StateOptions());
   for (int s = 0; s < steps; ++s) {
     Tensor grad = randn(shape, DType::f32, &g);
@@ -127,7 +127,7 @@ TEST(Optim8bit, CheckpointRoundTripContinuesExactly) {
     b.requires_grad_(true);
     std::vector<Tensor> grads;
     for (int s = 0; s < 6; ++s) grads.push_back(randn({300, 50}, DType::f32, &g));
-    StateOptions eight = StateOptions().bits(8).block_size(256);
+    StateOptions eight = StateOptions().state_bits(8).block_size(256);
     auto full = c.make({{"w", a}}, eight);
     for (int s = 0; s < 6; ++s) {
       a.set_grad(grads[s]);
@@ -159,30 +159,30 @@ TEST(Optim8bit, StateMemoryAndSmallTensors) {
   // Every tensor 8-bit: 2 bytes per parameter plus one f32 absmax per block (256) and buffer: 2 + 8/256,
   // and a little more for the partial last blocks of small tensors; besides, each 8-bit buffer
   // records its map (256 floats).
-  Adam all8(model->named_parameters(), AdamOptions(1e-3), StateOptions().bits(8).min_8bit_size(0));
+  Adam all8(model->named_parameters(), AdamOptions(1e-3), StateOptions().state_bits(8).min_8bit_size(0));
   const double maps = 2 * 1024.0 * static_cast<double>(all8.num_8bit_params());
   EXPECT_GE((static_cast<double>(all8.state_bytes()) - maps) / n, 2.0 + 8.0 / 256);
   EXPECT_LE((static_cast<double>(all8.state_bytes()) - maps) / n, 2.0 + 8.0 / 256 + 0.01);
-  Adam big_blocks(model->named_parameters(), AdamOptions(1e-3), StateOptions().bits(8).min_8bit_size(0).block_size(2048));
+  Adam big_blocks(model->named_parameters(), AdamOptions(1e-3), StateOptions().state_bits(8).min_8bit_size(0).block_size(2048));
   EXPECT_LE((static_cast<double>(big_blocks.state_bytes()) - maps) / n, 2.01);
   // Default: tensors under 4096 elements (biases, batch norm) keep 32-bit state.
-  Adam dflt(model->named_parameters(), AdamOptions(1e-3), StateOptions().bits(8));
+  Adam dflt(model->named_parameters(), AdamOptions(1e-3), StateOptions().state_bits(8));
   double per_param = static_cast<double>(dflt.state_bytes()) / n;
   EXPECT_GT(per_param, 2.0 + 8.0 / 256);
   EXPECT_LT(per_param, 2.06);
   EXPECT_EQ(dflt.num_8bit_params(), 54);  // the convolutions and the fc weight
   // keep_32bit patterns: the classifier's weight stays 32-bit.
-  Adam keep(model->named_parameters(), AdamOptions(1e-3), StateOptions().bits(8).keep_32bit({"fc.*"}));
+  Adam keep(model->named_parameters(), AdamOptions(1e-3), StateOptions().state_bits(8).keep_32bit({"fc.*"}));
   EXPECT_EQ(keep.num_8bit_params(), 53);
-  EXPECT_THROW(Adam(model->named_parameters(), AdamOptions(1e-3), StateOptions().bits(4)), Error);
-  EXPECT_THROW(Adam(model->named_parameters(), AdamOptions(1e-3), StateOptions().bits(8).block_size(1000)), Error);
+  EXPECT_THROW(Adam(model->named_parameters(), AdamOptions(1e-3), StateOptions().state_bits(4)), Error);
+  EXPECT_THROW(Adam(model->named_parameters(), AdamOptions(1e-3), StateOptions().state_bits(8).block_size(1000)), Error);
   EXPECT_TRUE(name_matches("*embed*", "encoder.embedding.weight"));
   EXPECT_FALSE(name_matches("fc.*", "layer1.fc"));
 }
 
 TEST(Optim8bit, NonFiniteGradientDoesNotPoisonState) {
   Tensor p = ones({4096}).requires_grad_(true);
-  Adam adam({{"w", p}}, AdamOptions(1e-3), StateOptions().bits(8));
+  Adam adam({{"w", p}}, AdamOptions(1e-3), StateOptions().state_bits(8));
   std::vector<float> gv(4096, 0.5f);
   gv[7] = NAN;
   gv[3000] = INFINITY;
@@ -208,7 +208,7 @@ TEST(Optim8bit, TrainingTracks32BitAdam) {
     auto model = std::make_shared<Sequential>(std::initializer_list<std::shared_ptr<Module>>{
         std::make_shared<Linear>(64, 256), std::make_shared<ReLU>(), std::make_shared<Linear>(256, 256),
         std::make_shared<ReLU>(), std::make_shared<Linear>(256, 10)});
-    Adam opt(model->named_parameters(), AdamOptions(1e-3), StateOptions().bits(bits).min_8bit_size(0).block_size(256));
+    Adam opt(model->named_parameters(), AdamOptions(1e-3), StateOptions().state_bits(bits).min_8bit_size(0).block_size(256));
     Generator g(2);
     Tensor x = randn({512, 64}, DType::f32, &g);
     Tensor y = argmax(matmul(x, randn({64, 10}, DType::f32, &g)), 1);
@@ -234,7 +234,7 @@ TEST(Optim8bit, TrainingTracks32BitAdam) {
 // (octet stored it unsigned then) loads with the map it was written with.
 TEST(Optim8bit, RmspropSquareAvgMapFollowsTheReference) {
   auto make = [](Tensor p) {
-    return RMSprop({{"w", p}}, RMSpropOptions(0.01), StateOptions().bits(8).block_size(256).min_8bit_size(0));
+    return RMSprop({{"w", p}}, RMSpropOptions(0.01), StateOptions().state_bits(8).block_size(256).min_8bit_size(0));
   };
   Tensor p = randn({1000}).requires_grad_(true);
   p.set_grad(randn({1000}) * 0.01);
@@ -280,7 +280,7 @@ TEST(OptimIsa, EveryPathGivesThePortableBits) {
     cpu::set_active_isa(isa);
     Generator g(11);
     Tensor p = randn({n}, DType::f32, &g).requires_grad_(true);
-    auto opt = c.make({{"w", p}}, StateOptions().bits(bits).min_8bit_size(0).block_size(256));
+    auto opt = c.make({{"w", p}}, StateOptions().state_bits(bits).min_8bit_size(0).block_size(256));
     for (int s = 0; s < 3; ++s) {
       std::vector<float> grad = randn({n}, DType::f32, &g).to_vector<float>();
       if (s == 1) grad[0] = NAN;  // a non-finite element takes the same path everywhere

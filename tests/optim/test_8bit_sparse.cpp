@@ -45,7 +45,7 @@ std::vector<double> largest_rare_change(const Scenario& sc, const std::vector<st
   for (const auto& s : states) {
     params.push_back(start.clone().requires_grad_(true));
     opts.push_back(std::make_unique<Adam>(NamedTensors{{"w", params.back()}}, AdamOptions(kLr),
-                                          s ? *s : StateOptions().bits(32)));
+                                          s ? *s : StateOptions().state_bits(32)));
   }
   std::vector<char> rare(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) rare[static_cast<size_t>(i)] = sc.rare(i);
@@ -72,14 +72,14 @@ std::vector<double> largest_rare_change(const Scenario& sc, const std::vector<st
 }
 
 StateOptions eight(int64_t block, bool nonzero) {
-  return StateOptions().bits(8).block_size(block).nonzero_second_moment(nonzero);
+  return StateOptions().state_bits(8).block_size(block).nonzero_second_moment(nonzero);
 }
 
 TEST(Optim8bitSparse, RareRowsMoveAsUnder32BitAdam) {
   // A 4096 x 256 embedding-like parameter; every 8th row is a rare word.
   const Scenario rows{{4096, 256}, [](int64_t i) { return (i / 256) % 8 == 0; }};
   const std::vector<double> d = largest_rare_change(
-      rows, {std::nullopt, StateOptions().bits(8), eight(256, false), eight(2048, true), eight(2048, false)});
+      rows, {std::nullopt, StateOptions().state_bits(8), eight(256, false), eight(2048, true), eight(2048, false)});
   const double ref = d[0];
   std::printf("[ sparse   ] 4096 x 256, largest change of a rare row: 32-bit %.4f, default 8-bit %.4f, "
               "256/reference rule %.4f, 2048/nonzero %.4f, 2048/reference rule %.4f\n",
@@ -101,7 +101,7 @@ TEST(Optim8bitSparse, RareElementsInsideBlocksStayBounded) {
   const Scenario misaligned{{1024, 200}, [](int64_t i) { return (i / 200) % 8 == 0; }};
   for (const Scenario& sc : {bias, misaligned}) {
     const std::vector<double> d =
-        largest_rare_change(sc, {std::nullopt, StateOptions().bits(8), eight(2048, true), eight(256, false)});
+        largest_rare_change(sc, {std::nullopt, StateOptions().state_bits(8), eight(2048, true), eight(256, false)});
     const double ref = d[0];
     std::printf("[ sparse   ] %s, largest change of a rare element: 32-bit %.4f, default 8-bit %.4f, "
                 "2048/nonzero %.4f, 256/reference rule %.4f\n",

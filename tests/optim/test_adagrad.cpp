@@ -69,7 +69,7 @@ TEST(OptimAdagrad, EightBitStateTracks32Bit) {
   Tensor a = randn({64, 100}, DType::f32, &g), b = a.clone();
   a.requires_grad_(), b.requires_grad_();
   Adagrad full32(NamedTensors{{"w", a}}, AdagradOptions(0.01));
-  Adagrad eight(NamedTensors{{"w", b}}, AdagradOptions(0.01), StateOptions().bits(8).min_8bit_size(0));
+  Adagrad eight(NamedTensors{{"w", b}}, AdagradOptions(0.01), StateOptions().state_bits(8).min_8bit_size(0));
   ASSERT_EQ(eight.num_8bit_params(), 1);
   for (int s = 0; s < 30; ++s) {
     Tensor grad = randn({64, 100}, DType::f32, &g) * 0.1;

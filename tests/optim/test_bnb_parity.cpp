@@ -209,7 +209,7 @@ TEST(BnbParity, DequantizeBlockwise) {
 std::unique_ptr<Optimizer> make_octet(const json& c, const NamedTensors& params, bool layer_adaptation = false) {
   const json& s = c.at("settings");
   const std::string name = c.at("name");
-  const StateOptions state = StateOptions().bits(8).block_size(256).nonzero_second_moment(false).min_8bit_size(0);
+  const StateOptions state = StateOptions().state_bits(8).block_size(256).nonzero_second_moment(false).min_8bit_size(0);
   const auto betas = [&] { return std::pair<double, double>{s.at("beta1"), s.at("beta2")}; };
   if (name == "adam")
     return std::make_unique<Adam>(

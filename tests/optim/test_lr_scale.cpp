@@ -62,7 +62,7 @@ constexpr int64_t kNumel = 512;  // two 8-bit blocks of 256
 constexpr int kSteps = 5;
 constexpr double kScale = 0.37;
 
-StateOptions state_of(int64_t bits) { return StateOptions().bits(bits).min_8bit_size(0).block_size(256); }
+StateOptions state_of(int64_t bits) { return StateOptions().state_bits(bits).min_8bit_size(0).block_size(256); }
 
 Tensor param(uint64_t seed, Device d) {
   Generator g(seed);

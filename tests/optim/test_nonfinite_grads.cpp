@@ -81,7 +81,7 @@ Trained train(const Case& c, const StateOptions& so, bool poison) {
 }
 
 TEST(NonFiniteGradients, LeaveTheirElementsParameterAndStateUnchanged) {
-  const StateOptions eight = StateOptions().bits(8).min_8bit_size(0).block_size(256);
+  const StateOptions eight = StateOptions().state_bits(8).min_8bit_size(0).block_size(256);
   for (const Case& c : cases())
     for (bool eight_bit : {false, true}) {
       SCOPED_TRACE(std::string(c.name) + (eight_bit ? " 8-bit" : " 32-bit"));

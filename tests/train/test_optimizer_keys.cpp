@@ -71,7 +71,12 @@ Values options_of(const Optimizer& opt) {
   }
   if (auto* o = dynamic_cast<const Lamb*>(&opt)) {
     const LambOptions& x = o->options(0);
-    return {{"lr", x.lr_}, {"betas", pair(x.betas_)}, {"eps", x.eps_}, {"weight_decay", x.weight_decay_}};
+    return {{"lr", x.lr_},
+            {"betas", pair(x.betas_)},
+            {"eps", x.eps_},
+            {"weight_decay", x.weight_decay_},
+            {"trust_clip", x.trust_clip_},
+            {"layer_adaptation", x.layer_adaptation_}};
   }
   if (auto* o = dynamic_cast<const Lars*>(&opt)) {
     const LarsOptions& x = o->options(0);
@@ -79,7 +84,8 @@ Values options_of(const Optimizer& opt) {
             {"momentum", x.momentum_},
             {"weight_decay", x.weight_decay_},
             {"trust_coefficient", x.trust_coefficient_},
-            {"eps", x.eps_}};
+            {"eps", x.eps_},
+            {"layer_adaptation", x.layer_adaptation_}};
   }
   ADD_FAILURE() << "an optimizer this test does not know";
   return {};

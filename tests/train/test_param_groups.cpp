@@ -172,7 +172,7 @@ TEST(ParamGroups, BuildErrorsNameThePattern) {
   // Values the optimizer cannot use name the group's key: out of its range when the recipe is read,
   // or (what depends on the optimizer) when it is built.
   expect_error([&] { parse_recipe(kGroups, "r.yaml", {"optimizer.param_groups=[{params: \"*.bias\", lr: -1}]"}); },
-               "optimizer.param_groups[0]: key 'optimizer.lr' must be > 0, got -1");
+               "optimizer.param_groups[0]: key 'optimizer.lr' must be >= 0, got -1");
   const Recipe bad_bits =
       parse_recipe(kGroups, "r.yaml", {"optimizer.param_groups=[{params: \"*.bias\", state_bits: 4}]"});
   expect_error([&] { build_optimizer(bad_bits, cnn_params()); },
@@ -194,12 +194,12 @@ TEST(ParamGroups, BuildErrorsNameThePattern) {
       [&] {
         build_optimizer(beta_of_one, {{"a", zeros({2})}});
       },
-      "recipe optimizer.param_groups[0].betas: expected each in [0, 1) for adamw, got 1");
+      "recipe optimizer.param_groups[0].betas: expected in [0, 1), got 1 for adamw");
   // The section's own keys, checked when the optimizer is built, name the recipe file and line.
   expect_error([&] { build_optimizer(parse_recipe("optimizer:\n  state_bits: 4\n", "r.yaml"), cnn_params()); },
                "r.yaml:2: recipe optimizer.state_bits: expected 32 or 8, got 4");
   expect_error([&] { build_optimizer(parse_recipe("optimizer:\n  nesterov: true\n", "r.yaml"), cnn_params()); },
-               "r.yaml:2: recipe optimizer.nesterov: true needs optimizer.momentum > 0");
+               "r.yaml:2: recipe optimizer.nesterov: true needs momentum > 0 and dampening 0, got momentum 0");
   // A block size is checked with 32-bit state too (3 was accepted until 8-bit state was asked for).
   expect_error([&] { build_optimizer(parse_recipe("", "r.yaml", {"optimizer.block_size=3"}), cnn_params()); },
                "recipe optimizer.block_size: expected a block size that is a power of two");
@@ -228,8 +228,8 @@ TEST(ParamGroups, StateBitsPerGroup) {
       EXPECT_TRUE(eight_bit(*opt, name)) << name;
     }
   }
-  EXPECT_EQ(opt->state_options("embedding.weight").bits_, 32);
-  EXPECT_EQ(opt->state_options().bits_, 8);
+  EXPECT_EQ(opt->state_options("embedding.weight").state_bits_, 32);
+  EXPECT_EQ(opt->state_options().state_bits_, 8);
   // The reverse: 32-bit state, the decoder's weight 8-bit in blocks of 64 (a quarter of the default).
   const Recipe only = parse_recipe(
       lm + "  param_groups: [{params: decoder.weight, state_bits: 8, block_size: 64, min_8bit_size: 0}]\n", "lm.yaml");

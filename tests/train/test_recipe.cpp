@@ -268,7 +268,8 @@ TEST(Recipe, ValuesAreNamedByTheirKey) {
   // The DataLoader's own limit, named by the key (it said "DataLoader: expected workers in [0, 256]").
   expect_error("", {"data.workers=1000"}, "key 'data.workers' must be in [0, 256], got 1000");
   expect_error("", {"model.dropout=1"}, "key 'model.dropout' must be in [0, 1), got 1");
-  expect_error("", {"optimizer.lr=0"}, "key 'optimizer.lr' must be > 0, got 0");
+  // As torch.optim's: an lr of 0 is allowed (its options struct declares the range, once).
+  expect_error("", {"optimizer.lr=-0.1"}, "key 'optimizer.lr' must be >= 0, got -0.1");
   expect_error("", {"schedule.name=linear"}, "key 'schedule.name' must be one of constant, step, multistep");
   expect_error("", {"data.dataset=imagenet"}, "text, text_chars, toy_grammar, got 'imagenet'");
   // Counts and periods: a negative limit or a log period of 0 has no meaning (they were accepted);

@@ -121,7 +121,7 @@ int main(int argc, char** argv) {
        4 * 4 + 3 * 4},
       {"Adam 8-bit",
        [&] {
-         return std::make_unique<Adam>(NamedTensors{{"p", p}}, AdamOptions(1e-3), StateOptions().bits(8));
+         return std::make_unique<Adam>(NamedTensors{{"p", p}}, AdamOptions(1e-3), StateOptions().state_bits(8));
        },
        2 * 4 + 4 + 4 * code},
       {"SGD momentum 32-bit",
@@ -131,7 +131,7 @@ int main(int argc, char** argv) {
        3 * 4 + 2 * 4},
       {"SGD momentum 8-bit",
        [&] {
-         return std::make_unique<SGD>(NamedTensors{{"p", p}}, SGDOptions(1e-3).momentum(0.9), StateOptions().bits(8));
+         return std::make_unique<SGD>(NamedTensors{{"p", p}}, SGDOptions(1e-3).momentum(0.9), StateOptions().state_bits(8));
        },
        2 * 4 + 4 + 2 * code},
   };

@@ -9,13 +9,7 @@
 #include "data/mnist.h"
 #include "data/transforms.h"
 #include "models/registry.h"
-#include "optim/adagrad.h"
-#include "optim/adam.h"
-#include "optim/lamb.h"
-#include "optim/lars.h"
-#include "optim/lion.h"
-#include "optim/rmsprop.h"
-#include "optim/sgd.h"
+#include "optim/registry.h"
 #include "quant/blockwise.h"
 #include "tools/train/fetch_data.h"
 
@@ -144,6 +138,9 @@ class OptimizerKeys {
   const std::vector<double>& real_list(const std::string& k) const {
     return own<std::vector<double>>(k) ? *own<std::vector<double>>(k) : r_.real_list(full(k));
   }
+  const std::vector<std::string>& text_list(const std::string& k) const {
+    return own<std::vector<std::string>>(k) ? *own<std::vector<std::string>>(k) : r_.text_list(full(k));
+  }
   // The key's name in errors: "recipe optimizer.lr", or "recipe optimizer.param_groups[1].lr" when the
   // group sets it.
   std::string where(const std::string& k) const {
@@ -164,81 +161,44 @@ class OptimizerKeys {
   size_t index_;
 };
 
-// The options struct of optimizer `name` from the keys it uses.
-std::unique_ptr<OptimizerOptions> optimizer_options(const std::string& name, const OptimizerKeys& k) {
-  // The recipe checked each value's range (lr > 0, momentum >= 0, ...); the betas are checked here, as
-  // Lion's allow 1.
-  const double lr = k.real("lr"), wd = k.real("weight_decay"), eps = k.real("eps"), momentum = k.real("momentum");
-  if (name == "sgd") {
-    OCTET_CHECK(!k.boolean("nesterov") || (momentum > 0 && k.real("dampening") == 0), k.where("nesterov"),
-                ": true needs optimizer.momentum > 0 and optimizer.dampening 0, got momentum ", momentum,
-                " and dampening ", k.real("dampening"));
-    return SGDOptions(lr)
-        .momentum(momentum)
-        .dampening(k.real("dampening"))
-        .nesterov(k.boolean("nesterov"))
-        .weight_decay(wd)
-        .clone();
+// `k`'s value of option `f` (the group's or the section's), as the option holds it.
+OptionValue option_value(const OptimizerKeys& k, const OptionInfo& f) {
+  switch (f.value.index()) {
+    case 0:
+      return k.boolean(f.name);
+    case 1:
+      return k.integer(f.name);
+    case 2:
+      return k.real(f.name);
+    case 3: {
+      const auto& b = k.real_list(f.name);
+      OCTET_CHECK(b.size() == 2, k.where(f.name), ": expected two values, got ", b.size());
+      return Betas{b[0], b[1]};
+    }
+    default:
+      return k.text_list(f.name);
   }
-  if (name == "rmsprop")
-    return RMSpropOptions(lr)
-        .alpha(k.real("alpha"))
-        .eps(eps)
-        .weight_decay(wd)
-        .momentum(momentum)
-        .centered(k.boolean("centered"))
-        .clone();
-  if (name == "adagrad")
-    return AdagradOptions(lr)
-        .lr_decay(k.real("lr_decay"))
-        .weight_decay(wd)
-        .initial_accumulator_value(k.real("initial_accumulator_value"))
-        .eps(eps)
-        .clone();
-  if (name == "lars")
-    return LarsOptions(lr)
-        .momentum(momentum)
-        .weight_decay(wd)
-        .trust_coefficient(k.real("trust_coefficient"))
-        .eps(eps)
-        .clone();
-  const auto& b = k.real_list("betas");
-  OCTET_CHECK(b.size() == 2, k.where("betas"), ": expected two values, got ", b.size());
-  const bool lion = name == "lion";
-  for (double beta : b)
-    OCTET_CHECK(beta >= 0 && (lion ? beta <= 1 : beta < 1), k.where("betas"), ": expected each in ",
-                lion ? "[0, 1]" : "[0, 1)", " for ", name, ", got ", beta);
-  if (name == "lion") return LionOptions(lr).betas({b[0], b[1]}).weight_decay(wd).clone();
-  if (name == "lamb") return LambOptions(lr).betas({b[0], b[1]}).eps(eps).weight_decay(wd).clone();
-  // Adam and AdamW share their options; only the weight decay's meaning differs.
-  auto adam_options = [&](auto opts) -> decltype(opts) {
-    return opts.betas({b[0], b[1]}).eps(eps).weight_decay(wd).amsgrad(k.boolean("amsgrad"));
-  };
-  if (name == "adam") return adam_options(AdamOptions(lr)).clone();
-  if (name == "adamw") return adam_options(AdamWOptions(lr)).clone();
-  OCTET_FAIL("recipe optimizer.name: unknown optimizer '", name,
-             "' (known: sgd, adam, adamw, rmsprop, adagrad, lion, lamb, lars)");
 }
 
+// The options struct of optimizer `name` from the keys it declares, checked as the optimizer
+// checks them (ranges, and the rules between options), the errors naming the recipe's key.
+std::unique_ptr<OptimizerOptions> optimizer_options(const std::string& name, const OptimizerKeys& k) {
+  const OptimizerKind* kind = find_optimizer_kind(name);
+  OCTET_CHECK(kind != nullptr, "recipe optimizer.name: unknown optimizer '", name, "'");  // the recipe checked it
+  std::unique_ptr<OptimizerOptions> o = kind->options();
+  for (const OptionInfo& f : o->fields()) o->set(f.name, option_value(k, f));
+  if (const auto p = o->problem()) OCTET_FAIL(k.where(p->key), ": ", p->text, " for ", name);
+  return o;
+}
+
+// The state options (keep_32bit is the section's alone: a group may not set it).
 StateOptions state_options(const Recipe& r, const OptimizerKeys& k) {
-  const int64_t bits = k.integer("state_bits"), min_size = k.integer("min_8bit_size");
-  const int64_t block = k.integer("block_size");
-  OCTET_CHECK(bits == 32 || bits == 8, k.where("state_bits"), ": expected 32 or 8, got ", bits);
-  // Checked with 32-bit state too: a recipe that switches to 8 bits later must not find it wrong then.
-  quant::check_block_size(block, k.where("block_size").c_str());
-  return StateOptions()
-      .bits(bits)
-      .min_8bit_size(min_size)
-      .block_size(block)
-      .nonzero_second_moment(k.boolean("nonzero_second_moment"))
-      .keep_32bit(r.text_list("optimizer.keep_32bit"));
-}
-
-// The optimizer `Opt` over `groups` (its options struct is `Options`).
-template <typename Opt, typename Options>
-std::unique_ptr<Optimizer> make(std::vector<ParamGroup> groups, const OptimizerOptions& defaults,
-                                const StateOptions& state) {
-  return std::make_unique<Opt>(std::move(groups), dynamic_cast<const Options&>(defaults), state);
+  StateOptions s;
+  for (const OptionInfo& f : s.option_table())
+    s.set_option(f.name, std::string(f.name) == "keep_32bit" ? OptionValue(r.text_list("optimizer.keep_32bit"))
+                                                             : option_value(k, f));
+  if (const auto p = s.problem()) OCTET_FAIL(k.where(p->key), ": ", p->text);
+  return s;
 }
 
 // "a, b, c, ... (120 in all)": parameter names for an error message.
@@ -296,16 +256,7 @@ std::unique_ptr<Optimizer> build_optimizer(const Recipe& r, const NamedTensors& 
     groups.emplace_back(std::move(split[i + 1]), *optimizer_options(name, keys));
     groups.back().state_options(state_options(r, keys));
   }
-  using Make = std::unique_ptr<Optimizer> (*)(std::vector<ParamGroup>, const OptimizerOptions&, const StateOptions&);
-  const std::map<std::string, Make> kinds = {{"sgd", make<SGD, SGDOptions>},
-                                             {"adam", make<Adam, AdamOptions>},
-                                             {"adamw", make<AdamW, AdamWOptions>},
-                                             {"rmsprop", make<RMSprop, RMSpropOptions>},
-                                             {"adagrad", make<Adagrad, AdagradOptions>},
-                                             {"lion", make<Lion, LionOptions>},
-                                             {"lamb", make<Lamb, LambOptions>},
-                                             {"lars", make<Lars, LarsOptions>}};
-  return kinds.at(name)(std::move(groups), *defaults, state);  // optimizer_options() knew the name
+  return find_optimizer_kind(name)->make(std::move(groups), *defaults, state);  // optimizer_options() knew it
 }
 
 std::shared_ptr<LrSchedule> build_schedule(const Recipe& r, std::shared_ptr<PlateauSchedule>* plateau) {

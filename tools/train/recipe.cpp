@@ -20,6 +20,7 @@
 #include "optim/lamb.h"
 #include "optim/lars.h"
 #include "optim/lion.h"
+#include "optim/registry.h"
 #include "optim/rmsprop.h"
 #include "optim/sgd.h"
 #include "tools/train/suggest.h"
@@ -30,7 +31,7 @@ namespace {
 
 using K = KeyType;
 
-const std::vector<SchemaEntry> kSchema = {
+const std::vector<SchemaEntry> kStaticSchema = {
     // model: what models/registry.h builds
     {"model.name", K::text, "small_cnn",
      "small_cnn, mobilenetv2, mobilenetv2_cifar, resnet18, resnet34, resnet50 (ImageNet ResNets), resnet20, "
@@ -86,32 +87,11 @@ const std::vector<SchemaEntry> kSchema = {
     {"data.limit_test", K::integer, "0",
      "use only the first N test examples (text: tokens of valid and test) (0: all)"},
     // optimizer
-    {"optimizer.name", K::text, "sgd", "sgd, adam, adamw, rmsprop, adagrad, lion, lamb or lars"},
-    // The keys below mapped to an optimizer's options have no default of their own: an unset key
-    // takes the default of the optimizer's options struct (optim/*.h), so the CLI and the C++ API
-    // cannot disagree (Lion's betas 0.9/0.99, LAMB's eps 1e-6, AdamW's weight decay 0.01, ...).
-    {"optimizer.lr", K::real, "", "learning rate (peak, before the schedule)", "", true},
-    {"optimizer.momentum", K::real, "", "SGD, RMSprop and LARS momentum", "", true},
-    {"optimizer.dampening", K::real, "", "SGD dampening", "", true},
-    {"optimizer.nesterov", K::boolean, "", "SGD Nesterov momentum", "", true},
-    {"optimizer.weight_decay", K::real, "",
-     "L2 (sgd, adam, rmsprop, adagrad, lars) or decoupled (adamw, lion, lamb) weight decay", "", true},
-    {"optimizer.betas", K::real_list, "", "Adam/AdamW/LAMB/Lion betas", "", true},
-    {"optimizer.eps", K::real, "", "Adam/AdamW/LAMB/RMSprop/Adagrad/LARS epsilon", "", true},
-    {"optimizer.alpha", K::real, "", "RMSprop smoothing constant", "", true},
-    {"optimizer.centered", K::boolean, "", "RMSprop: normalize by the centered second moment", "", true},
-    {"optimizer.lr_decay", K::real, "", "Adagrad: lr / (1 + (step - 1) * lr_decay)", "", true},
-    {"optimizer.initial_accumulator_value", K::real, "", "Adagrad: the sum of squared gradients starts here", "", true},
-    {"optimizer.trust_coefficient", K::real, "", "LARS trust coefficient", "", true},
-    {"optimizer.amsgrad", K::boolean, "", "Adam/AdamW AMSGrad variant", "", true},
-    {"optimizer.state_bits", K::integer, "32", "optimizer state precision: 32, or 8 (block-wise quantized)"},
-    {"optimizer.min_8bit_size", K::integer, "4096", "parameters with fewer elements keep 32-bit state"},
-    {"optimizer.block_size", K::integer, "256",
-     "8-bit state block size (a power of two, 64..4096; 4 bytes of absmax per block and buffer)"},
-    {"optimizer.nonzero_second_moment", K::boolean, "true",
-     "8-bit state: a positive second moment never quantizes to 0 (false: the bitsandbytes rule)", "false"},
-    {"optimizer.keep_32bit", K::text_list, "[]",
-     "parameter name patterns (* matches anything) whose state stays 32-bit, e.g. [\"*embedding*\"]"},
+    {"optimizer.name", K::text, "sgd", ""},  // the doc: the registry's names (schema())
+    // Here schema() inserts the options of every optimizer (optim/registry.h: each declared once in
+    // its options struct, with its default, range and documentation) and the state options
+    // (StateOptions). An optimizer key has no default of its own: unset, it takes the chosen
+    // optimizer's (Lion's betas 0.9/0.99, LAMB's eps 1e-6, AdamW's weight decay 0.01, ...).
     {"optimizer.param_groups", K::group_list, "[]",
      "per-parameter settings: [{params: GLOB or [GLOB, ...], KEY: value, ...}, ...] with any optimizer key but "
      "name, keep_32bit and param_groups; a parameter takes the first group whose params match its name, and "
@@ -190,13 +170,9 @@ const std::vector<SchemaEntry> kSchema = {
 
 // Allowed values of numeric keys beyond their type; convert() checks them, so a bad value is named
 // by its key (and line) before anything is built, not by the function it would reach.
-struct ValueRange {
-  double lo, hi;
-  bool lo_open, hi_open;
-  const char* text;
-};
+using ValueRange = OptionRange;
 constexpr double kInf = HUGE_VAL;
-const std::map<std::string, ValueRange> kRanges = {
+const std::map<std::string, ValueRange> kStaticRanges = {
     {"model.num_classes", {1.0, kInf, false, false, ">= 1"}},
     {"model.in_channels", {1.0, kInf, false, false, ">= 1"}},
     {"model.image_size", {1.0, kInf, false, false, ">= 1"}},
@@ -208,16 +184,6 @@ const std::map<std::string, ValueRange> kRanges = {
     {"model.hidden_sizes", {1.0, kInf, false, false, ">= 1"}},  // each element
     {"data.bptt", {1.0, kInf, false, false, ">= 1"}},
     {"data.workers", {0.0, 256.0, false, false, "in [0, 256]"}},  // the DataLoader's limit
-    // The optimizers' own limits (optim/*.cpp), here so that a group's value is named by its key too.
-    {"optimizer.lr", {0.0, kInf, true, false, "> 0"}},
-    {"optimizer.momentum", {0.0, kInf, false, false, ">= 0"}},
-    {"optimizer.weight_decay", {0.0, kInf, false, false, ">= 0"}},
-    {"optimizer.eps", {0.0, kInf, false, false, ">= 0"}},
-    {"optimizer.alpha", {0.0, 1.0, false, false, "in [0, 1]"}},
-    {"optimizer.lr_decay", {0.0, kInf, false, false, ">= 0"}},
-    {"optimizer.initial_accumulator_value", {0.0, kInf, false, false, ">= 0"}},
-    {"optimizer.trust_coefficient", {0.0, kInf, true, false, "> 0"}},
-    {"optimizer.min_8bit_size", {0.0, kInf, false, false, ">= 0"}},
     {"schedule.patience", {0.0, kInf, false, false, ">= 0"}},
     {"quant.clip_update_period", {1.0, kInf, false, false, ">= 1"}},
     {"quant.dclr_alpha", {0.0, kInf, false, false, ">= 0"}},
@@ -235,6 +201,127 @@ const std::map<std::string, ValueRange> kRanges = {
     {"checkpoint.every_epochs", {0.0, kInf, false, false, ">= 0"}},
     {"log.every_steps", {1.0, kInf, false, false, ">= 1"}},
 };
+
+// ---- the declared options (core/options.h): the optimizers' and StateOptions', in the schema
+
+KeyType key_type(const OptionValue& v) {
+  switch (v.index()) {
+    case 0:
+      return K::boolean;
+    case 1:
+      return K::integer;
+    case 2:
+      return K::real;
+    case 3:
+      return K::real_list;
+    default:
+      return K::text_list;
+  }
+}
+
+RecipeValue recipe_value(const OptionValue& v) {
+  return std::visit(
+      [](const auto& x) -> RecipeValue {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<T, Betas>)
+          return std::vector<double>{x.first, x.second};
+        else
+          return x;
+      },
+      v);
+}
+
+// A state option's default as YAML (a number, a flag or an empty list).
+std::string option_yaml(const OptionValue& v) {
+  if (const bool* b = std::get_if<bool>(&v)) return *b ? "true" : "false";
+  if (const int64_t* i = std::get_if<int64_t>(&v)) return std::to_string(*i);
+  return "[]";
+}
+
+// Each optimizer's declared options, by kind.
+std::vector<std::pair<std::string, std::vector<OptionInfo>>> declared_optimizer_options() {
+  std::vector<std::pair<std::string, std::vector<OptionInfo>>> out;
+  for (const OptimizerKind& k : optimizer_kinds()) out.emplace_back(k.name, k.options()->fields());
+  return out;
+}
+
+// The declared option `field` of every optimizer that has it.
+std::vector<std::pair<std::string, OptionInfo>> kinds_with(const std::string& field) {
+  std::vector<std::pair<std::string, OptionInfo>> out;
+  for (const auto& [kind, fields] : declared_optimizer_options())
+    for (const OptionInfo& f : fields)
+      if (f.name == field) out.emplace_back(kind, f);
+  return out;
+}
+
+std::string grouped_text(const std::vector<std::pair<std::string, std::string>>& named_values);
+std::string joined(const std::vector<std::string>& words);
+
+// An optimizer key's documentation: its doc where every optimizer has it with the same one, else
+// "sgd, rmsprop, lars: momentum factor; ..." grouped by doc.
+std::string optimizer_key_doc(const std::string& field) {
+  std::vector<std::pair<std::string, std::string>> docs;
+  for (const auto& [kind, f] : kinds_with(field)) docs.emplace_back(kind, f.doc);
+  const bool one_doc = std::all_of(docs.begin(), docs.end(), [&](const auto& d) { return d.second == docs[0].second; });
+  if (one_doc && docs.size() == optimizer_kinds().size()) return docs[0].second;
+  return grouped_text(docs);
+}
+
+// The schema entries of the declared options: every optimizer's (in the registry's order, each key
+// once), then the state options.
+std::vector<SchemaEntry> declared_entries() {
+  std::vector<SchemaEntry> out;
+  std::set<std::string> seen;
+  for (const auto& [kind, fields] : declared_optimizer_options())
+    for (const OptionInfo& f : fields)
+      if (seen.insert(f.name).second)
+        out.push_back({std::string("optimizer.") + f.name, key_type(f.value), "", optimizer_key_doc(f.name), "", true});
+  for (const OptionInfo& f : StateOptions().option_table()) {
+    SchemaEntry e{std::string("optimizer.") + f.name, key_type(f.value), option_yaml(f.value), f.doc};
+    // A stored recipe from before this key: the bitsandbytes rule it was trained with.
+    if (e.key == "optimizer.nonzero_second_moment") e.stored_absent_yaml = "false";
+    out.push_back(e);
+  }
+  return out;
+}
+
+// The whole schema: kStaticSchema with the declared options after optimizer.name (whose doc lists
+// the registry's optimizers).
+const std::vector<SchemaEntry>& schema() {
+  static const std::vector<SchemaEntry> all = [] {
+    std::vector<SchemaEntry> out;
+    for (const SchemaEntry& e : kStaticSchema) {
+      out.push_back(e);
+      if (e.key != "optimizer.name") continue;
+      std::vector<std::string> names;
+      for (const OptimizerKind& k : optimizer_kinds()) names.push_back(k.name);
+      out.back().doc = joined(names);
+      for (const SchemaEntry& d : declared_entries()) out.push_back(d);
+    }
+    return out;
+  }();
+  return all;
+}
+
+// kStaticRanges and the declared ones: an optimizer key whose optimizers declare one range (lr >= 0
+// in each); one they declare differently (betas: [0, 1) for Adam, [0, 1] for Lion) is checked when
+// the chosen optimizer is built.
+const std::map<std::string, ValueRange>& ranges() {
+  static const std::map<std::string, ValueRange> all = [] {
+    std::map<std::string, ValueRange> out = kStaticRanges;
+    for (const auto& [kind, fields] : declared_optimizer_options())
+      for (const OptionInfo& f : fields) {
+        const auto with = kinds_with(f.name);
+        const bool one = std::all_of(with.begin(), with.end(),
+                                     [&](const auto& w) { return std::string(w.second.range.text) == f.range.text; });
+        if (one && !f.range.any()) out.emplace(std::string("optimizer.") + f.name, f.range);
+      }
+    for (const OptionInfo& f : StateOptions().option_table())
+      if (!f.range.any()) out.emplace(std::string("optimizer.") + f.name, f.range);
+    return out;
+  }();
+  return all;
+}
 
 // The image datasets (dataset_defaults()).
 const std::vector<DatasetDefaults> kImageDatasets = {
@@ -261,7 +348,7 @@ const std::vector<std::string>* choices_of(const std::string& key) {
 }
 
 const SchemaEntry* find_entry(const std::string& key) {
-  for (const SchemaEntry& e : kSchema)
+  for (const SchemaEntry& e : schema())
     if (e.key == key) return &e;
   return nullptr;
 }
@@ -275,7 +362,7 @@ std::string joined(const std::vector<std::string>& words) {
 // The keys of a section, without the section's name.
 std::vector<std::string> section_keys(const std::string& section) {
   std::vector<std::string> out;
-  for (const SchemaEntry& e : kSchema)
+  for (const SchemaEntry& e : schema())
     if (e.key.compare(0, section.size() + 1, section + ".") == 0) out.push_back(e.key.substr(section.size() + 1));
   return out;
 }
@@ -283,7 +370,7 @@ std::string known_keys(const std::string& section) { return joined(section_keys(
 
 std::vector<std::string> section_names() {
   std::vector<std::string> seen;
-  for (const SchemaEntry& e : kSchema) {
+  for (const SchemaEntry& e : schema()) {
     std::string s = e.key.substr(0, e.key.find('.'));
     if (seen.empty() || seen.back() != s) seen.push_back(s);
   }
@@ -295,7 +382,7 @@ std::string known_sections() { return joined(section_names()); }
 // in another section (train.lr: optimizer.lr).
 std::string key_suggestion(const std::string& key) {
   std::vector<std::string> keys;
-  for (const SchemaEntry& e : kSchema) keys.push_back(e.key);
+  for (const SchemaEntry& e : schema()) keys.push_back(e.key);
   if (std::string hint = did_you_mean(key, keys); !hint.empty()) return hint;
   const std::string field = key.substr(key.find('.') + 1);
   for (const std::string& k : keys)
@@ -549,7 +636,7 @@ void check_run_name(const std::string& name, const std::string& where) {
   OCTET_CHECK(name.find('\0') == std::string::npos, where, ": key 'log.run_name' holds a NUL character");
 }
 
-// convert_type, then the key's choices (choices_of) or range (kRanges), if it has them.
+// convert_type, then the key's choices (choices_of) or range (ranges()), if it has them.
 RecipeValue convert(const YAML::Node& n, const SchemaEntry& e, const std::string& where, const std::string& source) {
   RecipeValue v = convert_type(n, e, where, source);
   if (e.key == "log.run_name") check_run_name(std::get<std::string>(v), where);
@@ -559,8 +646,8 @@ RecipeValue convert(const YAML::Node& n, const SchemaEntry& e, const std::string
     OCTET_FAIL(where, ": key '", e.key, "' must be one of ", joined(*allowed), ", got ", describe(n),
                did_you_mean(x, *allowed));
   }
-  auto range = kRanges.find(e.key);
-  if (range == kRanges.end()) return v;
+  auto range = ranges().find(e.key);
+  if (range == ranges().end()) return v;
   const ValueRange& r = range->second;
   auto ok = [&](double x) { return (r.lo_open ? x > r.lo : x >= r.lo) && (r.hi_open ? x < r.hi : x <= r.hi); };
   if (const auto* list = std::get_if<std::vector<int64_t>>(&v)) {  // a range of an int_list holds for each element
@@ -607,7 +694,7 @@ void emit_value(std::ostream& os, const RecipeValue& v) {
           for (size_t i = 0; i < x.size(); ++i) {
             os << (i ? ", " : "") << "{params: ";
             emit_value(os, x[i].params);
-            for (const SchemaEntry& e : kSchema) {
+            for (const SchemaEntry& e : schema()) {
               const std::string field = e.key.substr(e.key.find('.') + 1);
               if (e.key.rfind("optimizer.", 0) != 0 || !x[i].values.count(field)) continue;
               os << ", " << field << ": ";
@@ -635,7 +722,7 @@ void emit_value(std::ostream& os, const RecipeValue& v) {
 
 }  // namespace
 
-const std::vector<SchemaEntry>& recipe_schema() { return kSchema; }
+const std::vector<SchemaEntry>& recipe_schema() { return schema(); }
 
 const DatasetDefaults* dataset_defaults(const std::string& name) {
   for (const DatasetDefaults& d : kImageDatasets)
@@ -645,54 +732,13 @@ const DatasetDefaults* dataset_defaults(const std::string& name) {
 
 const std::vector<OptimizerDefaults>& optimizer_defaults() {
   static const std::vector<OptimizerDefaults> table = [] {
-    auto pair = [](std::pair<double, double> b) { return std::vector<double>{b.first, b.second}; };
-    // Adam's and AdamW's options have the same fields (only weight decay's default differs).
-    auto adam_like = [&](const char* name, const auto& o) {
-      return OptimizerDefaults{name,
-                               {{"lr", o.lr_},
-                                {"betas", pair(o.betas_)},
-                                {"eps", o.eps_},
-                                {"weight_decay", o.weight_decay_},
-                                {"amsgrad", o.amsgrad_}}};
-    };
-    const SGDOptions sgd;
-    const RMSpropOptions rmsprop;
-    const AdagradOptions adagrad;
-    const LionOptions lion;
-    const LambOptions lamb;
-    const LarsOptions lars;
-    return std::vector<OptimizerDefaults>{
-        {"sgd",
-         {{"lr", sgd.lr_},
-          {"momentum", sgd.momentum_},
-          {"dampening", sgd.dampening_},
-          {"nesterov", sgd.nesterov_},
-          {"weight_decay", sgd.weight_decay_}}},
-        adam_like("adam", AdamOptions()),
-        adam_like("adamw", AdamWOptions()),
-        {"rmsprop",
-         {{"lr", rmsprop.lr_},
-          {"alpha", rmsprop.alpha_},
-          {"eps", rmsprop.eps_},
-          {"weight_decay", rmsprop.weight_decay_},
-          {"momentum", rmsprop.momentum_},
-          {"centered", rmsprop.centered_}}},
-        {"adagrad",
-         {{"lr", adagrad.lr_},
-          {"lr_decay", adagrad.lr_decay_},
-          {"weight_decay", adagrad.weight_decay_},
-          {"initial_accumulator_value", adagrad.initial_accumulator_value_},
-          {"eps", adagrad.eps_}}},
-        {"lion", {{"lr", lion.lr_}, {"betas", pair(lion.betas_)}, {"weight_decay", lion.weight_decay_}}},
-        {"lamb",
-         {{"lr", lamb.lr_}, {"betas", pair(lamb.betas_)}, {"eps", lamb.eps_}, {"weight_decay", lamb.weight_decay_}}},
-        {"lars",
-         {{"lr", lars.lr_},
-          {"momentum", lars.momentum_},
-          {"weight_decay", lars.weight_decay_},
-          {"trust_coefficient", lars.trust_coefficient_},
-          {"eps", lars.eps_}}},
-    };
+    std::vector<OptimizerDefaults> out;
+    for (const auto& [kind, fields] : declared_optimizer_options()) {
+      OptimizerDefaults d{kind, {}};
+      for (const OptionInfo& f : fields) d.values[f.name] = recipe_value(f.value);
+      out.push_back(d);
+    }
+    return out;
   }();
   return table;
 }
@@ -772,7 +818,7 @@ std::string dataset_defaults_text(const SchemaEntry& e) {
 std::string schema_markdown() {
   std::ostringstream os;
   std::string section;
-  for (const SchemaEntry& e : kSchema) {
+  for (const SchemaEntry& e : schema()) {
     std::string s = e.key.substr(0, e.key.find('.'));
     if (s != section) {
       section = s;
@@ -781,8 +827,8 @@ std::string schema_markdown() {
     const std::string dflt = e.from_optimizer ? optimizer_defaults_text(e.key)
                              : e.from_dataset ? dataset_defaults_text(e)
                                               : e.default_yaml;
-    const auto range = kRanges.find(e.key);
-    const std::string allowed = range == kRanges.end() ? "" : std::string(" (") + range->second.text + ")";
+    const auto range = ranges().find(e.key);
+    const std::string allowed = range == ranges().end() ? "" : std::string(" (") + range->second.text + ")";
     os << "| `" << e.key.substr(s.size() + 1) << "` | " << type_name(e.type) << " | `" << dflt << "` | " << e.doc
        << allowed << " |\n";
   }
@@ -796,7 +842,7 @@ void Recipe::check_combinations(const OptimizerDefaults& chosen) {
   std::vector<std::string> used;
   for (const auto& [field, value] : chosen.values) used.push_back(field);
   const auto by_override = [&](const std::string& key) { return set_.count(key) && set_.at(key).empty(); };
-  for (const SchemaEntry& e : kSchema) {
+  for (const SchemaEntry& e : schema()) {
     if (!e.from_optimizer || !r.is_set(e.key)) continue;
     const std::string field = e.key.substr(e.key.find('.') + 1);
     if (chosen.values.count(field)) continue;
@@ -856,12 +902,12 @@ Recipe Recipe::parse(const std::string& yaml, const std::string& source, const s
   }
   Recipe r;
   r.source_ = source;
-  for (const SchemaEntry& e : kSchema)
+  for (const SchemaEntry& e : schema())
     if (!e.from_optimizer) r.values_[e.key] = convert(YAML::Load(e.default_yaml), e, "schema default");
   if (root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
   OCTET_CHECK(root.IsMap(), source, ": a recipe must be a mapping of sections (", known_sections(), ")");
   if (stored) {
-    for (const SchemaEntry& e : kSchema)
+    for (const SchemaEntry& e : schema())
       if (!e.stored_absent_yaml.empty())
         r.values_[e.key] = convert(YAML::Load(e.stored_absent_yaml), e, "schema value for stored recipes");
   }
@@ -918,12 +964,12 @@ Recipe Recipe::parse(const std::string& yaml, const std::string& source, const s
   }
   // An unknown optimizer is an error here, before anything is built.
   const OptimizerDefaults& optimizer = defaults_of(r.text("optimizer.name"));
-  for (const SchemaEntry& e : kSchema)
+  for (const SchemaEntry& e : schema())
     if (e.from_optimizer && !r.values_.count(e.key)) r.values_[e.key] = optimizer_default(optimizer, e.key);
   if (!stored) r.check_combinations(optimizer);
   // The model's input follows the dataset's images where the recipe says nothing.
   if (const DatasetDefaults* d = dataset_defaults(r.text("data.dataset"))) {
-    for (const SchemaEntry& e : kSchema) {
+    for (const SchemaEntry& e : schema()) {
       if (!e.from_dataset || r.is_set(e.key)) continue;
       const int64_t v = dataset_value(*d, e.key);
       r.values_[e.key] = v > 0 ? v : r.integer("data.image_size");
@@ -1024,7 +1070,7 @@ std::string Recipe::value_yaml(const std::string& key) const {
 const std::vector<std::string>& keys_fixed_on_resume() {
   static const std::vector<std::string> keys = [] {
     std::vector<std::string> out;
-    for (const SchemaEntry& e : kSchema)
+    for (const SchemaEntry& e : schema())
       if (e.key.rfind("model.", 0) == 0 && e.key != "model.dropout") out.push_back(e.key);
     for (const char* k : {"optimizer.name", "optimizer.state_bits", "optimizer.min_8bit_size", "optimizer.block_size",
                           "optimizer.keep_32bit"})
@@ -1043,7 +1089,7 @@ std::string first_changed(const Recipe& stored, const Recipe& changed, const std
 std::string Recipe::resolved_yaml() const {
   std::ostringstream os;
   std::string section;
-  for (const SchemaEntry& e : kSchema) {
+  for (const SchemaEntry& e : schema()) {
     std::string s = e.key.substr(0, e.key.find('.'));
     if (s != section) {
       section = s;

@@ -271,7 +271,7 @@ class TrainingLoop {
       for (size_t i = 0; i < params.size() && i < kShown; ++i) names += (i ? ", " : "") + params[i].first;
       if (params.size() > kShown) names += ", ...";
       spdlog::info("optimizer.param_groups[{}]: {} tensors, lr {:.4g} (before the schedule), state_bits {}: {}", g - 1,
-                   params.size(), optimizer_->initial_lr(g), optimizer_->state_options(params.front().first).bits_,
+                   params.size(), optimizer_->initial_lr(g), optimizer_->state_options(params.front().first).state_bits_,
                    names);
     }
   }
