@@ -94,5 +94,8 @@ struct ModelOptions {
 std::shared_ptr<Module> build_model(const ModelOptions& opts);
 // The known names, sorted.
 std::vector<std::string> model_names();
+// Every model in the registry's order, families named: "small_cnn, ..., resnet50 (ImageNet ResNets),
+// ..." (the recipe schema's model.name).
+std::string model_catalog();
 
 }  // namespace octet

@@ -304,13 +304,10 @@ TEST(Recipe, SchemaNamesEveryModel) {
   const auto& schema = recipe_schema();
   const auto entry = std::find_if(schema.begin(), schema.end(), [](const auto& e) { return e.key == "model.name"; });
   ASSERT_NE(entry, schema.end());
-  const std::string doc = " " + entry->doc + " ";
-  for (const std::string& name : model_names()) {
-    const bool named =
-        doc.find(" " + name + ",") != std::string::npos || doc.find(" " + name + " ") != std::string::npos;
-    EXPECT_TRUE(named) << name << " is not in the schema's model.name: " << entry->doc;
+  EXPECT_EQ(entry->doc, model_catalog());  // generated from the registry: nothing to keep in step by hand
+  EXPECT_NE(entry->doc.find("resnet50 (ImageNet ResNets), resnet20"), std::string::npos) << entry->doc;
+  for (const std::string& name : model_names())
     EXPECT_EQ(parse_recipe("", "r.yaml", {"model.name=" + name}).text("model.name"), name);
-  }
 }
 
 // An unknown key, section, choice or group key names the nearest known one.
