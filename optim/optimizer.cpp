@@ -165,18 +165,15 @@ std::unique_ptr<ParamState> Optimizer::make_state(const std::string& name, const
   if (!eight || buffers.empty()) return std::make_unique<DenseState>(param, std::move(buffers));
   // Second moments are non-negative: the unsigned map spends its sign bit on precision. RMSprop's
   // square_avg is the exception, as in the reference (bitsandbytes stores it with the signed map of
-  // its one-state optimizers); octet stored it unsigned until then, so checkpoints that record no
-  // map resume with that.
+  // its one-state optimizers).
   const quant::QuantMap unsigned_map =
       so.nonzero_second_moment_ ? quant::QuantMap::dynamic_unsigned_nonzero : quant::QuantMap::dynamic_unsigned;
-  std::vector<quant::QuantMap> maps, before_recording;
+  std::vector<quant::QuantMap> maps;
   for (const std::string& b : buffers) {
-    const bool nonnegative = b.find("_sq") != std::string::npos || b == "square_avg" || b == "sum";
-    before_recording.push_back(nonnegative ? unsigned_map : quant::QuantMap::dynamic_signed);
-    maps.push_back(nonnegative && b != "square_avg" ? unsigned_map : quant::QuantMap::dynamic_signed);
+    const bool nonnegative = b.find("_sq") != std::string::npos || b == "sum";
+    maps.push_back(nonnegative ? unsigned_map : quant::QuantMap::dynamic_signed);
   }
-  return std::make_unique<BlockwiseState>(param, std::move(buffers), std::move(maps), so.block_size_,
-                                          std::move(before_recording));
+  return std::make_unique<BlockwiseState>(param, std::move(buffers), std::move(maps), so.block_size_);
 }
 
 int64_t Optimizer::state_bytes() const {
@@ -274,7 +271,6 @@ void Optimizer::load_state_dict(const NamedTensors& state) {
     ParamState* counter = nullptr;  // for "<param>.step"
     bool found = false;
     const Tensor* from = nullptr;
-    Tensor if_missing = Tensor();  // what a checkpoint of an older octet implied, when it lacks the key
   };
   std::map<std::string, Target> targets;
   std::vector<std::string> order;  // state_dict() order, for error messages
@@ -288,8 +284,6 @@ void Optimizer::load_state_dict(const NamedTensors& state) {
       const std::string& pname = g.params[i].first;
       add(pname + ".step", Target{Tensor(), g.states[i].get()});
       for (const auto& [suffix, t] : g.states[i]->tensors()) add(pname + "." + suffix, Target{t});
-      for (const auto& [suffix, t] : g.states[i]->older_checkpoint_defaults())
-        targets.at(pname + "." + suffix).if_missing = t;
     }
   }
   add(kStepsKey, Target{});
@@ -315,24 +309,16 @@ void Optimizer::load_state_dict(const NamedTensors& state) {
     }
   }
   std::string missing;
-  for (const std::string& key : order) {
-    Target& t = targets[key];
-    if (t.found) continue;
-    if (t.if_missing.defined()) {
-      t.from = &t.if_missing;
-      continue;
-    }
-    missing += (missing.empty() ? "'" : ", '") + key + "'";
-  }
+  for (const std::string& key : order)
+    if (!targets[key].found) missing += (missing.empty() ? "'" : ", '") + key + "'";
   OCTET_CHECK(missing.empty(), name_, ".load_state_dict: missing key(s) ", missing);
 
   for (Group& g : groups_)
     for (size_t i = 0; i < g.params.size(); ++i) {
       const std::string& pname = g.params[i].first;
       try {
-        g.states[i]->check_incoming([&](const std::string& suffix) -> const Tensor& {
-          return *targets.at(pname + "." + suffix).from;
-        });
+        g.states[i]->check_incoming(
+            [&](const std::string& suffix) -> const Tensor& { return *targets.at(pname + "." + suffix).from; });
       } catch (const Error& e) {
         OCTET_FAIL(name_, ".load_state_dict: the state of '", pname, "': ", e.what());
       }

@@ -103,11 +103,8 @@ class ParamState {
   // What a checkpoint stores, keyed by suffix (without the parameter name): handles to the live
   // tensors, so loading is a checked copy into them.
   virtual NamedTensors tensors() const = 0;
-  // Of tensors(), those a checkpoint written by an older octet may lack, with the value that
-  // checkpoint implied (e.g. the quantization map an 8-bit state was written with).
-  virtual NamedTensors older_checkpoint_defaults() const { return {}; }
   // Before a checkpoint is copied into tensors(): an Error when its values cannot be this state's
-  // (`incoming` gives the checkpoint's tensor, or the older-checkpoint default, for a suffix).
+  // (`incoming` gives the checkpoint's tensor for a suffix).
   virtual void check_incoming(const std::function<const Tensor&(const std::string& suffix)>& incoming) const {}
   // After the copy: a state derives what it keeps from its tensors.
   virtual void loaded() {}
