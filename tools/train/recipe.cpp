@@ -36,9 +36,8 @@ const std::vector<SchemaEntry> kSchema = {
      "small_cnn, mobilenetv2, mobilenetv2_cifar, resnet18, resnet34, resnet50 (ImageNet ResNets), resnet20, "
      "resnet32, resnet44, resnet56, resnet110 (CIFAR ResNets), lstm_lm, mlp"},
     {"model.num_classes", K::integer, "10", "classifier outputs"},
-    {"model.in_channels", K::integer, "3", "input image channels (unset: the dataset's)", "", false, true},
-    {"model.image_size", K::integer, "32", "input height and width (small_cnn) (unset: the dataset's)", "", false,
-     true},
+    {"model.in_channels", K::integer, "3", "input image channels (unset: the dataset's)", false, true},
+    {"model.image_size", K::integer, "32", "input height and width (small_cnn) (unset: the dataset's)", false, true},
     {"model.width_mult", K::real, "1.0", "MobileNetV2 width multiplier"},
     {"model.dropout", K::real, "0.2",
      "dropout before the classifier (MobileNetV2, small_cnn); lstm_lm: after the embedding, between LSTM layers and "
@@ -90,26 +89,26 @@ const std::vector<SchemaEntry> kSchema = {
     // The keys below mapped to an optimizer's options have no default of their own: an unset key
     // takes the default of the optimizer's options struct (optim/*.h), so the CLI and the C++ API
     // cannot disagree (Lion's betas 0.9/0.99, LAMB's eps 1e-6, AdamW's weight decay 0.01, ...).
-    {"optimizer.lr", K::real, "", "learning rate (peak, before the schedule)", "", true},
-    {"optimizer.momentum", K::real, "", "SGD, RMSprop and LARS momentum", "", true},
-    {"optimizer.dampening", K::real, "", "SGD dampening", "", true},
-    {"optimizer.nesterov", K::boolean, "", "SGD Nesterov momentum", "", true},
+    {"optimizer.lr", K::real, "", "learning rate (peak, before the schedule)", true},
+    {"optimizer.momentum", K::real, "", "SGD, RMSprop and LARS momentum", true},
+    {"optimizer.dampening", K::real, "", "SGD dampening", true},
+    {"optimizer.nesterov", K::boolean, "", "SGD Nesterov momentum", true},
     {"optimizer.weight_decay", K::real, "",
-     "L2 (sgd, adam, rmsprop, adagrad, lars) or decoupled (adamw, lion, lamb) weight decay", "", true},
-    {"optimizer.betas", K::real_list, "", "Adam/AdamW/LAMB/Lion betas", "", true},
-    {"optimizer.eps", K::real, "", "Adam/AdamW/LAMB/RMSprop/Adagrad/LARS epsilon", "", true},
-    {"optimizer.alpha", K::real, "", "RMSprop smoothing constant", "", true},
-    {"optimizer.centered", K::boolean, "", "RMSprop: normalize by the centered second moment", "", true},
-    {"optimizer.lr_decay", K::real, "", "Adagrad: lr / (1 + (step - 1) * lr_decay)", "", true},
-    {"optimizer.initial_accumulator_value", K::real, "", "Adagrad: the sum of squared gradients starts here", "", true},
-    {"optimizer.trust_coefficient", K::real, "", "LARS trust coefficient", "", true},
-    {"optimizer.amsgrad", K::boolean, "", "Adam/AdamW AMSGrad variant", "", true},
+     "L2 (sgd, adam, rmsprop, adagrad, lars) or decoupled (adamw, lion, lamb) weight decay", true},
+    {"optimizer.betas", K::real_list, "", "Adam/AdamW/LAMB/Lion betas", true},
+    {"optimizer.eps", K::real, "", "Adam/AdamW/LAMB/RMSprop/Adagrad/LARS epsilon", true},
+    {"optimizer.alpha", K::real, "", "RMSprop smoothing constant", true},
+    {"optimizer.centered", K::boolean, "", "RMSprop: normalize by the centered second moment", true},
+    {"optimizer.lr_decay", K::real, "", "Adagrad: lr / (1 + (step - 1) * lr_decay)", true},
+    {"optimizer.initial_accumulator_value", K::real, "", "Adagrad: the sum of squared gradients starts here", true},
+    {"optimizer.trust_coefficient", K::real, "", "LARS trust coefficient", true},
+    {"optimizer.amsgrad", K::boolean, "", "Adam/AdamW AMSGrad variant", true},
     {"optimizer.state_bits", K::integer, "32", "optimizer state precision: 32, or 8 (block-wise quantized)"},
     {"optimizer.min_8bit_size", K::integer, "4096", "parameters with fewer elements keep 32-bit state"},
     {"optimizer.block_size", K::integer, "256",
      "8-bit state block size (a power of two, 64..4096; 4 bytes of absmax per block and buffer)"},
     {"optimizer.nonzero_second_moment", K::boolean, "true",
-     "8-bit state: a positive second moment never quantizes to 0 (false: the bitsandbytes rule)", "false"},
+     "8-bit state: a positive second moment never quantizes to 0 (false: the bitsandbytes rule)"},
     {"optimizer.keep_32bit", K::text_list, "[]",
      "parameter name patterns (* matches anything) whose state stays 32-bit, e.g. [\"*embedding*\"]"},
     {"optimizer.param_groups", K::group_list, "[]",
@@ -860,11 +859,6 @@ Recipe Recipe::parse(const std::string& yaml, const std::string& source, const s
     if (!e.from_optimizer) r.values_[e.key] = convert(YAML::Load(e.default_yaml), e, "schema default");
   if (root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
   OCTET_CHECK(root.IsMap(), source, ": a recipe must be a mapping of sections (", known_sections(), ")");
-  if (stored) {
-    for (const SchemaEntry& e : kSchema)
-      if (!e.stored_absent_yaml.empty())
-        r.values_[e.key] = convert(YAML::Load(e.stored_absent_yaml), e, "schema value for stored recipes");
-  }
   // YAML leaves a key given twice to the reader (yaml-cpp keeps both): here it is an error.
   std::map<std::string, YAML::Mark> seen;
   auto once = [&](const std::string& what, const std::string& name, const YAML::Node& at) {
