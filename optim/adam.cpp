@@ -28,9 +28,9 @@ void check_options(const O& o, const char* name) {
   OCTET_CHECK(o.weight_decay_ >= 0.0, name, ": expected weight_decay >= 0, got ", o.weight_decay_);
 }
 
-std::vector<std::string> buffers(bool amsgrad) {
-  if (amsgrad) return {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"};
-  return {"exp_avg", "exp_avg_sq"};
+std::vector<StateBuffer> buffers(bool amsgrad) {
+  if (amsgrad) return {signed_buffer("exp_avg"), unsigned_buffer("exp_avg_sq"), unsigned_buffer("max_exp_avg_sq")};
+  return {signed_buffer("exp_avg"), unsigned_buffer("exp_avg_sq")};
 }
 
 template <typename T>
@@ -72,7 +72,7 @@ Adam::Adam(std::vector<ParamGroup> groups, const AdamOptions& defaults, const St
 const AdamOptions& Adam::options(size_t group) const { return static_cast<const AdamOptions&>(group_options(group)); }
 AdamOptions& Adam::options(size_t group) { return static_cast<AdamOptions&>(group_options(group)); }
 
-std::vector<std::string> Adam::state_buffers(const OptimizerOptions& options) const {
+std::vector<StateBuffer> Adam::state_buffers(const OptimizerOptions& options) const {
   return buffers(static_cast<const AdamOptions&>(options).amsgrad_);
 }
 
@@ -95,7 +95,7 @@ const AdamWOptions& AdamW::options(size_t group) const {
 }
 AdamWOptions& AdamW::options(size_t group) { return static_cast<AdamWOptions&>(group_options(group)); }
 
-std::vector<std::string> AdamW::state_buffers(const OptimizerOptions& options) const {
+std::vector<StateBuffer> AdamW::state_buffers(const OptimizerOptions& options) const {
   return buffers(static_cast<const AdamWOptions&>(options).amsgrad_);
 }
 

@@ -161,19 +161,20 @@ std::unique_ptr<ParamState> Optimizer::make_state(const std::string& name, const
                !param.impl()->keep_32bit_state &&
                std::none_of(so.keep_32bit_.begin(), so.keep_32bit_.end(),
                             [&](const std::string& pat) { return name_matches(pat, name); });
-  std::vector<std::string> buffers = state_buffers(options);
-  if (!eight || buffers.empty()) return std::make_unique<DenseState>(param, std::move(buffers));
-  // Second moments are non-negative: the unsigned map spends its sign bit on precision. RMSprop's
-  // square_avg is the exception, as in the reference (bitsandbytes stores it with the signed map of
-  // its one-state optimizers).
+  std::vector<std::string> names = state_buffer_names(options);
+  if (!eight || names.empty()) return std::make_unique<DenseState>(param, std::move(names));
   const quant::QuantMap unsigned_map =
       so.nonzero_second_moment_ ? quant::QuantMap::dynamic_unsigned_nonzero : quant::QuantMap::dynamic_unsigned;
   std::vector<quant::QuantMap> maps;
-  for (const std::string& b : buffers) {
-    const bool nonnegative = b.find("_sq") != std::string::npos || b == "sum";
-    maps.push_back(nonnegative ? unsigned_map : quant::QuantMap::dynamic_signed);
-  }
-  return std::make_unique<BlockwiseState>(param, std::move(buffers), std::move(maps), so.block_size_);
+  for (const StateBuffer& b : state_buffers(options))
+    maps.push_back(b.is_signed ? quant::QuantMap::dynamic_signed : unsigned_map);
+  return std::make_unique<BlockwiseState>(param, std::move(names), std::move(maps), so.block_size_);
+}
+
+std::vector<std::string> Optimizer::state_buffer_names(const OptimizerOptions& options) const {
+  std::vector<std::string> names;
+  for (StateBuffer& b : state_buffers(options)) names.push_back(std::move(b.name));
+  return names;
 }
 
 int64_t Optimizer::state_bytes() const {
@@ -213,7 +214,7 @@ void Optimizer::step() {
                   ": gradient of '", pname, "' is ", grad.dtype(), " ", grad.shape(), " on ", grad.device(),
                   ", expected ", p.dtype(), " ", p.shape(), " on ", p.device());
       ParamState& state = *g.states[i];
-      OCTET_CHECK(state.buffer_names() == state_buffers(*g.options), name_, ": the options of '", pname,
+      OCTET_CHECK(state.buffer_names() == state_buffer_names(*g.options), name_, ": the options of '", pname,
                   "' were changed after its state was made, so that it needs other state buffers");
       state.set_step(state.step() + 1);
       // A scaled parameter gets its own copy of the group's options (the update reads lr from them).

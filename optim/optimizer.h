@@ -76,6 +76,17 @@ using BlockUpdate = std::function<void(const StateBlock<T>&)>;
 template <typename T>
 using BlockRead = std::function<void(const StateBlock<const T>&)>;
 
+// A state buffer as an optimizer declares it (Optimizer::state_buffers): its name ("exp_avg", the
+// suffix of its checkpoint keys) and whether 8-bit state stores it with the signed map
+// (quant::QuantMap::dynamic_signed) or, for a buffer that is never negative, the unsigned one,
+// which spends the sign bit on precision.
+struct StateBuffer {
+  std::string name;
+  bool is_signed = true;
+};
+inline StateBuffer signed_buffer(std::string name) { return {std::move(name), true}; }
+inline StateBuffer unsigned_buffer(std::string name) { return {std::move(name), false}; }
+
 // One parameter's optimizer state: a count of the updates applied to it and named buffers of the
 // parameter's size, all starting at zero.
 class ParamState {
@@ -279,8 +290,10 @@ class Optimizer {
   // for 8 bits and the parameter qualifies. Called lazily (first step/state_dict/load).
   virtual std::unique_ptr<ParamState> make_state(const std::string& name, const Tensor& param,
                                                  const OptimizerOptions& options) const;
-  // Names of the state buffers a parameter needs under `options` (e.g. {"momentum_buffer"}).
-  virtual std::vector<std::string> state_buffers(const OptimizerOptions& options) const = 0;
+  // The state buffers a parameter needs under `options` (e.g. {signed_buffer("momentum_buffer")}).
+  virtual std::vector<StateBuffer> state_buffers(const OptimizerOptions& options) const = 0;
+  // Their names, in the same order: a ParamState's buffer_names().
+  std::vector<std::string> state_buffer_names(const OptimizerOptions& options) const;
   // Applies one update to `param` (contiguous f32/f64, on the CPU or a CUDA device) with `grad`
   // (same shape, dtype, device, contiguous); state.step() already counts this update. The
   // built-in optimizers build their rule and call run_rule() (optim/run_rule.h).

@@ -47,6 +47,14 @@ std::vector<OptCase> cases() {
   };
 }
 
+// The state buffers the optimizers declare unsigned (optim/*.cpp, state_buffers): their 8-bit state
+// uses the unsigned map, the others the signed one (RMSprop's square_avg too, as in the reference).
+bool unsigned_buffer(const std::string& key) {
+  for (const char* b : {".exp_avg_sq", ".max_exp_avg_sq", ".sum"})
+    if (key.ends_with(b)) return true;
+  return false;
+}
+
 // The 8-bit state of `opt`, dequantized, under the 32-bit state's keys.
 NamedTensors dequantized_state(const Optimizer& opt, int64_t block_size, const Shape& shape) {
   NamedTensors sd = opt.state_dict(), out;
@@ -55,11 +63,11 @@ NamedTensors dequantized_state(const Optimizer& opt, int64_t block_size, const S
     if (k.size() > 6 && k.compare(k.size() - 6, 6, ".codes") == 0) {
       std::string base = k.substr(0, k.size() - 6);
       const Tensor& absmax = sd[i + 1].second;  // "<base>.absmax" follows its codes
-      // RMSprop's square_avg is signed, as in the reference (optim/optimizer.cpp).
-      bool unsigned_map = base.find("_sq") != std::string::npos || base.ends_with(".sum");
-      quant::BlockwiseQuantized q{sd[i].second, absmax, block_size,
-                                  unsigned_map ? quant::QuantMap::dynamic_unsigned : quant::QuantMap::dynamic_signed,
-                                  sd[i].second.shape()};
+      const quant::QuantMap map =
+          unsigned_buffer(base) ? quant::QuantMap::dynamic_unsigned : quant::QuantMap::dynamic_signed;
+      const auto& values = quant::quant_map(map);
+      EXPECT_EQ(sd[i + 2].second.to_vector<float>(), std::vector<float>(values.begin(), values.end())) << base;
+      quant::BlockwiseQuantized q{sd[i].second, absmax, block_size, map, sd[i].second.shape()};
       out.emplace_back(base, quant::dequantize_blockwise(q).reshape(shape));
       i += 2;  // its absmax and its map
     } else {
