@@ -30,7 +30,7 @@ const AdagradOptions& Adagrad::options(size_t group) const {
 }
 AdagradOptions& Adagrad::options(size_t group) { return static_cast<AdagradOptions&>(group_options(group)); }
 
-std::vector<std::string> Adagrad::state_buffers(const OptimizerOptions&) const { return {"sum"}; }
+std::vector<StateBuffer> Adagrad::state_buffers(const OptimizerOptions&) const { return {unsigned_buffer("sum")}; }
 
 void Adagrad::update(const OptimizerOptions& options, const Tensor& param, const Tensor& grad,
                      ParamState& state) const {

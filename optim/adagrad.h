@@ -34,7 +34,7 @@ class Adagrad : public Optimizer {
   AdagradOptions& options(size_t group);
 
  protected:
-  std::vector<std::string> state_buffers(const OptimizerOptions& options) const override;
+  std::vector<StateBuffer> state_buffers(const OptimizerOptions& options) const override;
   void update(const OptimizerOptions& options, const Tensor& param, const Tensor& grad,
               ParamState& state) const override;
 };

@@ -19,9 +19,9 @@ AdamStep adam_step(const O& o, bool decoupled) {
   return {o.lr_, o.betas_.first, o.betas_.second, o.eps_, o.weight_decay_, o.amsgrad_, decoupled};
 }
 
-std::vector<std::string> buffers(bool amsgrad) {
-  if (amsgrad) return {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"};
-  return {"exp_avg", "exp_avg_sq"};
+std::vector<StateBuffer> buffers(bool amsgrad) {
+  if (amsgrad) return {signed_buffer("exp_avg"), unsigned_buffer("exp_avg_sq"), unsigned_buffer("max_exp_avg_sq")};
+  return {signed_buffer("exp_avg"), unsigned_buffer("exp_avg_sq")};
 }
 
 template <typename T>
@@ -61,7 +61,7 @@ Adam::Adam(std::vector<ParamGroup> groups, const AdamOptions& defaults, const St
 const AdamOptions& Adam::options(size_t group) const { return static_cast<const AdamOptions&>(group_options(group)); }
 AdamOptions& Adam::options(size_t group) { return static_cast<AdamOptions&>(group_options(group)); }
 
-std::vector<std::string> Adam::state_buffers(const OptimizerOptions& options) const {
+std::vector<StateBuffer> Adam::state_buffers(const OptimizerOptions& options) const {
   return buffers(static_cast<const AdamOptions&>(options).amsgrad_);
 }
 
@@ -82,7 +82,7 @@ const AdamWOptions& AdamW::options(size_t group) const {
 }
 AdamWOptions& AdamW::options(size_t group) { return static_cast<AdamWOptions&>(group_options(group)); }
 
-std::vector<std::string> AdamW::state_buffers(const OptimizerOptions& options) const {
+std::vector<StateBuffer> AdamW::state_buffers(const OptimizerOptions& options) const {
   return buffers(static_cast<const AdamWOptions&>(options).amsgrad_);
 }
 

@@ -45,7 +45,7 @@ class Adam : public Optimizer {
   AdamOptions& options(size_t group);
 
  protected:
-  std::vector<std::string> state_buffers(const OptimizerOptions& options) const override;
+  std::vector<StateBuffer> state_buffers(const OptimizerOptions& options) const override;
   void update(const OptimizerOptions& options, const Tensor& param, const Tensor& grad,
               ParamState& state) const override;
 };
@@ -59,7 +59,7 @@ class AdamW : public Optimizer {
   AdamWOptions& options(size_t group);
 
  protected:
-  std::vector<std::string> state_buffers(const OptimizerOptions& options) const override;
+  std::vector<StateBuffer> state_buffers(const OptimizerOptions& options) const override;
   void update(const OptimizerOptions& options, const Tensor& param, const Tensor& grad,
               ParamState& state) const override;
 };

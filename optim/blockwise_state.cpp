@@ -17,9 +17,7 @@ Tensor map_tensor(quant::QuantMap m) {
   return t;
 }
 
-bool keeps_positive_nonzero(quant::QuantMap m) {
-  return m == quant::QuantMap::dynamic_unsigned_nonzero || m == quant::QuantMap::dynamic_unsigned_upper_nonzero;
-}
+bool keeps_positive_nonzero(quant::QuantMap m) { return m == quant::QuantMap::dynamic_unsigned_nonzero; }
 
 // The map whose values `values` holds; of several, the one that encodes as `configured` does.
 quant::QuantMap map_of_values(const Tensor& values, quant::QuantMap configured, const std::string& buffer) {
@@ -36,33 +34,14 @@ quant::QuantMap map_of_values(const Tensor& values, quant::QuantMap configured, 
   return *found;
 }
 
-// What octet used for a map of this kind before checkpoints recorded maps.
-quant::QuantMap map_before_recording(quant::QuantMap configured) {
-  switch (configured) {
-    case quant::QuantMap::dynamic_signed:
-      return quant::QuantMap::dynamic_signed_upper;
-    case quant::QuantMap::dynamic_unsigned:
-      return quant::QuantMap::dynamic_unsigned_upper;
-    case quant::QuantMap::dynamic_unsigned_nonzero:
-      return quant::QuantMap::dynamic_unsigned_upper_nonzero;
-    default:
-      return configured;
-  }
-}
-
 }  // namespace
 
 BlockwiseState::BlockwiseState(const Tensor& param, std::vector<std::string> buffer_names,
-                               std::vector<quant::QuantMap> maps, int64_t block_size,
-                               std::vector<quant::QuantMap> maps_before_recording)
-    : ParamState(std::move(buffer_names)),
-      maps_before_recording_(maps_before_recording.empty() ? maps : std::move(maps_before_recording)),
-      numel_(param.numel()),
-      block_size_(block_size) {
+                               std::vector<quant::QuantMap> maps, int64_t block_size)
+    : ParamState(std::move(buffer_names)), numel_(param.numel()), block_size_(block_size) {
   OCTET_CHECK(param.dtype() == DType::f32, "8-bit optimizer state: parameter must be f32, got ", param.dtype());
-  OCTET_CHECK(maps.size() == ParamState::buffer_names().size() &&
-                  maps_before_recording_.size() == ParamState::buffer_names().size(),
-              "8-bit optimizer state: ", maps.size(), " maps for ", ParamState::buffer_names().size(), " buffers");
+  OCTET_CHECK(maps.size() == ParamState::buffer_names().size(), "8-bit optimizer state: ", maps.size(), " maps for ",
+              ParamState::buffer_names().size(), " buffers");
   quant::check_block_size(block_size, "8-bit optimizer state");
   for (quant::QuantMap m : maps) {
     buffers_.push_back(quant::blockwise_zeros({numel_}, m, block_size, param.device()));
@@ -127,13 +106,6 @@ NamedTensors BlockwiseState::tensors() const {
     out.emplace_back(buffer_names()[i] + ".absmax", buffers_[i].absmax);
     out.emplace_back(buffer_names()[i] + ".map", map_values_[i]);
   }
-  return out;
-}
-
-NamedTensors BlockwiseState::older_checkpoint_defaults() const {
-  NamedTensors out;
-  for (size_t i = 0; i < buffers_.size(); ++i)
-    out.emplace_back(buffer_names()[i] + ".map", map_tensor(map_before_recording(maps_before_recording_[i])));
   return out;
 }
 

@@ -21,22 +21,17 @@ class BlockwiseState : public ParamState {
  public:
   // One map per buffer: dynamic_signed for signed buffers (momentum, first moments),
   // dynamic_unsigned for non-negative ones (second moments). f32 parameters only.
-  // maps_before_recording: the maps, as this version names them, that octet chose for these buffers
-  // before checkpoints recorded maps (older_checkpoint_defaults); empty: `maps`.
   BlockwiseState(const Tensor& param, std::vector<std::string> buffer_names, std::vector<quant::QuantMap> maps,
-                 int64_t block_size, std::vector<quant::QuantMap> maps_before_recording = {});
+                 int64_t block_size);
   void for_each_block(const BlockUpdate<float>& fn) override;
   void for_each_block(const BlockUpdate<double>& fn) override;  // an error: 8-bit state is for f32
   // Dequantizes only (the first, read-only pass of LAMB): the state is left exactly as it was.
   void read_blocks(const BlockRead<float>& fn) override;
   // "<buffer>.codes" (u8, the parameter's element count), "<buffer>.absmax" (f32, one per block)
-  // and "<buffer>.map" (f32 [256], the values of the buffer's quantization map). A checkpoint
-  // without maps (written before octet recorded them) holds states of the maps octet used then
-  // (quant::QuantMap::dynamic_*_upper) and resumes with them; a map is found by its values, and of
-  // two maps with the same values (a rule for encoding, as dynamic_unsigned_nonzero's) the one of
-  // this optimizer's settings is kept.
+  // and "<buffer>.map" (f32 [256], the values of the buffer's quantization map). A checkpoint's map
+  // is found by its values, and of two maps with the same values (a rule for encoding, as
+  // dynamic_unsigned_nonzero's) the one of this optimizer's settings is kept.
   NamedTensors tensors() const override;
-  NamedTensors older_checkpoint_defaults() const override;
   void check_incoming(const std::function<const Tensor&(const std::string& suffix)>& incoming) const override;
   void loaded() override;
   int64_t block_size() const { return block_size_; }
@@ -48,7 +43,6 @@ class BlockwiseState : public ParamState {
   void blocks(Body body);
   std::vector<quant::BlockwiseQuantized> buffers_;
   std::vector<Tensor> map_values_;  // f32 [256] on the host: each buffer's map, as checkpoints store it
-  std::vector<quant::QuantMap> maps_before_recording_;
   int64_t numel_, block_size_;
 };
 

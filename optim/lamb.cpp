@@ -58,7 +58,9 @@ Lamb::Lamb(std::vector<ParamGroup> groups, const LambOptions& defaults, const St
 const LambOptions& Lamb::options(size_t group) const { return static_cast<const LambOptions&>(group_options(group)); }
 LambOptions& Lamb::options(size_t group) { return static_cast<LambOptions&>(group_options(group)); }
 
-std::vector<std::string> Lamb::state_buffers(const OptimizerOptions&) const { return {"exp_avg", "exp_avg_sq"}; }
+std::vector<StateBuffer> Lamb::state_buffers(const OptimizerOptions&) const {
+  return {signed_buffer("exp_avg"), unsigned_buffer("exp_avg_sq")};
+}
 
 void Lamb::update(const OptimizerOptions& options, const Tensor& param, const Tensor& grad, ParamState& state) const {
   const auto& o = static_cast<const LambOptions&>(options);

@@ -32,9 +32,9 @@ Lars::Lars(std::vector<ParamGroup> groups, const LarsOptions& defaults, const St
 const LarsOptions& Lars::options(size_t group) const { return static_cast<const LarsOptions&>(group_options(group)); }
 LarsOptions& Lars::options(size_t group) { return static_cast<LarsOptions&>(group_options(group)); }
 
-std::vector<std::string> Lars::state_buffers(const OptimizerOptions& options) const {
+std::vector<StateBuffer> Lars::state_buffers(const OptimizerOptions& options) const {
   if (static_cast<const LarsOptions&>(options).momentum_ == 0.0) return {};
-  return {"momentum_buffer"};
+  return {signed_buffer("momentum_buffer")};
 }
 
 void Lars::update(const OptimizerOptions& options, const Tensor& param, const Tensor& grad, ParamState& state) const {

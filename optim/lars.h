@@ -46,7 +46,7 @@ class Lars : public Optimizer {
 
  protected:
   // {"momentum_buffer"} when momentum != 0, else nothing.
-  std::vector<std::string> state_buffers(const OptimizerOptions& options) const override;
+  std::vector<StateBuffer> state_buffers(const OptimizerOptions& options) const override;
   void update(const OptimizerOptions& options, const Tensor& param, const Tensor& grad,
               ParamState& state) const override;
 };

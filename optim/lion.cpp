@@ -29,7 +29,7 @@ Lion::Lion(std::vector<ParamGroup> groups, const LionOptions& defaults, const St
 const LionOptions& Lion::options(size_t group) const { return static_cast<const LionOptions&>(group_options(group)); }
 LionOptions& Lion::options(size_t group) { return static_cast<LionOptions&>(group_options(group)); }
 
-std::vector<std::string> Lion::state_buffers(const OptimizerOptions&) const { return {"exp_avg"}; }
+std::vector<StateBuffer> Lion::state_buffers(const OptimizerOptions&) const { return {signed_buffer("exp_avg")}; }
 
 void Lion::update(const OptimizerOptions& options, const Tensor& param, const Tensor& grad, ParamState& state) const {
   const auto& o = static_cast<const LionOptions&>(options);

@@ -178,22 +178,20 @@ std::unique_ptr<ParamState> Optimizer::make_state(const std::string& name, const
                !param.impl()->keep_32bit_state &&
                std::none_of(so.keep_32bit_.begin(), so.keep_32bit_.end(),
                             [&](const std::string& pat) { return name_matches(pat, name); });
-  std::vector<std::string> buffers = state_buffers(options);
-  if (!eight || buffers.empty()) return std::make_unique<DenseState>(param, std::move(buffers));
-  // Second moments are non-negative: the unsigned map spends its sign bit on precision. RMSprop's
-  // square_avg is the exception, as in the reference (bitsandbytes stores it with the signed map of
-  // its one-state optimizers); octet stored it unsigned until then, so checkpoints that record no
-  // map resume with that.
+  std::vector<std::string> names = state_buffer_names(options);
+  if (!eight || names.empty()) return std::make_unique<DenseState>(param, std::move(names));
   const quant::QuantMap unsigned_map =
       so.nonzero_second_moment_ ? quant::QuantMap::dynamic_unsigned_nonzero : quant::QuantMap::dynamic_unsigned;
-  std::vector<quant::QuantMap> maps, before_recording;
-  for (const std::string& b : buffers) {
-    const bool nonnegative = b.find("_sq") != std::string::npos || b == "square_avg" || b == "sum";
-    before_recording.push_back(nonnegative ? unsigned_map : quant::QuantMap::dynamic_signed);
-    maps.push_back(nonnegative && b != "square_avg" ? unsigned_map : quant::QuantMap::dynamic_signed);
-  }
-  return std::make_unique<BlockwiseState>(param, std::move(buffers), std::move(maps), so.block_size_,
-                                          std::move(before_recording));
+  std::vector<quant::QuantMap> maps;
+  for (const StateBuffer& b : state_buffers(options))
+    maps.push_back(b.is_signed ? quant::QuantMap::dynamic_signed : unsigned_map);
+  return std::make_unique<BlockwiseState>(param, std::move(names), std::move(maps), so.block_size_);
+}
+
+std::vector<std::string> Optimizer::state_buffer_names(const OptimizerOptions& options) const {
+  std::vector<std::string> names;
+  for (StateBuffer& b : state_buffers(options)) names.push_back(std::move(b.name));
+  return names;
 }
 
 int64_t Optimizer::state_bytes() const {
@@ -233,7 +231,7 @@ void Optimizer::step() {
                   ": gradient of '", pname, "' is ", grad.dtype(), " ", grad.shape(), " on ", grad.device(),
                   ", expected ", p.dtype(), " ", p.shape(), " on ", p.device());
       ParamState& state = *g.states[i];
-      OCTET_CHECK(state.buffer_names() == state_buffers(*g.options), name_, ": the options of '", pname,
+      OCTET_CHECK(state.buffer_names() == state_buffer_names(*g.options), name_, ": the options of '", pname,
                   "' were changed after its state was made, so that it needs other state buffers");
       state.set_step(state.step() + 1);
       // A scaled parameter gets its own copy of the group's options (the update reads lr from them).
@@ -291,7 +289,6 @@ void Optimizer::load_state_dict(const NamedTensors& state) {
     ParamState* counter = nullptr;  // for "<param>.step"
     bool found = false;
     const Tensor* from = nullptr;
-    Tensor if_missing = Tensor();  // what a checkpoint of an older octet implied, when it lacks the key
   };
   std::map<std::string, Target> targets;
   std::vector<std::string> order;  // state_dict() order, for error messages
@@ -305,8 +302,6 @@ void Optimizer::load_state_dict(const NamedTensors& state) {
       const std::string& pname = g.params[i].first;
       add(pname + ".step", Target{Tensor(), g.states[i].get()});
       for (const auto& [suffix, t] : g.states[i]->tensors()) add(pname + "." + suffix, Target{t});
-      for (const auto& [suffix, t] : g.states[i]->older_checkpoint_defaults())
-        targets.at(pname + "." + suffix).if_missing = t;
     }
   }
   add(kStepsKey, Target{});
@@ -332,15 +327,8 @@ void Optimizer::load_state_dict(const NamedTensors& state) {
     }
   }
   std::string missing;
-  for (const std::string& key : order) {
-    Target& t = targets[key];
-    if (t.found) continue;
-    if (t.if_missing.defined()) {
-      t.from = &t.if_missing;
-      continue;
-    }
-    missing += (missing.empty() ? "'" : ", '") + key + "'";
-  }
+  for (const std::string& key : order)
+    if (!targets[key].found) missing += (missing.empty() ? "'" : ", '") + key + "'";
   OCTET_CHECK(missing.empty(), name_, ".load_state_dict: missing key(s) ", missing);
 
   for (Group& g : groups_)

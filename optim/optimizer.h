@@ -77,6 +77,17 @@ using BlockUpdate = std::function<void(const StateBlock<T>&)>;
 template <typename T>
 using BlockRead = std::function<void(const StateBlock<const T>&)>;
 
+// A state buffer as an optimizer declares it (Optimizer::state_buffers): its name ("exp_avg", the
+// suffix of its checkpoint keys) and whether 8-bit state stores it with the signed map
+// (quant::QuantMap::dynamic_signed) or, for a buffer that is never negative, the unsigned one,
+// which spends the sign bit on precision.
+struct StateBuffer {
+  std::string name;
+  bool is_signed = true;
+};
+inline StateBuffer signed_buffer(std::string name) { return {std::move(name), true}; }
+inline StateBuffer unsigned_buffer(std::string name) { return {std::move(name), false}; }
+
 // One parameter's optimizer state: a count of the updates applied to it and named buffers of the
 // parameter's size, all starting at zero.
 class ParamState {
@@ -104,11 +115,8 @@ class ParamState {
   // What a checkpoint stores, keyed by suffix (without the parameter name): handles to the live
   // tensors, so loading is a checked copy into them.
   virtual NamedTensors tensors() const = 0;
-  // Of tensors(), those a checkpoint written by an older octet may lack, with the value that
-  // checkpoint implied (e.g. the quantization map an 8-bit state was written with).
-  virtual NamedTensors older_checkpoint_defaults() const { return {}; }
   // Before a checkpoint is copied into tensors(): an Error when its values cannot be this state's
-  // (`incoming` gives the checkpoint's tensor, or the older-checkpoint default, for a suffix).
+  // (`incoming` gives the checkpoint's tensor for a suffix).
   virtual void check_incoming(const std::function<const Tensor&(const std::string& suffix)>& incoming) const {}
   // After the copy: a state derives what it keeps from its tensors.
   virtual void loaded() {}
@@ -298,8 +306,10 @@ class Optimizer {
   // for 8 bits and the parameter qualifies. Called lazily (first step/state_dict/load).
   virtual std::unique_ptr<ParamState> make_state(const std::string& name, const Tensor& param,
                                                  const OptimizerOptions& options) const;
-  // Names of the state buffers a parameter needs under `options` (e.g. {"momentum_buffer"}).
-  virtual std::vector<std::string> state_buffers(const OptimizerOptions& options) const = 0;
+  // The state buffers a parameter needs under `options` (e.g. {signed_buffer("momentum_buffer")}).
+  virtual std::vector<StateBuffer> state_buffers(const OptimizerOptions& options) const = 0;
+  // Their names, in the same order: a ParamState's buffer_names().
+  std::vector<std::string> state_buffer_names(const OptimizerOptions& options) const;
   // Applies one update to `param` (contiguous f32/f64, on the CPU or a CUDA device) with `grad`
   // (same shape, dtype, device, contiguous); state.step() already counts this update. The
   // built-in optimizers build their rule and call run_rule() (optim/run_rule.h).

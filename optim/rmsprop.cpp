@@ -34,12 +34,14 @@ const RMSpropOptions& RMSprop::options(size_t group) const {
 }
 RMSpropOptions& RMSprop::options(size_t group) { return static_cast<RMSpropOptions&>(group_options(group)); }
 
-std::vector<std::string> RMSprop::state_buffers(const OptimizerOptions& options) const {
+std::vector<StateBuffer> RMSprop::state_buffers(const OptimizerOptions& options) const {
   const auto& o = static_cast<const RMSpropOptions&>(options);
-  std::vector<std::string> names = {"square_avg"};
-  if (o.momentum_ > 0.0) names.push_back("momentum_buffer");
-  if (o.centered_) names.push_back("grad_avg");
-  return names;
+  // square_avg is never negative, but signed as in the reference: bitsandbytes stores it with the
+  // signed map of its one-state optimizers.
+  std::vector<StateBuffer> buffers = {signed_buffer("square_avg")};
+  if (o.momentum_ > 0.0) buffers.push_back(signed_buffer("momentum_buffer"));
+  if (o.centered_) buffers.push_back(signed_buffer("grad_avg"));
+  return buffers;
 }
 
 void RMSprop::update(const OptimizerOptions& options, const Tensor& param, const Tensor& grad,

@@ -37,9 +37,9 @@ SGD::SGD(std::vector<ParamGroup> groups, const SGDOptions& defaults, const State
 const SGDOptions& SGD::options(size_t group) const { return static_cast<const SGDOptions&>(group_options(group)); }
 SGDOptions& SGD::options(size_t group) { return static_cast<SGDOptions&>(group_options(group)); }
 
-std::vector<std::string> SGD::state_buffers(const OptimizerOptions& options) const {
+std::vector<StateBuffer> SGD::state_buffers(const OptimizerOptions& options) const {
   if (static_cast<const SGDOptions&>(options).momentum_ == 0.0) return {};
-  return {"momentum_buffer"};
+  return {signed_buffer("momentum_buffer")};
 }
 
 void SGD::update(const OptimizerOptions& options, const Tensor& param, const Tensor& grad, ParamState& state) const {

@@ -11,16 +11,6 @@
 namespace octet::quant {
 namespace {
 
-// Magnitudes of the dynamic tree format: decade k (k = 0..max_k) has 2^(top_bits - k) values, the
-// upper ends of equal steps of [0.1, 1] * 10^-k.
-void append_decades(std::vector<double>& out, int top_bits, int max_k) {
-  for (int k = 0; k <= max_k; ++k) {
-    int64_t steps = int64_t{1} << (top_bits - k);
-    double scale = std::pow(10.0, -k);
-    for (int64_t f = 0; f < steps; ++f) out.push_back(scale * (0.1 + 0.9 * double(f + 1) / double(steps)));
-  }
-}
-
 std::array<float, 256> to_sorted_table(std::vector<double> values) {
   OCTET_CHECK(values.size() == 256, "quant_map: internal error, built ", values.size(), " values instead of 256");
   std::sort(values.begin(), values.end());
@@ -61,27 +51,6 @@ std::array<float, 256> build_reference_dynamic(bool is_signed) {
   return table;
 }
 
-std::array<float, 256> build_dynamic_signed_upper() {
-  std::vector<double> mags;
-  append_decades(mags, /*top_bits=*/6, /*max_k=*/6);  // 127 magnitudes
-  std::vector<double> values;
-  for (double m : mags) {
-    values.push_back(m);
-    values.push_back(-m);
-  }
-  values.push_back(0.0);  // +0 pattern
-  values.push_back(0.0);  // -0 pattern: the same value, kept so the table has 256 entries
-  return to_sorted_table(std::move(values));
-}
-
-std::array<float, 256> build_dynamic_unsigned_upper() {
-  std::vector<double> values;
-  append_decades(values, /*top_bits=*/7, /*max_k=*/6);  // 254 magnitudes
-  values.push_back(0.0);                                // no indicator bit, fixed fraction bit 0
-  values.push_back(1e-7);                               // no indicator bit, fixed fraction bit 1
-  return to_sorted_table(std::move(values));
-}
-
 std::array<float, 256> build_linear() {
   std::vector<double> values{-1.0};  // repeated so the table has 256 entries
   for (int i = -127; i <= 127; ++i) values.push_back(double(i) / 127.0);
@@ -100,12 +69,6 @@ std::string_view quant_map_name(QuantMap map) {
       return "linear";
     case QuantMap::dynamic_unsigned_nonzero:
       return "dynamic_unsigned_nonzero";
-    case QuantMap::dynamic_signed_upper:
-      return "dynamic_signed_upper";
-    case QuantMap::dynamic_unsigned_upper:
-      return "dynamic_unsigned_upper";
-    case QuantMap::dynamic_unsigned_upper_nonzero:
-      return "dynamic_unsigned_upper_nonzero";
   }
   return "?";
 }
@@ -116,16 +79,7 @@ const std::array<float, 256>& quant_map(QuantMap map) {
   static const std::array<float, 256> linear = build_linear();
   // The same values in a table of its own: its address selects the nonzero rule (maps.h).
   static const std::array<float, 256> dynamic_unsigned_nonzero = build_reference_dynamic(false);
-  static const std::array<float, 256> dynamic_signed_upper = build_dynamic_signed_upper();
-  static const std::array<float, 256> dynamic_unsigned_upper = build_dynamic_unsigned_upper();
-  static const std::array<float, 256> dynamic_unsigned_upper_nonzero = build_dynamic_unsigned_upper();
   switch (map) {
-    case QuantMap::dynamic_signed_upper:
-      return dynamic_signed_upper;
-    case QuantMap::dynamic_unsigned_upper:
-      return dynamic_unsigned_upper;
-    case QuantMap::dynamic_unsigned_upper_nonzero:
-      return dynamic_unsigned_upper_nonzero;
     case QuantMap::dynamic_signed:
       return dynamic_signed;
     case QuantMap::dynamic_unsigned:
@@ -136,16 +90,12 @@ const std::array<float, 256>& quant_map(QuantMap map) {
       return dynamic_unsigned_nonzero;
   }
   OCTET_FAIL("quant_map: unknown map ", static_cast<int>(map),
-             " (expected dynamic_signed, dynamic_unsigned, linear, dynamic_unsigned_nonzero, dynamic_signed_upper, "
-             "dynamic_unsigned_upper, dynamic_unsigned_upper_nonzero)");
+             " (expected dynamic_signed, dynamic_unsigned, linear, dynamic_unsigned_nonzero)");
 }
 
 namespace {
 
-bool positive_never_zero(const float* map) {
-  return map == quant_map(QuantMap::dynamic_unsigned_nonzero).data() ||
-         map == quant_map(QuantMap::dynamic_unsigned_upper_nonzero).data();
-}
+bool positive_never_zero(const float* map) { return map == quant_map(QuantMap::dynamic_unsigned_nonzero).data(); }
 
 // The index of the map's (last) 0 entry, or -1.
 int zero_index(const float* map) {

@@ -27,23 +27,16 @@
 //   address (quant_map returns a separate table for each), the rule itself is in the thresholds
 //   (quant_thresholds), so every CPU path and the CUDA kernels follow it without a flag.
 //
-// dynamic_signed_upper, dynamic_unsigned_upper, dynamic_unsigned_upper_nonzero -- octet's maps
-//   before it followed the reference: the same decades, but each holds the upper ends of its steps
-//   instead of their midpoints, |value| = 10^-k * (0.1 + 0.9 * (f + 1) / 2^F) computed in double and
-//   rounded once (so +-1 and +-10^-k are exact; signed holds 0 twice, at 127 and 128, and -1;
-//   unsigned has 0 and 1e-7 below its decades). Kept so that states written with them (checkpoints
-//   that record no map) resume exactly; new states use the reference maps.
-//
 // linear -- for ablations: i / 127 for i = -127..127 (255 evenly spaced values, step 1/127, with
 //   exact -1, 0 and 1, so zeros stay zeros and the map is symmetric; unlike linspace(-1, 1, 256),
 //   which has no 0). The 256th entry repeats -1 at index 0.
 //
 // Duplicates and ties: nearest_code returns the LOWEST index among the nearest entries. So a
-// repeated entry is reached only through its first index (dynamic_signed_upper: 0 -> code 127, code 128
-// is never produced; linear: -1 -> code 0, code 1 never produced); the unused code still
-// dequantizes to the same value. A value exactly halfway between two entries gets the lower one.
-// NaN is treated as 0 (the code of the entry nearest 0); +-inf as the largest / smallest entry.
-// For dynamic_unsigned_nonzero, a v > 0 whose nearest entry is 0 gets the next code instead.
+// repeated entry is reached only through its first index (linear: -1 -> code 0, code 1 is never
+// produced); the unused code still dequantizes to the same value. A value exactly halfway between
+// two entries gets the lower one. NaN is treated as 0 (the code of the entry nearest 0); +-inf as
+// the largest / smallest entry. For dynamic_unsigned_nonzero, a v > 0 whose nearest entry is 0 gets
+// the next code instead.
 #pragma once
 
 #include <array>
@@ -52,19 +45,9 @@
 
 namespace octet::quant {
 
-enum class QuantMap : uint8_t {
-  dynamic_signed,
-  dynamic_unsigned,
-  linear,
-  dynamic_unsigned_nonzero,
-  dynamic_signed_upper,
-  dynamic_unsigned_upper,
-  dynamic_unsigned_upper_nonzero
-};
-inline constexpr QuantMap kAllQuantMaps[] = {
-    QuantMap::dynamic_signed,       QuantMap::dynamic_unsigned,       QuantMap::linear,
-    QuantMap::dynamic_unsigned_nonzero, QuantMap::dynamic_signed_upper, QuantMap::dynamic_unsigned_upper,
-    QuantMap::dynamic_unsigned_upper_nonzero};
+enum class QuantMap : uint8_t { dynamic_signed, dynamic_unsigned, linear, dynamic_unsigned_nonzero };
+inline constexpr QuantMap kAllQuantMaps[] = {QuantMap::dynamic_signed, QuantMap::dynamic_unsigned, QuantMap::linear,
+                                             QuantMap::dynamic_unsigned_nonzero};
 
 std::string_view quant_map_name(QuantMap map);
 

@@ -26,8 +26,10 @@ def safetensors(tensors, metadata):
     return struct.pack("<Q", len(h)) + h + buf
 
 
-meta = {"format": "octet-checkpoint-1", "epoch": "1", "batch": "0", "step": "10", "best_top1": "0.5",
-        "rng_seed": "0", "rng_offset": "3", "recipe": "model:\n  name: small_cnn\n"}
+meta = {"format": "octet-checkpoint", "format_version": "1", "epoch": "1", "batch": "0", "step": "10",
+        "best_top1": "0.5", "best_loss": "inf", "plateau_factor": "1", "plateau_best": "inf", "plateau_bad": "0",
+        "rng_seed": "0", "rng_offset": "3", "epoch_loss_sum": "2.5", "epoch_examples": "8", "epoch_correct": "3",
+        "epoch_skipped": "0", "recipe": "model:\n  name: small_cnn\n"}
 put("checkpoint", "valid", safetensors({"model.w": ("F32", [2, 2], bytes(16)), "optimizer.w.m": ("I8", [4], bytes(4)),
                                        "int8.conv.clip": ("F64", [1], bytes(8))}, meta))
 put("checkpoint", "no_tensors", safetensors({}, meta))

@@ -12,6 +12,7 @@
 #include "optim/lion.h"
 #include "optim/rmsprop.h"
 #include "quant/blockwise.h"
+#include "tests/error_of.h"
 
 namespace octet {
 namespace {
@@ -46,6 +47,14 @@ std::vector<OptCase> cases() {
   };
 }
 
+// The state buffers the optimizers declare unsigned (optim/*.cpp, state_buffers): their 8-bit state
+// uses the unsigned map, the others the signed one (RMSprop's square_avg too, as in the reference).
+bool unsigned_buffer(const std::string& key) {
+  for (const char* b : {".exp_avg_sq", ".max_exp_avg_sq", ".sum"})
+    if (key.ends_with(b)) return true;
+  return false;
+}
+
 // The 8-bit state of `opt`, dequantized, under the 32-bit state's keys.
 NamedTensors dequantized_state(const Optimizer& opt, int64_t block_size, const Shape& shape) {
   NamedTensors sd = opt.state_dict(), out;
@@ -54,11 +63,11 @@ NamedTensors dequantized_state(const Optimizer& opt, int64_t block_size, const S
     if (k.size() > 6 && k.compare(k.size() - 6, 6, ".codes") == 0) {
       std::string base = k.substr(0, k.size() - 6);
       const Tensor& absmax = sd[i + 1].second;  // "<base>.absmax" follows its codes
-      // RMSprop's square_avg is signed, as in the reference (optim/optimizer.cpp).
-      bool unsigned_map = base.find("_sq") != std::string::npos || base.ends_with(".sum");
-      quant::BlockwiseQuantized q{sd[i].second, absmax, block_size,
-                                  unsigned_map ? quant::QuantMap::dynamic_unsigned : quant::QuantMap::dynamic_signed,
-                                  sd[i].second.shape()};
+      const quant::QuantMap map =
+          unsigned_buffer(base) ? quant::QuantMap::dynamic_unsigned : quant::QuantMap::dynamic_signed;
+      const auto& values = quant::quant_map(map);
+      EXPECT_EQ(sd[i + 2].second.to_vector<float>(), std::vector<float>(values.begin(), values.end())) << base;
+      quant::BlockwiseQuantized q{sd[i].second, absmax, block_size, map, sd[i].second.shape()};
       out.emplace_back(base, quant::dequantize_blockwise(q).reshape(shape));
       i += 2;  // its absmax and its map
     } else {
@@ -163,7 +172,8 @@ TEST(Optim8bit, StateMemoryAndSmallTensors) {
   const double maps = 2 * 1024.0 * static_cast<double>(all8.num_8bit_params());
   EXPECT_GE((static_cast<double>(all8.state_bytes()) - maps) / n, 2.0 + 8.0 / 256);
   EXPECT_LE((static_cast<double>(all8.state_bytes()) - maps) / n, 2.0 + 8.0 / 256 + 0.01);
-  Adam big_blocks(model->named_parameters(), AdamOptions(1e-3), StateOptions().state_bits(8).min_8bit_size(0).block_size(2048));
+  Adam big_blocks(model->named_parameters(), AdamOptions(1e-3),
+                  StateOptions().state_bits(8).min_8bit_size(0).block_size(2048));
   EXPECT_LE((static_cast<double>(big_blocks.state_bytes()) - maps) / n, 2.01);
   // Default: tensors under 4096 elements (biases, batch norm) keep 32-bit state.
   Adam dflt(model->named_parameters(), AdamOptions(1e-3), StateOptions().state_bits(8));
@@ -175,7 +185,8 @@ TEST(Optim8bit, StateMemoryAndSmallTensors) {
   Adam keep(model->named_parameters(), AdamOptions(1e-3), StateOptions().state_bits(8).keep_32bit({"fc.*"}));
   EXPECT_EQ(keep.num_8bit_params(), 53);
   EXPECT_THROW(Adam(model->named_parameters(), AdamOptions(1e-3), StateOptions().state_bits(4)), Error);
-  EXPECT_THROW(Adam(model->named_parameters(), AdamOptions(1e-3), StateOptions().state_bits(8).block_size(1000)), Error);
+  EXPECT_THROW(Adam(model->named_parameters(), AdamOptions(1e-3), StateOptions().state_bits(8).block_size(1000)),
+               Error);
   EXPECT_TRUE(name_matches("*embed*", "encoder.embedding.weight"));
   EXPECT_FALSE(name_matches("fc.*", "layer1.fc"));
 }
@@ -208,7 +219,8 @@ TEST(Optim8bit, TrainingTracks32BitAdam) {
     auto model = std::make_shared<Sequential>(std::initializer_list<std::shared_ptr<Module>>{
         std::make_shared<Linear>(64, 256), std::make_shared<ReLU>(), std::make_shared<Linear>(256, 256),
         std::make_shared<ReLU>(), std::make_shared<Linear>(256, 10)});
-    Adam opt(model->named_parameters(), AdamOptions(1e-3), StateOptions().state_bits(bits).min_8bit_size(0).block_size(256));
+    Adam opt(model->named_parameters(), AdamOptions(1e-3),
+             StateOptions().state_bits(bits).min_8bit_size(0).block_size(256));
     Generator g(2);
     Tensor x = randn({512, 64}, DType::f32, &g);
     Tensor y = argmax(matmul(x, randn({64, 10}, DType::f32, &g)), 1);
@@ -230,8 +242,8 @@ TEST(Optim8bit, TrainingTracks32BitAdam) {
 // The optimizer loops are compiled for each instruction set (core/cpu/isa.h): every path moves
 // parameters and state to the same bits as the portable one, in 32- and 8-bit state, on sizes
 // that leave vector tails and partial quantization blocks, for each optimizer and its variants.
-// RMSprop's square_avg uses the signed map, as in the reference; a checkpoint without recorded maps
-// (octet stored it unsigned then) loads with the map it was written with.
+// RMSprop's square_avg uses the signed map, as in the reference; a state without its recorded map
+// does not load.
 TEST(Optim8bit, RmspropSquareAvgMapFollowsTheReference) {
   auto make = [](Tensor p) {
     return RMSprop({{"w", p}}, RMSpropOptions(0.01), StateOptions().state_bits(8).block_size(256).min_8bit_size(0));
@@ -247,14 +259,12 @@ TEST(Optim8bit, RmspropSquareAvgMapFollowsTheReference) {
   };
   const auto& signed_map = quant::quant_map(quant::QuantMap::dynamic_signed);
   EXPECT_EQ(map_of(opt.state_dict()), std::vector<float>(signed_map.begin(), signed_map.end()));
-  // The same state without its map: read as octet's earlier unsigned map.
-  NamedTensors old;
+  NamedTensors without_map;
   for (const auto& [k, t] : opt.state_dict())
-    if (!k.ends_with(".map")) old.emplace_back(k, t);
+    if (!k.ends_with(".map")) without_map.emplace_back(k, t);
   RMSprop fresh = make(p);
-  fresh.load_state_dict(old);
-  const auto& before = quant::quant_map(quant::QuantMap::dynamic_unsigned_upper);
-  EXPECT_EQ(map_of(fresh.state_dict()), std::vector<float>(before.begin(), before.end()));
+  EXPECT_NE(testing::error_of([&] { fresh.load_state_dict(without_map); }).find("missing key(s) 'w.square_avg.map'"),
+            std::string::npos);
 }
 
 TEST(OptimIsa, EveryPathGivesThePortableBits) {

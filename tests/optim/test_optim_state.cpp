@@ -251,7 +251,7 @@ class Scratch : public Base {
  protected:
   std::unique_ptr<ParamState> make_state(const std::string& name, const Tensor& param,
                                          const OptimizerOptions& options) const override {
-    auto state = std::make_unique<ScratchBlockState>(param, this->state_buffers(options));
+    auto state = std::make_unique<ScratchBlockState>(param, this->state_buffer_names(options));
     made_[name] = state.get();
     return state;
   }

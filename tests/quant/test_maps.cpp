@@ -34,9 +34,8 @@ TEST(QuantMaps, SortedWithDocumentedDuplicates) {
     EXPECT_TRUE(std::find(m.begin(), m.end(), 0.0f) != m.end());
     int repeats = 0;
     for (int i = 0; i < 255; ++i) repeats += m[i] == m[i + 1];
-    // dynamic_signed_upper repeats 0, linear repeats -1 (the formats have 255 values); the others
-    // have 256.
-    EXPECT_EQ(repeats, q == QuantMap::dynamic_signed_upper || q == QuantMap::linear ? 1 : 0);
+    // linear repeats -1 (the format has 255 values); the others have 256.
+    EXPECT_EQ(repeats, q == QuantMap::linear ? 1 : 0);
     for (float v : m) EXPECT_TRUE(std::isfinite(v) && v >= -1.0f && v <= 1.0f);
     EXPECT_EQ(&quant_map(q), &m);  // built once
   }
@@ -93,67 +92,28 @@ TEST(QuantMaps, DynamicUnsigned) {
   }
 }
 
-TEST(QuantMaps, DynamicSignedUpper) {
-  const auto& m = quant_map(QuantMap::dynamic_signed_upper);
-  EXPECT_EQ(m[0], -1.0f);
-  EXPECT_EQ(m[127], 0.0f);
-  EXPECT_EQ(m[128], 0.0f);
-  EXPECT_EQ(m[129], 1e-6f);  // smallest magnitude: decade 10^-6 without fraction bits
-  EXPECT_EQ(m[130], 5.5e-6f);
-  EXPECT_EQ(m[254], 0.9859375f);                                    // 1 - 0.9/64
-  for (int i = 0; i < 256; ++i) EXPECT_EQ(m[255 - i], -m[i]) << i;  // symmetric
-  // Seven decade bands (0.1, 1] * 10^-k with 64, 32, ..., 1 values: 1e-6 .. 1 plus 0.
-  for (int k = 0; k <= 6; ++k) {
-    double hi = std::pow(10.0, -k) * 1.0000001, lo = std::pow(10.0, -k - 1) * 1.0000001;
-    EXPECT_EQ(count_in(m, lo, hi), 64 >> k) << "decade " << k;
-  }
-  EXPECT_EQ(count_in(m, 0.0, 1.0), 127);
-  EXPECT_NEAR(std::log10(m[255] / m[129]), 6.0, 1e-6);
-  EXPECT_EQ(m[nearest_code(m, 0.3f)], 0.296875f);  // 0.1 + 0.9 * 14/64
-}
-
-TEST(QuantMaps, DynamicUnsignedUpper) {
-  const auto& m = quant_map(QuantMap::dynamic_unsigned_upper);
-  EXPECT_EQ(m[0], 0.0f);
-  EXPECT_EQ(m[1], 1e-7f);  // the fixed fraction bit of the all-zero exponent run
-  EXPECT_EQ(m[2], 5.5e-7f);
-  EXPECT_EQ(m[3], 1e-6f);
-  EXPECT_EQ(m[254], 0.99296875f);  // 1 - 0.9/128
-  for (int i = 0; i < 255; ++i) EXPECT_LT(m[i], m[i + 1]) << i;
-  for (int k = 0; k <= 6; ++k) {
-    double hi = std::pow(10.0, -k) * 1.0000001, lo = std::pow(10.0, -k - 1) * 1.0000001;
-    EXPECT_EQ(count_in(m, lo, hi), 128 >> k) << "decade " << k;
-  }
-}
-
 // The same values as the unsigned map in a table of its own; only the rule for positive values
 // whose nearest entry is 0 differs (they take the smallest positive entry).
 TEST(QuantMaps, DynamicUnsignedNonzero) {
-  const std::pair<QuantMap, QuantMap> pairs[] = {{QuantMap::dynamic_unsigned, QuantMap::dynamic_unsigned_nonzero},
-                                                 {QuantMap::dynamic_unsigned_upper,
-                                                  QuantMap::dynamic_unsigned_upper_nonzero}};
-  for (const auto& [plain, nonzero] : pairs) {
-    SCOPED_TRACE(std::string(quant_map_name(nonzero)));
-    const auto& u = quant_map(plain);
-    const auto& z = quant_map(nonzero);
-    EXPECT_EQ(u, z);
-    EXPECT_NE(&u, &z);
-    const float half = u[1] / 2;  // below it the plain rule gives 0
-    const float tiny = std::numeric_limits<float>::denorm_min();
-    for (float v : {tiny, 1e-30f, 1e-9f, half}) {
-      EXPECT_EQ(nearest_code(u, v), 0) << v;
-      EXPECT_EQ(nearest_code(z, v), 1) << v;
-    }
-    for (float v : {0.0f, -0.0f, -1e-9f, -0.5f, std::numeric_limits<float>::quiet_NaN(), -kInf})
-      EXPECT_EQ(nearest_code(z, v), 0) << v;
-    for (float v : {std::nextafter(half, kInf), u[1], 3e-7f, 0.3f, 1.0f, kInf})
-      EXPECT_EQ(nearest_code(z, v), nearest_code(u, v)) << v;
-    const Thresholds& tu = quant_thresholds(plain);
-    const Thresholds& tz = quant_thresholds(nonzero);
-    EXPECT_EQ(tz[0], 0.0f);
-    EXPECT_GT(tu[0], 0.0f);
-    for (int i = 1; i < 255; ++i) EXPECT_EQ(tz[i], tu[i]) << i;
+  const auto& u = quant_map(QuantMap::dynamic_unsigned);
+  const auto& z = quant_map(QuantMap::dynamic_unsigned_nonzero);
+  EXPECT_EQ(u, z);
+  EXPECT_NE(&u, &z);
+  const float half = u[1] / 2;  // below it the plain rule gives 0
+  const float tiny = std::numeric_limits<float>::denorm_min();
+  for (float v : {tiny, 1e-30f, 1e-9f, half}) {
+    EXPECT_EQ(nearest_code(u, v), 0) << v;
+    EXPECT_EQ(nearest_code(z, v), 1) << v;
   }
+  for (float v : {0.0f, -0.0f, -1e-9f, -0.5f, std::numeric_limits<float>::quiet_NaN(), -kInf})
+    EXPECT_EQ(nearest_code(z, v), 0) << v;
+  for (float v : {std::nextafter(half, kInf), u[1], 3e-7f, 0.3f, 1.0f, kInf})
+    EXPECT_EQ(nearest_code(z, v), nearest_code(u, v)) << v;
+  const Thresholds& tu = quant_thresholds(QuantMap::dynamic_unsigned);
+  const Thresholds& tz = quant_thresholds(QuantMap::dynamic_unsigned_nonzero);
+  EXPECT_EQ(tz[0], 0.0f);
+  EXPECT_GT(tu[0], 0.0f);
+  for (int i = 1; i < 255; ++i) EXPECT_EQ(tz[i], tu[i]) << i;
 }
 
 TEST(QuantMaps, Linear) {
@@ -165,14 +125,14 @@ TEST(QuantMaps, Linear) {
 }
 
 TEST(QuantMaps, NearestCodeTiesDuplicatesNonFinite) {
-  const auto& s = quant_map(QuantMap::dynamic_signed_upper);
+  const auto& s = quant_map(QuantMap::dynamic_signed);
   const auto& u = quant_map(QuantMap::dynamic_unsigned);
   const auto& l = quant_map(QuantMap::linear);
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  EXPECT_EQ(nearest_code(s, 0.0f), 127);  // first of the repeated zeros
+  EXPECT_EQ(nearest_code(s, 0.0f), 127);
   EXPECT_EQ(nearest_code(s, -0.0f), 127);
-  EXPECT_EQ(nearest_code(s, 4e-7f), 127);
-  EXPECT_EQ(nearest_code(s, 6e-7f), 129);
+  EXPECT_EQ(nearest_code(s, 2e-7f), 127);  // below half the smallest magnitude, 5.5e-7
+  EXPECT_EQ(nearest_code(s, 3e-7f), 128);
   EXPECT_EQ(nearest_code(s, nan), 127);  // NaN is 0
   EXPECT_EQ(nearest_code(s, kInf), 255);
   EXPECT_EQ(nearest_code(s, -kInf), 0);

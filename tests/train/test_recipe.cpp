@@ -82,21 +82,6 @@ TEST(Recipe, DefaultConstructedIsEmptyAndSaysSo) {
   }
 }
 
-TEST(Recipe, StoredRecipesWithoutANewKeyKeepTheOldBehaviour) {
-  EXPECT_TRUE(parse_recipe("", "new.yaml").boolean("optimizer.nonzero_second_moment"));
-  std::string old = parse_recipe("optimizer:\n  state_bits: 8\n", "r.yaml").resolved_yaml();
-  const size_t at = old.find("  nonzero_second_moment: true\n");
-  ASSERT_NE(at, std::string::npos) << old;
-  old.erase(at, std::string("  nonzero_second_moment: true\n").size());
-  EXPECT_FALSE(parse_stored_recipe(old, "old checkpoint").boolean("optimizer.nonzero_second_moment"));
-  EXPECT_TRUE(parse_recipe(old, "old.yaml").boolean("optimizer.nonzero_second_moment"));
-  // A stored recipe that has the key, or an override, keeps its value.
-  const std::string now = parse_recipe("", "r.yaml").resolved_yaml();
-  EXPECT_TRUE(parse_stored_recipe(now, "new checkpoint").boolean("optimizer.nonzero_second_moment"));
-  EXPECT_TRUE(parse_stored_recipe(old, "old checkpoint", {"optimizer.nonzero_second_moment=true"})
-                  .boolean("optimizer.nonzero_second_moment"));
-}
-
 TEST(Recipe, DeviceAndTf32) {
   Recipe r = parse_recipe("", "empty.yaml");
   EXPECT_EQ(r.text("train.device"), "cpu");

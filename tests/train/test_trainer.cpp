@@ -566,6 +566,18 @@ TEST(Trainer, BadRecipesDataAndCheckpoints) {
   expect_error([&] { evaluate_checkpoint(cut, "", 1); }, "cut.safetensors");
   expect_error([&] { Run::resume(cut, {}).fit(); }, "cut.safetensors");
   expect_error([&] { evaluate_checkpoint(dir.path() + "/missing.safetensors", "", 1); }, "missing.safetensors");
+  // A checkpoint carries its format version; another one, or none, is named with the one octet reads.
+  SafetensorsFile f = load_safetensors(ckpt);
+  EXPECT_EQ(f.metadata.at("format"), "octet-checkpoint");
+  EXPECT_EQ(f.metadata.at("format_version"), "1");
+  const std::string other = dir.path() + "/other_version.safetensors";
+  const std::string reads = " (metadata 'format_version'); this octet reads format version 1";
+  f.metadata["format_version"] = "2";
+  save_safetensors(other, f.tensors, f.metadata);
+  expect_error([&] { evaluate_checkpoint(other, "", 1); }, other + ": checkpoint format version '2'" + reads);
+  f.metadata.erase("format_version");
+  save_safetensors(other, f.tensors, f.metadata);
+  expect_error([&] { Run::resume(other, {}).fit(); }, other + ": checkpoint format version missing" + reads);
 }
 
 // Checked before anything is built or written: a GPU that is not there fails at once.

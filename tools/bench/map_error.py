@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Block-wise quantization error of the 8-bit optimizers' maps: the reference's dynamic maps
 (bitsandbytes create_dynamic_map, octet's dynamic_signed / dynamic_unsigned, read from the golden
-dump in tests/quant/data) against octet's earlier maps (the upper ends of each step, now
-dynamic_*_upper), on data shaped like optimizer state: normal and Student-t first moments, their
-squares as second moments. Blocks of 256, nearest code (ties to the lower), in float32.
+dump in tests/quant/data) against octet's earlier maps (the upper ends of each step, built here;
+octet no longer has them), on data shaped like optimizer state: normal and Student-t first
+moments, their squares as second moments. Blocks of 256, nearest code (ties to the lower), in
+float32.
   python3 tools/bench/map_error.py          # needs numpy
 """
 import os

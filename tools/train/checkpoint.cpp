@@ -3,7 +3,6 @@
 #include <charconv>
 #include <cstdio>
 #include <filesystem>
-#include <optional>
 
 namespace octet::train {
 
@@ -18,12 +17,9 @@ std::string real_text(double v) {
   return buf;
 }
 
-// `fallback` stands in for a key that checkpoints from before its time lack.
 template <typename T>
-T parse_number(const Metadata& md, const std::string& key, const std::string& path,
-               std::optional<T> fallback = std::nullopt) {
+T parse_number(const Metadata& md, const std::string& key, const std::string& path) {
   auto it = md.find(key);
-  if (it == md.end() && fallback) return *fallback;
   OCTET_CHECK(it != md.end(), path, ": checkpoint metadata lacks '", key, "'");
   const std::string& s = it->second;
   T v{};
@@ -40,6 +36,22 @@ T parse_number(const Metadata& md, const std::string& key, const std::string& pa
   return v;
 }
 
+// The file is an octet checkpoint of the format version this octet reads.
+void check_format(const Metadata& md, const std::string& path) {
+  const auto quoted = [&](const char* key) {
+    const auto it = md.find(key);
+    return it == md.end() ? std::string("missing") : "'" + it->second + "'";
+  };
+  const auto format = md.find("format");
+  OCTET_CHECK(format != md.end() && format->second == kCheckpointFormat, path,
+              ": not an octet checkpoint (metadata 'format' is ", quoted("format"), ", expected '", kCheckpointFormat,
+              "' with 'format_version' ", kCheckpointFormatVersion, ")");
+  const auto version = md.find("format_version");
+  OCTET_CHECK(version != md.end() && version->second == kCheckpointFormatVersion, path, ": checkpoint format version ",
+              quoted("format_version"), " (metadata 'format_version'); this octet reads format version ",
+              kCheckpointFormatVersion);
+}
+
 }  // namespace
 
 void save_checkpoint(const std::string& path, const NamedTensors& model, const NamedTensors& optimizer,
@@ -54,6 +66,7 @@ void save_checkpoint(const std::string& path, const NamedTensors& model, const N
   for (const auto& [k, t] : task) all.emplace_back(kTask + k, t);
   for (const auto& [k, t] : quant) all.emplace_back(kQuant + k, t);
   Metadata md = {{"format", kCheckpointFormat},
+                 {"format_version", kCheckpointFormatVersion},
                  {"epoch", std::to_string(s.epoch)},
                  {"batch", std::to_string(s.batch)},
                  {"step", std::to_string(s.step)},
@@ -78,27 +91,23 @@ Checkpoint load_checkpoint(const std::string& path) { return checkpoint_of(load_
 
 Checkpoint checkpoint_of(const SafetensorsFile& f) {
   const std::string& path = f.path;
-  auto fmt = f.metadata.find("format");
-  OCTET_CHECK(fmt != f.metadata.end() && fmt->second == kCheckpointFormat, path,
-              ": not an octet checkpoint (metadata 'format' is ",
-              fmt == f.metadata.end() ? std::string("missing") : "'" + fmt->second + "'", ", expected '",
-              kCheckpointFormat, "')");
+  check_format(f.metadata, path);
   Checkpoint c;
   c.path = path;
   c.state.epoch = parse_number<int64_t>(f.metadata, "epoch", path);
   c.state.batch = parse_number<int64_t>(f.metadata, "batch", path);
   c.state.step = parse_number<int64_t>(f.metadata, "step", path);
   c.state.best_top1 = parse_number<double>(f.metadata, "best_top1", path);
-  c.state.best_loss = parse_number<double>(f.metadata, "best_loss", path, HUGE_VAL);
-  c.state.plateau.factor = parse_number<double>(f.metadata, "plateau_factor", path, 1.0);
-  c.state.plateau.best = parse_number<double>(f.metadata, "plateau_best", path, HUGE_VAL);
-  c.state.plateau.bad = parse_number<int64_t>(f.metadata, "plateau_bad", path, int64_t{0});
+  c.state.best_loss = parse_number<double>(f.metadata, "best_loss", path);
+  c.state.plateau.factor = parse_number<double>(f.metadata, "plateau_factor", path);
+  c.state.plateau.best = parse_number<double>(f.metadata, "plateau_best", path);
+  c.state.plateau.bad = parse_number<int64_t>(f.metadata, "plateau_bad", path);
   c.state.rng_seed = parse_number<uint64_t>(f.metadata, "rng_seed", path);
   c.state.rng_offset = parse_number<uint64_t>(f.metadata, "rng_offset", path);
-  c.state.epoch_sums.loss = parse_number<double>(f.metadata, "epoch_loss_sum", path, 0.0);
-  c.state.epoch_sums.n = parse_number<int64_t>(f.metadata, "epoch_examples", path, int64_t{0});
-  c.state.epoch_sums.correct = parse_number<int64_t>(f.metadata, "epoch_correct", path, int64_t{0});
-  c.state.epoch_sums.skipped = parse_number<int64_t>(f.metadata, "epoch_skipped", path, int64_t{0});
+  c.state.epoch_sums.loss = parse_number<double>(f.metadata, "epoch_loss_sum", path);
+  c.state.epoch_sums.n = parse_number<int64_t>(f.metadata, "epoch_examples", path);
+  c.state.epoch_sums.correct = parse_number<int64_t>(f.metadata, "epoch_correct", path);
+  c.state.epoch_sums.skipped = parse_number<int64_t>(f.metadata, "epoch_skipped", path);
   OCTET_CHECK(c.state.epoch >= 0 && c.state.batch >= 0 && c.state.step >= 0, path,
               ": checkpoint has a negative epoch, batch or step");
   const EpochSums& sums = c.state.epoch_sums;

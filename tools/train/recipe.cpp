@@ -35,9 +35,8 @@ const std::vector<SchemaEntry> kStaticSchema = {
     // model: what models/registry.h builds
     {"model.name", K::text, "small_cnn", ""},  // the doc: the registry's models (schema())
     {"model.num_classes", K::integer, "10", "classifier outputs"},
-    {"model.in_channels", K::integer, "3", "input image channels (unset: the dataset's)", "", false, true},
-    {"model.image_size", K::integer, "32", "input height and width (small_cnn) (unset: the dataset's)", "", false,
-     true},
+    {"model.in_channels", K::integer, "3", "input image channels (unset: the dataset's)", false, true},
+    {"model.image_size", K::integer, "32", "input height and width (small_cnn) (unset: the dataset's)", false, true},
     {"model.width_mult", K::real, "1.0", "MobileNetV2 width multiplier"},
     {"model.dropout", K::real, "0.2",
      "dropout before the classifier (MobileNetV2, small_cnn); lstm_lm: after the embedding, between LSTM layers and "
@@ -273,13 +272,9 @@ std::vector<SchemaEntry> declared_entries() {
   for (const auto& [kind, fields] : declared_optimizer_options())
     for (const OptionInfo& f : fields)
       if (seen.insert(f.name).second)
-        out.push_back({std::string("optimizer.") + f.name, key_type(f.value), "", optimizer_key_doc(f.name), "", true});
-  for (const OptionInfo& f : StateOptions().option_table()) {
-    SchemaEntry e{std::string("optimizer.") + f.name, key_type(f.value), option_yaml(f.value), f.doc};
-    // A stored recipe from before this key: the bitsandbytes rule it was trained with.
-    if (e.key == "optimizer.nonzero_second_moment") e.stored_absent_yaml = "false";
-    out.push_back(e);
-  }
+        out.push_back({std::string("optimizer.") + f.name, key_type(f.value), "", optimizer_key_doc(f.name), true});
+  for (const OptionInfo& f : StateOptions().option_table())
+    out.push_back({std::string("optimizer.") + f.name, key_type(f.value), option_yaml(f.value), f.doc});
   return out;
 }
 
@@ -905,11 +900,6 @@ Recipe Recipe::parse(const std::string& yaml, const std::string& source, const s
     if (!e.from_optimizer) r.values_[e.key] = convert(YAML::Load(e.default_yaml), e, "schema default");
   if (root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
   OCTET_CHECK(root.IsMap(), source, ": a recipe must be a mapping of sections (", known_sections(), ")");
-  if (stored) {
-    for (const SchemaEntry& e : schema())
-      if (!e.stored_absent_yaml.empty())
-        r.values_[e.key] = convert(YAML::Load(e.stored_absent_yaml), e, "schema value for stored recipes");
-  }
   // YAML leaves a key given twice to the reader (yaml-cpp keeps both): here it is an error.
   std::map<std::string, YAML::Mark> seen;
   auto once = [&](const std::string& what, const std::string& name, const YAML::Node& at) {

@@ -23,10 +23,6 @@ struct SchemaEntry {
   KeyType type;
   std::string default_yaml;  // the default, as YAML
   std::string doc;
-  // For a key added after recipes were first stored in checkpoints: what a stored recipe without
-  // the key means (the behaviour before the key existed), when that differs from the default.
-  // Stored recipes are resolved (they name every key their version knew), so absence is telling.
-  std::string stored_absent_yaml = {};
   // A key of the optimizer's options: no default of its own (default_yaml is empty); unset, it takes
   // the default of the chosen optimizer's options struct (optimizer_defaults()).
   bool from_optimizer = false;
@@ -118,8 +114,9 @@ std::string first_changed(const Recipe& stored, const Recipe& changed, const std
 // Parses YAML text; `source` names it in errors. Overrides are "a.b=value" strings.
 Recipe parse_recipe(const std::string& yaml, const std::string& source, const std::vector<std::string>& overrides = {});
 Recipe load_recipe(const std::string& path, const std::vector<std::string>& overrides = {});
-// A checkpoint's stored (resolved) recipe: as parse_recipe, except that a key it lacks takes the
-// schema's stored_absent_yaml where there is one, so an old run resumes as it was trained.
+// A checkpoint's stored (resolved) recipe: as parse_recipe, except that the checks of what a recipe
+// may not combine are left out (a resolved recipe names every key, those its optimizer does not use
+// too).
 Recipe parse_stored_recipe(const std::string& yaml, const std::string& source,
                            const std::vector<std::string>& overrides = {});
 
