@@ -1,4 +1,4 @@
-// The dataset downloader (data/download.h) against a local HTTP server on 127.0.0.1 serving archives
+// The dataset downloader (data/fetch/download.h) against a local HTTP server on 127.0.0.1 serving archives
 // generated here in the real layouts: success (CIFAR-10's tar.gz, MNIST's gzipped IDX files,
 // WikiText's zip), resume after a cut connection, a bad checksum, a missing file, a 404, no
 // network, a full disk. Never touches the internet: every source points at the local server.
@@ -9,11 +9,11 @@
 #include <filesystem>
 
 #include "core/octet.h"
-#include "data/archive.h"
 #include "data/data.h"
-#include "data/download.h"
+#include "data/fetch/archive.h"
+#include "data/fetch/download.h"
+#include "data/fetch/hash.h"
 #include "data/file_io.h"
-#include "data/hash.h"
 #include "local_server.h"
 #include "temp_dir.h"
 #include "tests/error_of.h"

@@ -1,4 +1,4 @@
-// `octet data prepare imagenet` (data/imagenet.h) and the MAT-file reader under it (data/matlab.h):
+// `octet data prepare imagenet` (data/fetch/imagenet.h) and the MAT-file reader under it (data/fetch/matlab.h):
 // a devkit with a meta.mat written here in the MAT-file level 5 format (MathWorks' "MAT-File
 // Format", chapter 1: as MATLAB writes it, a struct array of numeric fields stored in the smallest
 // integer type, char fields as UTF-16, empty fields; plain and zlib-compressed), a validation tar,
@@ -9,9 +9,9 @@
 #include <filesystem>
 
 #include "core/error.h"
-#include "data/archive.h"
-#include "data/imagenet.h"
-#include "data/matlab.h"
+#include "data/fetch/archive.h"
+#include "data/fetch/imagenet.h"
+#include "data/fetch/matlab.h"
 #include "imagenet_fixture.h"
 #include "local_server.h"
 #include "temp_dir.h"

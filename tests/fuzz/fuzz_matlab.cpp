@@ -1,7 +1,7 @@
-// Fuzzes the MAT-file reader (data/matlab.h; `octet data prepare imagenet` reads the devkit's
+// Fuzzes the MAT-file reader (data/fetch/matlab.h; `octet data prepare imagenet` reads the devkit's
 // meta.mat with it), plain and zlib-compressed variables, and a walk over what it returns.
 #include "core/error.h"
-#include "data/matlab.h"
+#include "data/fetch/matlab.h"
 
 namespace {
 

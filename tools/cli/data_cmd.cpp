@@ -5,8 +5,8 @@
 #include <CLI/CLI.hpp>
 
 #include "core/error.h"
-#include "data/download.h"
-#include "data/imagenet.h"
+#include "data/fetch/download.h"
+#include "data/fetch/imagenet.h"
 #include "tools/train/fetch_data.h"
 #include "tools/train/suggest.h"
 

@@ -13,8 +13,9 @@
 #     every shared library they load that is neither part of a base system (glibc, libstdc++,
 #     libgcc_s) nor of the CUDA toolkit or driver (libcuda, cudart, cuBLAS, cuDNN, nvrtc, ...: the
 #     GPU machine brings those), stripped, in one DIR/payload.tar.gz (42 MiB in 2026-11, 124 MiB
-#     unpacked: libdnnl 11 MiB of it, ICU's data 12 MiB (libarchive -> libxml2 -> ICU), liboctet 5;
-#     the device tool carries 64 MiB in all, the checkout's files included: over 60 is an error).
+#     unpacked: libdnnl 11 MiB of it, ICU's data 12 MiB (liboctet_fetch -> libarchive -> libxml2 ->
+#     ICU), liboctet 5; the device tool carries 64 MiB in all, the checkout's files included: over
+#     60 is an error).
 #     DIR/MANIFEST.txt names the commit, the build, the paths compiled into the tests and every
 #     file; this script is copied to DIR/gpu_check.sh. --from-build packs what BUILD (a configured
 #     and built build folder, CUDA or not) already holds instead of building build-gpu/: the

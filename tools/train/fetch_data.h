@@ -1,12 +1,12 @@
 // data.download (and `octet data get`): a dataset fetched, verified and unpacked before it is opened
-// (data/download.h), with a progress bar of bytes, rate and ETA on a terminal and a log line per
+// (data/fetch/download.h), with a progress bar of bytes, rate and ETA on a terminal and a log line per
 // step (downloaded, unpacked, deleted).
 //   std::string root = download_for_recipe(r, "cifar10", "data/cifar10", /*root_is_default=*/true);
 #pragma once
 
 #include <string>
 
-#include "data/download.h"
+#include "data/fetch/download.h"
 #include "tools/train/recipe.h"
 
 namespace octet::train {

@@ -1,4 +1,4 @@
-#include "data/matlab.h"
+#include "data/fetch/matlab.h"
 
 #include <zlib.h>
 

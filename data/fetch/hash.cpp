@@ -1,4 +1,4 @@
-#include "data/hash.h"
+#include "data/fetch/hash.h"
 
 #include <algorithm>
 #include <cerrno>

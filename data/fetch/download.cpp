@@ -1,4 +1,4 @@
-#include "data/download.h"
+#include "data/fetch/download.h"
 
 #include <curl/curl.h>
 #include <fcntl.h>
@@ -14,7 +14,7 @@
 #include <memory>
 
 #include "core/error.h"
-#include "data/archive.h"
+#include "data/fetch/archive.h"
 #include "data/file_io.h"
 
 namespace octet {

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "data/hash.h"
+#include "data/fetch/hash.h"
 
 namespace octet {
 

@@ -1,4 +1,4 @@
-#include "data/archive.h"
+#include "data/fetch/archive.h"
 
 #include <archive.h>
 #include <archive_entry.h>

@@ -1,12 +1,12 @@
-#include "data/imagenet.h"
+#include "data/fetch/imagenet.h"
 
 #include <cstdio>
 #include <filesystem>
 
 #include "core/error.h"
-#include "data/archive.h"
+#include "data/fetch/archive.h"
+#include "data/fetch/matlab.h"
 #include "data/file_io.h"
-#include "data/matlab.h"
 
 namespace octet {
 namespace {
