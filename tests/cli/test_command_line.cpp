@@ -15,28 +15,6 @@ namespace {
 
 using octet::testing::TempDir;
 
-const std::string kRecipe = std::string(OCTET_TESTS_DIR) + "/../recipes/fashion_mnist.yaml";
-
-// `octet train` of the default recipe on small generated MNIST data under `dir`, with `extra` keys.
-std::vector<std::string> train_args(const TempDir& dir, const std::vector<std::string>& extra) {
-  std::vector<std::string> a = {"train",
-                                kRecipe,
-                                "data.dataset=mnist",
-                                "data.root=" + dir.path() + "/mnist",
-                                "data.workers=0",
-                                "train.batch_size=16",
-                                "train.eval_batch_size=16",
-                                "train.threads=1",
-                                "log.progress=false",
-                                "checkpoint.dir=" + dir.path() + "/runs"};
-  a.insert(a.end(), extra.begin(), extra.end());
-  return a;
-}
-
-void expect_output(const OctetRun& r, const std::string& fragment) {
-  EXPECT_NE(r.output.find(fragment), std::string::npos) << r.output;
-}
-
 TEST(CommandLine, UnknownSubcommandsNameTheNearest) {
   OctetRun r = run_octet({"trian", kRecipe});
   EXPECT_EQ(r.status, 2);

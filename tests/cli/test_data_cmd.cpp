@@ -21,10 +21,6 @@ namespace fs = std::filesystem;
 using octet::testing::LocalServer;
 using octet::testing::TempDir;
 
-void expect_output(const OctetRun& r, const std::string& fragment) {
-  EXPECT_NE(r.output.find(fragment), std::string::npos) << r.output;
-}
-
 // The four MNIST IDX files (3 images) in `dir`.
 void write_mnist(const std::string& dir) {
   fs::create_directories(dir);

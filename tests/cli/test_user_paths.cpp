@@ -20,28 +20,6 @@ namespace {
 namespace fs = std::filesystem;
 using octet::testing::TempDir;
 
-const std::string kRecipe = std::string(OCTET_TESTS_DIR) + "/../recipes/fashion_mnist.yaml";
-
-// `octet train` of the default recipe on small generated MNIST data under `dir`, with `extra` keys.
-std::vector<std::string> train_args(const TempDir& dir, const std::vector<std::string>& extra) {
-  std::vector<std::string> a = {"train",
-                                kRecipe,
-                                "data.dataset=mnist",
-                                "data.root=" + dir.path() + "/mnist",
-                                "data.workers=0",
-                                "train.batch_size=16",
-                                "train.eval_batch_size=16",
-                                "train.threads=1",
-                                "log.progress=false",
-                                "checkpoint.dir=" + dir.path() + "/runs"};
-  a.insert(a.end(), extra.begin(), extra.end());
-  return a;
-}
-
-void expect_output(const OctetRun& r, const std::string& fragment) {
-  EXPECT_NE(r.output.find(fragment), std::string::npos) << r.output;
-}
-
 // Starts `args`, waits until the run has started, sends `sig`: the exit status and the output.
 OctetRun stop_by_signal(const std::vector<std::string>& args, const std::string& log, int sig) {
   const pid_t pid = start_octet(args, log);

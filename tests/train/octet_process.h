@@ -8,6 +8,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <gtest/gtest.h>
+
 #include <functional>
 #include <string>
 #include <vector>
@@ -56,6 +58,30 @@ inline OctetRun run_octet(const std::vector<std::string>& args, const std::funct
   r.status = wait_for(start_octet(args, log, in_child));
   r.output = file_text(log);
   return r;
+}
+
+// The default recipe's file.
+inline const std::string kRecipe = std::string(OCTET_TESTS_DIR) + "/../recipes/fashion_mnist.yaml";
+
+// `octet train` of the default recipe on small generated MNIST data under `dir` (write_mnist(dir +
+// "/mnist", ...)), runs under dir/runs, one thread, no progress bar, with `extra` keys.
+inline std::vector<std::string> train_args(const octet::testing::TempDir& dir, const std::vector<std::string>& extra) {
+  std::vector<std::string> a = {"train",
+                                kRecipe,
+                                "data.dataset=mnist",
+                                "data.root=" + dir.path() + "/mnist",
+                                "data.workers=0",
+                                "train.batch_size=16",
+                                "train.eval_batch_size=16",
+                                "train.threads=1",
+                                "log.progress=false",
+                                "checkpoint.dir=" + dir.path() + "/runs"};
+  a.insert(a.end(), extra.begin(), extra.end());
+  return a;
+}
+
+inline void expect_output(const OctetRun& r, const std::string& fragment) {
+  EXPECT_NE(r.output.find(fragment), std::string::npos) << r.output;
 }
 
 }  // namespace octet::train

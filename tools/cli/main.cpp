@@ -20,7 +20,6 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
-#include <atomic>
 #include <charconv>
 #include <csignal>
 #include <cstdio>
@@ -29,6 +28,7 @@
 #include <iostream>
 
 #include "core/octet.h"
+#include "core/stop_signals.h"
 #include "tools/bench/pbatch_table.h"
 #include "tools/cli/data_cmd.h"
 #include "tools/cli/generate.h"
@@ -45,19 +45,6 @@ namespace {
 
 constexpr int kFailed = 1;      // the command failed
 constexpr int kUsageError = 2;  // the command line (or recipe) asks for something octet cannot do
-
-std::atomic<bool> stop_requested{false};
-std::atomic<int> stop_signal{0};  // the signal that asked for the stop: the exit status is 128 + it
-
-extern "C" void on_signal(int sig) {
-  // A second Ctrl-C while the checkpoint is written ends the process the usual way.
-  if (stop_requested.exchange(true)) {
-    std::signal(SIGINT, SIG_DFL);
-    std::signal(SIGTERM, SIG_DFL);
-  } else {
-    stop_signal = sig;
-  }
-}
 
 // A metadata value as inspect shows it: a number in its shortest form (77.8, not the stored
 // 77.799999999999997, which keeps the exact bits a resume needs).
@@ -153,12 +140,13 @@ struct TrainCommand {
     return "";
   }
   int run() {
+    // First, before any thread starts: SIGINT and SIGTERM ask the run to stop, taken on a thread of
+    // their own: one handled on a thread inside a oneDNN GEMM corrupts the heap (core/stop_signals.h).
+    octet::StopSignals stop_signals;
     octet::train::TrainOptions opts;
     opts.resume = resume;
-    opts.stop = &stop_requested;
-    opts.stop_signal = &stop_signal;
-    std::signal(SIGINT, on_signal);
-    std::signal(SIGTERM, on_signal);
+    opts.stop = &stop_signals.requested();
+    opts.stop_signal = &stop_signals.signal_number();
     if (resume.empty() && recipe_path.empty()) {
       throw octet::UsageError("train: give a recipe file, or --resume RUN");
     }
