@@ -15,14 +15,7 @@
 
 #include "core/error.h"
 #include "models/registry.h"
-#include "optim/adagrad.h"
-#include "optim/adam.h"
-#include "optim/lamb.h"
-#include "optim/lars.h"
-#include "optim/lion.h"
 #include "optim/registry.h"
-#include "optim/rmsprop.h"
-#include "optim/sgd.h"
 #include "tools/train/suggest.h"
 
 namespace octet::train {
@@ -228,11 +221,13 @@ RecipeValue recipe_value(const OptionValue& v) {
       v);
 }
 
-// A state option's default as YAML (a number, a flag or an empty list).
+void emit_value(std::ostream& os, const RecipeValue& v);
+
+// A state option's default as YAML, as the resolved recipe writes it.
 std::string option_yaml(const OptionValue& v) {
-  if (const bool* b = std::get_if<bool>(&v)) return *b ? "true" : "false";
-  if (const int64_t* i = std::get_if<int64_t>(&v)) return std::to_string(*i);
-  return "[]";
+  std::ostringstream os;
+  emit_value(os, recipe_value(v));
+  return os.str();
 }
 
 // Each optimizer's declared options, by kind.
