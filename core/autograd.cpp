@@ -190,6 +190,8 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
         const OutputMeta& m = e.node->outputs()[e.input_nr];
         OCTET_CHECK(dx[i].shape() == m.shape, "backward of ", node->name(), ": gradient ", i, " has shape ",
                     dx[i].shape(), ", expected ", m.shape);
+        OCTET_CHECK(dx[i].device() == m.device, "backward of ", node->name(), ": gradient ", i, " is on ",
+                    dx[i].device(), ", expected ", m.device);
         Grads& buf = pending[e.node.get()];
         buf.resize(e.node->outputs().size());
         buf[e.input_nr] = buf[e.input_nr].defined() ? add(buf[e.input_nr], dx[i]) : dx[i];

@@ -228,7 +228,7 @@ Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const 
   Shape in_shape = shape();
   DType dt = dtype();
   autograd::record("slice", {*this}, {out}, [=](const autograd::Grads& g) {
-    Tensor dx = zeros(in_shape, dt);
+    Tensor dx = zeros(in_shape, TensorOptions(dt).device(g[0].device()));
     dx.slice(d, start, end, step).copy_(g[0]);
     return autograd::Grads{dx};
   });

@@ -121,8 +121,10 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   shape[d] = 0;
   for (size_t i = 0; i < tensors.size(); ++i) {
     const Tensor& t = tensors[i];
-    OCTET_CHECK(t.defined() && t.dim() == first.dim() && t.dtype() == first.dtype() && t.device() == first.device(),
-                "cat: tensor ", i, " does not match tensor 0 in rank, dtype or device");
+    OCTET_CHECK(t.defined(), "cat: tensor ", i, " is undefined");
+    OCTET_CHECK(t.dim() == first.dim() && t.dtype() == first.dtype() && t.device() == first.device(), "cat: tensor ", i,
+                " (", t.dim(), "-D ", t.dtype(), " on ", t.device(), ") does not match tensor 0 (", first.dim(), "-D ",
+                first.dtype(), " on ", first.device(), ")");
     for (int64_t k = 0; k < t.dim(); ++k)
       OCTET_CHECK(k == d || t.size(k) == first.size(k), "cat: tensor ", i, " has shape ", t.shape(), ", expected ",
                   first.shape(), " outside dim ", d);

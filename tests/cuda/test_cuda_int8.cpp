@@ -6,11 +6,14 @@
 // OCTET_CUDA_TESTS_ON_CPU=1 runs them CPU against CPU (a check of the tests only).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <filesystem>
+#include <iostream>
 #include <limits>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -295,13 +298,27 @@ TEST_F(CudaInt8ConvOp, AutomaticChoiceIsMadeOncePerGeometry) {
 // differently on the GPU, which can move a clip by an ulp and a code across a rounding boundary,
 // or DSGC to another point of a near tie: the losses agree closely, not exactly. A broken kernel
 // gives losses that differ from the first step on by far more.
-std::vector<float> train_steps(Device device, bool dsgc) {
+struct StepsCase {
+  bool int8 = true;  // false: the same network all in float
+  bool dsgc = false;
+  bool stochastic_rounding = true;
+  std::string name() const {
+    if (!int8) return "float";
+    return std::string(dsgc ? "DSGC" : "max|g| clip") + (stochastic_rounding ? "" : ", nearest rounding");
+  }
+};
+
+// The losses of 4 steps; `first_grads` (if given) gets each parameter's gradient of step 0, on the CPU.
+std::vector<float> train_steps(Device device, const StepsCase& c,
+                               std::vector<std::pair<std::string, Tensor>>* first_grads = nullptr) {
   manual_seed(7);
   auto net = build_model(ModelOptions().name("mobilenetv2_cifar").num_classes(10).width_mult(0.25));
   Int8Config config;
-  config.dsgc = dsgc;
+  config.dsgc = c.dsgc;
+  config.stochastic_rounding = c.stochastic_rounding;
   config.clip_update_period = 2;
-  train::Int8Run int8(enable_int8(*net, config, /*keep_first_last_float=*/true, 3));
+  train::Int8Run int8(c.int8 ? enable_int8(*net, config, /*keep_first_last_float=*/true, 3)
+                             : std::vector<quant::Int8Conv>{});
   net->to(device);
   SGD opt(net->named_parameters(), SGDOptions(0.05).momentum(0.9));
   std::vector<float> losses;
@@ -311,6 +328,8 @@ std::vector<float> train_steps(Device device, bool dsgc) {
     opt.zero_grad();
     Tensor loss = cross_entropy((*net)(x), target);
     loss.backward();
+    if (step == 0 && first_grads)
+      for (const auto& [name, p] : net->named_parameters()) first_grads->emplace_back(name, p.grad().to(Device::cpu()));
     int8.after_backward(step);
     int8.apply_dclr(opt);
     opt.step();
@@ -319,17 +338,58 @@ std::vector<float> train_steps(Device device, bool dsgc) {
   return losses;
 }
 
+std::string losses_str(const std::vector<float>& v) {
+  std::ostringstream os;
+  for (float l : v) os << " " << l;
+  return os.str();
+}
+
 class CudaInt8Training : public testing::CudaParityTest {};
 
 TEST_F(CudaInt8Training, MobileNetV2StepsTrackTheCpu) {
   for (bool dsgc : {false, true}) {
-    const std::vector<float> want = train_steps(Device::cpu(), dsgc), got = train_steps(gpu(), dsgc);
+    const StepsCase c{.dsgc = dsgc};
+    const std::vector<float> want = train_steps(Device::cpu(), c), got = train_steps(gpu(), c);
     // 0.5% without DSGC (clips are max|.|, moved only by float rounding upstream); 2% with it.
     const double tol = dsgc ? 2e-2 : 5e-3;
     for (size_t i = 0; i < want.size(); ++i) {
       EXPECT_TRUE(std::isfinite(got[i]));
-      EXPECT_NEAR(got[i], want[i], tol * std::abs(want[i])) << (dsgc ? "DSGC" : "max|g| clip") << " step " << i;
+      EXPECT_NEAR(got[i], want[i], tol * std::abs(want[i])) << c.name() << " step " << i;
     }
+  }
+}
+
+// Where the steps above part: the float network alone, and INT8 with nearest rounding, as losses
+// (written to the log); the float network's must agree to float rounding.
+TEST_F(CudaInt8Training, FloatMobileNetV2StepsTrackTheCpu) {
+  for (const StepsCase& c : {StepsCase{.int8 = false}, StepsCase{.stochastic_rounding = false}, StepsCase{},
+                             StepsCase{.dsgc = true}}) {
+    const std::vector<float> want = train_steps(Device::cpu(), c), got = train_steps(gpu(), c);
+    std::cout << "[ losses   ] " << c.name() << ": cpu" << losses_str(want) << "; cuda" << losses_str(got) << "\n";
+    if (c.int8) continue;
+    for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-3 * std::abs(want[i])) << "step " << i;
+  }
+}
+
+// Step 0's gradients from the same weights and batch: float layers to float rounding, INT8 layers
+// within a few codes of their clip (a code may move by one where the float input moved by an ulp).
+TEST_F(CudaInt8Training, FirstStepGradientsMatchTheCpu) {
+  for (const StepsCase& c : {StepsCase{.int8 = false}, StepsCase{}}) {
+    std::vector<std::pair<std::string, Tensor>> want, got;
+    train_steps(Device::cpu(), c, &want);
+    train_steps(gpu(), c, &got);
+    ASSERT_EQ(got.size(), want.size());
+    std::vector<std::pair<double, std::string>> worst;
+    for (size_t i = 0; i < want.size(); ++i) {
+      const double scale = max(abs(want[i].second)).item<double>();
+      const double diff = max(abs(got[i].second - want[i].second)).item<double>();
+      worst.emplace_back(scale > 0 ? diff / scale : diff, want[i].first);
+    }
+    std::sort(worst.rbegin(), worst.rend());
+    for (size_t i = 0; i < std::min<size_t>(6, worst.size()); ++i)
+      std::cout << "[ grads    ] " << c.name() << ": " << worst[i].second << " max|diff|/max|cpu| " << worst[i].first
+                << "\n";
+    EXPECT_LT(worst.front().first, c.int8 ? 5e-2 : 1e-3) << c.name() << ": " << worst.front().second;
   }
 }
 

@@ -125,9 +125,14 @@ TEST(DevicePrefetcherCuda, SameBatchesAsTheLoaderBitForBit) {
     std::string what = "depth " + std::to_string(depth);
     expect_same(collect(batches, 1, 0, Device::cuda(), busy), want, what);
     expect_same(collect(batches, 1, 3, Device::cuda()), want_from_3, what + ", from batch 3");
-    // An epoch abandoned with copies in flight, then a full one.
+    // An epoch abandoned with copies in flight, then a full one. Its first batch may hold the
+    // corrupt example: an error is a batch taken too.
     batches.start_epoch(0);
-    ASSERT_TRUE(batches.next().has_value());
+    try {
+      ASSERT_TRUE(batches.next().has_value());
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("example 9 is corrupt"), std::string::npos) << e.what();
+    }
     expect_same(collect(batches, 1, 0, Device::cuda(), busy), want, what + ", after an abandoned epoch");
   }
   cuda::synchronize();

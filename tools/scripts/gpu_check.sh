@@ -37,7 +37,8 @@
 #     build-gpu/ from this checkout (the machine then needs octet's dependencies; the CUDA
 #     architecture defaults to "native"). REPORT defaults to gpu_report.md. Steps: nvidia-smi,
 #     `octet selftest`, octet_tests --gtest_filter="${GTEST_FILTER:-*Cuda*}" with XML output (one
-#     row per test in the report), each GPU benchmark, the report.
+#     row per test in the report; the XML and the log are kept beside REPORT as gpu_tests.xml and
+#     gpu_tests.log), each GPU benchmark (none with GPU_CHECK_BENCH=0), the report.
 #
 #   tools/scripts/gpu_check.sh rehearse BUILD [DIR]
 #     The rehearsal, ctest's gpu_check_rehearsal (tests/CMakeLists.txt), so this tooling cannot rot
@@ -488,6 +489,10 @@ run() {
     > "$work/tests.log" 2>&1 || rc=$?
   echo "$rc" > "$work/tests.rc"
   tail -3 "$work/tests.log" >&2
+  # The per-test XML and the whole log are kept beside the report.
+  local keep
+  keep=$(dirname "$report")
+  for i in tests.xml tests.log; do [[ -f $work/$i ]] && cp "$work/$i" "$keep/gpu_$i"; done
 
   mkdir -p "$work/bench"
   # bench NAME CMD...: runs one benchmark, keeping its command, output, status and seconds.
@@ -501,7 +506,9 @@ run() {
     echo "$rc $(($(date +%s) - t1))" > "$work/bench/$name.rc"
   }
   local exe name
+  [[ ${GPU_CHECK_BENCH:-1} == 0 ]] && log "GPU_CHECK_BENCH=0: no benchmarks"
   for exe in "$bin"/octet_bench_* "$bench_dir"/bench_*.py; do
+    [[ ${GPU_CHECK_BENCH:-1} == 0 ]] && break
     [[ -e $exe ]] || continue
     name=$(basename "$exe" .py)
     [[ $exe == *.py ]] && ! grep -q -- '--device' "$exe" && continue
@@ -514,6 +521,7 @@ run() {
     bench "$name" "${cmd[@]}"
   done
   for name in "${!CLI_BENCHES[@]}"; do
+    [[ ${GPU_CHECK_BENCH:-1} == 0 ]] && break
     # shellcheck disable=SC2206  # the arguments are words
     local args=(${CLI_BENCHES[$name]})
     bench "$name" "$bin/octet" "${args[@]}"
