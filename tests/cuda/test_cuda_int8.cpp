@@ -292,44 +292,45 @@ TEST_F(CudaInt8ConvOp, AutomaticChoiceIsMadeOncePerGeometry) {
 
 // ---------------------------------------------------------------- training
 
-// A few SGD steps of an INT8 MobileNetV2 (width 0.25: pointwise, depthwise and strided INT8
-// convolutions) on each device from the same initialization and batches. Each INT8 kernel matches
-// the CPU bit for bit, but the float layers around them (batch norm, linear, loss) round
-// differently on the GPU, which can move a clip by an ulp and a code across a rounding boundary,
-// or DSGC to another point of a near tie: the losses agree closely, not exactly. A broken kernel
-// gives losses that differ from the first step on by far more.
+// A few SGD steps of a CIFAR ResNet-20 with every convolution in INT8 (3x3, strided) on each
+// device from the same initialization and batches. Each INT8 kernel matches the CPU bit for bit,
+// but the float layers around them (batch norm, linear, loss) round differently on the GPU, which
+// moves a clip by an ulp and so a code across a rounding boundary: the losses agree closely, not
+// exactly. Per-tensor 8-bit gradients are mostly stochastic-rounding noise element by element, so
+// one moved code changes a step's gradient by ~20% (measured on the CPU); the losses of a few steps
+// average that out. InputNoiseMovesTheLossesLessThanTheGpuTolerance measures the same thing on the
+// CPU, so the tolerance below is tied to a number this suite checks.
+//
+// MobileNetV2 is not used here: at initialization its batch norms see near-constant depthwise
+// channels and amplify rounding ~1e5-fold (a 1e-7 input noise moves its float first-step gradient
+// by 1% and four steps' losses by 2-8% on the CPU alone), so no cross-device tolerance means much.
 struct StepsCase {
   bool int8 = true;  // false: the same network all in float
   bool dsgc = false;
-  bool stochastic_rounding = true;
-  std::string name() const {
-    if (!int8) return "float";
-    return std::string(dsgc ? "DSGC" : "max|g| clip") + (stochastic_rounding ? "" : ", nearest rounding");
-  }
+  double input_noise = 0.0;  // standard deviation of a noise added to the inputs
+  std::string name() const { return !int8 ? "float" : dsgc ? "DSGC" : "max|g| clip"; }
 };
 
-// The losses of 4 steps; `first_grads` (if given) gets each parameter's gradient of step 0, on the CPU.
-std::vector<float> train_steps(Device device, const StepsCase& c,
-                               std::vector<std::pair<std::string, Tensor>>* first_grads = nullptr) {
+constexpr double kStepsTolerance = 2e-2;  // relative, INT8 cases; float: 1e-3
+
+std::vector<float> train_steps(Device device, const StepsCase& c) {
   manual_seed(7);
-  auto net = build_model(ModelOptions().name("mobilenetv2_cifar").num_classes(10).width_mult(0.25));
+  auto net = build_model(ModelOptions().name("resnet20").num_classes(10));
   Int8Config config;
   config.dsgc = c.dsgc;
-  config.stochastic_rounding = c.stochastic_rounding;
   config.clip_update_period = 2;
-  train::Int8Run int8(c.int8 ? enable_int8(*net, config, /*keep_first_last_float=*/true, 3)
+  train::Int8Run int8(c.int8 ? enable_int8(*net, config, /*keep_first_last_float=*/false, 3)
                              : std::vector<quant::Int8Conv>{});
   net->to(device);
   SGD opt(net->named_parameters(), SGDOptions(0.05).momentum(0.9));
   std::vector<float> losses;
   for (int step = 0; step < 4; ++step) {
-    Tensor x = normal_input({8, 3, 16, 16}, DType::f32, 70 + step, false).to(device);
-    Tensor target = testing::index_input({8}, 10, 80 + step).to(device);
+    Tensor x = normal_input({32, 3, 32, 32}, DType::f32, 70 + step, false);
+    if (c.input_noise != 0.0) x = x + normal_input(x.shape(), DType::f32, 170 + step, false) * c.input_noise;
+    Tensor target = testing::index_input({32}, 10, 80 + step).to(device);
     opt.zero_grad();
-    Tensor loss = cross_entropy((*net)(x), target);
+    Tensor loss = cross_entropy((*net)(x.to(device)), target);
     loss.backward();
-    if (step == 0 && first_grads)
-      for (const auto& [name, p] : net->named_parameters()) first_grads->emplace_back(name, p.grad().to(Device::cpu()));
     int8.after_backward(step);
     int8.apply_dclr(opt);
     opt.step();
@@ -344,52 +345,34 @@ std::string losses_str(const std::vector<float>& v) {
   return os.str();
 }
 
+const StepsCase kStepsCases[] = {{.int8 = false}, {}, {.dsgc = true}};
+
 class CudaInt8Training : public testing::CudaParityTest {};
 
-TEST_F(CudaInt8Training, MobileNetV2StepsTrackTheCpu) {
-  for (bool dsgc : {false, true}) {
-    const StepsCase c{.dsgc = dsgc};
+TEST_F(CudaInt8Training, ResNet20StepsTrackTheCpu) {
+  for (const StepsCase& c : kStepsCases) {
     const std::vector<float> want = train_steps(Device::cpu(), c), got = train_steps(gpu(), c);
-    // 0.5% without DSGC (clips are max|.|, moved only by float rounding upstream); 2% with it.
-    const double tol = dsgc ? 2e-2 : 5e-3;
+    const double tol = c.int8 ? kStepsTolerance : 1e-3;
     for (size_t i = 0; i < want.size(); ++i) {
       EXPECT_TRUE(std::isfinite(got[i]));
-      EXPECT_NEAR(got[i], want[i], tol * std::abs(want[i])) << c.name() << " step " << i;
+      EXPECT_NEAR(got[i], want[i], tol * std::abs(want[i]))
+          << c.name() << " step " << i << "; cpu" << losses_str(want) << ", cuda" << losses_str(got);
     }
   }
 }
 
-// Where the steps above part: the float network alone, and INT8 with nearest rounding, as losses
-// (written to the log); the float network's must agree to float rounding.
-TEST_F(CudaInt8Training, FloatMobileNetV2StepsTrackTheCpu) {
-  for (const StepsCase& c : {StepsCase{.int8 = false}, StepsCase{.stochastic_rounding = false}, StepsCase{},
-                             StepsCase{.dsgc = true}}) {
-    const std::vector<float> want = train_steps(Device::cpu(), c), got = train_steps(gpu(), c);
-    std::cout << "[ losses   ] " << c.name() << ": cpu" << losses_str(want) << "; cuda" << losses_str(got) << "\n";
-    if (c.int8) continue;
-    for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-3 * std::abs(want[i])) << "step " << i;
-  }
-}
-
-// Step 0's gradients from the same weights and batch: float layers to float rounding, INT8 layers
-// within a few codes of their clip (a code may move by one where the float input moved by an ulp).
-TEST_F(CudaInt8Training, FirstStepGradientsMatchTheCpu) {
-  for (const StepsCase& c : {StepsCase{.int8 = false}, StepsCase{}}) {
-    std::vector<std::pair<std::string, Tensor>> want, got;
-    train_steps(Device::cpu(), c, &want);
-    train_steps(gpu(), c, &got);
-    ASSERT_EQ(got.size(), want.size());
-    std::vector<std::pair<double, std::string>> worst;
-    for (size_t i = 0; i < want.size(); ++i) {
-      const double scale = max(abs(want[i].second)).item<double>();
-      const double diff = max(abs(got[i].second - want[i].second)).item<double>();
-      worst.emplace_back(scale > 0 ? diff / scale : diff, want[i].first);
-    }
-    std::sort(worst.rbegin(), worst.rend());
-    for (size_t i = 0; i < std::min<size_t>(6, worst.size()); ++i)
-      std::cout << "[ grads    ] " << c.name() << ": " << worst[i].second << " max|diff|/max|cpu| " << worst[i].first
-                << "\n";
-    EXPECT_LT(worst.front().first, c.int8 ? 5e-2 : 1e-3) << c.name() << ": " << worst.front().second;
+// The tolerance's argument on the CPU: a noise of 1e-7 on the unit-variance inputs (about one
+// f32 rounding, as the GPU's float layers differ) moves the same steps' losses by under a quarter
+// of it (measured: at most 0.2% with INT8, 4e-5 in float; 1e-6 gives 0.9%).
+TEST(Int8TrainingSteps, InputNoiseMovesTheLossesLessThanTheGpuTolerance) {
+  for (StepsCase c : kStepsCases) {
+    const std::vector<float> clean = train_steps(Device::cpu(), c);
+    c.input_noise = 1e-7;
+    const std::vector<float> noisy = train_steps(Device::cpu(), c);
+    const double tol = (c.int8 ? kStepsTolerance : 1e-3) / 4;
+    for (size_t i = 0; i < clean.size(); ++i)
+      EXPECT_NEAR(noisy[i], clean[i], tol * std::abs(clean[i]))
+          << c.name() << " step " << i << "; clean" << losses_str(clean) << ", noisy" << losses_str(noisy);
   }
 }
 

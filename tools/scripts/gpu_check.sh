@@ -78,10 +78,11 @@ TEST_TIMEOUT=${TEST_TIMEOUT:-300}
 FILTER=${GTEST_FILTER:-*Cuda*}
 
 # Extra arguments per GPU benchmark (by program or script name, without extension); {bench} is
-# replaced by the folder holding the benchmark scripts. "-" means: not on its own (another
+# replaced by the folder holding the benchmark scripts, {python} by python3 with the library path
+# the run started with. "-" means: not on its own (another
 # benchmark runs it, as octet_bench_train runs its PyTorch companion for a side-by-side table).
 declare -A BENCH_ARGS=(
-  [octet_bench_train]="--torch-script {bench}/bench_train_torch.py"
+  [octet_bench_train]="--torch-script {bench}/bench_train_torch.py --python {python}"
   [bench_train_torch]="-"
   [octet_bench_int8]="--reps 5 --batch 32"
 )
@@ -420,6 +421,9 @@ run() {
   local dir=${1:--} report=${2:-gpu_report.md}
   local t0 work bin bench_dir commit how gpu=0 i
   t0=$(date +%s)
+  # Python (PyTorch) runs with the library path it came with: the CUDA folders added for octet can
+  # hold an older cuDNN than PyTorch's own, which PyTorch then refuses to start with.
+  local python_env="LD_LIBRARY_PATH=${LD_LIBRARY_PATH-}"
   find_gpu && gpu=1
 
   if [[ $dir == - ]]; then
@@ -495,6 +499,8 @@ run() {
   for i in tests.xml tests.log; do [[ -f $work/$i ]] && cp "$work/$i" "$keep/gpu_$i"; done
 
   mkdir -p "$work/bench"
+  printf '#!/bin/sh\nexec env %q python3 "$@"\n' "$python_env" > "$work/python3"
+  chmod +x "$work/python3"
   # bench NAME CMD...: runs one benchmark, keeping its command, output, status and seconds.
   bench() {
     local name=$1 t1 rc=0
@@ -515,9 +521,10 @@ run() {
     local extra=${BENCH_ARGS[$name]:-}
     [[ $extra == - ]] && continue
     local cmd=("$exe")
-    [[ $exe == *.py ]] && cmd=(python3 "$exe")
+    [[ $exe == *.py ]] && cmd=("$work/python3" "$exe")
+    extra=${extra//\{bench\}/$bench_dir}
     # shellcheck disable=SC2206  # the extra arguments are words
-    cmd+=(--device cuda ${extra//\{bench\}/$bench_dir})
+    cmd+=(--device cuda ${extra//\{python\}/$work/python3})
     bench "$name" "${cmd[@]}"
   done
   for name in "${!CLI_BENCHES[@]}"; do
