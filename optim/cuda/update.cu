@@ -2,9 +2,10 @@
 // rule of optim/update_rules.h, the very code the CPU loop runs, compiled without FMA contraction
 // (CMakeLists.txt), so an element rounds exactly as on the CPU:
 //   - dense state: one thread per element (grid-stride), the state values through registers;
-//   - 8-bit state: one thread block per quantization block. Each thread dequantizes its elements
-//     (map in shared memory), runs the rule in f32 and keeps the new state values in registers;
-//     the block reduces each buffer's new absmax (finite values only, as on the CPU) and every
+//   - 8-bit state: one warp per quantization block of up to 256 elements (several per thread
+//     block, which loads the maps once), one thread block per larger one. Each thread dequantizes
+//     its elements (map in shared memory), runs the rule in f32 and keeps the new state values in
+//     registers; the warp or block reduces each buffer's new absmax (finite values only, as on the CPU) and every
 //     thread requantizes its values from the CPU's code table (quant/code_table.h, read through
 //     the cache). The f32 state never reaches memory;
 //   - sums: fixed chunks, a fixed tree within each chunk, one block summing the partials in a fixed
@@ -107,14 +108,90 @@ __global__ void __launch_bounds__(kUpdateThreads)
       const int64_t i = begin + j;
 #pragma unroll
       for (int k = 0; k < kMaxStateBuffers; ++k)
-        if (k < q.count)
-          q.codes[k][i] = quant::table_code(q.tables[k]->codes, quant::normalized(s[k][e], m[k]));
+        if (k < q.count) q.codes[k][i] = quant::table_code(q.tables[k]->codes, quant::normalized(s[k][e], m[k]));
     }
   }
   if (tid == 0) {
 #pragma unroll
     for (int k = 0; k < kMaxStateBuffers; ++k)
       if (k < q.count) q.absmax[k][b] = m[k];
+  }
+}
+
+// Blocks of at most 256 elements (the default 256 among them): one warp per quantization block,
+// kWarpBlocks warps per thread block, looping over the quantization blocks (grid-stride) so the
+// maps are loaded into shared memory once per thread block, not once per 256 elements. Lane t
+// takes the block's elements t + 32 e (e < kWarpPerLane); the absmax is a warp shuffle, with no
+// barrier. The per-element arithmetic (decode, rule, absmax_step, table_code) is that of
+// blockwise_update_kernel, so the results are the same bits.
+constexpr int kWarpBlocks = 8;
+constexpr int kWarpPerLane = 8;
+constexpr int64_t kWarpMaxBlock = 32 * kWarpPerLane;  // 256
+
+template <typename Rule>
+__global__ void __launch_bounds__(32 * kWarpBlocks)
+    blockwise_update_warp_kernel(Rule rule, float* __restrict__ p, const float* __restrict__ g, int64_t n, QuantView q,
+                                 int64_t blocks, const float* __restrict__ scale) {
+  __shared__ float map[kMaxStateBuffers][256];
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int k = 0; k < kMaxStateBuffers; ++k) {
+    if (k < q.count) {
+      for (int j = threadIdx.x; j < 256; j += blockDim.x) map[k][j] = q.tables[k]->map[j];
+    }
+  }
+  take_scale(rule, scale);
+  __syncthreads();  // the maps are in shared memory
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * kWarpBlocks;
+  for (int64_t b = static_cast<int64_t>(blockIdx.x) * kWarpBlocks + (threadIdx.x >> 5); b < blocks; b += warps) {
+    const int64_t begin = b * q.block_size;
+    const int len = static_cast<int>(min(q.block_size, n - begin));
+    float old_absmax[kMaxStateBuffers];
+#pragma unroll
+    for (int k = 0; k < kMaxStateBuffers; ++k) old_absmax[k] = k < q.count ? q.absmax[k][b] : 0.0f;
+    float s[kMaxStateBuffers][kWarpPerLane] = {};
+    float m[kMaxStateBuffers] = {};
+#pragma unroll
+    for (int e = 0; e < kWarpPerLane; ++e) {
+      const int j = lane + 32 * e;
+      if (j < len) {
+        const int64_t i = begin + j;
+        float st[kMaxStateBuffers];
+#pragma unroll
+        for (int k = 0; k < kMaxStateBuffers; ++k)
+          st[k] = k < q.count ? quant::decode(map[k], q.codes[k][i], old_absmax[k]) : 0.0f;
+        float pi = p[i];
+        update_element<kMaxStateBuffers>(rule, pi, g[i], st);
+        p[i] = pi;
+#pragma unroll
+        for (int k = 0; k < kMaxStateBuffers; ++k) {
+          s[k][e] = st[k];
+          m[k] = quant::absmax_step(m[k], st[k]);
+        }
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < kMaxStateBuffers; ++k) {
+      for (int o = 16; o > 0; o >>= 1) {
+        const float w = __shfl_xor_sync(0xffffffffu, m[k], o);
+        m[k] = m[k] < w ? w : m[k];
+      }
+    }
+#pragma unroll
+    for (int e = 0; e < kWarpPerLane; ++e) {
+      const int j = lane + 32 * e;
+      if (j < len) {
+        const int64_t i = begin + j;
+#pragma unroll
+        for (int k = 0; k < kMaxStateBuffers; ++k)
+          if (k < q.count) q.codes[k][i] = quant::table_code(q.tables[k]->codes, quant::normalized(s[k][e], m[k]));
+      }
+    }
+    if (lane == 0) {
+#pragma unroll
+      for (int k = 0; k < kMaxStateBuffers; ++k)
+        if (k < q.count) q.absmax[k][b] = m[k];
+    }
   }
 }
 
@@ -302,6 +379,14 @@ void blockwise_update(const Rule& rule, float* p, const float* g, int64_t n, con
               " state buffers, the state has ", state.count);
   const int64_t blocks = (n + state.block_size - 1) / state.block_size;
   OCTET_CHECK(blocks <= 0x7fffffff, "cuda::blockwise_update: ", blocks, " blocks exceed the grid");
+  if (state.block_size <= kWarpMaxBlock) {
+    // About as many thread blocks as an H100 holds at once (132 SMs x 8); each loops over its share.
+    const int64_t grid = std::min<int64_t>((blocks + kWarpBlocks - 1) / kWarpBlocks, 1024);
+    blockwise_update_warp_kernel<<<static_cast<unsigned>(grid), 32 * kWarpBlocks, 0, stream()>>>(rule, p, g, n, state,
+                                                                                                 blocks, scale);
+    OCTET_CUDA_LAUNCH("cuda::blockwise_update_warp_kernel");
+    return;
+  }
   const int threads = static_cast<int>(std::min<int64_t>(state.block_size, kUpdateThreads));
   blockwise_update_kernel<<<static_cast<unsigned>(blocks), threads, 0, stream()>>>(rule, p, g, n, state, scale);
   OCTET_CUDA_LAUNCH("cuda::blockwise_update_kernel");

@@ -109,7 +109,8 @@ std::vector<OptCase> cases() {
       make_case<RMSprop>("rmsprop_centered", RMSpropOptions(1e-2).centered(true)),
       make_case<RMSprop>("rmsprop_all", RMSpropOptions(1e-2).momentum(0.9).centered(true).weight_decay(0.01)),
       make_case<Adagrad>("adagrad", AdagradOptions(1e-2)),
-      make_case<Adagrad>("adagrad_all", AdagradOptions(1e-2).lr_decay(0.1).weight_decay(0.01).initial_accumulator_value(0.1)),
+      make_case<Adagrad>("adagrad_all",
+                         AdagradOptions(1e-2).lr_decay(0.1).weight_decay(0.01).initial_accumulator_value(0.1)),
       make_case<Lion>("lion", LionOptions(1e-3).weight_decay(0.1)),
       make_case<Lamb>("lamb", LambOptions(1e-2).weight_decay(0.01), true),
       make_case<Lamb>("lamb_trust_clip", LambOptions(1e-2).trust_clip(true), true),
@@ -271,6 +272,34 @@ TEST(CudaOptim8bit, FusedUpdateMatchesCpu) {
         }
       }
     }
+  }
+}
+
+// More quantization blocks than the warp kernel's grid has warps (optim/cuda/update.cu: 1024
+// thread blocks of 8 warps), so each warp loops over several; the last block is partial.
+TEST(CudaOptim8bit, ManyBlocksMatchCpu) {
+  if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  const int64_t n = 64 * 9000 + 17;
+  Generator g(41);
+  Tensor init = randn({n}, DType::f32, &g), grad = randn({n}, DType::f32, &g);
+  Tensor a = init.clone().requires_grad_(true), b = device(init).requires_grad_(true);
+  const StateOptions eight = StateOptions().state_bits(8).min_8bit_size(0).block_size(64);
+  Adam cpu_opt({{"w", a}}, AdamOptions(1e-2), eight), gpu_opt({{"w", b}}, AdamOptions(1e-2), eight);
+  for (int s = 0; s < 2; ++s) {
+    a.set_grad(grad * (s + 1.0));
+    b.set_grad(device(grad * (s + 1.0)));
+    cpu_opt.step();
+    gpu_opt.step();
+  }
+  expect_close(b, a, kF32ReorderTol, true, "parameters");
+  NamedTensors want = cpu_opt.state_dict(), got = gpu_opt.state_dict();
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    const Tensor& w = want[i].second;
+    if (w.dtype() == DType::u8) {
+      EXPECT_TRUE(host(got[i].second).to_vector<uint8_t>() == w.to_vector<uint8_t>()) << want[i].first;
+    }
+    if (w.dtype() == DType::f32) expect_close(got[i].second, w, 0, true, want[i].first);
   }
 }
 
