@@ -12,12 +12,13 @@
 //   `--torch-script none` skips it), and the end says octet FP32 / PyTorch.
 // - `--device cuda`: MobileNetV2-CIFAR at batch 128 (32x32) and ResNet-50 at batch 64 (224x224) on
 //   the GPU, then the same two in PyTorch on the same GPU (this program runs
-//   `bench_train_torch.py --device cuda`), printed side by side as a markdown table.
+//   `bench_train_torch.py --device cuda`), printed side by side as a markdown table; `--int8` adds
+//   a table of octet's INT8-trained step beside its FP32 one.
 //   build/tools/bench/octet_bench_train [--threads N] [--batch B] [--steps S] [--rounds R] [--model NAME]
 //                                       [--image N] [--classes N] [--channels C] [--int8] [--nchw]
 //                                       [--python python3]
 //                                       [--torch-script PATH|none]
-//   build/tools/bench/octet_bench_train --device cuda [--steps 20] [--rounds 3] [--warmup 5]
+//   build/tools/bench/octet_bench_train --device cuda [--steps 20] [--rounds 3] [--warmup 5] [--int8]
 //                                       [--python python3] [--torch-script PATH|none]
 #include <sys/wait.h>
 
@@ -116,16 +117,19 @@ bool cifar_model(const std::string& name) {
 
 // `int8_period` 0: FP32; else every convolution but the first INT8 (quant/int8_model.h, the
 // recipe defaults: DSGC, stochastic rounding) with a DSGC search every int8_period steps.
+void enable_int8_every(Module& model, int64_t int8_period) {
+  if (int8_period <= 0) return;
+  quant::Int8Config cfg;
+  cfg.clip_update_period = int8_period;
+  quant::enable_int8(model, cfg, /*keep_first_last_float=*/true, 0);
+}
+
 CpuRun make_cpu_run(const CpuCase& c, const std::string& label, int64_t int8_period) {
   manual_seed(0);
   CpuRun r{label,
            build_model(ModelOptions().name(c.model).num_classes(c.classes).in_channels(c.channels).image_size(c.image)),
            nullptr};
-  if (int8_period > 0) {
-    quant::Int8Config cfg;
-    cfg.clip_update_period = int8_period;
-    quant::enable_int8(*r.model, cfg, /*keep_first_last_float=*/true, 0);
-  }
+  enable_int8_every(*r.model, int8_period);
   r.model->train();
   r.opt = std::make_unique<SGD>(r.model->named_parameters(), SGDOptions(0.01).momentum(0.9).weight_decay(5e-4));
   return r;
@@ -299,12 +303,14 @@ struct GpuResult {
 
 // `rounds` rounds of `steps` steps after `warmup` steps; the device is synchronized before and
 // after each round (and never inside one), so a round's time is the steps' time on the GPU.
-GpuResult time_octet(const GpuCase& c, int64_t warmup, int64_t steps, int64_t rounds) {
+// `int8_period` as for make_cpu_run.
+GpuResult time_octet(const GpuCase& c, int64_t warmup, int64_t steps, int64_t rounds, int64_t int8_period) {
   GpuResult r;
   try {
     cuda::reset_peak();
     manual_seed(0);
     auto model = build_model(ModelOptions().name(c.model).num_classes(c.classes).in_channels(3).image_size(c.image));
+    enable_int8_every(*model, int8_period);
     r.params = model->num_parameters();
     model->to(Device::cuda());
     model->train();
@@ -381,7 +387,34 @@ std::map<std::string, GpuResult> time_torch(const std::string& python, const std
   return out;
 }
 
-int gpu_main(int64_t warmup, int64_t steps, int64_t rounds, const std::string& python, const std::string& script) {
+// The INT8-trained step beside the FP32 one (`fp32`, timed before): every convolution but the first
+// INT8, DSGC searches every 100 steps (the recipe default; none falls in the timed steps).
+bool gpu_int8_table(const std::vector<GpuResult>& fp32, int64_t warmup, int64_t steps, int64_t rounds) {
+  std::printf(
+      "\n## GPU training step: INT8 (every convolution but the first; DSGC every 100 steps) vs FP32, octet\n\n"
+      "| model | batch | FP32 img/s (best / mean) | INT8 img/s (best / mean) | INT8 / FP32 (best) | peak MiB FP32 / "
+      "INT8 "
+      "|\n|---|---|---|---|---|---|\n");
+  bool ok = true;
+  for (size_t i = 0; i < kGpuCases.size(); ++i) {
+    const GpuCase& c = kGpuCases[i];
+    const GpuResult q = time_octet(c, warmup, steps, rounds, 100), &f = fp32[i];
+    if (!q.ok) {
+      std::printf("| %s | %lld | INT8 failed: %s |\n", c.model.c_str(), static_cast<long long>(c.batch),
+                  q.error.c_str());
+      ok = false;
+      continue;
+    }
+    std::printf("| %s | %lld | %.1f / %.1f | %.1f / %.1f | %.2f | %lld / %lld |\n", c.model.c_str(),
+                static_cast<long long>(c.batch), f.best_ips, f.mean_ips, q.best_ips, q.mean_ips,
+                f.best_ips > 0 ? q.best_ips / f.best_ips : 0.0, static_cast<long long>(f.peak_mib),
+                static_cast<long long>(q.peak_mib));
+  }
+  return ok;
+}
+
+int gpu_main(int64_t warmup, int64_t steps, int64_t rounds, const std::string& python, const std::string& script,
+             bool int8) {
   if (!cuda::is_available()) {
     std::fprintf(stderr, "octet_bench_train --device cuda: %s\n",
                  cuda_compiled() ? "no CUDA device is available on this machine"
@@ -389,7 +422,7 @@ int gpu_main(int64_t warmup, int64_t steps, int64_t rounds, const std::string& p
     return 1;
   }
   std::vector<GpuResult> ours;
-  for (const GpuCase& c : kGpuCases) ours.push_back(time_octet(c, warmup, steps, rounds));
+  for (const GpuCase& c : kGpuCases) ours.push_back(time_octet(c, warmup, steps, rounds, 0));
   std::string about;
   std::map<std::string, GpuResult> torch = time_torch(python, script, warmup, steps, rounds, about);
 
@@ -425,6 +458,7 @@ int gpu_main(int64_t warmup, int64_t steps, int64_t rounds, const std::string& p
   }
   for (size_t i = 0; i < kGpuCases.size(); ++i)
     if (!ours[i].ok) std::printf("\noctet %s failed: %s\n", kGpuCases[i].model.c_str(), ours[i].error.c_str());
+  if (int8) all_ok = gpu_int8_table(ours, warmup, steps, rounds) && all_ok;
   return all_ok ? 0 : 1;
 }
 
@@ -476,7 +510,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (device == "cuda") return gpu_main(warmup, steps > 0 ? steps : 20, rounds > 0 ? rounds : 3, python, script);
+  if (device == "cuda") return gpu_main(warmup, steps > 0 ? steps : 20, rounds > 0 ? rounds : 3, python, script, int8);
   if (device != "cpu") {
     std::fprintf(stderr, "octet_bench_train: --device must be cpu or cuda, got '%s'\n", device.c_str());
     return 2;

@@ -264,8 +264,8 @@ void run_table(const PbBenchOptions& o, int threads, Device dev, std::ostream& o
     out << "Warning: " << threads << " threads on " << cores
         << " cores: the threads share cores, so the times measure the oversubscription.\n\n";
   out << "Cells: speedup over FP32 (time in us); pb_linear and int8 qlinear include the activations' "
-         "quantization. FP32: the best of octet matmul/linear (oneDNN)"
-      << (have_avx512_gemv() && !on_cuda ? " and an AVX-512 FMA GEMV" : "")
+         "quantization. FP32: the best of octet matmul/linear ("
+      << (on_cuda ? "cuBLAS" : "oneDNN") << ")" << (have_avx512_gemv() && !on_cuda ? " and an AVX-512 FMA GEMV" : "")
       << "; int8: qlinear on the fastest of its GEMM paths" << (o.paper_layout ? "." : " (named after the cell).")
       << "\n\n";
   if (o.paper_layout) {

@@ -82,7 +82,7 @@ FILTER=${GTEST_FILTER:-*Cuda*}
 # the run started with. "-" means: not on its own (another
 # benchmark runs it, as octet_bench_train runs its PyTorch companion for a side-by-side table).
 declare -A BENCH_ARGS=(
-  [octet_bench_train]="--torch-script {bench}/bench_train_torch.py --python {python}"
+  [octet_bench_train]="--int8 --torch-script {bench}/bench_train_torch.py --python {python}"
   [bench_train_torch]="-"
   [octet_bench_int8]="--reps 5 --batch 32"
 )
