@@ -23,21 +23,43 @@ namespace octet {
 // Two coefficients, as Adam's betas (written [a, b] in a recipe).
 using Betas = std::pair<double, double>;
 // The values an option may hold.
-using OptionValue = std::variant<bool, int64_t, double, std::pair<double, double>, std::vector<std::string>>;
+using OptionValue = std::variant<bool, int64_t, double, std::pair<double, double>, std::vector<std::string>,
+                                 std::string, std::vector<int64_t>>;
 
-// The numbers an option allows (each element, for a pair); `text` says it as errors and the schema do.
+// The numbers an option allows (each element, for a pair or a list); `text` says it as errors and
+// the schema do. A text option may instead be one of `choices` ("A|B").
 struct OptionRange {
   double lo = -std::numeric_limits<double>::infinity(), hi = std::numeric_limits<double>::infinity();
   bool lo_open = false, hi_open = false;
   const char* text = "";
+  const char* choices = nullptr;
   bool contains(double x) const { return (lo_open ? x > lo : x >= lo) && (hi_open ? x < hi : x <= hi); }
-  bool any() const { return *text == '\0'; }
+  bool any() const { return *text == '\0' && choices == nullptr; }
+  // The choices, split at '|' (empty: any text).
+  std::vector<std::string> choice_list() const {
+    std::vector<std::string> out;
+    for (const char* c = choices; c != nullptr && *c != '\0';) {
+      const char* end = c;
+      while (*end != '\0' && *end != '|') ++end;
+      out.emplace_back(c, end);
+      c = *end == '|' ? end + 1 : end;
+    }
+    return out;
+  }
 };
+// The bounds below take finite values only (+inf is outside: the upper end is open).
 inline constexpr OptionRange kAnyValue{};
-inline constexpr OptionRange kNonNegative{0.0, std::numeric_limits<double>::infinity(), false, false, ">= 0"};
-inline constexpr OptionRange kPositive{0.0, std::numeric_limits<double>::infinity(), true, false, "> 0"};
+inline constexpr OptionRange kNonNegative{0.0, std::numeric_limits<double>::infinity(), false, true, ">= 0"};
+inline constexpr OptionRange kPositive{0.0, std::numeric_limits<double>::infinity(), true, true, "> 0"};
 inline constexpr OptionRange kUnitClosed{0.0, 1.0, false, false, "in [0, 1]"};
 inline constexpr OptionRange kUnitHalfOpen{0.0, 1.0, false, true, "in [0, 1)"};
+inline constexpr OptionRange kAtLeastOne{1.0, std::numeric_limits<double>::infinity(), false, true, ">= 1"};
+// One of the texts `list` ("A|B").
+constexpr OptionRange one_of(const char* list) {
+  OptionRange r;
+  r.choices = list;
+  return r;
+}
 
 // One option of a struct, as its table lists it.
 struct OptionInfo {
@@ -59,12 +81,25 @@ inline std::optional<OptionProblem> out_of_range(const char* name, double x, con
   if (r.contains(x)) return std::nullopt;
   return OptionProblem{name, str_cat("expected ", r.text, ", got ", x)};
 }
-// The first problem of `v` against `r` (numbers only: a flag or a list of names has none).
+// The first problem of `v` against `r` (numbers, each number of a pair or list, and a text among
+// choices; a flag or a list of names has none).
 template <typename T>
 std::optional<OptionProblem> range_problem(const char* name, const T& v, const OptionRange& r) {
   if constexpr (std::is_same_v<T, std::pair<double, double>>) {
     if (auto p = out_of_range(name, v.first, r)) return p;
     return out_of_range(name, v.second, r);
+  } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
+    for (int64_t x : v)
+      if (auto p = out_of_range(name, static_cast<double>(x), r)) return p;
+    return std::nullopt;
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    const std::vector<std::string> choices = r.choice_list();
+    if (choices.empty()) return std::nullopt;
+    for (const std::string& c : choices)
+      if (v == c) return std::nullopt;
+    std::string list;
+    for (const std::string& c : choices) list += (list.empty() ? "" : ", ") + c;
+    return OptionProblem{name, str_cat("expected one of ", list, ", got \"", v, "\"")};
   } else if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>) {
     return out_of_range(name, static_cast<double>(v), r);
   } else {

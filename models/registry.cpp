@@ -16,10 +16,7 @@ namespace {
 
 using Builder = std::function<std::shared_ptr<Module>(const ModelOptions&)>;
 
-Shortcut parse_shortcut(const std::string& s) {
-  OCTET_CHECK(s == "A" || s == "B", "build_model: shortcut must be \"A\" or \"B\", got \"", s, "\"");
-  return s == "A" ? Shortcut::A : Shortcut::B;
-}
+Shortcut parse_shortcut(const std::string& s) { return s == "A" ? Shortcut::A : Shortcut::B; }  // checked: "A" or "B"
 
 // Every model, in the order `octet schema` documents them, with the family a reader knows it by.
 struct ModelEntry {
@@ -92,14 +89,7 @@ std::string joined_names() {
 std::shared_ptr<Module> build_model(const ModelOptions& o) {
   auto it = builders().find(o.name_);
   OCTET_CHECK(it != builders().end(), "build_model: unknown model \"", o.name_, "\"; known models: ", joined_names());
-  OCTET_CHECK(o.num_classes_ > 0, "build_model: num_classes must be positive, got ", o.num_classes_);
-  OCTET_CHECK(o.in_channels_ > 0, "build_model: in_channels must be positive, got ", o.in_channels_);
-  OCTET_CHECK(o.image_size_ > 0, "build_model: image_size must be positive, got ", o.image_size_);
-  OCTET_CHECK(std::isfinite(o.width_mult_) && o.width_mult_ > 0, "build_model: width_mult must be positive, got ",
-              o.width_mult_);
-  OCTET_CHECK(o.dropout_ >= 0 && o.dropout_ < 1, "build_model: dropout must be in [0, 1), got ", o.dropout_);
-  for (int64_t h : o.hidden_sizes_) OCTET_CHECK(h > 0, "build_model: hidden_sizes must be positive, got ", h);
-  parse_shortcut(o.shortcut_);
+  if (const auto p = o.range_problem()) OCTET_FAIL("build_model: ", p->key, ": ", p->text);
   return it->second(o);
 }
 

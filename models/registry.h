@@ -9,82 +9,42 @@
 #include <string>
 #include <vector>
 
+#include "core/options.h"
 #include "layers/module.h"
 
 namespace octet {
 
-struct ModelOptions {
-  std::string name_ = "small_cnn";
-  int64_t num_classes_ = 10;
-  int64_t in_channels_ = 3;
-  int64_t image_size_ = 32;     // input height = width; sizes small_cnn's classifier
-  double width_mult_ = 1.0;     // mobilenetv2*
-  double dropout_ = 0.2;        // before the classifier: mobilenetv2* and small_cnn; lstm_lm's dropout
-  std::string shortcut_ = "A";  // CIFAR resnets: "A" (zero padding) or "B" (projection)
-  // lstm_lm (models/lstm_lm.h; dropout_ is its dropout):
-  int64_t vocab_size_ = 0;  // required, > 0
-  int64_t embed_dim_ = 0;   // 0: same as hidden_size
-  int64_t hidden_size_ = 650;
-  int64_t num_layers_ = 1;
-  bool tie_weights_ = false;         // decoder.weight is embedding.weight
-  std::string embedding_ = "plain";  // "plain" or "stable" (StableEmbedding)
-  // mlp (models/mlp.h; in_channels x image_size^2 inputs, dropout_ after each hidden ReLU):
-  std::vector<int64_t> hidden_sizes_{4096, 4096};
+// The recipe's `model:` keys, each declared once (core/options.h): type, name, default, range, doc.
+// The schema, `octet schema`, recipes/README.md and the checks of build_model and of recipes are
+// made from this list. model.name's documentation is the registry's catalog (model_catalog()).
+#define OCTET_MODEL_OPTIONS(X)                                                                                  \
+  X(std::string, name, "small_cnn", ::octet::kAnyValue, "the model (model_catalog())")                          \
+  X(int64_t, num_classes, 10, ::octet::kAtLeastOne, "classifier outputs")                                       \
+  X(int64_t, in_channels, 3, ::octet::kAtLeastOne, "input image channels (unset: the dataset's)")               \
+  X(int64_t, image_size, 32, ::octet::kAtLeastOne, "input height and width (small_cnn) (unset: the dataset's)") \
+  X(double, width_mult, 1.0, ::octet::kPositive, "MobileNetV2 width multiplier")                                \
+  X(double, dropout, 0.2, ::octet::kUnitHalfOpen,                                                               \
+    "dropout before the classifier (MobileNetV2, small_cnn); lstm_lm: after the embedding, between LSTM "       \
+    "layers and before the decoder")                                                                            \
+  X(std::string, shortcut, "A", ::octet::one_of("A|B"),                                                         \
+    "CIFAR ResNet shortcut: A (zero-padding identity) or B (1x1 projection)")                                   \
+  X(int64_t, embed_dim, 0, ::octet::kNonNegative, "lstm_lm: embedding size (0: hidden_size)")                   \
+  X(int64_t, hidden_size, 650, ::octet::kAtLeastOne, "lstm_lm: LSTM hidden units per layer")                    \
+  X(int64_t, num_layers, 1, ::octet::kAtLeastOne, "lstm_lm: LSTM layers")                                       \
+  X(bool, tie_weights, false, ::octet::kAnyValue,                                                               \
+    "lstm_lm: the decoder uses the embedding's weight (embed_dim must equal hidden_size)")                      \
+  X(std::string, embedding, "plain", ::octet::one_of("plain|stable"),                                           \
+    "lstm_lm: plain, or stable (StableEmbedding: Xavier init, LayerNorm, 32-bit optimizer state)")              \
+  X(std::vector<int64_t>, hidden_sizes, (std::vector<int64_t>{4096, 4096}), ::octet::kAtLeastOne,               \
+    "mlp: hidden layer widths, e.g. [4096, 4096] (the PrecisionBatching paper's MNIST network); [] a linear "   \
+    "classifier")
 
-  ModelOptions& name(std::string v) {
-    name_ = std::move(v);
-    return *this;
-  }
-  ModelOptions& num_classes(int64_t v) {
-    num_classes_ = v;
-    return *this;
-  }
-  ModelOptions& in_channels(int64_t v) {
-    in_channels_ = v;
-    return *this;
-  }
-  ModelOptions& image_size(int64_t v) {
-    image_size_ = v;
-    return *this;
-  }
-  ModelOptions& width_mult(double v) {
-    width_mult_ = v;
-    return *this;
-  }
-  ModelOptions& dropout(double v) {
-    dropout_ = v;
-    return *this;
-  }
-  ModelOptions& shortcut(std::string v) {
-    shortcut_ = std::move(v);
-    return *this;
-  }
+struct ModelOptions {
+  OCTET_OPTIONS(ModelOptions, OCTET_MODEL_OPTIONS)
+  // lstm_lm's vocabulary (required, > 0): the data's, not a recipe key.
+  int64_t vocab_size_ = 0;
   ModelOptions& vocab_size(int64_t v) {
     vocab_size_ = v;
-    return *this;
-  }
-  ModelOptions& embed_dim(int64_t v) {
-    embed_dim_ = v;
-    return *this;
-  }
-  ModelOptions& hidden_size(int64_t v) {
-    hidden_size_ = v;
-    return *this;
-  }
-  ModelOptions& num_layers(int64_t v) {
-    num_layers_ = v;
-    return *this;
-  }
-  ModelOptions& tie_weights(bool v) {
-    tie_weights_ = v;
-    return *this;
-  }
-  ModelOptions& embedding(std::string v) {
-    embedding_ = std::move(v);
-    return *this;
-  }
-  ModelOptions& hidden_sizes(std::vector<int64_t> v) {
-    hidden_sizes_ = std::move(v);
     return *this;
   }
 };

@@ -49,7 +49,7 @@ TEST(Mlp, Errors) {
       [] {
         build_model(ModelOptions().name("mlp").hidden_sizes({16, 0}));
       },
-      "build_model: hidden_sizes must be positive, got 0");
+      "build_model: hidden_sizes: expected >= 1, got 0");
   Mlp net(12, {8}, 3);
   expect_error([&] { net(zeros({2, 5})); }, "Mlp: expected input [N, 12]");
   expect_error([] { Mlp(12, {8}, 3, 1.0); }, "Mlp: dropout must be in [0, 1)");

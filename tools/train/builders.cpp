@@ -42,24 +42,6 @@ std::vector<float> floats(const std::vector<double>& v) { return std::vector<flo
 
 }  // namespace
 
-std::shared_ptr<Module> build_model_from(const Recipe& r, int64_t vocab_size) {
-  return build_model(ModelOptions()
-                         .name(r.text("model.name"))
-                         .num_classes(r.integer("model.num_classes"))
-                         .in_channels(r.integer("model.in_channels"))
-                         .image_size(r.integer("model.image_size"))
-                         .width_mult(r.real("model.width_mult"))
-                         .dropout(r.real("model.dropout"))
-                         .shortcut(r.text("model.shortcut"))
-                         .vocab_size(vocab_size)
-                         .embed_dim(r.integer("model.embed_dim"))
-                         .hidden_size(r.integer("model.hidden_size"))
-                         .num_layers(r.integer("model.num_layers"))
-                         .tie_weights(r.boolean("model.tie_weights"))
-                         .embedding(r.text("model.embedding"))
-                         .hidden_sizes(r.int_list("model.hidden_sizes")));
-}
-
 Datasets build_datasets(const Recipe& r, bool need_train, const std::string& root_override) {
   const std::string name = r.text("data.dataset");
   const DatasetDefaults& d = defaults_for(name);
@@ -127,11 +109,14 @@ Datasets build_datasets(const Recipe& r, bool need_train, const std::string& roo
 
 namespace {
 
-// The optimizer keys of one parameter group: the group's own values, else the section's.
-class OptimizerKeys {
+// The keys of a recipe section; for one of the optimizer's parameter groups, the group's own values,
+// else the section's.
+class SectionKeys {
  public:
-  // `group` null: the section itself.
-  OptimizerKeys(const Recipe& r, const ParamGroupSpec* group, size_t index) : r_(r), group_(group), index_(index) {}
+  // The keys of `section` ("model", "optimizer"); `group` (an optimizer's param_groups entry) null:
+  // the section itself.
+  SectionKeys(const Recipe& r, std::string section, const ParamGroupSpec* group = nullptr, size_t index = 0)
+      : r_(r), prefix_(std::move(section) + "."), group_(group), index_(index) {}
   double real(const std::string& k) const { return own<double>(k) ? *own<double>(k) : r_.real(full(k)); }
   int64_t integer(const std::string& k) const { return own<int64_t>(k) ? *own<int64_t>(k) : r_.integer(full(k)); }
   bool boolean(const std::string& k) const { return own<bool>(k) ? *own<bool>(k) : r_.boolean(full(k)); }
@@ -141,6 +126,12 @@ class OptimizerKeys {
   const std::vector<std::string>& text_list(const std::string& k) const {
     return own<std::vector<std::string>>(k) ? *own<std::vector<std::string>>(k) : r_.text_list(full(k));
   }
+  const std::string& text(const std::string& k) const {
+    return own<std::string>(k) ? *own<std::string>(k) : r_.text(full(k));
+  }
+  const std::vector<int64_t>& int_list(const std::string& k) const {
+    return own<std::vector<int64_t>>(k) ? *own<std::vector<int64_t>>(k) : r_.int_list(full(k));
+  }
   // The key's name in errors: "recipe optimizer.lr", or "recipe optimizer.param_groups[1].lr" when the
   // group sets it.
   std::string where(const std::string& k) const {
@@ -149,7 +140,7 @@ class OptimizerKeys {
   }
 
  private:
-  static std::string full(const std::string& k) { return "optimizer." + k; }
+  std::string full(const std::string& k) const { return prefix_ + k; }
   template <typename T>
   const T* own(const std::string& k) const {
     if (!group_) return nullptr;
@@ -157,12 +148,13 @@ class OptimizerKeys {
     return it == group_->values.end() ? nullptr : &std::get<T>(it->second);
   }
   const Recipe& r_;
+  std::string prefix_;
   const ParamGroupSpec* group_;
   size_t index_;
 };
 
 // `k`'s value of option `f` (the group's or the section's), as the option holds it.
-OptionValue option_value(const OptimizerKeys& k, const OptionInfo& f) {
+OptionValue option_value(const SectionKeys& k, const OptionInfo& f) {
   switch (f.value.index()) {
     case 0:
       return k.boolean(f.name);
@@ -175,14 +167,18 @@ OptionValue option_value(const OptimizerKeys& k, const OptionInfo& f) {
       OCTET_CHECK(b.size() == 2, k.where(f.name), ": expected two values, got ", b.size());
       return Betas{b[0], b[1]};
     }
-    default:
+    case 4:
       return k.text_list(f.name);
+    case 5:
+      return k.text(f.name);
+    default:
+      return k.int_list(f.name);
   }
 }
 
 // The options struct of optimizer `name` from the keys it declares, checked as the optimizer
 // checks them (ranges, and the rules between options), the errors naming the recipe's key.
-std::unique_ptr<OptimizerOptions> optimizer_options(const std::string& name, const OptimizerKeys& k) {
+std::unique_ptr<OptimizerOptions> optimizer_options(const std::string& name, const SectionKeys& k) {
   const OptimizerKind* kind = find_optimizer_kind(name);
   OCTET_CHECK(kind != nullptr, "recipe optimizer.name: unknown optimizer '", name, "'");  // the recipe checked it
   std::unique_ptr<OptimizerOptions> o = kind->options();
@@ -192,7 +188,7 @@ std::unique_ptr<OptimizerOptions> optimizer_options(const std::string& name, con
 }
 
 // The state options (keep_32bit is the section's alone: a group may not set it).
-StateOptions state_options(const Recipe& r, const OptimizerKeys& k) {
+StateOptions state_options(const Recipe& r, const SectionKeys& k) {
   StateOptions s;
   for (const OptionInfo& f : s.option_table())
     s.set_option(f.name, std::string(f.name) == "keep_32bit" ? OptionValue(r.text_list("optimizer.keep_32bit"))
@@ -241,9 +237,17 @@ std::vector<NamedTensors> split_params(const std::vector<ParamGroupSpec>& specs,
 
 }  // namespace
 
+std::shared_ptr<Module> build_model_from(const Recipe& r, int64_t vocab_size) {
+  ModelOptions o;
+  const SectionKeys keys(r, "model");
+  for (const OptionInfo& f : o.option_table()) o.set_option(f.name, option_value(keys, f));
+  if (const auto p = o.range_problem()) OCTET_FAIL(keys.where(p->key), ": ", p->text);  // the recipe checked them
+  return build_model(o.vocab_size(vocab_size));
+}
+
 std::unique_ptr<Optimizer> build_optimizer(const Recipe& r, const NamedTensors& params) {
   const std::string name = r.text("optimizer.name");
-  const OptimizerKeys section(r, nullptr, 0);
+  const SectionKeys section(r, "optimizer");
   const std::unique_ptr<OptimizerOptions> defaults = optimizer_options(name, section);
   const StateOptions state = state_options(r, section);
   // Group 0 holds the parameters no entry matches, with the section's values (the lr the trainer
@@ -252,7 +256,7 @@ std::unique_ptr<Optimizer> build_optimizer(const Recipe& r, const NamedTensors& 
   std::vector<NamedTensors> split = split_params(specs, params);
   std::vector<ParamGroup> groups{ParamGroup(std::move(split[0]))};
   for (size_t i = 0; i < specs.size(); ++i) {
-    const OptimizerKeys keys(r, &specs[i], i);
+    const SectionKeys keys(r, "optimizer", &specs[i], i);
     groups.emplace_back(std::move(split[i + 1]), *optimizer_options(name, keys));
     groups.back().state_options(state_options(r, keys));
   }

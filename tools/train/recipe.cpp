@@ -25,23 +25,7 @@ namespace {
 using K = KeyType;
 
 const std::vector<SchemaEntry> kStaticSchema = {
-    // model: what models/registry.h builds
-    {"model.name", K::text, "small_cnn", ""},  // the doc: the registry's models (schema())
-    {"model.num_classes", K::integer, "10", "classifier outputs"},
-    {"model.in_channels", K::integer, "3", "input image channels (unset: the dataset's)", false, true},
-    {"model.image_size", K::integer, "32", "input height and width (small_cnn) (unset: the dataset's)", false, true},
-    {"model.width_mult", K::real, "1.0", "MobileNetV2 width multiplier"},
-    {"model.dropout", K::real, "0.2",
-     "dropout before the classifier (MobileNetV2, small_cnn); lstm_lm: after the embedding, between LSTM layers and "
-     "before the decoder"},
-    {"model.shortcut", K::text, "A", "CIFAR ResNet shortcut: A (zero-padding identity) or B (1x1 projection)"},
-    {"model.embed_dim", K::integer, "0", "lstm_lm: embedding size (0: hidden_size)"},
-    {"model.hidden_size", K::integer, "650", "lstm_lm: LSTM hidden units per layer"},
-    {"model.num_layers", K::integer, "1", "lstm_lm: LSTM layers"},
-    {"model.tie_weights", K::boolean, "false",
-     "lstm_lm: the decoder uses the embedding's weight (embed_dim must equal hidden_size)"},
-    {"model.embedding", K::text, "plain",
-     "lstm_lm: plain, or stable (StableEmbedding: Xavier init, LayerNorm, 32-bit optimizer state)"},
+    // model: here schema() inserts ModelOptions' declared options (models/registry.h), then:
     {"model.init_from", K::text, "\"\"",
      "safetensors file whose weights start the run: a PyTorch state_dict (torchvision's names, e.g. from "
      "safetensors.torch.save_file(model.state_dict(), F)) or an octet checkpoint; empty: random initialization"},
@@ -51,9 +35,6 @@ const std::vector<SchemaEntry> kStaticSchema = {
     {"model.init_ignore", K::text_list, "[]",
      "model.init_from: name globs left as initialized, e.g. [\"classifier.*\"] (MobileNetV2) or [\"fc.*\"] (ResNet) "
      "for a new number of classes"},
-    {"model.hidden_sizes", K::int_list, "[4096, 4096]",
-     "mlp: hidden layer widths, e.g. [4096, 4096] (the PrecisionBatching paper's MNIST network); [] a linear "
-     "classifier"},
     // data
     {"data.dataset", K::text, "fashion_mnist",
      "fashion_mnist, mnist, cifar10, image_folder (ImageNet layout); language models: text (words of a "
@@ -163,15 +144,6 @@ const std::vector<SchemaEntry> kStaticSchema = {
 using ValueRange = OptionRange;
 constexpr double kInf = HUGE_VAL;
 const std::map<std::string, ValueRange> kStaticRanges = {
-    {"model.num_classes", {1.0, kInf, false, false, ">= 1"}},
-    {"model.in_channels", {1.0, kInf, false, false, ">= 1"}},
-    {"model.image_size", {1.0, kInf, false, false, ">= 1"}},
-    {"model.width_mult", {0.0, kInf, true, false, "> 0"}},
-    {"model.dropout", {0.0, 1.0, false, true, "in [0, 1)"}},
-    {"model.embed_dim", {0.0, kInf, false, false, ">= 0"}},
-    {"model.hidden_size", {1.0, kInf, false, false, ">= 1"}},
-    {"model.num_layers", {1.0, kInf, false, false, ">= 1"}},
-    {"model.hidden_sizes", {1.0, kInf, false, false, ">= 1"}},  // each element
     {"data.bptt", {1.0, kInf, false, false, ">= 1"}},
     {"data.workers", {0.0, 256.0, false, false, "in [0, 256]"}},  // the DataLoader's limit
     {"schedule.patience", {0.0, kInf, false, false, ">= 0"}},
@@ -204,8 +176,12 @@ KeyType key_type(const OptionValue& v) {
       return K::real;
     case 3:
       return K::real_list;
-    default:
+    case 4:
       return K::text_list;
+    case 5:
+      return K::text;
+    default:
+      return K::int_list;
   }
 }
 
@@ -273,14 +249,27 @@ std::vector<SchemaEntry> declared_entries() {
   return out;
 }
 
-// The whole schema: kStaticSchema with the declared options after optimizer.name; model.name's and
-// optimizer.name's docs list their registries' names.
+// The model keys that follow the dataset's images where the recipe leaves them unset.
+bool from_dataset(const std::string& key) { return key == "model.in_channels" || key == "model.image_size"; }
+
+// The schema entries of ModelOptions' declared options; model.name's doc lists the registry.
+std::vector<SchemaEntry> model_entries() {
+  std::vector<SchemaEntry> out;
+  for (const OptionInfo& f : ModelOptions().option_table()) {
+    const std::string key = std::string("model.") + f.name;
+    out.push_back({key, key_type(f.value), option_yaml(f.value), f.doc, false, from_dataset(key)});
+    if (key == "model.name") out.back().doc = model_catalog();
+  }
+  return out;
+}
+
+// The whole schema: the model's declared options, kStaticSchema, and the optimizers' declared
+// options after optimizer.name, whose doc lists the registry's names.
 const std::vector<SchemaEntry>& schema() {
   static const std::vector<SchemaEntry> all = [] {
-    std::vector<SchemaEntry> out;
+    std::vector<SchemaEntry> out = model_entries();
     for (const SchemaEntry& e : kStaticSchema) {
       out.push_back(e);
-      if (e.key == "model.name") out.back().doc = model_catalog();
       if (e.key != "optimizer.name") continue;
       std::vector<std::string> names;
       for (const OptimizerKind& k : optimizer_kinds()) names.push_back(k.name);
@@ -292,12 +281,15 @@ const std::vector<SchemaEntry>& schema() {
   return all;
 }
 
-// kStaticRanges and the declared ones: an optimizer key whose optimizers declare one range (lr >= 0
-// in each); one they declare differently (betas: [0, 1) for Adam, [0, 1] for Lion) is checked when
-// the chosen optimizer is built.
+// kStaticRanges and the declared ones (numbers; the declared text choices are choices_of's): the
+// model's, and an optimizer key whose optimizers declare one range (lr >= 0 in each); one they
+// declare differently (betas: [0, 1) for Adam, [0, 1] for Lion) is checked when the chosen
+// optimizer is built.
 const std::map<std::string, ValueRange>& ranges() {
   static const std::map<std::string, ValueRange> all = [] {
     std::map<std::string, ValueRange> out = kStaticRanges;
+    for (const OptionInfo& f : ModelOptions().option_table())
+      if (!f.range.any() && f.range.choices == nullptr) out.emplace(std::string("model.") + f.name, f.range);
     for (const auto& [kind, fields] : declared_optimizer_options())
       for (const OptionInfo& f : fields) {
         const auto with = kinds_with(f.name);
@@ -323,15 +315,18 @@ const std::vector<DatasetDefaults> kImageDatasets = {
 // The values a text key allows, where it is a choice among a few (null: any); convert() checks them.
 // optimizer.name is checked by its defaults (optimizer_defaults()).
 const std::vector<std::string>* choices_of(const std::string& key) {
-  static const std::map<std::string, std::vector<std::string>> table = {
-      {"model.name", model_names()},
-      {"model.shortcut", {"A", "B"}},
-      {"model.embedding", {"plain", "stable"}},
-      {"data.dataset", {"fashion_mnist", "mnist", "cifar10", "image_folder", "text", "text_chars", "toy_grammar"}},
-      {"schedule.name", {"constant", "step", "multistep", "cosine", "plateau"}},
-      {"train.on_nonfinite", {"stop", "skip"}},
-      {"checkpoint.on_save_error", {"stop", "continue"}},
-  };
+  static const std::map<std::string, std::vector<std::string>> table = [] {
+    std::map<std::string, std::vector<std::string>> out = {
+        {"model.name", model_names()},
+        {"data.dataset", {"fashion_mnist", "mnist", "cifar10", "image_folder", "text", "text_chars", "toy_grammar"}},
+        {"schedule.name", {"constant", "step", "multistep", "cosine", "plateau"}},
+        {"train.on_nonfinite", {"stop", "skip"}},
+        {"checkpoint.on_save_error", {"stop", "continue"}},
+    };
+    for (const OptionInfo& f : ModelOptions().option_table())
+      if (f.range.choices != nullptr) out.emplace(std::string("model.") + f.name, f.range.choice_list());
+    return out;
+  }();
   auto it = table.find(key);
   return it == table.end() ? nullptr : &it->second;
 }
