@@ -38,7 +38,8 @@ const std::vector<SchemaEntry> kStaticSchema = {
     // data
     {"data.dataset", K::text, "fashion_mnist",
      "fashion_mnist, mnist, cifar10, image_folder (ImageNet layout); language models: text (words of a "
-     "WikiText/PTB-style folder), text_chars (its characters) or toy_grammar (a generated corpus, no files)"},
+     "WikiText/PTB-style folder), text_chars (its characters) or toy_grammar (a generated corpus, no files)",
+     false, false, one_of("fashion_mnist|mnist|cifar10|image_folder|text|text_chars|toy_grammar")},
     {"data.root", K::text, "\"\"",
      "data folder; empty: /usr/share/datasets/fashion-mnist, data/mnist, data/cifar10, data/imagenet or "
      "data/wikitext-2"},
@@ -46,17 +47,19 @@ const std::vector<SchemaEntry> kStaticSchema = {
      "fetch, verify and unpack a missing dataset into data.root first (cifar10, mnist, fashion_mnist: into "
      "data/fashion-mnist where data.root is unset; text: a data.root ending in wikitext-2 or wikitext-103); "
      "ImageNet: `octet data prepare imagenet`"},
-    {"data.bptt", K::integer, "35", "text: tokens per truncated-BPTT segment"},
+    {"data.bptt", K::integer, "35", "text: tokens per truncated-BPTT segment", false, false, kAtLeastOne},
     {"data.augment", K::boolean, "true",
      "training augmentation: CIFAR crop(32, pad 4)+flip; image_folder random-resized-crop+flip"},
     {"data.image_size", K::integer, "224", "image_folder: training crop and evaluation center crop"},
     {"data.resize", K::integer, "256", "image_folder: evaluation resize of the shorter side"},
     {"data.mean", K::real_list, "[]", "per-channel normalization mean; empty: the dataset's usual values"},
     {"data.std", K::real_list, "[]", "per-channel normalization std; empty: the dataset's usual values"},
-    {"data.workers", K::integer, "2", "decoding/augmentation threads (0: on the training thread)"},
-    {"data.limit_train", K::integer, "0", "use only the first N training examples (text: tokens) (0: all)"},
-    {"data.limit_test", K::integer, "0",
-     "use only the first N test examples (text: tokens of valid and test) (0: all)"},
+    {"data.workers", K::integer, "2", "decoding/augmentation threads (0: on the training thread)", false, false,
+     OptionRange{0.0, 256.0, false, false, "in [0, 256]"}},
+    {"data.limit_train", K::integer, "0", "use only the first N training examples (text: tokens) (0: all)", false,
+     false, kNonNegative},
+    {"data.limit_test", K::integer, "0", "use only the first N test examples (text: tokens of valid and test) (0: all)",
+     false, false, kNonNegative},
     // optimizer
     {"optimizer.name", K::text, "sgd", ""},  // the doc: the registry's names (schema())
     // Here schema() inserts the options of every optimizer (optim/registry.h: each declared once in
@@ -70,12 +73,14 @@ const std::vector<SchemaEntry> kStaticSchema = {
     // schedule
     {"schedule.name", K::text, "constant",
      "constant, step, multistep, cosine (applied every step) or plateau (times gamma after each evaluation whose "
-     "loss is no new best)"},
+     "loss is no new best)",
+     false, false, one_of("constant|step|multistep|cosine|plateau")},
     {"schedule.warmup_epochs", K::real, "0.0", "linear warm-up length in epochs"},
     {"schedule.warmup_start", K::real, "0.1", "warm-up starts at this fraction of lr"},
     {"schedule.step_size", K::real, "30.0", "step: epochs between decays"},
     {"schedule.gamma", K::real, "0.1", "step, multistep, plateau: decay factor"},
-    {"schedule.patience", K::integer, "0", "plateau: evaluations without a new best loss tolerated before a decay"},
+    {"schedule.patience", K::integer, "0", "plateau: evaluations without a new best loss tolerated before a decay",
+     false, false, kNonNegative},
     {"schedule.milestones", K::real_list, "[]", "multistep: epochs at which lr decays"},
     {"schedule.eta_min", K::real, "0.0", "cosine: final learning rate"},
     // quant: INT8 training of convolutions (Unified INT8; quant/int8.h, quant/int8_model.h)
@@ -85,34 +90,43 @@ const std::vector<SchemaEntry> kStaticSchema = {
      "keep the first convolution (and the final layer, if it is a convolution) in float, as the paper does"},
     {"quant.dsgc", K::boolean, "true",
      "gradient clip by the cosine-distance search (DSGC); false: clip = max|gradient|"},
-    {"quant.clip_update_period", K::integer, "100", "backward passes between two DSGC searches"},
+    {"quant.clip_update_period", K::integer, "100", "backward passes between two DSGC searches", false, false,
+     kAtLeastOne},
     {"quant.stochastic_rounding", K::boolean, "true",
      "stochastic rounding of the INT8 gradients; false: round to nearest"},
     {"quant.dclr", K::boolean, "true",
      "scale each INT8 layer's lr by max(exp(-dclr_alpha * d_c), dclr_beta), d_c its gradient's cosine distance"},
-    {"quant.dclr_alpha", K::real, "20.0", "DCLR decay rate alpha"},
-    {"quant.dclr_beta", K::real, "0.1", "DCLR lower bound beta on the lr factor"},
+    {"quant.dclr_alpha", K::real, "20.0", "DCLR decay rate alpha", false, false, kNonNegative},
+    {"quant.dclr_beta", K::real, "0.1", "DCLR lower bound beta on the lr factor", false, false,
+     OptionRange{0.0, 1.0, true, false, "in (0, 1]"}},
     {"quant.cos_distance_warn", K::real, "0.1",
-     "warn when an INT8 layer's gradient cosine distance d_c rises above this"},
+     "warn when an INT8 layer's gradient cosine distance d_c rises above this", false, false, kNonNegative},
     // train
-    {"train.epochs", K::integer, "10", "epochs to train"},
+    {"train.epochs", K::integer, "10", "epochs to train", false, false, kAtLeastOne},
     {"train.batch_size", K::integer, "128",
      "training batch size: the global batch, shared out among the processes of an mpirun job (a multiple of "
-     "their number)"},
+     "their number)",
+     false, false, kAtLeastOne},
     {"train.eval_batch_size", K::integer, "256",
-     "evaluation batch size (text: streams of the valid/test text; PyTorch's word_language_model uses 10)"},
+     "evaluation batch size (text: streams of the valid/test text; PyTorch's word_language_model uses 10)", false,
+     false, kAtLeastOne},
     {"train.seed", K::integer, "0", "seed of every random choice (init, shuffling, augmentation, dropout)"},
     {"train.device", K::text, "cpu", "cpu, cuda or cuda:N (the N-th GPU); cuda needs a build with the CUDA backend"},
     {"train.allow_tf32", K::boolean, "false",
      "cuda: let FP32 GEMMs and convolutions use TF32 tensor cores (10-bit mantissa inputs)"},
-    {"train.threads", K::integer, "2", "CPU threads for kernels"},
-    {"train.label_smoothing", K::real, "0.0", "cross-entropy label smoothing (classification)"},
-    {"train.clip_grad_norm", K::real, "0.0", "clip gradients to this global L2 norm (0: off)"},
-    {"train.max_steps", K::integer, "0", "stop after this many steps in total (0: no limit)"},
+    {"train.threads", K::integer, "2", "CPU threads for kernels", false, false,
+     OptionRange{1.0, 1024.0, false, false, "in [1, 1024]"}},
+    {"train.label_smoothing", K::real, "0.0", "cross-entropy label smoothing (classification)", false, false,
+     OptionRange{0.0, 1.0, false, false, "in [0, 1]"}},
+    {"train.clip_grad_norm", K::real, "0.0", "clip gradients to this global L2 norm (0: off)", false, false,
+     kNonNegative},
+    {"train.max_steps", K::integer, "0", "stop after this many steps in total (0: no limit)", false, false,
+     kNonNegative},
     {"train.on_nonfinite", K::text, "stop",
      "a step whose loss or gradient is NaN/inf: stop (an error naming the step and the parameter; the weights are "
      "not updated and no checkpoint is written) or skip (no update; the step counts towards train.max_steps but not in "
-     "the loss and accuracy; metrics.jsonl's skipped_steps counts them)"},
+     "the loss and accuracy; metrics.jsonl's skipped_steps counts them)",
+     false, false, one_of("stop|skip")},
     {"train.sync_batchnorm", K::boolean, "false",
      "several processes (mpirun): BatchNorm2d layers normalize with the statistics of the whole global batch "
      "(SyncBatchNorm); false: each process's own share, as PyTorch's plain BatchNorm"},
@@ -123,45 +137,23 @@ const std::vector<SchemaEntry> kStaticSchema = {
     {"checkpoint.every_epochs", K::integer, "1",
      "write last.safetensors every N epochs (0: never during training: only at the end of the run and when it "
      "stops early, by Ctrl-C or train.max_steps, as Lightning's every_n_epochs=0); best.safetensors after every "
-     "epoch that improves"},
+     "epoch that improves",
+     false, false, kNonNegative},
     {"checkpoint.on_save_error", K::text, "stop",
      "a checkpoint that cannot be written (full disk, read-only folder): stop (an error; the previous checkpoint "
      "stays) or continue (a warning; training goes on and the next save tries again; the run fails at its end if "
-     "a checkpoint is still unwritten)"},
+     "a checkpoint is still unwritten)",
+     false, false, one_of("stop|continue")},
     // log
     {"log.run_name", K::text, "\"\"",
      "run folder name, one path component under checkpoint.dir (no '/', not '.' or '..'; empty: the recipe's file "
      "name)"},
     {"log.every_steps", K::integer, "50",
      "steps between metric records of the training loss and accuracy (and the log line without a progress bar); "
-     "every epoch also ends one"},
+     "every epoch also ends one",
+     false, false, kAtLeastOne},
     {"log.progress", K::boolean, "true", "progress bar on a terminal"},
     {"log.tensorboard", K::boolean, "false", "also write TensorBoard event files"},
-};
-
-// Allowed values of numeric keys beyond their type; convert() checks them, so a bad value is named
-// by its key (and line) before anything is built, not by the function it would reach.
-using ValueRange = OptionRange;
-constexpr double kInf = HUGE_VAL;
-const std::map<std::string, ValueRange> kStaticRanges = {
-    {"data.bptt", {1.0, kInf, false, false, ">= 1"}},
-    {"data.workers", {0.0, 256.0, false, false, "in [0, 256]"}},  // the DataLoader's limit
-    {"schedule.patience", {0.0, kInf, false, false, ">= 0"}},
-    {"quant.clip_update_period", {1.0, kInf, false, false, ">= 1"}},
-    {"quant.dclr_alpha", {0.0, kInf, false, false, ">= 0"}},
-    {"quant.dclr_beta", {0.0, 1.0, true, false, "in (0, 1]"}},
-    {"quant.cos_distance_warn", {0.0, kInf, false, false, ">= 0"}},
-    {"train.epochs", {1.0, kInf, false, false, ">= 1"}},
-    {"train.batch_size", {1.0, kInf, false, false, ">= 1"}},
-    {"train.eval_batch_size", {1.0, kInf, false, false, ">= 1"}},
-    {"train.threads", {1.0, 1024.0, false, false, "in [1, 1024]"}},  // as eval's --threads
-    {"train.label_smoothing", {0.0, 1.0, false, false, "in [0, 1]"}},
-    {"train.clip_grad_norm", {0.0, kInf, false, false, ">= 0"}},
-    {"train.max_steps", {0.0, kInf, false, false, ">= 0"}},
-    {"data.limit_train", {0.0, kInf, false, false, ">= 0"}},
-    {"data.limit_test", {0.0, kInf, false, false, ">= 0"}},
-    {"checkpoint.every_epochs", {0.0, kInf, false, false, ">= 0"}},
-    {"log.every_steps", {1.0, kInf, false, false, ">= 1"}},
 };
 
 // ---- the declared options (core/options.h): the optimizers' and StateOptions', in the schema
@@ -257,7 +249,7 @@ std::vector<SchemaEntry> model_entries() {
   std::vector<SchemaEntry> out;
   for (const OptionInfo& f : ModelOptions().option_table()) {
     const std::string key = std::string("model.") + f.name;
-    out.push_back({key, key_type(f.value), option_yaml(f.value), f.doc, false, from_dataset(key)});
+    out.push_back({key, key_type(f.value), option_yaml(f.value), f.doc, false, from_dataset(key), f.range});
     if (key == "model.name") out.back().doc = model_catalog();
   }
   return out;
@@ -281,15 +273,15 @@ const std::vector<SchemaEntry>& schema() {
   return all;
 }
 
-// kStaticRanges and the declared ones (numbers; the declared text choices are choices_of's): the
-// model's, and an optimizer key whose optimizers declare one range (lr >= 0 in each); one they
-// declare differently (betas: [0, 1) for Adam, [0, 1] for Lion) is checked when the chosen
-// optimizer is built.
+// The numeric ranges: every schema entry's (the model's declared ones among them), and an optimizer
+// key whose optimizers declare one range (lr >= 0 in each); one they declare differently (betas:
+// [0, 1) for Adam, [0, 1] for Lion) is checked when the chosen optimizer is built.
+using ValueRange = OptionRange;
 const std::map<std::string, ValueRange>& ranges() {
   static const std::map<std::string, ValueRange> all = [] {
-    std::map<std::string, ValueRange> out = kStaticRanges;
-    for (const OptionInfo& f : ModelOptions().option_table())
-      if (!f.range.any() && f.range.choices == nullptr) out.emplace(std::string("model.") + f.name, f.range);
+    std::map<std::string, ValueRange> out;
+    for (const SchemaEntry& e : schema())
+      if (!e.range.any() && e.range.choices == nullptr) out.emplace(e.key, e.range);
     for (const auto& [kind, fields] : declared_optimizer_options())
       for (const OptionInfo& f : fields) {
         const auto with = kinds_with(f.name);
@@ -316,15 +308,9 @@ const std::vector<DatasetDefaults> kImageDatasets = {
 // optimizer.name is checked by its defaults (optimizer_defaults()).
 const std::vector<std::string>* choices_of(const std::string& key) {
   static const std::map<std::string, std::vector<std::string>> table = [] {
-    std::map<std::string, std::vector<std::string>> out = {
-        {"model.name", model_names()},
-        {"data.dataset", {"fashion_mnist", "mnist", "cifar10", "image_folder", "text", "text_chars", "toy_grammar"}},
-        {"schedule.name", {"constant", "step", "multistep", "cosine", "plateau"}},
-        {"train.on_nonfinite", {"stop", "skip"}},
-        {"checkpoint.on_save_error", {"stop", "continue"}},
-    };
-    for (const OptionInfo& f : ModelOptions().option_table())
-      if (f.range.choices != nullptr) out.emplace(std::string("model.") + f.name, f.range.choice_list());
+    std::map<std::string, std::vector<std::string>> out = {{"model.name", model_names()}};
+    for (const SchemaEntry& e : schema())
+      if (e.range.choices != nullptr) out.emplace(e.key, e.range.choice_list());
     return out;
   }();
   auto it = table.find(key);

@@ -14,6 +14,8 @@
 #include <variant>
 #include <vector>
 
+#include "core/options.h"
+
 namespace octet::train {
 
 enum class KeyType { integer, real, boolean, text, real_list, int_list, text_list, group_list };
@@ -29,6 +31,9 @@ struct SchemaEntry {
   // A model key that follows the dataset's images (dataset_defaults()) where the recipe leaves it
   // unset; default_yaml is its value for a dataset of another kind (a language model's text).
   bool from_dataset = false;
+  // The values allowed beyond the type (convert() checks them, so a bad value is named by its key
+  // and line before anything is built): numbers in a range, or a text among choices.
+  OptionRange range{};
 };
 
 // The whole schema, in documentation order.
