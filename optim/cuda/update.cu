@@ -53,6 +53,50 @@ __global__ void __launch_bounds__(kUpdateThreads)
   }
 }
 
+// The two passes over a quantization block's elements begin + first + e * stride (e < E, those
+// below len) that both 8-bit kernels run. Pass 1 decodes the state, runs the rule, writes p, and
+// keeps the new state in s and its finite absmax in m; pass 2, once m is the block's, requantizes s.
+template <int E, typename Rule>
+__device__ inline void update_elements(Rule& rule, float* __restrict__ p, const float* __restrict__ g,
+                                       const QuantView& q, const float (&map)[kMaxStateBuffers][256],
+                                       const float (&old_absmax)[kMaxStateBuffers], int64_t begin, int len, int first,
+                                       int stride, float (&s)[kMaxStateBuffers][E], float (&m)[kMaxStateBuffers]) {
+#pragma unroll
+  for (int e = 0; e < E; ++e) {
+    const int j = first + e * stride;
+    if (j < len) {
+      const int64_t i = begin + j;
+      float st[kMaxStateBuffers];
+#pragma unroll
+      for (int k = 0; k < kMaxStateBuffers; ++k)
+        st[k] = k < q.count ? quant::decode(map[k], q.codes[k][i], old_absmax[k]) : 0.0f;
+      float pi = p[i];
+      update_element<kMaxStateBuffers>(rule, pi, g[i], st);
+      p[i] = pi;
+#pragma unroll
+      for (int k = 0; k < kMaxStateBuffers; ++k) {
+        s[k][e] = st[k];
+        m[k] = quant::absmax_step(m[k], st[k]);
+      }
+    }
+  }
+}
+
+template <int E>
+__device__ inline void requantize_elements(const QuantView& q, int64_t begin, int len, int first, int stride,
+                                           const float (&s)[kMaxStateBuffers][E], const float (&m)[kMaxStateBuffers]) {
+#pragma unroll
+  for (int e = 0; e < E; ++e) {
+    const int j = first + e * stride;
+    if (j < len) {
+      const int64_t i = begin + j;
+#pragma unroll
+      for (int k = 0; k < kMaxStateBuffers; ++k)
+        if (k < q.count) q.codes[k][i] = quant::table_code(q.tables[k]->codes, quant::normalized(s[k][e], m[k]));
+    }
+  }
+}
+
 // Block b covers elements [b * bs, min(n, (b + 1) * bs)); thread t takes the block's elements
 // t + e * blockDim.x (e < kMaxPerThread), blockDim.x = min(bs, kUpdateThreads), so bs <=
 // blockDim.x * kMaxPerThread and the loop over e covers the block. Each element is read and
@@ -81,36 +125,9 @@ __global__ void __launch_bounds__(kUpdateThreads)
 
   float s[kMaxStateBuffers][kMaxPerThread] = {};
   float m[kMaxStateBuffers] = {};
-#pragma unroll
-  for (int e = 0; e < kMaxPerThread; ++e) {
-    const int j = tid + e * threads;
-    if (j < len) {
-      const int64_t i = begin + j;
-      float st[kMaxStateBuffers];
-#pragma unroll
-      for (int k = 0; k < kMaxStateBuffers; ++k)
-        st[k] = k < q.count ? quant::decode(map[k], q.codes[k][i], old_absmax[k]) : 0.0f;
-      float pi = p[i];
-      update_element<kMaxStateBuffers>(rule, pi, g[i], st);
-      p[i] = pi;
-#pragma unroll
-      for (int k = 0; k < kMaxStateBuffers; ++k) {
-        s[k][e] = st[k];
-        m[k] = quant::absmax_step(m[k], st[k]);
-      }
-    }
-  }
+  update_elements<kMaxPerThread>(rule, p, g, q, map, old_absmax, begin, len, tid, threads, s, m);
   quant::cuda::block_max(m, red);  // the new absmax of every buffer, in every thread
-#pragma unroll
-  for (int e = 0; e < kMaxPerThread; ++e) {
-    const int j = tid + e * threads;
-    if (j < len) {
-      const int64_t i = begin + j;
-#pragma unroll
-      for (int k = 0; k < kMaxStateBuffers; ++k)
-        if (k < q.count) q.codes[k][i] = quant::table_code(q.tables[k]->codes, quant::normalized(s[k][e], m[k]));
-    }
-  }
+  requantize_elements<kMaxPerThread>(q, begin, len, tid, threads, s, m);
   if (tid == 0) {
 #pragma unroll
     for (int k = 0; k < kMaxStateBuffers; ++k)
@@ -122,8 +139,8 @@ __global__ void __launch_bounds__(kUpdateThreads)
 // kWarpBlocks warps per thread block, looping over the quantization blocks (grid-stride) so the
 // maps are loaded into shared memory once per thread block, not once per 256 elements. Lane t
 // takes the block's elements t + 32 e (e < kWarpPerLane); the absmax is a warp shuffle, with no
-// barrier. The per-element arithmetic (decode, rule, absmax_step, table_code) is that of
-// blockwise_update_kernel, so the results are the same bits.
+// barrier. The per-element passes are blockwise_update_kernel's (update_elements,
+// requantize_elements), so the results are the same bits.
 constexpr int kWarpBlocks = 8;
 constexpr int kWarpPerLane = 8;
 constexpr int64_t kWarpMaxBlock = 32 * kWarpPerLane;  // 256
@@ -151,25 +168,7 @@ __global__ void __launch_bounds__(32 * kWarpBlocks)
     for (int k = 0; k < kMaxStateBuffers; ++k) old_absmax[k] = k < q.count ? q.absmax[k][b] : 0.0f;
     float s[kMaxStateBuffers][kWarpPerLane] = {};
     float m[kMaxStateBuffers] = {};
-#pragma unroll
-    for (int e = 0; e < kWarpPerLane; ++e) {
-      const int j = lane + 32 * e;
-      if (j < len) {
-        const int64_t i = begin + j;
-        float st[kMaxStateBuffers];
-#pragma unroll
-        for (int k = 0; k < kMaxStateBuffers; ++k)
-          st[k] = k < q.count ? quant::decode(map[k], q.codes[k][i], old_absmax[k]) : 0.0f;
-        float pi = p[i];
-        update_element<kMaxStateBuffers>(rule, pi, g[i], st);
-        p[i] = pi;
-#pragma unroll
-        for (int k = 0; k < kMaxStateBuffers; ++k) {
-          s[k][e] = st[k];
-          m[k] = quant::absmax_step(m[k], st[k]);
-        }
-      }
-    }
+    update_elements<kWarpPerLane>(rule, p, g, q, map, old_absmax, begin, len, lane, 32, s, m);
 #pragma unroll
     for (int k = 0; k < kMaxStateBuffers; ++k) {
       for (int o = 16; o > 0; o >>= 1) {
@@ -177,16 +176,7 @@ __global__ void __launch_bounds__(32 * kWarpBlocks)
         m[k] = m[k] < w ? w : m[k];
       }
     }
-#pragma unroll
-    for (int e = 0; e < kWarpPerLane; ++e) {
-      const int j = lane + 32 * e;
-      if (j < len) {
-        const int64_t i = begin + j;
-#pragma unroll
-        for (int k = 0; k < kMaxStateBuffers; ++k)
-          if (k < q.count) q.codes[k][i] = quant::table_code(q.tables[k]->codes, quant::normalized(s[k][e], m[k]));
-      }
-    }
+    requantize_elements<kWarpPerLane>(q, begin, len, lane, 32, s, m);
     if (lane == 0) {
 #pragma unroll
       for (int k = 0; k < kMaxStateBuffers; ++k)
