@@ -139,6 +139,19 @@ void conv2d_backward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, 
   OCTET_DISPATCH(conv2d_backward, d, g, x, w, dout, dx, dw);
 }
 
+void attention_forward(const AttentionGeometry& g, const Tensor& q, const Tensor& k, const Tensor& v,
+                       const Tensor& key_padding_mask, const Tensor& out, const Tensor& lse) {
+  const Device d = device_of("attention_forward", {&q, &k, &v, &key_padding_mask, &out, &lse});
+  OCTET_DISPATCH(attention_forward, d, g, q, k, v, key_padding_mask, out, lse);
+}
+
+void attention_backward(const AttentionGeometry& g, const Tensor& q, const Tensor& k, const Tensor& v,
+                        const Tensor& key_padding_mask, const Tensor& out, const Tensor& dout, const Tensor& lse,
+                        const Tensor& dq, const Tensor& dk, const Tensor& dv) {
+  const Device d = device_of("attention_backward", {&q, &k, &v, &key_padding_mask, &out, &dout, &lse, &dq, &dk, &dv});
+  OCTET_DISPATCH(attention_backward, d, g, q, k, v, key_padding_mask, out, dout, lse, dq, dk, dv);
+}
+
 void max_pool2d_forward(const Pool2dGeometry& g, const Tensor& x, const Tensor& out, const Tensor& indices) {
   const Device d = device_of("max_pool2d_forward", {&x, &out, &indices});
   OCTET_DISPATCH(max_pool2d_forward, d, g, x, out, indices);

@@ -93,6 +93,27 @@ void conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, c
 void conv2d_backward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& dout, const Tensor& dx,
                      const Tensor& dw);
 
+// Scaled dot-product attention over contiguous q [B,H,Tq,D], k [B,H,Tk,D], v [B,H,Tk,Dv]
+// (core/ops/attention.h). Query i may attend key j unless causal and j > i (top-left aligned, as
+// PyTorch's is_causal), or key_padding_mask [B,Tk] (u8, or undefined) is nonzero at (b, j). Dropout
+// keeps P[b,h,i,j] where attention_keep(...) says, scaling kept values by 1/(1 - dropout_p).
+struct AttentionGeometry {
+  int64_t b, h, tq, tk, d, dv;
+  double scale;
+  bool causal;
+  double dropout_p;
+  uint64_t seed, offset;  // the dropout draw: element ((b*H + h)*Tq + i)*Tk + j of (seed, offset)
+};
+// out [B,H,Tq,Dv] and lse [B,H,Tq] (each row's log-sum-exp of its scaled, masked scores; -inf for
+// a row with every key masked, whose output is 0, as PyTorch's safe softmax gives). Never holds a
+// [Tq, Tk] matrix.
+void attention_forward(const AttentionGeometry& g, const Tensor& q, const Tensor& k, const Tensor& v,
+                       const Tensor& key_padding_mask, const Tensor& out, const Tensor& lse);
+// dq, dk, dv (each optional) from dout and the forward's out and lse, the probabilities recomputed.
+void attention_backward(const AttentionGeometry& g, const Tensor& q, const Tensor& k, const Tensor& v,
+                        const Tensor& key_padding_mask, const Tensor& out, const Tensor& dout, const Tensor& lse,
+                        const Tensor& dq, const Tensor& dk, const Tensor& dv);
+
 struct Pool2dGeometry {
   int64_t n, c, h, w, p, q;
   int64_t kh, kw, stride_h, stride_w, pad_h, pad_w, dil_h, dil_w;

@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/generator.h"
 #include "core/memory_format.h"
+#include "core/ops/attention.h"
 #include "core/ops/conv.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/linalg.h"
