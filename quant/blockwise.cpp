@@ -1,6 +1,6 @@
 // Block-wise quantization: argument checks and allocation, then the device kernels through
 // quant/kernels.h (quant/cpu/blockwise.cpp or quant/cuda/blockwise.cu); plus the scalar reference
-// kernels.
+// kernels (the fast raw block kernels are the CPU's: quant/cpu/blockwise.cpp).
 #include "quant/blockwise.h"
 
 #include <algorithm>
@@ -9,7 +9,6 @@
 #include <limits>
 
 #include "core/error.h"
-#include "quant/cpu/blockwise.h"
 #include "quant/kernels.h"
 
 namespace octet::quant {
@@ -117,14 +116,6 @@ void dequantize_blockwise_into(const BlockwiseQuantized& q, const Tensor& out) {
 }
 
 // ---- raw block kernels
-
-void quantize_block(const float* x, int64_t n, const float* map, uint8_t* codes, float* absmax) {
-  cpu::quantize_block(cpu::active_isa(), x, n, map, codes, absmax);
-}
-
-void dequantize_block(const uint8_t* codes, int64_t n, float absmax, const float* map, float* out) {
-  cpu::dequantize_block(cpu::active_isa(), codes, n, absmax, map, out);
-}
 
 void quantize_block_ref(const float* x, int64_t n, const float* map, uint8_t* codes, float* absmax) {
   float a = 0.0f;

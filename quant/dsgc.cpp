@@ -1,16 +1,18 @@
 // DSGC (quant/dsgc.h): cosine distance of a quantization and the grid + golden-section clip search,
 // the same search points on every device: the search runs on the host and asks the device kernels
 // (quant/kernels.h: the CPU loops of quant/cpu/int8_quant.h, or the CUDA kernels, which evaluate
-// up to eight clips per pass over g) for d_c at a batch of clips.
+// up to eight clips per pass over g) for d_c at a batch of clips. The host-pointer entry points run
+// the tensor ones on a CPU tensor over the caller's floats (no copy): the same CPU kernels.
 #include "quant/dsgc.h"
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
 #include <vector>
 
 #include "core/error.h"
-#include "quant/cpu/int8_quant.h"
+#include "core/storage.h"
 #include "quant/kernels.h"
 
 namespace octet::quant {
@@ -79,24 +81,26 @@ DsgcResult search(float max_abs, const DsgcOptions& o, const Evaluate& evaluate)
   return best;
 }
 
-std::vector<double> cpu_evaluate(const float* g, int64_t n, const std::vector<float>& clips) {
-  std::vector<double> d;
-  for (float c : clips) d.push_back(cpu::cosine_distance(cpu::cosine_sums_nearest(g, n, int8_inv_scale(c))));
-  return d;
+// A CPU tensor [n] over the caller's floats, without a copy (the kernels only read it).
+Tensor host_floats(const float* g, int64_t n) {
+  OCTET_CHECK(n >= 0, "dsgc: expected n >= 0, got ", n);
+  auto storage = Storage::wrap(const_cast<float*>(g), static_cast<size_t>(n) * sizeof(float), Device::cpu(), nullptr);
+  return from_storage(std::move(storage), {n}, DType::f32);
 }
 
 }  // namespace
 
+double cosine_distance(const CosineSums& s) {
+  if (!s.finite) return std::numeric_limits<double>::quiet_NaN();
+  if (s.gg == 0.0) return 0.0;
+  if (s.qq == 0.0) return 1.0;
+  const double d = 1.0 - s.gq / (std::sqrt(s.gg) * std::sqrt(s.qq));
+  return std::clamp(d, 0.0, 2.0);
+}
+
 double cosine_distance(const float* g, int64_t n, float clip, Int8Rounding rounding, uint64_t seed) {
   OCTET_CHECK(!(clip < 0.0f), "cosine_distance: expected a clip >= 0, got ", clip);
-  // A non-finite clip dequantizes every code to NaN (0 * inf or x * NaN).
-  if (!std::isfinite(clip)) return std::numeric_limits<double>::quiet_NaN();
-  const float inv = int8_inv_scale(clip);
-  if (rounding == Int8Rounding::nearest) return cpu::cosine_distance(cpu::cosine_sums_nearest(g, n, inv));
-  std::vector<int8_t> codes(static_cast<size_t>(n));
-  cpu::CosineSums sums;
-  cpu::quantize_transposed(g, 1, 1, n, inv, rounding, seed, codes.data(), &sums);
-  return cpu::cosine_distance(sums);
+  return cosine_distance(host_floats(g, n), clip, rounding, seed);
 }
 
 double cosine_distance(const Tensor& g, float clip, Int8Rounding rounding, uint64_t seed) {
@@ -104,12 +108,12 @@ double cosine_distance(const Tensor& g, float clip, Int8Rounding rounding, uint6
   OCTET_CHECK(!(clip < 0.0f), "cosine_distance: expected a clip >= 0, got ", clip);
   // A non-finite clip dequantizes every code to NaN (0 * inf or x * NaN).
   if (!std::isfinite(clip)) return std::numeric_limits<double>::quiet_NaN();
-  return cpu::cosine_distance(dispatch::rounded_sums(c, int8_inv_scale(clip), rounding, seed));
+  return cosine_distance(dispatch::rounded_sums(c, int8_inv_scale(clip), rounding, seed));
 }
 
 DsgcResult dsgc_search(const float* g, int64_t n, const DsgcOptions& options) {
   check_options(options);
-  return search(cpu::absmax(g, n), options, [&](const std::vector<float>& clips) { return cpu_evaluate(g, n, clips); });
+  return dsgc_search(host_floats(g, n), options);
 }
 
 DsgcResult dsgc_search(const Tensor& g, const DsgcOptions& options) {
@@ -119,7 +123,7 @@ DsgcResult dsgc_search(const Tensor& g, const DsgcOptions& options) {
     std::vector<float> invs;
     for (float clip : clips) invs.push_back(int8_inv_scale(clip));
     std::vector<double> d;
-    for (const CosineSums& s : dispatch::nearest_sums(c, invs)) d.push_back(cpu::cosine_distance(s));
+    for (const CosineSums& s : dispatch::nearest_sums(c, invs)) d.push_back(cosine_distance(s));
     return d;
   });
 }

@@ -25,6 +25,7 @@
 #include <cstdint>
 
 #include "core/tensor.h"
+#include "quant/cosine_sums.h"
 #include "quant/int8_tensor.h"
 
 namespace octet::quant {

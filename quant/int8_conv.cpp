@@ -14,9 +14,6 @@
 #include "core/kernels.h"
 #include "core/ops/nn.h"
 #include "core/ops/reduce.h"
-#include "quant/cpu/int8_conv.h"
-#include "quant/cpu/kernels.h"
-#include "quant/cpu/int8_quant.h"
 #include "quant/dsgc.h"
 #include "quant/int8_tensor.h"
 #include "quant/kernels.h"
@@ -88,15 +85,15 @@ void check_layer(const std::shared_ptr<Int8Layer>& layer) {
 
 // The INT8 backward of the output gradient dy: the clip, rounding and seed of the layer's backward
 // step, dx and dw from the kept codes; updates the layer's stats.
-Int8ConvGrads int8_backward(const Conv2dGeometry& g, const Tensor& dy, const Int8ConvKept& kept, Int8Layer& L,
-                            float sx, float sw, bool want_db) {
+Int8ConvGrads int8_backward(const Conv2dGeometry& g, const Tensor& dy, const Int8ConvKept& kept, Int8Layer& L, float sx,
+                            float sw, bool want_db) {
   const int64_t step = L.stats.backward_steps;
   const float clip = gradient_clip(dy, L);
   const Int8Rounding rounding = L.config.stochastic_rounding ? Int8Rounding::stochastic : Int8Rounding::nearest;
   const uint64_t seed = int8_backward_seed(L.seed, step);
   Int8ConvGrads r = dispatch::int8_conv_backward(g, dy, kept, clip, rounding, seed, sx, sw, want_db);
   L.stats.grad_clip = clip;
-  L.stats.cos_distance = cpu::cosine_distance(r.sums);
+  L.stats.cos_distance = cosine_distance(r.sums);
   ++L.stats.backward_steps;
   return r;
 }
@@ -144,16 +141,17 @@ Tensor int8_conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, const C
 Tensor int8_conv2d_batch_norm(const Tensor& z, const BatchNormArgs& bn, const Tensor& w, const Tensor& bias,
                               const Conv2dOptions& opts, const std::shared_ptr<Int8Layer>& layer) {
   OCTET_CHECK(z.defined(), kOp, ": undefined input");
-  if (!z.device().is_cpu() || z.dtype() != DType::f32)
-    return int8_conv2d(batch_norm(z, bn.running_mean, bn.running_var, bn.weight, bn.bias, true, bn.momentum, bn.eps,
-                                  bn.act),
-                       w, bias, opts, layer);
+  // The fused batch norm runs where its kernels are (the CPU); elsewhere the two ops, same bits.
+  if (!dispatch::supported(dispatch::Kernel::batch_norm_act_codes, z.device()) || z.dtype() != DType::f32)
+    return int8_conv2d(
+        batch_norm(z, bn.running_mean, bn.running_var, bn.weight, bn.bias, true, bn.momentum, bn.eps, bn.act), w, bias,
+        opts, layer);
   check_layer(layer);
   const Conv2dGeometry g = checked_geometry(z, w, bias, opts);  // z has the activation's shape
   const int64_t c = g.c, count = g.n * g.h * g.w;
   for (const Tensor* t : {&bn.running_mean, &bn.running_var, &bn.weight, &bn.bias})
-    OCTET_CHECK(!t->defined() || (t->shape() == Shape{c} && t->dtype() == DType::f32 && t->device() == z.device()),
-                kOp, ": batch norm tensors must be f32 [", c, "] on the input's device, got ",
+    OCTET_CHECK(!t->defined() || (t->shape() == Shape{c} && t->dtype() == DType::f32 && t->device() == z.device()), kOp,
+                ": batch norm tensors must be f32 [", c, "] on the input's device, got ",
                 t->defined() ? t->shape() : Shape{});
   OCTET_CHECK(count > 1, kOp, ": batch norm training needs more than one value per channel, got input shape ",
               z.shape());
@@ -173,13 +171,13 @@ Tensor int8_conv2d_batch_norm(const Tensor& z, const BatchNormArgs& bn, const Te
     beta = bn.bias.defined() ? bn.bias.detach().contiguous() : Tensor();
     wc = w.detach().contiguous(), bc = bias.defined() ? bias.detach().contiguous() : Tensor();
     mean = empty({c}), invstd = empty({c}), xq = empty({c, g.n, g.h, g.w}, DType::i8);
-    clip_x = cpu::batch_norm_act_codes(z3, gamma, beta, bn.eps, bn.act, mean, invstd, xq);
+    clip_x = dispatch::batch_norm_act_codes(z3, gamma, beta, bn.eps, bn.act, mean, invstd, xq);
   }
   batch_norm_update_running(bn.running_mean, bn.running_var, mean, invstd, count, bn.momentum, bn.eps);
   const float clip_w = dispatch::absmax_of(wc);
   layer->stats.input_clip = clip_x, layer->stats.weight_clip = clip_w;
   Tensor out = empty({g.n, g.k, g.p, g.q});
-  Int8ConvKept kept = cpu::int8_conv_forward_codes(g, xq, clip_x, wc, bc, clip_w, out);
+  Int8ConvKept kept = dispatch::int8_conv_forward_codes(g, xq, clip_x, wc, bc, clip_w, out);
   if (!record) return out;
   if (!ry) kept.wq = Tensor();
   if (!rw) kept.x = Tensor();
@@ -197,8 +195,9 @@ Tensor int8_conv2d_batch_norm(const Tensor& z, const BatchNormArgs& bn, const Te
                        dw = r.dw, db = r.db;
                        if (ry) {
                          const Tensor& z3v = sz.get();
-                         BatchNormGrads n = batch_norm_act_backward(r.dx.reshape(z3v.shape()), z3v, sg.get(),
-                                                                    sbeta.get(), sm.get(), si.get(), act, rz, rg, rbeta);
+                         BatchNormGrads n =
+                             batch_norm_act_backward(r.dx.reshape(z3v.shape()), z3v, sg.get(), sbeta.get(), sm.get(),
+                                                     si.get(), act, rz, rg, rbeta);
                          if (rz) dz = n.dx.reshape(zshape);
                          dgamma = n.dweight, dbeta = n.dbias;
                        }

@@ -58,7 +58,7 @@ Tensor int8_conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, const C
 // conv, as in MobileNetV2 and ResNet -- with the quantization of its input fused into the batch
 // norm (the paper's fused quantize-conv, with the producer): the normalization's output pass writes
 // the convolution's int8 codes and their clip straight from z, and the float activation is never
-// written or read (quant/cpu/int8_conv.h, batch_norm_act_codes, says why the clip is known
+// written or read (quant/cpu/int8_bn_quant.cpp, batch_norm_act_codes, says why the clip is known
 // beforehand). The backward keeps what the two ops keep: z and the statistics for the batch norm,
 // the int8 codes for the convolution.
 // Bit for bit the same as

@@ -1,5 +1,6 @@
-// CUDA implementations of the kernels declared in core/kernels.h (same signatures), reached
-// through the device dispatch in core/kernels.cpp. Pure C++ declarations: no CUDA headers here.
+// CUDA implementations of core/'s kernel list (core/kernel_signatures.inc, the same signatures as
+// core/kernels.h), reached through the device dispatch in core/kernels.cpp. Pure C++ declarations: no CUDA headers
+// here.
 #pragma once
 
 #include "core/kernels.h"
@@ -19,6 +20,10 @@ class DeviceGuard {
  private:
   int previous_ = 0, device_ = 0;
 };
+
+using kernels::AttentionGeometry;
+using kernels::Conv2dGeometry;
+using kernels::Pool2dGeometry;
 
 #include "core/kernel_signatures.inc"  // IWYU pragma: export
 

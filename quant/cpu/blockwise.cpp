@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/parallel.h"
 #include "quant/block_code.h"
+#include "quant/blockwise.h"
 
 namespace octet::quant::cpu {
 
@@ -163,3 +164,16 @@ void dequantize_blocks(const uint8_t* codes, int64_t n, int64_t block_size, cons
 }
 
 }  // namespace octet::quant::cpu
+
+namespace octet::quant {
+
+// The raw CPU block kernels of quant/blockwise.h, at this CPU's best instruction set.
+void quantize_block(const float* x, int64_t n, const float* map, uint8_t* codes, float* absmax) {
+  cpu::quantize_block(cpu::active_isa(), x, n, map, codes, absmax);
+}
+
+void dequantize_block(const uint8_t* codes, int64_t n, float absmax, const float* map, float* out) {
+  cpu::dequantize_block(cpu::active_isa(), codes, n, absmax, map, out);
+}
+
+}  // namespace octet::quant

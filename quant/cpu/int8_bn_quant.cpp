@@ -1,4 +1,4 @@
-// The fused producer of an INT8 convolution's input (quant/cpu/int8_conv.h, batch_norm_act_codes):
+// The fused producer of an INT8 convolution's input (batch_norm_act_codes, quant/kernel_signatures.inc):
 // batch norm in training mode with its activation, writing the convolution's int8 codes instead of
 // the float activation. The clip the codes need, max|y| over the whole tensor, is known before
 // the output pass: y = act(z * scale + shift) is monotone in z within a channel (each rounding is
@@ -18,6 +18,7 @@
 #include "core/parallel.h"
 #include "quant/cpu/int8_conv.h"
 #include "quant/cpu/int8_quant.h"
+#include "quant/cpu/kernels.h"
 
 namespace octet::quant::cpu {
 
@@ -52,8 +53,8 @@ float batch_norm_act_codes(const Tensor& z, const Tensor& weight, const Tensor& 
               ": expected a contiguous f32 CPU input [N, C, S]");
   const int64_t n = z.size(0), c = z.size(1), s = z.size(2);
   for (const Tensor* t : {&weight, &bias, &mean, &invstd})
-    OCTET_CHECK(!t->defined() || (t->device().is_cpu() && t->dtype() == DType::f32 && t->is_contiguous() &&
-                                  t->shape() == Shape{c}),
+    OCTET_CHECK(!t->defined() ||
+                    (t->device().is_cpu() && t->dtype() == DType::f32 && t->is_contiguous() && t->shape() == Shape{c}),
                 op, ": per-channel tensors must be contiguous f32 [", c, "]");
   OCTET_CHECK(mean.defined() && invstd.defined(), op, ": mean and invstd are outputs and must be given");
   OCTET_CHECK(codes.defined() && codes.device().is_cpu() && codes.dtype() == DType::i8 && codes.is_contiguous() &&
@@ -78,8 +79,8 @@ float batch_norm_act_codes(const Tensor& z, const Tensor& weight, const Tensor& 
     });
   });
   float clip = 0.0f;  // as int8_absmax: NaN if some value is NaN, else the largest
-  for (float e : extreme) clip = std::isnan(clip) || std::isnan(e) ? std::numeric_limits<float>::quiet_NaN()
-                                                                    : std::max(clip, e);
+  for (float e : extreme)
+    clip = std::isnan(clip) || std::isnan(e) ? std::numeric_limits<float>::quiet_NaN() : std::max(clip, e);
   const float inv = int8_inv_scale(clip);
   int8_t* pq = codes.data<int8_t>();
   parallel_for(0, c, 1, [&](int64_t begin, int64_t end) {

@@ -55,15 +55,6 @@ Int8DepthwiseLayout set_int8_depthwise_layout(Int8DepthwiseLayout layout);
 // planes or channels_last: the layout the kernels run for depthwise geometry g under the setting.
 Int8DepthwiseLayout depthwise_layout_for(const Conv2dGeometry& g);
 
-// Batch norm in training mode with its activation, fused with the quantization of its output for
-// an INT8 convolution (quant/cpu/int8_bn_quant.cpp): z f32 [N, C, S] -> codes i8 [C, N, S]
-// (channel-major, as the convolution reads x) of y = act(z * scale + shift) rounded to nearest at
-// clip = max|y|, without writing y; mean and invstd [C] as kernels::batch_norm_forward computes them,
-// weight and bias [C] or undefined. Returns the clip. The same codes and clip, bit for bit, as
-// batch_norm_forward followed by int8_absmax and the nearest quantizer. Contiguous.
-float batch_norm_act_codes(const Tensor& z, const Tensor& weight, const Tensor& bias, double eps, NormActivation act,
-                           const Tensor& mean, const Tensor& invstd, const Tensor& codes);
-
 // xq i8 [C,N,H,W], wq i8 [K,C/g,R,S], bias f32 [K] or undefined -> out f32 [N,K,P,Q]. Contiguous.
 void int8_conv2d_forward(const Conv2dGeometry& g, const Tensor& xq, const Tensor& wq, float scale, const Tensor& bias,
                          const Tensor& out);

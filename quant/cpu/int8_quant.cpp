@@ -309,14 +309,6 @@ void dequantize(const int8_t* codes, int64_t n, float scale, float* out) {
       n, [&](int64_t, int64_t begin, int64_t end) { dequantize_run(codes + begin, end - begin, scale, out + begin); });
 }
 
-double cosine_distance(const CosineSums& s) {
-  if (!s.finite) return std::numeric_limits<double>::quiet_NaN();
-  if (s.gg == 0.0) return 0.0;
-  if (s.qq == 0.0) return 1.0;
-  const double d = 1.0 - s.gq / (std::sqrt(s.gg) * std::sqrt(s.qq));
-  return std::clamp(d, 0.0, 2.0);
-}
-
 CosineSums cosine_sums_nearest(const float* g, int64_t n, float inv) {
   std::vector<CosineSums> part(static_cast<size_t>(num_blocks(n)));
   for_blocks(n,

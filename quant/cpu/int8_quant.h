@@ -17,6 +17,7 @@
 
 #include <cstdint>
 
+#include "quant/cosine_sums.h"
 #include "quant/int8_tensor.h"
 
 namespace octet::quant::cpu {
@@ -35,22 +36,9 @@ void quantize(const float* x, int64_t n, float inv, Int8Rounding rounding, uint6
 // out[i] = codes[i] * scale
 void dequantize(const int8_t* codes, int64_t n, float scale, float* out);
 
-// The statistics of a quantization g -> q that give its cosine distance (scale cancels):
-// cos(g, q) = gq / sqrt(gg * qq). Each product is exact in double (24 x 8 bits); sums run in
-// double in a fixed order.
-struct CosineSums {
-  double gq = 0, gg = 0, qq = 0;
-  bool finite = true;  // every g was finite
-
-  CosineSums& operator+=(const CosineSums& o) {
-    gq += o.gq, gg += o.gg, qq += o.qq, finite = finite && o.finite;
-    return *this;
-  }
-};
-
-// 1 - cos(g, q) clamped to [0, 2]; 0 when g is all zeros (quantized exactly), 1 when g is not but
-// q is; NaN when some g was not finite.
-double cosine_distance(const CosineSums& s);
+// The statistics of a quantization that give its cosine distance (quant/cosine_sums.h).
+using quant::cosine_distance;
+using quant::CosineSums;
 
 // The sums of round-to-nearest quantization of g with `inv`, without writing codes: one DSGC
 // evaluation.

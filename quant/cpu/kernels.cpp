@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "quant/cpu/blockwise.h"
 #include "quant/cpu/int8_conv.h"
+#include "quant/cpu/int8_quant.h"
 #include "quant/cpu/pbatch.h"
 #include "quant/cpu/qgemm.h"
 

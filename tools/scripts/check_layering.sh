@@ -10,6 +10,12 @@
 #     <octet/octet.h> is the whole C++ API) and below tools/; it lives in core/ only because it is
 #     installed as <octet/octet.h>. Nothing in the library includes it.
 #  2. No new `#if(def) OCTET_WITH_CUDA`: device dispatch belongs in each folder's dispatch files.
+#  3. One dispatch pattern: device-agnostic code reaches kernels through its folder's dispatch point
+#     only (core/kernels.h, quant/kernels.h; the pattern: core/kernel_dispatch.h). A file outside
+#     the backend folders (core/cpu, core/cuda, quant/cpu, quant/cuda, optim/cuda, and the
+#     CUDA/MPI-only core/nccl, core/mpi) includes no header of them, so it cannot call a cpu:: or
+#     cuda:: kernel (core/cuda.h, the device runtime, is not a kernel header); tools/bench, which
+#     times kernels one by one, may. Only the dispatch points include core/kernel_dispatch.h.
 # The build enforces the order too (tools/cmake/components.cmake: a folder's target compiles
 # against the headers of the folders it may use and no others); this check names the file, and
 # covers what an include path cannot: the exceptions pair by pair, includes by a relative path, the
@@ -41,11 +47,41 @@ mapfile -t allowed_includes < <(grep -vE '^[[:space:]]*(#|$)' tools/scripts/laye
 # The files whose OCTET_WITH_CUDA conditionals are allowed, with their count: each folder's one
 # dispatch point, and core's CUDA-off stubs. A new conditional anywhere else fails.
 allowed_cuda_ifdefs=(
-  "core/kernels.cpp 2"         # core's dispatch point (core/kernel_signatures.inc)
+  "core/kernel_dispatch.h 1"   # the dispatch body every folder's dispatch point expands
   "core/cuda_stub.cpp 2"       # the CUDA-off stubs of core/cuda.h
-  "quant/kernels.cpp 2"        # quant's dispatch point (quant/kernel_signatures.inc)
-  "optim/device_update.cpp 3"  # optim's dispatch point (the device_update of optim/run_rule.h)
+  "optim/device_update.cpp 3"  # optim's CUDA side (the device_update of optim/run_rule.h), not yet on the pattern
 )
+
+# The dispatch points: the files that may include the backends' headers and core/kernel_dispatch.h.
+dispatch_points=(
+  core/kernel_dispatch.h
+  core/kernels.cpp
+  quant/kernels.cpp
+  optim/device_update.cpp # optim has no kernel list yet: its CUDA side, reached from optim/run_rule.h
+)
+
+# "file -> backend header" pairs of device-agnostic files that remain, each with its reason.
+allowed_backend_includes=(
+  # The channels-last choice follows the CPU convolution path that runs (its selector).
+  "core/memory_format.cpp -> core/cpu/conv_dnnl.h"
+  # optim's CPU update loop is a header template compiled for each ISA (no kernel list yet).
+  "optim/run_rule.h -> core/cpu/isa.h"
+  # Host-side weight preparation (quantized once on the host, then moved to the device) and the
+  # raw-pointer host GEMM of the public API: CPU code by design, vectorized per ISA.
+  "quant/qgemm.cpp -> core/cpu/isa.h"
+  "quant/qgemm.cpp -> quant/cpu/qgemm.h"
+  "quant/pbatch.cpp -> core/cpu/isa.h"
+  "quant/pbatch.cpp -> quant/cpu/pbatch.h"
+  "quant/pbatch.cpp -> quant/cpu/pbatch_kernels.h"
+)
+
+is_backend_file() {
+  case "$1" in
+    core/cpu/* | core/cuda/* | core/nccl/* | core/mpi/* | quant/cpu/* | quant/cuda/* | optim/cpu/* | optim/cuda/*) return 0 ;;
+    tools/bench/*) return 0 ;;
+    *) return 1 ;;
+  esac
+}
 
 folder_of() {
   case "$1" in
@@ -97,6 +133,29 @@ while IFS= read -r file; do
       "the folder's dispatch point, not #ifdef"
     fail=1
   fi
+done < <(git ls-files 'core/*' 'data/*' 'layers/*' 'quant/*' 'models/*' 'optim/*' 'tools/*' |
+  grep -E '\.(h|cpp|cu|cuh|inc)$')
+
+while IFS= read -r file; do
+  is_backend_file "$file" && continue
+  printf '%s\n' "${dispatch_points[@]}" | grep -qxF "$file" && continue
+  while IFS= read -r inc; do
+    case "$inc" in
+      core/kernel_dispatch.h)
+        echo "layering: $file includes core/kernel_dispatch.h (only the dispatch points may:" \
+          "${dispatch_points[*]})"
+        fail=1
+        ;;
+      core/cpu/* | core/cuda/* | quant/cpu/* | quant/cuda/* | optim/cpu/* | optim/cuda/*)
+        pair="$file -> $inc"
+        if ! printf '%s\n' "${allowed_backend_includes[@]}" | grep -qxF "$pair"; then
+          echo "layering: $pair (device-agnostic code calls kernels through its folder's dispatch point:" \
+            "add the kernel to <folder>/kernel_signatures.inc and call kernels:: or quant::dispatch::)"
+          fail=1
+        fi
+        ;;
+    esac
+  done < <(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$file")
 done < <(git ls-files 'core/*' 'data/*' 'layers/*' 'quant/*' 'models/*' 'optim/*' 'tools/*' |
   grep -E '\.(h|cpp|cu|cuh|inc)$')
 
