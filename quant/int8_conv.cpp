@@ -15,8 +15,8 @@
 #include "core/ops/nn.h"
 #include "core/ops/reduce.h"
 #include "quant/cpu/int8_conv.h"
-#include "quant/cpu/kernels.h"
 #include "quant/cpu/int8_quant.h"
+#include "quant/cpu/kernels.h"
 #include "quant/dsgc.h"
 #include "quant/int8_tensor.h"
 #include "quant/kernels.h"
@@ -88,8 +88,8 @@ void check_layer(const std::shared_ptr<Int8Layer>& layer) {
 
 // The INT8 backward of the output gradient dy: the clip, rounding and seed of the layer's backward
 // step, dx and dw from the kept codes; updates the layer's stats.
-Int8ConvGrads int8_backward(const Conv2dGeometry& g, const Tensor& dy, const Int8ConvKept& kept, Int8Layer& L,
-                            float sx, float sw, bool want_db) {
+Int8ConvGrads int8_backward(const Conv2dGeometry& g, const Tensor& dy, const Int8ConvKept& kept, Int8Layer& L, float sx,
+                            float sw, bool want_db) {
   const int64_t step = L.stats.backward_steps;
   const float clip = gradient_clip(dy, L);
   const Int8Rounding rounding = L.config.stochastic_rounding ? Int8Rounding::stochastic : Int8Rounding::nearest;
@@ -145,15 +145,21 @@ Tensor int8_conv2d_batch_norm(const Tensor& z, const BatchNormArgs& bn, const Te
                               const Conv2dOptions& opts, const std::shared_ptr<Int8Layer>& layer) {
   OCTET_CHECK(z.defined(), kOp, ": undefined input");
   if (!z.device().is_cpu() || z.dtype() != DType::f32)
-    return int8_conv2d(batch_norm(z, bn.running_mean, bn.running_var, bn.weight, bn.bias, true, bn.momentum, bn.eps,
-                                  bn.act),
+    return int8_conv2d(batch_norm(z, {.running_mean = bn.running_mean,
+                                      .running_var = bn.running_var,
+                                      .weight = bn.weight,
+                                      .bias = bn.bias,
+                                      .training = true,
+                                      .momentum = bn.momentum,
+                                      .eps = bn.eps,
+                                      .act = bn.act}),
                        w, bias, opts, layer);
   check_layer(layer);
   const Conv2dGeometry g = checked_geometry(z, w, bias, opts);  // z has the activation's shape
   const int64_t c = g.c, count = g.n * g.h * g.w;
   for (const Tensor* t : {&bn.running_mean, &bn.running_var, &bn.weight, &bn.bias})
-    OCTET_CHECK(!t->defined() || (t->shape() == Shape{c} && t->dtype() == DType::f32 && t->device() == z.device()),
-                kOp, ": batch norm tensors must be f32 [", c, "] on the input's device, got ",
+    OCTET_CHECK(!t->defined() || (t->shape() == Shape{c} && t->dtype() == DType::f32 && t->device() == z.device()), kOp,
+                ": batch norm tensors must be f32 [", c, "] on the input's device, got ",
                 t->defined() ? t->shape() : Shape{});
   OCTET_CHECK(count > 1, kOp, ": batch norm training needs more than one value per channel, got input shape ",
               z.shape());
@@ -197,8 +203,9 @@ Tensor int8_conv2d_batch_norm(const Tensor& z, const BatchNormArgs& bn, const Te
                        dw = r.dw, db = r.db;
                        if (ry) {
                          const Tensor& z3v = sz.get();
-                         BatchNormGrads n = batch_norm_act_backward(r.dx.reshape(z3v.shape()), z3v, sg.get(),
-                                                                    sbeta.get(), sm.get(), si.get(), act, rz, rg, rbeta);
+                         BatchNormGrads n =
+                             batch_norm_act_backward(r.dx.reshape(z3v.shape()), z3v, sg.get(), sbeta.get(), sm.get(),
+                                                     si.get(), act, rz, rg, rbeta);
                          if (rz) dz = n.dx.reshape(zshape);
                          dgamma = n.dweight, dbeta = n.dbias;
                        }
