@@ -10,42 +10,43 @@
 namespace octet::train {
 namespace {
 
-TEST(Evaluator, RecordsTheEpochWithItsTrainAverages) {
+// A classifier's evaluator writing into a new run folder.
+struct EvalFixture {
+  EvalFixture() : folder(true, RunFolder::Clock::now()), model(4, 3), ev(task, model, folder, agree, Device::cpu()) {
+    folder.open(parts_recipe(dir.path() + "/runs"), "", "", RunFacts{});
+  }
   octet::testing::TempDir dir;
-  RunFolder folder(true, RunFolder::Clock::now());
-  folder.open(parts_recipe(dir.path() + "/runs"), "", "", RunFacts{});
+  RunFolder folder;
   FixedBatchTask task;
-  Linear model(4, 3);
+  Linear model;
   DistributedAgreement agree;
-  Evaluator ev(task, model, folder, agree, Device::cpu());
-  EXPECT_FALSE(ev.language_model());
+  Evaluator ev;
+};
+
+TEST(Evaluator, RecordsTheEpochWithItsTrainAverages) {
+  EvalFixture f;
+  EXPECT_FALSE(f.ev.language_model());
   RunningSums train;
   train.loss = 8.0, train.n = 16, train.correct = 12;
-  const EvalResult& r = ev.after_epoch(0, 2, 10, train);
+  const EvalResult& r = f.ev.after_epoch(0, 2, 10, train);
   EXPECT_EQ(r.top1, 75.0);
-  EXPECT_EQ(ev.last().loss, 0.5);
-  const auto records = records_of(folder.dir(), "test");
+  EXPECT_EQ(f.ev.last().loss, 0.5);
+  const auto records = records_of(f.folder.dir(), "test");
   ASSERT_EQ(records.size(), 1u);
   EXPECT_EQ(records[0]["step"].get<double>(), 10.0);
   EXPECT_EQ(records[0]["epoch"].get<double>(), 1.0);
   EXPECT_EQ(records[0]["train_loss"].get<double>(), 0.5);
   EXPECT_EQ(records[0]["train_top1"].get<double>(), 75.0);
   // A classifier's final test is its last evaluation; nothing more is recorded.
-  task.eval.top1 = 10;
-  EXPECT_EQ(ev.final_test(10, 2).top1, 75.0);
-  EXPECT_EQ(records_of(folder.dir(), "test").size(), 1u);
+  f.task.eval.top1 = 10;
+  EXPECT_EQ(f.ev.final_test(10, 2).top1, 75.0);
+  EXPECT_EQ(records_of(f.folder.dir(), "test").size(), 1u);
 }
 
 TEST(Evaluator, AnEpochOfSkippedStepsHasNoTrainLoss) {
-  octet::testing::TempDir dir;
-  RunFolder folder(true, RunFolder::Clock::now());
-  folder.open(parts_recipe(dir.path() + "/runs"), "", "", RunFacts{});
-  FixedBatchTask task;
-  Linear model(4, 3);
-  DistributedAgreement agree;
-  Evaluator ev(task, model, folder, agree, Device::cpu());
-  ev.after_epoch(0, 1, 1, RunningSums{});
-  const auto records = records_of(folder.dir(), "test");
+  EvalFixture f;
+  f.ev.after_epoch(0, 1, 1, RunningSums{});
+  const auto records = records_of(f.folder.dir(), "test");
   ASSERT_EQ(records.size(), 1u);
   EXPECT_FALSE(records[0].contains("train_loss") && records[0]["train_loss"].is_number());
 }
