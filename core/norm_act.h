@@ -5,7 +5,7 @@
 // Unfused, the activation kept a float copy of its input or output; fused, an INT8 convolution
 // after it keeps only its int8 codes and the float activation is freed after the forward.
 // A residual block's act(bn(x) + r) adds r to the rounded normalized value in the same pass; its
-// backward masks with the output, as relu's (batch_norm in core/ops/nn.h).
+// backward masks with the output, as relu's (batch_norm in core/ops/norm.h).
 //   T scale, shift;  bn_affine(mean[c], invstd[c], w, b, c, scale, shift);
 //   out = norm_act_apply(NormActivation::relu6, x * scale + shift);
 #pragma once

@@ -2,7 +2,8 @@
 
 #include "core/autograd.h"
 #include "core/ops/elementwise.h"
-#include "core/ops/nn.h"
+#include "core/ops/concat.h"
+#include "core/ops/norm.h"
 #include "core/ops/reduce.h"
 #include "layers/distributed.h"
 #include "layers/init.h"
@@ -54,7 +55,15 @@ Tensor BatchNorm2d::forward(const Tensor& x, NormActivation act, const Tensor& r
     if (act == NormActivation::relu) y = relu(y);
     if (act == NormActivation::relu6) y = relu6(y);
   } else {
-    y = batch_norm(x, running_mean_, running_var_, weight_, bias_, is_training(), momentum_, eps_, act, residual);
+    y = batch_norm(x, {.running_mean = running_mean_,
+                       .running_var = running_var_,
+                       .weight = weight_,
+                       .bias = bias_,
+                       .training = is_training(),
+                       .momentum = momentum_,
+                       .eps = eps_,
+                       .act = act,
+                       .residual = residual});
   }
   count_batch();
   return y;

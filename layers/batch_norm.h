@@ -22,7 +22,7 @@ class BatchNorm2d : public Module {
   Tensor forward(const Tensor& x) override;
   // act(forward(x) + residual) for act relu/relu6 (or none) and a residual of x's shape (or none)
   // in one op: the same bits, and in training no activation is kept for the backward (batch_norm in
-  // core/ops/nn.h). Sequential calls it for BN -> ReLU(6), the residual blocks with their shortcut.
+  // core/ops/norm.h). Sequential calls it for BN -> ReLU(6), the residual blocks with their shortcut.
   Tensor forward(const Tensor& x, NormActivation act, const Tensor& residual = Tensor());
   std::string type_name() const override { return sync_ ? "SyncBatchNorm" : "BatchNorm2d"; }
   std::string extra_repr() const override;

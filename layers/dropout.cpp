@@ -1,6 +1,6 @@
 #include "layers/dropout.h"
 
-#include "core/ops/nn.h"
+#include "core/ops/dropout.h"
 
 namespace octet {
 

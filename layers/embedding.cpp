@@ -1,7 +1,7 @@
 #include "layers/embedding.h"
 
 #include "core/autograd.h"
-#include "core/ops/nn.h"
+#include "core/ops/index.h"
 #include "layers/init.h"
 
 namespace octet {

@@ -2,7 +2,7 @@
 
 #include <sstream>
 
-#include "core/ops/nn.h"
+#include "core/ops/norm.h"
 #include "layers/init.h"
 
 namespace octet {

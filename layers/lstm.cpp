@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "core/ops/concat.h"
+#include "core/ops/dropout.h"
 #include "core/ops/rnn.h"
 #include "layers/init.h"
 #include "layers/quantized.h"

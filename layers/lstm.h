@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/ops/nn.h"
+#include "core/ops/rnn.h"
 #include "layers/module.h"
 
 namespace octet {

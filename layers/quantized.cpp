@@ -2,6 +2,7 @@
 
 #include "core/autograd.h"
 #include "core/kernels.h"
+#include "core/ops/concat.h"
 #include "core/ops/elementwise.h"
 
 namespace octet {

@@ -1,6 +1,7 @@
 // Quantized inference layers over quant::QuantMatmul (quant/qmatmul.h): PrecisionBatching
-// (PbLinear, PbLstm: n-bit weights, k-bit activations) and the int8 zero-point baseline
-// (Int8Linear, Int8Lstm), made from trained float layers. Inference only: forward throws an
+// (PbLinear, PbLstm: n-bit weights, k-bit activations) and the zero-point int8 inference baseline
+// (ZeroPointLinear, ZeroPointLstm: quant/qgemm.h's int8 weights, uint8 activations with a zero
+// point per row; not INT8 training, quant/int8.h), made from trained float layers. Inference only: forward throws an
 // octet::Error while the layer trains or when a gradient would be needed (run under NoGradGuard).
 // The weights are preprocessed once, in the constructor; biases, gates and the cell update stay
 // float. QuantLstm quantizes each layer's input and hidden matrices: the input projection of every
@@ -17,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/ops/nn.h"
+#include "core/ops/rnn.h"
 #include "layers/linear.h"
 #include "layers/lstm.h"
 #include "quant/qmatmul.h"
@@ -48,11 +49,11 @@ class PbLinear : public QuantLinear {
   std::string type_name() const override { return "PbLinear"; }
 };
 
-// QuantLinear with the int8 baseline.
-class Int8Linear : public QuantLinear {
+// QuantLinear with the zero-point int8 baseline (quant::qlinear).
+class ZeroPointLinear : public QuantLinear {
  public:
-  explicit Int8Linear(const Linear& linear) : QuantLinear(linear, quant::QuantSpec::int8()) {}
-  std::string type_name() const override { return "Int8Linear"; }
+  explicit ZeroPointLinear(const Linear& linear) : QuantLinear(linear, quant::QuantSpec::int8()) {}
+  std::string type_name() const override { return "ZeroPointLinear"; }
 };
 
 class QuantLstm : public Module {
@@ -83,10 +84,11 @@ class PbLstm : public QuantLstm {
   std::string type_name() const override { return "PbLstm"; }
 };
 
-class Int8Lstm : public QuantLstm {
+// QuantLstm with the zero-point int8 baseline.
+class ZeroPointLstm : public QuantLstm {
  public:
-  explicit Int8Lstm(const LSTM& lstm) : QuantLstm(lstm, quant::QuantSpec::int8()) {}
-  std::string type_name() const override { return "Int8Lstm"; }
+  explicit ZeroPointLstm(const LSTM& lstm) : QuantLstm(lstm, quant::QuantSpec::int8()) {}
+  std::string type_name() const override { return "ZeroPointLstm"; }
 };
 
 namespace detail {
@@ -99,6 +101,5 @@ void check_inference_only(const std::string& layer, const quant::QuantSpec& spec
 using PBLinear = PbLinear;
 using QuantLSTM = QuantLstm;
 using PBLSTM = PbLstm;
-using Int8LSTM = Int8Lstm;
 
 }  // namespace octet

@@ -143,9 +143,15 @@ Tensor int8_conv2d_batch_norm(const Tensor& z, const BatchNormArgs& bn, const Te
   OCTET_CHECK(z.defined(), kOp, ": undefined input");
   // The fused batch norm runs where its kernels are (the CPU); elsewhere the two ops, same bits.
   if (!dispatch::supported(dispatch::Kernel::batch_norm_act_codes, z.device()) || z.dtype() != DType::f32)
-    return int8_conv2d(
-        batch_norm(z, bn.running_mean, bn.running_var, bn.weight, bn.bias, true, bn.momentum, bn.eps, bn.act), w, bias,
-        opts, layer);
+    return int8_conv2d(batch_norm(z, {.running_mean = bn.running_mean,
+                                      .running_var = bn.running_var,
+                                      .weight = bn.weight,
+                                      .bias = bn.bias,
+                                      .training = true,
+                                      .momentum = bn.momentum,
+                                      .eps = bn.eps,
+                                      .act = bn.act}),
+                       w, bias, opts, layer);
   check_layer(layer);
   const Conv2dGeometry g = checked_geometry(z, w, bias, opts);  // z has the activation's shape
   const int64_t c = g.c, count = g.n * g.h * g.w;

@@ -62,8 +62,10 @@ Tensor int8_conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, const C
 // beforehand). The backward keeps what the two ops keep: z and the statistics for the batch norm,
 // the int8 codes for the convolution.
 // Bit for bit the same as
-//   int8_conv2d(batch_norm(z, bn.running_mean, bn.running_var, bn.weight, bn.bias, /*training=*/true,
-//                          bn.momentum, bn.eps, bn.act), w, bias, opts, layer)
+//   int8_conv2d(batch_norm(z, {.running_mean = bn.running_mean, .running_var = bn.running_var,
+//                              .weight = bn.weight, .bias = bn.bias, .training = true,
+//                              .momentum = bn.momentum, .eps = bn.eps, .act = bn.act}),
+//               w, bias, opts, layer)
 // -- output, running statistics, the layer's stats and every gradient (z, bn.weight, bn.bias, w,
 // bias) -- and on other devices than the CPU (or for a z that is not f32) it is that composition.
 struct BatchNormArgs {

@@ -3,7 +3,7 @@
 #include "core/autograd.h"
 #include "core/kernels.h"
 #include "core/ops/elementwise.h"
-#include "core/ops/nn.h"
+#include "core/ops/index.h"
 #include "core/ops/reduce.h"
 
 namespace octet {

@@ -4,13 +4,35 @@
 
 #include "core/autograd.h"
 #include "core/kernels.h"
+#include "core/ops/concat.h"
 #include "core/ops/elementwise.h"
+#include "core/ops/linalg.h"
 #include "core/ops/reduce.h"
 
 namespace octet {
 
 using autograd::Grads;
 using autograd::saved;
+
+LstmState lstm_cell(const Tensor& x, const Tensor& h, const Tensor& c, const Tensor& w_ih, const Tensor& w_hh,
+                    const Tensor& b_ih, const Tensor& b_hh) {
+  OCTET_CHECK(x.defined() && h.defined() && c.defined() && x.dim() == 2 && h.dim() == 2 && c.dim() == 2,
+              "lstm_cell: expected 2-D x [B, I], h [B, H], c [B, H]");
+  int64_t hs = h.size(1);
+  OCTET_CHECK(c.shape() == h.shape() && x.size(0) == h.size(0), "lstm_cell: shapes differ: x ", x.shape(), ", h ",
+              h.shape(), ", c ", c.shape());
+  OCTET_CHECK(w_ih.defined() && w_ih.shape() == (Shape{4 * hs, x.size(1)}), "lstm_cell: w_ih must be [", 4 * hs, ", ",
+              x.size(1), "], got ", w_ih.defined() ? w_ih.shape() : Shape{});
+  OCTET_CHECK(w_hh.defined() && w_hh.shape() == (Shape{4 * hs, hs}), "lstm_cell: w_hh must be [", 4 * hs, ", ", hs,
+              "], got ", w_hh.defined() ? w_hh.shape() : Shape{});
+  Tensor gates = linear(x, w_ih, b_ih) + linear(h, w_hh, b_hh);
+  Tensor i = sigmoid(gates.narrow(1, 0, hs));
+  Tensor f = sigmoid(gates.narrow(1, hs, hs));
+  Tensor g = tanh(gates.narrow(1, 2 * hs, hs));
+  Tensor o = sigmoid(gates.narrow(1, 3 * hs, hs));
+  Tensor c1 = f * c + i * g;
+  return {o * tanh(c1), c1};
+}
 
 namespace {
 

@@ -1,8 +1,8 @@
 // Batch norm fused with a following ReLU/ReLU6 and a residual add (core/norm_act.h,
 // batch_norm(..., act, residual)): on every ISA path and odd plane sizes the fused op gives the
-// unfused relu(batch_norm(x) + r) / relu6(...) bits in the output and in every gradient; the fused gradient passes f64 finite differences;
-// Sequential and the ResNet blocks use it; and it keeps one activation less for the backward, so
-// an INT8 convolution's float input is freed after the forward.
+// unfused relu(batch_norm(x) + r) / relu6(...) bits in the output and in every gradient; the fused gradient passes f64
+// finite differences; Sequential and the ResNet blocks use it; and it keeps one activation less for the backward, so an
+// INT8 convolution's float input is freed after the forward.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -35,9 +35,9 @@ std::vector<Tensor> step(const Tensor& x0, const Tensor& w0, const Tensor& b0, c
   Tensor r = r0.defined() ? r0.detach().clone().requires_grad_(true) : Tensor();
   Tensor y;
   if (fused) {
-    y = batch_norm(x, Tensor(), Tensor(), w, b, true, 0.1, 1e-5, act, r);
+    y = batch_norm(x, {.weight = w, .bias = b, .training = true, .act = act, .residual = r});
   } else {
-    y = batch_norm(x, Tensor(), Tensor(), w, b, true, 0.1, 1e-5);
+    y = batch_norm(x, {.weight = w, .bias = b, .training = true});
     if (r.defined()) y = y + r;
     if (act != NormActivation::none) y = act == NormActivation::relu ? relu(y) : relu6(y);
   }
@@ -98,7 +98,7 @@ TEST(BatchNormAct, ResidualGradientsMatchFiniteDifferences) {
            b = testing::rand_input({3}, 23, 0.5, 4.0), r = testing::rand_input({2, 3, 5}, 24, -1.5, 1.5);
     testing::gradcheck(
         [act](const std::vector<Tensor>& v) {
-          return batch_norm(v[0], Tensor(), Tensor(), v[1], v[2], true, 0.1, 1e-5, act, v[3]);
+          return batch_norm(v[0], {.weight = v[1], .bias = v[2], .training = true, .act = act, .residual = v[3]});
         },
         {x, w, b, r});
   }
@@ -106,10 +106,15 @@ TEST(BatchNormAct, ResidualGradientsMatchFiniteDifferences) {
 
 TEST(BatchNormAct, ResidualOfAnotherShapeIsAnError) {
   const Tensor x = ones({2, 3, 4, 4}), w = ones({3}), b = zeros({3});
-  EXPECT_THROW(batch_norm(x, Tensor(), Tensor(), w, b, true, 0.1, 1e-5, NormActivation::relu, ones({2, 3, 4, 5})),
-               Error);
-  EXPECT_THROW(batch_norm(x, Tensor(), Tensor(), w, b, true, 0.1, 1e-5, NormActivation::relu,
-                          ones({2, 3, 4, 4}, DType::f64)),
+  EXPECT_THROW(
+      batch_norm(
+          x, {.weight = w, .bias = b, .training = true, .act = NormActivation::relu, .residual = ones({2, 3, 4, 5})}),
+      Error);
+  EXPECT_THROW(batch_norm(x, {.weight = w,
+                              .bias = b,
+                              .training = true,
+                              .act = NormActivation::relu,
+                              .residual = ones({2, 3, 4, 4}, DType::f64)}),
                Error);
 }
 
@@ -172,7 +177,8 @@ TEST(BatchNormAct, ResNetBlocksGiveTheUnfusedBits) {
     ASSERT_EQ(got.size(), want.size()) << what;
     for (size_t i = 0; i < want.size(); ++i) EXPECT_TRUE(same_bits(got[i], want[i])) << what << " tensor " << i;
   };
-  for (const auto& [b, x, what] : {std::tuple{basic_id, x8, "basic, identity"}, {basic_proj, x8, "basic, projection"}}) {
+  for (const auto& [b, x, what] :
+       {std::tuple{basic_id, x8, "basic, identity"}, {basic_proj, x8, "basic, projection"}}) {
     BasicBlock& blk = *b;
     expect_same(run(blk, x, [&](const Tensor& t) { return blk.forward(t); }),
                 run(blk, x, [&](const Tensor& t) { return unfused_basic(blk, t); }), what);
@@ -207,7 +213,7 @@ TEST(BatchNormAct, GradientsMatchFiniteDifferences) {
            b = testing::rand_input({3}, 13, 0.5, 4.0);
     testing::gradcheck(
         [act](const std::vector<Tensor>& v) {
-          return batch_norm(v[0], Tensor(), Tensor(), v[1], v[2], true, 0.1, 1e-5, act);
+          return batch_norm(v[0], {.weight = v[1], .bias = v[2], .training = true, .act = act});
         },
         {x, w, b});
   }

@@ -119,7 +119,13 @@ TEST(MemoryFormat, BatchNormGivesTheNchwBits) {
             });
             Tensor w = w0.clone().requires_grad_(true), b = b0.clone().requires_grad_(true);
             Tensor rm = zeros({k.c}, dt), rv = ones({k.c}, dt);
-            Tensor y = batch_norm(x, rm, rv, w, b, true, 0.1, 1e-5, act, with_residual ? r : Tensor());
+            Tensor y = batch_norm(x, {.running_mean = rm,
+                                      .running_var = rv,
+                                      .weight = w,
+                                      .bias = b,
+                                      .training = true,
+                                      .act = act,
+                                      .residual = with_residual ? r : Tensor()});
             const bool planes = k.h * k.w > 1;
             EXPECT_EQ(channels_last && planes, !y.is_contiguous());
             y.backward(fmt(dy));

@@ -179,7 +179,7 @@ TEST(Nn, LayerNorm) {
 TEST(Nn, BatchNorm) {
   Tensor x = rand_input({4, 3, 2, 5}, 81);
   Tensor rm = zeros({3}, DType::f64), rv = ones({3}, DType::f64);
-  Tensor y = batch_norm(x, rm, rv, Tensor(), Tensor(), true, 0.1, 1e-5);
+  Tensor y = batch_norm(x, {.running_mean = rm, .running_var = rv, .training = true});
   // Each channel is normalized to mean 0, biased variance ~1.
   EXPECT_NEAR(mean(y, {0, 2, 3}).to_vector<double>()[1], 0, 1e-12);
   EXPECT_NEAR(var(y, {0, 2, 3}, 0).to_vector<double>()[1], 1, 1e-3);
@@ -188,7 +188,7 @@ TEST(Nn, BatchNorm) {
   std::vector<double> bm = mean(x, {0, 2, 3}).to_vector<double>(), bv = var(x, {0, 2, 3}).to_vector<double>();
   EXPECT_NEAR(rm.to_vector<double>()[2], 0.1 * bm[2], 1e-12);
   EXPECT_NEAR(rv.to_vector<double>()[2], 0.9 + 0.1 * bv[2], 1e-12);
-  Tensor e = batch_norm(x, rm, rv, Tensor(), Tensor(), false);
+  Tensor e = batch_norm(x, {.running_mean = rm, .running_var = rv});
   EXPECT_NEAR(e.to_vector<double>()[0],
               (x.to_vector<double>()[0] - rm.to_vector<double>()[0]) / std::sqrt(rv.to_vector<double>()[0] + 1e-5),
               1e-12);
@@ -197,13 +197,17 @@ TEST(Nn, BatchNorm) {
 TEST(Nn, BatchNormGradients) {
   Tensor x = rand_input({4, 3, 2, 2}, 82);
   Tensor w = rand_input({3}, 83), b = rand_input({3}, 84);
-  gradcheck([](const auto& v) { return batch_norm(v[0], Tensor(), Tensor(), v[1], v[2], true); }, {x, w, b});
+  gradcheck([](const auto& v) { return batch_norm(v[0], {.weight = v[1], .bias = v[2], .training = true}); },
+            {x, w, b});
   Tensor rm = rand_input({3}, 85).detach(), rv = (rand_input({3}, 86).detach() + 2.0);
-  gradcheck([&](const auto& v) { return batch_norm(v[0], rm, rv, v[1], v[2], false); }, {x, w, b});
-  gradcheck([](const auto& v) { return batch_norm(v[0], Tensor(), Tensor(), Tensor(), Tensor(), true); },
-            {rand_input({5, 2}, 87)});
-  EXPECT_THROW(batch_norm(zeros({1, 3}), Tensor(), Tensor(), Tensor(), Tensor(), true), Error);
-  EXPECT_THROW(batch_norm(zeros({2, 3}), zeros({4}), ones({4}), Tensor(), Tensor(), false), Error);
+  gradcheck(
+      [&](const auto& v) {
+        return batch_norm(v[0], {.running_mean = rm, .running_var = rv, .weight = v[1], .bias = v[2]});
+      },
+      {x, w, b});
+  gradcheck([](const auto& v) { return batch_norm(v[0], {.training = true}); }, {rand_input({5, 2}, 87)});
+  EXPECT_THROW(batch_norm(zeros({1, 3}), {.training = true}), Error);
+  EXPECT_THROW(batch_norm(zeros({2, 3}), {.running_mean = zeros({4}), .running_var = ones({4})}), Error);
 }
 
 // The fused training-mode kernel against the plain composite formula, forward and backward.
@@ -214,8 +218,8 @@ TEST(Nn, BatchNormKernelMatchesPlainFormula) {
     Tensor w = randn({shape[1]}, DType::f64, &g).requires_grad_(true);
     Tensor b = randn({shape[1]}, DType::f64, &g).requires_grad_(true);
     Tensor dy = randn(shape, DType::f64, &g);
-    batch_norm(x, Tensor(), Tensor(), w, b, true, 0.1, 1e-5).backward(dy);
-    std::vector<double> y1 = batch_norm(x, Tensor(), Tensor(), w, b, true).to_vector<double>();
+    batch_norm(x, {.weight = w, .bias = b, .training = true}).backward(dy);
+    std::vector<double> y1 = batch_norm(x, {.weight = w, .bias = b, .training = true}).to_vector<double>();
     std::vector<std::vector<double>> g1 = {x.grad().to_vector<double>(), w.grad().to_vector<double>(),
                                            b.grad().to_vector<double>()};
     for (Tensor* t : {&x, &w, &b}) t->set_grad(Tensor());

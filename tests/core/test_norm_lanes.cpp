@@ -24,7 +24,7 @@ bool same_bits(const Tensor& a, const Tensor& b) {
 std::vector<Tensor> bn_step(const Tensor& x0, const Tensor& w0, const Tensor& b0, const Tensor& dy) {
   Tensor x = x0.detach().clone().requires_grad_(true), w = w0.detach().clone().requires_grad_(true),
          b = b0.detach().clone().requires_grad_(true);
-  Tensor y = batch_norm(x, Tensor(), Tensor(), w, b, true, 0.1, 1e-5);
+  Tensor y = batch_norm(x, {.weight = w, .bias = b, .training = true});
   y.backward(dy);
   return {y.detach(), x.grad(), w.grad(), b.grad()};
 }

@@ -41,7 +41,9 @@ TEST_P(CudaNorm, BatchNormTraining) {
       expect_parity(
           name,
           [](const Inputs& v) {
-            Tensor y = batch_norm(v[0] * 3.0 + 1.0, v[1], v[2], v[3], v[4], true, 0.1, 1e-5);
+            Tensor y =
+                batch_norm(v[0] * 3.0 + 1.0,
+                           {.running_mean = v[1], .running_var = v[2], .weight = v[3], .bias = v[4], .training = true});
             return Outputs{y, v[1], v[2]};
           },
           in, kSums);
@@ -51,7 +53,7 @@ TEST_P(CudaNorm, BatchNormTraining) {
   expect_parity(
       "batch_norm training, no running stats, permuted input",
       [](const Inputs& v) {
-        return Outputs{batch_norm(v[0].permute({0, 3, 1, 2}), Tensor(), Tensor(), v[1], v[2], true)};
+        return Outputs{batch_norm(v[0].permute({0, 3, 1, 2}), {.weight = v[1], .bias = v[2], .training = true})};
       },
       {normal_input({2, 5, 6, 3}, t, 6), normal_input({3}, t, 7), normal_input({3}, t, 8)}, kSums);
 }
@@ -67,7 +69,7 @@ TEST_P(CudaNorm, BatchNormActTraining) {
           std::string("batch_norm + ") + (act == NormActivation::relu ? "relu " : "relu6 ") +
               ::testing::PrintToString(shape),
           [act](const Inputs& v) {
-            return Outputs{batch_norm(v[0], Tensor(), Tensor(), v[1], v[2], true, 0.1, 1e-5, act)};
+            return Outputs{batch_norm(v[0], {.weight = v[1], .bias = v[2], .training = true, .act = act})};
           },
           {normal_input(shape, t, 21), uniform_input({c}, t, 22, 1.0, 4.0), uniform_input({c}, t, 23, 0.0, 4.0)},
           kSums);
@@ -83,10 +85,10 @@ TEST_P(CudaNorm, BatchNormResidualTraining) {
     for (const Shape& shape : {Shape{4, 3, 5, 7}, Shape{2, 4, 33, 33}}) {
       const int64_t c = shape[1];
       expect_parity(
-          "batch_norm + residual, act " + std::to_string(static_cast<int>(act)) + " " +
-              ::testing::PrintToString(shape),
+          "batch_norm + residual, act " + std::to_string(static_cast<int>(act)) + " " + ::testing::PrintToString(shape),
           [act](const Inputs& v) {
-            return Outputs{batch_norm(v[0], Tensor(), Tensor(), v[1], v[2], true, 0.1, 1e-5, act, v[3])};
+            return Outputs{
+                batch_norm(v[0], {.weight = v[1], .bias = v[2], .training = true, .act = act, .residual = v[3]})};
           },
           {normal_input(shape, t, 31), uniform_input({c}, t, 32, 1.0, 4.0), uniform_input({c}, t, 33, 0.0, 4.0),
            normal_input(shape, t, 34)},
@@ -98,7 +100,10 @@ TEST_P(CudaNorm, BatchNormResidualTraining) {
 TEST_P(CudaNorm, BatchNormEval) {
   const DType t = dtype();
   expect_parity(
-      "batch_norm eval", [](const Inputs& v) { return Outputs{batch_norm(v[0], v[1], v[2], v[3], v[4], false)}; },
+      "batch_norm eval",
+      [](const Inputs& v) {
+        return Outputs{batch_norm(v[0], {.running_mean = v[1], .running_var = v[2], .weight = v[3], .bias = v[4]})};
+      },
       {normal_input({3, 4, 5, 5}, t, 11), uniform_input({4}, t, 12, -0.5, 0.5, false),
        uniform_input({4}, t, 13, 0.5, 2.0, false), normal_input({4}, t, 14), normal_input({4}, t, 15)},
       tolerances(kPointwise, kSums));

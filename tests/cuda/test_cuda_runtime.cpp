@@ -218,7 +218,7 @@ TEST_F(CudaMixedDevice, OpsRefuseAndNameBothDevices) {
        }},
       {"embedding", [&] { embedding(g, ids_cpu); }},
       {"cross_entropy", [&] { cross_entropy(g, ids_cpu); }},
-      {"batch_norm", [&] { batch_norm(g, Tensor(), Tensor(), ones({3}), Tensor(), true); }},
+      {"batch_norm", [&] { batch_norm(g, {.weight = ones({3}), .training = true}); }},
   };
   for (const auto& [name, fn] : cases) {
     std::string msg = error_of(fn);

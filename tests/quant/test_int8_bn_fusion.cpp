@@ -10,8 +10,8 @@
 #include <functional>
 #include <limits>
 #include <map>
-#include <set>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -42,8 +42,8 @@ std::vector<FusionCase> cases() {
       {"pointwise_relu6", 3, 5, 7, 6, 9, 1, Conv2dOptions(), NormActivation::relu6, true, false},
       {"depthwise_relu6", 2, 37, 5, 5, 37, 3, Conv2dOptions().padding(1).groups(37), NormActivation::relu6, true,
        false},
-      {"depthwise_s2_relu6", 2, 12, 9, 7, 12, 3, Conv2dOptions().stride(2).padding(1).groups(12),
-       NormActivation::relu6, true, true},
+      {"depthwise_s2_relu6", 2, 12, 9, 7, 12, 3, Conv2dOptions().stride(2).padding(1).groups(12), NormActivation::relu6,
+       true, true},
       {"conv3x3_relu", 2, 6, 8, 9, 4, 3, Conv2dOptions().padding(1), NormActivation::relu, true, true},
       {"conv3x3_relu_plain_bn", 3, 4, 5, 7, 5, 3, Conv2dOptions().padding(1).stride(2), NormActivation::relu, false,
        false},
@@ -78,7 +78,13 @@ Result run(const FusionCase& fc, bool fused, const Tensor& z_values) {
       if (t->defined()) t->set_grad(Tensor());
     const BatchNormArgs bn{rm, rv, gamma, beta, 0.1, 1e-5, fc.act};
     Tensor y = fused ? int8_conv2d_batch_norm(z, bn, w, b, fc.opts, layer)
-                     : int8_conv2d(batch_norm(z, rm, rv, gamma, beta, true, 0.1, 1e-5, fc.act), w, b, fc.opts, layer);
+                     : int8_conv2d(batch_norm(z, {.running_mean = rm,
+                                                  .running_var = rv,
+                                                  .weight = gamma,
+                                                  .bias = beta,
+                                                  .training = true,
+                                                  .act = fc.act}),
+                                   w, b, fc.opts, layer);
     y.backward(random(y.shape(), 6 + static_cast<uint64_t>(step), 0.1));
     res.tensors.push_back(y.detach().clone());
     for (const Tensor* t : {&rm, &rv, &z, &gamma, &beta, &w, &b}) {
@@ -97,8 +103,8 @@ void expect_same(const Result& got, const Result& want, const std::string& what)
   ASSERT_EQ(got.tensors.size(), want.tensors.size()) << what;
   for (size_t i = 0; i < got.tensors.size(); ++i) {
     ASSERT_EQ(got.tensors[i].shape(), want.tensors[i].shape()) << what << " tensor " << i;
-    EXPECT_TRUE(testing::same_bytes(got.tensors[i].data<float>(), want.tensors[i].data<float>(),
-                                    got.tensors[i].numel(), sizeof(float), what + " tensor " + std::to_string(i)));
+    EXPECT_TRUE(testing::same_bytes(got.tensors[i].data<float>(), want.tensors[i].data<float>(), got.tensors[i].numel(),
+                                    sizeof(float), what + " tensor " + std::to_string(i)));
   }
   ASSERT_EQ(got.stats.size(), want.stats.size());
   for (size_t i = 0; i < got.stats.size(); ++i)
@@ -153,9 +159,9 @@ TEST(Int8BnFusion, ChecksItsArguments) {
   EXPECT_THROW(int8_conv2d_batch_norm(z, {}, w, {}, {}, nullptr), Error);
   BatchNormArgs four;
   four.running_mean = zeros({4}), four.running_var = ones({4});
-  EXPECT_THROW(int8_conv2d_batch_norm(z, four, w, {}, {}, layer), Error);  // [C] is 3
+  EXPECT_THROW(int8_conv2d_batch_norm(z, four, w, {}, {}, layer), Error);                      // [C] is 3
   EXPECT_THROW(int8_conv2d_batch_norm(random({1, 3, 1, 1}, 3), {}, w, {}, {}, layer), Error);  // one value
-  EXPECT_THROW(int8_conv2d_batch_norm(z, {}, random({4, 2, 1, 1}, 4), {}, {}, layer), Error);   // channels
+  EXPECT_THROW(int8_conv2d_batch_norm(z, {}, random({4, 2, 1, 1}, 4), {}, {}, layer), Error);  // channels
   EXPECT_NO_THROW(int8_conv2d_batch_norm(z, {}, w, {}, {}, layer));
 }
 
@@ -230,7 +236,8 @@ std::map<std::string, int> node_counts(const Tensor& t) {
 // second convolution (9) and in a Bottleneck the second and third; with the setting off or in
 // evaluation mode, none.
 TEST(Int8BnFusion, ModelsTakeTheFusedPath) {
-  for (const auto& [name, fused] : std::vector<std::pair<std::string, int>>{{"mobilenetv2_cifar", 33}, {"resnet20", 9}}) {
+  for (const auto& [name, fused] :
+       std::vector<std::pair<std::string, int>>{{"mobilenetv2_cifar", 33}, {"resnet20", 9}}) {
     auto net = build_model(ModelOptions().name(name).num_classes(10).image_size(16));
     enable_int8(*net, Int8Config{}, /*keep_first_last_float=*/true, 7);
     net->train();

@@ -1,5 +1,5 @@
 // Quantized inference layers (layers/quantized.h) and the model converter (quant/precision.h):
-// PbLinear / Int8Linear are pb_linear / qlinear on their preprocessed weights, the quantized LSTM
+// PbLinear / ZeroPointLinear are pb_linear / qlinear on their preprocessed weights, the quantized LSTM
 // with 8-bit weights and 32-bit activations tracks the float LSTM, a whole sequence equals token by
 // token, the in-place hooks of Linear and LSTM, inference-only errors, plan selection and errors,
 // and the preprocessed state's round trip with its validation.
@@ -46,7 +46,7 @@ TEST(PbLayers, PBLinearIsPbLinearOnItsWeights) {
     ASSERT_EQ(y.shape(), (Shape{2, 3, 19}));
     EXPECT_EQ(y.reshape({6, 19}).to_vector<float>(), want.to_vector<float>()) << pb_config_name(c);
   }
-  Int8Linear q(lin);
+  ZeroPointLinear q(lin);
   EXPECT_EQ(q(x).reshape({6, 19}).to_vector<float>(),
             qlinear(qlinear_prepare(lin.weight_), x.reshape({6, 37}), lin.bias_).to_vector<float>());
 }
@@ -123,7 +123,7 @@ TEST(PbLayers, LstmHook) {
   Generator g(5);
   LSTM lstm(6, 8);
   Tensor x = randn({2, 3, 6}, {}, &g);
-  auto q = std::make_shared<Int8Lstm>(lstm);
+  auto q = std::make_shared<ZeroPointLstm>(lstm);
   lstm.set_inference(q);
   EXPECT_NE(lstm.extra_repr().find("int8"), std::string::npos);
   lstm.eval();

@@ -70,7 +70,7 @@ void run(const Args& a, int64_t hidden, Device device) {
   // changes over time skews them all alike.
   std::vector<Config> configs;
   configs.push_back({"fp32", nullptr, {}, {}});
-  configs.push_back({"int8", std::make_shared<Int8Lstm>(*lm.lstm_), {}, {}});
+  configs.push_back({"int8", std::make_shared<ZeroPointLstm>(*lm.lstm_), {}, {}});
   for (int w : {1, 2, 4, 8})
     for (int act : {8, 16}) {
       const quant::PbConfig c{w, act, true};

@@ -193,7 +193,8 @@ struct EvalCommand {
                     "and Linear but the final output layer, optionally with scheme=paper|octet (paper: the reference "
                     "code's fixed-point grid; a_shift=S with it), row_step=0|1, clip=0|1; or a YAML plan file of "
                     "per-layer precisions (octet sweep --search writes one)");
-    cmd->add_flag("--int8", int8, "int8 zero-point inference for the same layers");
+    cmd->add_flag("--int8", int8,
+                  "the zero-point int8 inference baseline (quant/qgemm.h; not INT8 training) for the same layers");
   }
   int run() const {
     const auto q =
@@ -225,7 +226,7 @@ struct ExportCommand {
     cmd->add_option("checkpoint", ckpt, "checkpoint file (.safetensors) or run folder (its best checkpoint)")
         ->required();
     cmd->add_option("--pbatch", pbatch, "w=N,a=K or a YAML plan file (as for eval)");
-    cmd->add_flag("--int8", int8, "the int8 zero-point baseline");
+    cmd->add_flag("--int8", int8, "the zero-point int8 inference baseline (not INT8 training)");
     cmd->add_flag("--torch", torch,
                   "the model's state_dict with PyTorch's (torchvision's) names and nothing else, for "
                   "model.load_state_dict(safetensors.torch.load_file(OUT))");

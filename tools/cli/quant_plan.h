@@ -8,7 +8,7 @@
 //     default: {w: 4, a: 16}        # PrecisionBatching: weight bits 1..8, activation bits 2..32
 //     lstm: {w: 2, a: 16, clip: false, row_step: true}   # row_step: a weight step per output row
 //     encoder: {w: 4, a: 8, scheme: paper, a_shift: 4}   # a_shift: the paper scheme's activation scale 2^-S
-//     decoder: int8                 # the int8 zero-point baseline; `float` keeps a layer float
+//     decoder: int8                 # the zero-point int8 inference baseline; `float` keeps a layer float
 //   --pbatch w=4,a=8,scheme=paper[,row_step=1][,a_shift=6][,clip=0]   the same keys in a uniform plan
 //   --int8                 int8 for every quantizable layer but the output layer
 #pragma once

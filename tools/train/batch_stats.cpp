@@ -1,8 +1,12 @@
 #include "tools/train/batch_stats.h"
 
+#include <cmath>
+#include <cstdio>
+
 #include "core/autograd.h"
+#include "core/ops/concat.h"
 #include "core/ops/elementwise.h"
-#include "core/ops/nn.h"
+#include "core/ops/index.h"
 #include "core/ops/reduce.h"
 
 namespace octet::train {
@@ -62,6 +66,17 @@ std::vector<BatchStats> BatchStatsQueue::drain() {
   device_.clear();
   device_n_.clear();
   return out;
+}
+
+std::string sums_text(const RunningSums& r, bool lm) {
+  if (r.n == 0) return "no loss (every step skipped)";  // train.on_nonfinite: skip
+  char buf[96];
+  if (lm)
+    std::snprintf(buf, sizeof(buf), "loss %.4f ppl %.2f", r.mean_loss(), std::exp(r.mean_loss()));
+  else
+    std::snprintf(buf, sizeof(buf), "loss %.4f acc %.2f%%", r.mean_loss(),
+                  100.0 * static_cast<double>(r.correct) / std::max<double>(1, static_cast<double>(r.n)));
+  return std::string(buf);
 }
 
 }  // namespace octet::train

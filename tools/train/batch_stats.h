@@ -6,10 +6,13 @@
 //   for (const BatchStats& s : q.drain()) sum += s.loss * s.n;
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "core/tensor.h"
+#include "tools/train/checkpoint.h"
 
 namespace octet::train {
 
@@ -35,5 +38,20 @@ class BatchStatsQueue {
 // On the host: a row counts for top-k when fewer than k logits are strictly larger than its
 // label's (so ties go the label's way); a NaN logit counts as larger, so a row of NaNs is never right.
 void count_topk(const Tensor& logits, const Tensor& labels, int64_t& top1, int64_t& top5);
+
+// Loss and accuracy summed over the steps of a log interval or an epoch; `skipped`: the examples of
+// skipped steps (train.on_nonfinite: skip), in the rate but not in the loss and accuracy. An epoch's
+// sums travel in checkpoints (TrainState::epoch_sums).
+struct RunningSums : EpochSums {
+  void add(const BatchStats& st) {
+    loss += st.loss * static_cast<double>(st.n);
+    n += st.n;
+    correct += st.top1;
+  }
+  double mean_loss() const { return loss / std::max<double>(1, static_cast<double>(n)); }
+};
+// Loss (and perplexity for a language model, `lm`) or accuracy, as the progress bar and the log
+// show them: "loss 0.4100 acc 87.10%", "loss 4.5012 ppl 90.14".
+std::string sums_text(const RunningSums& r, bool lm);
 
 }  // namespace octet::train

@@ -226,4 +226,33 @@ std::string nonfinite_text(const Module& model, const Tensor& loss, int64_t step
          fmt::format(", non-finite gradients in {} of {} parameters, nearest the loss: {}", bad, total, bad_last);
 }
 
+void log_int8_training(const Int8Run& int8) {
+  if (int8.empty()) return;
+  std::string names;
+  for (const auto& l : int8.layers()) names += (names.empty() ? "" : ", ") + l.name;
+  const quant::Int8Config& c = int8.layers()[0].layer->config;
+  spdlog::info("INT8 training of {} convolutions ({}); DSGC {} (every {} steps), stochastic rounding {}, DCLR {}",
+               int8.layers().size(), names, c.dsgc ? "on" : "off", c.clip_update_period,
+               c.stochastic_rounding ? "on" : "off", c.dclr ? "on" : "off");
+}
+
+void log_optimizer(const Optimizer& optimizer, const std::string& name, int64_t num_parameters) {
+  // The optimizer's memory: bytes of state per parameter (8 for 32-bit Adam, about 2 for 8-bit).
+  const double bytes = static_cast<double>(optimizer.state_bytes());
+  spdlog::info("optimizer {}: {:.3f} MB of state, {:.3f} bytes per parameter ({} tensors with 8-bit state)", name,
+               bytes / 1e6, bytes / std::max<double>(1, static_cast<double>(num_parameters)),
+               optimizer.num_8bit_params());
+  // What each optimizer.param_groups entry took (group i + 1; the first match wins), to check its globs by.
+  for (size_t g = 1; g < optimizer.num_groups(); ++g) {
+    constexpr size_t kShown = 6;
+    const NamedTensors& params = optimizer.params(g);
+    std::string names;
+    for (size_t i = 0; i < params.size() && i < kShown; ++i) names += (i ? ", " : "") + params[i].first;
+    if (params.size() > kShown) names += ", ...";
+    spdlog::info("optimizer.param_groups[{}]: {} tensors, lr {:.4g} (before the schedule), state_bits {}: {}", g - 1,
+                 params.size(), optimizer.initial_lr(g), optimizer.state_options(params.front().first).state_bits_,
+                 names);
+  }
+}
+
 }  // namespace octet::train

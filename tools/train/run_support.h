@@ -10,6 +10,8 @@
 
 #include "core/device.h"
 #include "layers/module.h"
+#include "optim/optimizer.h"
+#include "tools/train/int8_run.h"
 #include "tools/train/metrics.h"
 #include "tools/train/recipe.h"
 #include "tools/train/task.h"
@@ -60,6 +62,11 @@ void record_eval(MetricsLog& metrics, TensorBoardWriter* tb, const EvalResult& e
 void load_model_from(Module& model, const NamedTensors& sd, const std::string& path, const std::string& what);
 // The same for any load (the optimizer's, an INT8 run's state): `load` run, its Error rephrased.
 void load_from(const std::function<void()>& load, const std::string& path, const std::string& what);
+
+// The start of a run's log: its INT8 layers and their settings (nothing without any), and the
+// optimizer's state memory and what each optimizer.param_groups entry took.
+void log_int8_training(const Int8Run& int8);
+void log_optimizer(const Optimizer& optimizer, const std::string& name, int64_t num_parameters);
 
 // clip_grad_norm's max_norm that never scales: the call only measures the norm.
 inline constexpr double kNoClip = std::numeric_limits<double>::infinity();
