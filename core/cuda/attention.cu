@@ -57,6 +57,20 @@ __device__ T block_reduce(T v, T* red) {
   return out;
 }
 
+// acc[e] += sum over t < n of w[t] * rows[(c0 + t) * width + x], for this thread's columns
+// x = threadIdx.x + e * kRowThreads below width: a chunk of weights staged in shared memory times
+// the matching rows of a [*, width] matrix.
+template <typename T>
+__device__ void accumulate_rows(T (&acc)[kMaxPerThread], const T* w, const T* rows, int64_t c0, int64_t n,
+                                int64_t width) {
+#pragma unroll
+  for (int e = 0; e < kMaxPerThread; ++e) {
+    const int64_t x = threadIdx.x + e * kRowThreads;
+    if (x < width)
+      for (int64_t t = 0; t < n; ++t) acc[e] += w[t] * rows[(c0 + t) * width + x];
+  }
+}
+
 template <typename T>
 __device__ T score(const AttentionGeometry& g, const T* qi, const T* k, const uint8_t* pad, int64_t i, int64_t j) {
   if (masked(g, pad, i, j)) return -INFINITY;
@@ -94,12 +108,7 @@ __global__ void __launch_bounds__(kRowThreads)
         j < g.tk ? exp(score(g, qi, kh, pad, i, j) - mx) / sum * static_cast<T>(keep_scale(g, bh, i, j)) : T(0);
     __syncthreads();
     const int64_t n = g.tk - c0 < kRowThreads ? g.tk - c0 : kRowThreads;
-#pragma unroll
-    for (int e = 0; e < kMaxPerThread; ++e) {
-      const int64_t x = threadIdx.x + e * kRowThreads;
-      if (x < g.dv)
-        for (int64_t t = 0; t < n; ++t) acc[e] += p[t] * vh[(c0 + t) * g.dv + x];
-    }
+    accumulate_rows(acc, p, vh, c0, n, g.dv);
     __syncthreads();
   }
 #pragma unroll
@@ -151,12 +160,7 @@ __global__ void __launch_bounds__(kRowThreads)
     ds[threadIdx.x] = j < g.tk ? dscore(g, qi, kh, vh, pad, doi, lse[row], delta_i, bh, i, j, &unused) : T(0);
     __syncthreads();
     const int64_t n = g.tk - c0 < kRowThreads ? g.tk - c0 : kRowThreads;
-#pragma unroll
-    for (int e = 0; e < kMaxPerThread; ++e) {
-      const int64_t x = threadIdx.x + e * kRowThreads;
-      if (x < g.d)
-        for (int64_t t = 0; t < n; ++t) acc[e] += ds[t] * kh[(c0 + t) * g.d + x];
-    }
+    accumulate_rows(acc, ds, kh, c0, n, g.d);
     __syncthreads();
   }
 #pragma unroll
@@ -190,14 +194,8 @@ __global__ void __launch_bounds__(kRowThreads)
     pt[threadIdx.x] = ptilde;
     __syncthreads();
     const int64_t n = g.tq - c0 < kRowThreads ? g.tq - c0 : kRowThreads;
-#pragma unroll
-    for (int e = 0; e < kMaxPerThread; ++e) {
-      const int64_t x = threadIdx.x + e * kRowThreads;
-      if (dk != nullptr && x < g.d)
-        for (int64_t t = 0; t < n; ++t) acc_k[e] += ds[t] * qh[(c0 + t) * g.d + x];
-      if (dv != nullptr && x < g.dv)
-        for (int64_t t = 0; t < n; ++t) acc_v[e] += pt[t] * doh[(c0 + t) * g.dv + x];
-    }
+    if (dk != nullptr) accumulate_rows(acc_k, ds, qh, c0, n, g.d);
+    if (dv != nullptr) accumulate_rows(acc_v, pt, doh, c0, n, g.dv);
     __syncthreads();
   }
 #pragma unroll
