@@ -85,6 +85,8 @@ declare -A BENCH_ARGS=(
   [octet_bench_train]="--int8 --torch-script {bench}/bench_train_torch.py --python {python}"
   [bench_train_torch]="-"
   [octet_bench_int8]="--reps 5 --batch 32"
+  [octet_bench_attention]="--batch 4 --heads 8 --torch-script {bench}/bench_attention_torch.py --python {python}"
+  [bench_attention_torch]="-"
 )
 # GPU benchmarks that are subcommands of the octet CLI: report name -> arguments.
 declare -A CLI_BENCHES=(

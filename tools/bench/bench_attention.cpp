@@ -1,0 +1,189 @@
+// Scaled dot-product attention (core/ops/attention.h), causal, f32: forward alone and forward +
+// backward of sum(out * r), for q, k, v [B, H, T, D] at each T, beside PyTorch's
+// F.scaled_dot_product_attention (bench_attention_torch.py, run once per round between octet's
+// timings: the rounds alternate, and each cell is the best over them). The backward's saved state
+// is out and the row log-sum-exp: T values per head besides the inputs, never [T, T].
+//   build/tools/bench/octet_bench_attention [--device cpu|cuda] [--lengths 256,1024,2048] [--batch 1]
+//       [--heads 4] [--dim 64] [--reps 3] [--rounds 2] [--threads N] [--python python3]
+//       [--torch-script PATH|none]
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/cuda.h"
+#include "core/octet.h"
+#include "tools/bench/bench_util.h"
+
+using namespace octet;
+using octet::bench::best_time;
+
+namespace {
+
+struct Args {
+  std::string device = "cpu", python = "python3", script = std::string(OCTET_BENCH_DIR) + "/bench_attention_torch.py";
+  std::vector<int64_t> lengths{256, 1024, 2048};
+  int64_t batch = 1, heads = 4, dim = 64, threads = 0;
+  int reps = 3, rounds = 2;
+};
+
+struct Times {
+  double forward_ms = 1e30, forward_backward_ms = 1e30;
+};
+
+std::vector<int64_t> parse_list(const std::string& s) {
+  std::vector<int64_t> out;
+  std::stringstream in(s);
+  for (std::string x; std::getline(in, x, ',');) out.push_back(std::stoll(x));
+  return out;
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char ch : s) out += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+  return out + "'";
+}
+
+// octet's times for each length (the best of reps), folded into `best`.
+void time_octet(const Args& a, Device dev, std::map<int64_t, Times>& best) {
+  auto sync = [&] {
+    if (dev.is_cuda()) cuda::synchronize();
+  };
+  for (int64_t t : a.lengths) {
+    Generator g(0);
+    Tensor q = randn({a.batch, a.heads, t, a.dim}, {}, &g).to(dev),
+           k = randn({a.batch, a.heads, t, a.dim}, {}, &g).to(dev);
+    Tensor v = randn({a.batch, a.heads, t, a.dim}, {}, &g).to(dev),
+           r = randn({a.batch, a.heads, t, a.dim}, {}, &g).to(dev);
+    for (Tensor* x : {&q, &k, &v}) x->requires_grad_(true);
+    const AttentionOptions causal = AttentionOptions().causal(true);
+    const double fwd = best_time(a.reps, [&] {
+      NoGradGuard ng;
+      scaled_dot_product_attention(q, k, v, causal);
+      sync();
+    });
+    const double fb = best_time(a.reps, [&] {
+      sum(scaled_dot_product_attention(q, k, v, causal) * r).backward();
+      sync();
+    });
+    Times& b = best[t];
+    b.forward_ms = std::min(b.forward_ms, fwd * 1e3);
+    b.forward_backward_ms = std::min(b.forward_backward_ms, fb * 1e3);
+  }
+}
+
+// PyTorch's times, folded into `best`; false (and `about` says why) when it did not run.
+bool time_torch(const Args& a, std::map<int64_t, Times>& best, std::string& about) {
+  std::string lengths;
+  for (int64_t t : a.lengths) {
+    if (!lengths.empty()) lengths += ',';
+    lengths += std::to_string(t);
+  }
+  const std::string cmd = shell_quote(a.python) + " " + shell_quote(a.script) + " --device " + a.device +
+                          " --lengths " + lengths + " --batch " + std::to_string(a.batch) + " --heads " +
+                          std::to_string(a.heads) + " --dim " + std::to_string(a.dim) + " --reps " +
+                          std::to_string(a.reps) + " --threads " + std::to_string(a.threads) + " 2>&1";
+  std::fflush(stdout);
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) {
+    about = "PyTorch not run: cannot start " + a.python;
+    return false;
+  }
+  std::string text, last;
+  char buf[4096];
+  while (std::fgets(buf, sizeof(buf), p)) text += buf;
+  const int status = pclose(p);
+  bool any = false;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    if (!line.empty()) last = line;
+    if (line.rfind("pytorch ", 0) == 0) about = line;
+    if (line.rfind("RESULT,", 0) != 0) continue;
+    int64_t t = 0;
+    double f = 0, fb = 0;
+    if (std::sscanf(line.c_str(), "RESULT,%lld,%lf,%lf", reinterpret_cast<long long*>(&t), &f, &fb) != 3) continue;
+    Times& b = best[t];
+    b.forward_ms = std::min(b.forward_ms, f);
+    b.forward_backward_ms = std::min(b.forward_backward_ms, fb);
+    any = true;
+  }
+  if (!any)
+    about = "PyTorch failed (exit status " + std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : status) +
+            "): " + last;
+  return any;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string k = argv[i], v = argv[i + 1];
+    if (k == "--device")
+      a.device = v;
+    else if (k == "--lengths")
+      a.lengths = parse_list(v);
+    else if (k == "--batch")
+      a.batch = std::stoll(v);
+    else if (k == "--heads")
+      a.heads = std::stoll(v);
+    else if (k == "--dim")
+      a.dim = std::stoll(v);
+    else if (k == "--reps")
+      a.reps = std::stoi(v);
+    else if (k == "--rounds")
+      a.rounds = std::stoi(v);
+    else if (k == "--threads")
+      a.threads = std::stoll(v);
+    else if (k == "--python")
+      a.python = v;
+    else if (k == "--torch-script")
+      a.script = v;
+    else {
+      std::fprintf(stderr, "octet_bench_attention: unknown option '%s'\n", k.c_str());
+      return 2;
+    }
+  }
+  if (argc % 2 == 0) {
+    std::fprintf(stderr, "octet_bench_attention: option '%s' needs a value\n", argv[argc - 1]);
+    return 2;
+  }
+  try {
+    const Device dev = Device::parse(a.device);
+    if (a.threads > 0) set_num_threads(static_cast<int>(a.threads));
+    std::map<int64_t, Times> ours, theirs;
+    std::string about = "PyTorch not run (--torch-script none)";
+    bool torch_ok = false;
+    for (int round = 0; round < a.rounds; ++round) {
+      time_octet(a, dev, ours);
+      if (a.script != "none") torch_ok = time_torch(a, theirs, about) || torch_ok;
+    }
+    std::printf("## Attention, causal, f32: octet vs PyTorch SDPA on %s\n\n", a.device.c_str());
+    std::printf("- octet: %s, %d threads; B=%lld H=%lld D=%lld; best of %d x %d rounds, alternating\n- %s\n\n",
+                dev.is_cuda() ? cuda::device_name(dev.index).c_str() : "cpu", get_num_threads(),
+                static_cast<long long>(a.batch), static_cast<long long>(a.heads), static_cast<long long>(a.dim), a.reps,
+                a.rounds, about.c_str());
+    std::printf(
+        "| T | octet fwd ms | PyTorch fwd ms | octet / PyTorch time | octet fwd+bwd ms | PyTorch fwd+bwd ms | octet "
+        "/ PyTorch time |\n|---:|---:|---:|---:|---:|---:|---:|\n");
+    for (int64_t t : a.lengths) {
+      const Times& o = ours[t];
+      const bool have = torch_ok && theirs.count(t);
+      const Times th = have ? theirs[t] : Times{};
+      std::printf("| %lld | %.2f | %s | %s | %.2f | %s | %s |\n", static_cast<long long>(t), o.forward_ms,
+                  have ? std::to_string(th.forward_ms).c_str() : "-",
+                  have ? std::to_string(o.forward_ms / th.forward_ms).c_str() : "-", o.forward_backward_ms,
+                  have ? std::to_string(th.forward_backward_ms).c_str() : "-",
+                  have ? std::to_string(o.forward_backward_ms / th.forward_backward_ms).c_str() : "-");
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "octet_bench_attention: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
