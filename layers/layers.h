@@ -4,6 +4,7 @@
 #pragma once
 
 #include "layers/activation.h"
+#include "layers/attention.h"
 #include "layers/batch_norm.h"
 #include "layers/conv.h"
 #include "layers/distributed.h"

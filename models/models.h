@@ -3,6 +3,7 @@
 //   std::cout << net->summary();
 #pragma once
 
+#include "models/gpt.h"
 #include "models/lstm_lm.h"
 #include "models/mlp.h"
 #include "models/mobilenetv2.h"

@@ -4,6 +4,7 @@
 #include <functional>
 #include <map>
 
+#include "models/gpt.h"
 #include "models/lstm_lm.h"
 #include "models/mlp.h"
 #include "models/mobilenetv2.h"
@@ -59,6 +60,17 @@ const std::vector<ModelEntry>& entries() {
                                                        .dropout(o.dropout_)
                                                        .tie_weights(o.tie_weights_)
                                                        .stable_embedding(o.embedding_ == "stable"));
+                 }});
+    t.push_back({"gpt", "", [](const ModelOptions& o) {
+                   return std::make_shared<Gpt>(GptOptions()
+                                                    .vocab_size(o.vocab_size_)
+                                                    .context_length(o.context_length_)
+                                                    .num_layers(o.num_layers_)
+                                                    .num_heads(o.num_heads_)
+                                                    .width(o.embed_dim_ > 0 ? o.embed_dim_ : o.hidden_size_)
+                                                    .dropout(o.dropout_)
+                                                    .tie_weights(o.tie_weights_)
+                                                    .stable_embedding(o.embedding_ == "stable"));
                  }});
     t.push_back({"mlp", "", [](const ModelOptions& o) {
                    return std::make_shared<Mlp>(o.in_channels_ * o.image_size_ * o.image_size_, o.hidden_sizes_,

@@ -28,13 +28,15 @@ namespace octet {
     "layers and before the decoder")                                                                            \
   X(std::string, shortcut, "A", ::octet::one_of("A|B"),                                                         \
     "CIFAR ResNet shortcut: A (zero-padding identity) or B (1x1 projection)")                                   \
-  X(int64_t, embed_dim, 0, ::octet::kNonNegative, "lstm_lm: embedding size (0: hidden_size)")                   \
+  X(int64_t, embed_dim, 0, ::octet::kNonNegative, "lstm_lm: embedding size; gpt: width (0: hidden_size)")       \
   X(int64_t, hidden_size, 650, ::octet::kAtLeastOne, "lstm_lm: LSTM hidden units per layer")                    \
-  X(int64_t, num_layers, 1, ::octet::kAtLeastOne, "lstm_lm: LSTM layers")                                       \
+  X(int64_t, num_layers, 1, ::octet::kAtLeastOne, "lstm_lm: LSTM layers; gpt: transformer blocks")              \
+  X(int64_t, num_heads, 6, ::octet::kAtLeastOne, "gpt: attention heads (dividing the width)")                   \
+  X(int64_t, context_length, 256, ::octet::kAtLeastOne, "gpt: the longest sequence (learned positions)")        \
   X(bool, tie_weights, false, ::octet::kAnyValue,                                                               \
-    "lstm_lm: the decoder uses the embedding's weight (embed_dim must equal hidden_size)")                      \
+    "lstm_lm, gpt: the decoder uses the embedding's weight (lstm_lm: embed_dim must equal hidden_size)")        \
   X(std::string, embedding, "plain", ::octet::one_of("plain|stable"),                                           \
-    "lstm_lm: plain, or stable (StableEmbedding: Xavier init, LayerNorm, 32-bit optimizer state)")              \
+    "lstm_lm, gpt: plain, or stable (StableEmbedding: Xavier init, LayerNorm, 32-bit optimizer state)")         \
   X(std::vector<int64_t>, hidden_sizes, (std::vector<int64_t>{4096, 4096}), ::octet::kAtLeastOne,               \
     "mlp: hidden layer widths, e.g. [4096, 4096] (the PrecisionBatching paper's MNIST network); [] a linear "   \
     "classifier")

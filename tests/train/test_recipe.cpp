@@ -243,7 +243,7 @@ TEST(Recipe, QuantKeys) {
 // value and what is allowed.
 TEST(Recipe, ValuesAreNamedByTheirKey) {
   expect_error("", {"model.name=resnet999"},
-               "override 'model.name=resnet999': key 'model.name' must be one of lstm_lm, mlp, mobilenetv2");
+               "override 'model.name=resnet999': key 'model.name' must be one of gpt, lstm_lm, mlp, mobilenetv2");
   expect_error("model:\n  shortcut: C\n", {}, "r.yaml:2: key 'model.shortcut' must be one of A, B, got 'C'");
   expect_error("", {"model.embedding=fancy"}, "key 'model.embedding' must be one of plain, stable, got 'fancy'");
   expect_error("", {"optimizer.momentum=-1"}, "key 'optimizer.momentum' must be >= 0, got -1");

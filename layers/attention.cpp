@@ -1,0 +1,64 @@
+#include "layers/attention.h"
+
+#include "core/ops/attention.h"
+#include "core/ops/dropout.h"
+#include "core/ops/elementwise.h"
+
+namespace octet {
+
+MultiheadAttention::MultiheadAttention(int64_t embed_dim, int64_t num_heads, double dropout, bool causal)
+    : embed_dim_(embed_dim), num_heads_(num_heads), dropout_(dropout), causal_(causal) {
+  OCTET_CHECK(embed_dim > 0 && num_heads > 0 && embed_dim % num_heads == 0,
+              "MultiheadAttention: embed_dim must be a positive multiple of num_heads, got ", embed_dim, " and ",
+              num_heads);
+  OCTET_CHECK(dropout >= 0.0 && dropout < 1.0, "MultiheadAttention: dropout must be in [0, 1), got ", dropout);
+  c_attn_ = register_module("c_attn", std::make_shared<Linear>(embed_dim, 3 * embed_dim));
+  c_proj_ = register_module("c_proj", std::make_shared<Linear>(embed_dim, embed_dim));
+}
+
+Tensor MultiheadAttention::forward(const Tensor& x) { return forward(x, Tensor()); }
+
+Tensor MultiheadAttention::forward(const Tensor& x, const Tensor& key_padding_mask) {
+  OCTET_CHECK(x.defined() && x.dim() == 3 && x.size(2) == embed_dim_, "MultiheadAttention: expected x [B, T, ",
+              embed_dim_, "], got ", x.defined() ? x.shape() : Shape{});
+  const int64_t b = x.size(0), t = x.size(1), hd = embed_dim_ / num_heads_;
+  Tensor qkv = (*c_attn_)(x);       // [B, T, 3C]
+  auto heads = [&](int64_t part) {  // [B, T, C] slice -> [B, H, T, C/H]
+    return qkv.narrow(2, part * embed_dim_, embed_dim_).reshape({b, t, num_heads_, hd}).transpose(1, 2);
+  };
+  AttentionOptions o = AttentionOptions().causal(causal_);
+  if (key_padding_mask.defined()) o.key_padding_mask(key_padding_mask);
+  if (is_training() && dropout_ > 0) o.dropout(dropout_);
+  Tensor y = scaled_dot_product_attention(heads(0), heads(1), heads(2), o);  // [B, H, T, C/H]
+  y = y.transpose(1, 2).reshape({b, t, embed_dim_});
+  return dropout((*c_proj_)(y), dropout_, is_training());
+}
+
+std::string MultiheadAttention::extra_repr() const {
+  return detail::str_cat("embed_dim=", embed_dim_, ", num_heads=", num_heads_, ", dropout=", dropout_,
+                         causal_ ? ", causal" : "");
+}
+
+TransformerMlp::TransformerMlp(int64_t embed_dim, double dropout) : dropout_(dropout) {
+  OCTET_CHECK(dropout >= 0.0 && dropout < 1.0, "TransformerMlp: dropout must be in [0, 1), got ", dropout);
+  c_fc_ = register_module("c_fc", std::make_shared<Linear>(embed_dim, 4 * embed_dim));
+  c_proj_ = register_module("c_proj", std::make_shared<Linear>(4 * embed_dim, embed_dim));
+}
+
+Tensor TransformerMlp::forward(const Tensor& x) {
+  return dropout((*c_proj_)(gelu((*c_fc_)(x))), dropout_, is_training());
+}
+
+TransformerBlock::TransformerBlock(int64_t embed_dim, int64_t num_heads, double dropout, bool causal) {
+  ln_1_ = register_module("ln_1", std::make_shared<LayerNorm>(embed_dim));
+  attn_ = register_module("attn", std::make_shared<MultiheadAttention>(embed_dim, num_heads, dropout, causal));
+  ln_2_ = register_module("ln_2", std::make_shared<LayerNorm>(embed_dim));
+  mlp_ = register_module("mlp", std::make_shared<TransformerMlp>(embed_dim, dropout));
+}
+
+Tensor TransformerBlock::forward(const Tensor& x) {
+  Tensor y = x + (*attn_)((*ln_1_)(x));
+  return y + (*mlp_)((*ln_2_)(y));
+}
+
+}  // namespace octet

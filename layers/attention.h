@@ -1,0 +1,57 @@
+// Transformer layers with nanoGPT's module names, so a nanoGPT-style PyTorch state_dict loads:
+//   MultiheadAttention  self-attention with one fused QKV projection: c_attn [3C, C], c_proj [C, C]
+//                       (scaled_dot_product_attention, core/ops/attention.h: causal by default,
+//                       attention dropout inside it and dropout after c_proj while training);
+//   TransformerMlp      c_fc [4C, C] -> GELU (exact) -> c_proj [C, 4C] -> dropout;
+//   TransformerBlock    pre-LayerNorm: x + attn(ln_1(x)), then + mlp(ln_2(x)).
+//   auto block = std::make_shared<TransformerBlock>(384, 6, /*dropout=*/0.1);
+//   Tensor y = (*block)(x);   // x [B, T, 384] -> [B, T, 384]
+#pragma once
+
+#include <memory>
+
+#include "layers/layer_norm.h"
+#include "layers/linear.h"
+#include "layers/module.h"
+
+namespace octet {
+
+class MultiheadAttention : public Module {
+ public:
+  // embed_dim must be a multiple of num_heads; dropout in [0, 1).
+  MultiheadAttention(int64_t embed_dim, int64_t num_heads, double dropout = 0.0, bool causal = true);
+  // x [B, T, C] -> [B, T, C]
+  Tensor forward(const Tensor& x) override;
+  // The same with a key padding mask [B, T] (u8, nonzero: a padding position no query attends).
+  Tensor forward(const Tensor& x, const Tensor& key_padding_mask);
+  std::string type_name() const override { return "MultiheadAttention"; }
+  std::string extra_repr() const override;
+
+  int64_t embed_dim_, num_heads_;
+  double dropout_;
+  bool causal_;
+  std::shared_ptr<Linear> c_attn_, c_proj_;
+};
+
+class TransformerMlp : public Module {
+ public:
+  TransformerMlp(int64_t embed_dim, double dropout = 0.0);
+  Tensor forward(const Tensor& x) override;
+  std::string type_name() const override { return "TransformerMlp"; }
+
+  double dropout_;
+  std::shared_ptr<Linear> c_fc_, c_proj_;
+};
+
+class TransformerBlock : public Module {
+ public:
+  TransformerBlock(int64_t embed_dim, int64_t num_heads, double dropout = 0.0, bool causal = true);
+  Tensor forward(const Tensor& x) override;
+  std::string type_name() const override { return "TransformerBlock"; }
+
+  std::shared_ptr<LayerNorm> ln_1_, ln_2_;
+  std::shared_ptr<MultiheadAttention> attn_;
+  std::shared_ptr<TransformerMlp> mlp_;
+};
+
+}  // namespace octet
