@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "core/octet.h"
+#include "models/gpt.h"
 #include "models/lstm_lm.h"
 #include "tools/train/lm_task.h"
 #include "tools/train/trainer.h"
@@ -41,10 +42,12 @@ GenerateResult generate_text(const std::string& checkpoint, const GenerateOption
               "generate --temperature: expected a number >= 0 (0: always the most likely token), got ",
               opts.temperature_);
   CheckpointModel m = open_checkpoint_model(checkpoint, opts.threads_, opts.device_, "generate");
-  auto* lm = dynamic_cast<LstmLm*>(m.model.get());
-  OCTET_CHECK(lm != nullptr && is_language_model(m.recipe), "generate: ", m.path, " is not a language model's ",
-              "checkpoint (model '", m.recipe.text("model.name"), "', data.dataset '", m.recipe.text("data.dataset"),
-              "'); train one with a recipe such as recipes/lstm_lm_tiny.yaml");
+  auto* lstm = dynamic_cast<LstmLm*>(m.model.get());
+  auto* gpt = dynamic_cast<Gpt*>(m.model.get());
+  OCTET_CHECK((lstm != nullptr || gpt != nullptr) && is_language_model(m.recipe), "generate: ", m.path,
+              " is not a language model's checkpoint (model '", m.recipe.text("model.name"), "', data.dataset '",
+              m.recipe.text("data.dataset"), "'); train one with a recipe such as recipes/lstm_lm_tiny.yaml or ",
+              "recipes/gpt_tiny.yaml");
   const Vocabulary vocab = checkpoint_vocabulary(m.checkpoint);
   const bool words = vocab.level() == TextLevel::word;
 
@@ -76,11 +79,22 @@ GenerateResult generate_text(const std::string& checkpoint, const GenerateOption
   out.text = opts.prompt_;
   bool line_start = out.text.empty() || out.text.back() == '\n';
   Generator gen(opts.seed_);
+  // The LSTM reads each token once, carrying its state; the GPT reads the last context_length
+  // tokens again at each step (no key/value cache yet).
   Tensor input = from_vector(prompt, {1, static_cast<int64_t>(prompt.size())}).to(m.device);
+  std::vector<int64_t> context = prompt;
   LstmState state;
   for (int64_t i = 0; i < opts.tokens_; ++i) {
-    auto [logits, next] = lm->forward(input, state);
-    state = next;
+    Tensor logits;
+    if (lstm != nullptr) {
+      auto [l, next] = lstm->forward(input, state);
+      state = next;
+      logits = l;
+    } else {
+      const auto n = static_cast<int64_t>(std::min<size_t>(context.size(), gpt->options_.context_length_));
+      const std::vector<int64_t> window(context.end() - n, context.end());
+      logits = (*gpt)(from_vector(window, {1, n}).to(m.device));
+    }
     const int64_t t = logits.size(1);
     std::vector<float> last = logits.select(1, t - 1).reshape({-1}).to(Device::cpu()).to_vector<float>();
     const std::array<uint32_t, 4> w = philox_at(gen.seed(), gen.advance(1), 0);
@@ -94,6 +108,7 @@ GenerateResult generate_text(const std::string& checkpoint, const GenerateOption
       out.text += vocab.token(id);
       line_start = false;
     }
+    context.push_back(id);
     input = from_vector(std::vector<int64_t>{id}, {1, 1}).to(m.device);
   }
   return out;

@@ -7,6 +7,7 @@
 
 #include "core/octet.h"
 #include "data/toy_grammar.h"
+#include "models/gpt.h"
 #include "models/lstm_lm.h"
 #include "tools/train/fetch_data.h"
 
@@ -14,10 +15,17 @@ namespace octet::train {
 
 namespace {
 
-LstmLm& as_lstm_lm(Module& model) {
-  auto* lm = dynamic_cast<LstmLm*>(&model);
-  OCTET_CHECK(lm != nullptr, "language modeling: expected an LstmLm model, got ", model.type_name());
-  return *lm;
+// The logits [B, T, V] of one segment of ids [B, T]. An LstmLm continues from `state` and leaves
+// the state after the segment there; a Gpt sees the segment alone (its context: at most
+// context_length tokens, as nanoGPT trains and evaluates on blocks), and `state` stays empty.
+Tensor segment_logits(Module& model, const Tensor& ids, LstmState& state) {
+  if (auto* lstm = dynamic_cast<LstmLm*>(&model)) {
+    auto [logits, next] = lstm->forward(ids, state);
+    state = next;
+    return logits;
+  }
+  if (auto* gpt = dynamic_cast<Gpt*>(&model)) return (*gpt)(ids);
+  OCTET_FAIL("language modeling: expected an LstmLm or Gpt model, got ", model.type_name());
 }
 
 Tensor first_tokens(const Tensor& ids, int64_t limit) {
@@ -43,6 +51,10 @@ class LanguageModelTask : public Task {
         eval_batch_size_(r.integer("train.eval_batch_size")),
         bptt_(r.integer("data.bptt")),
         group_(group && group->size() > 1 ? group : nullptr) {
+    if (r.text("model.name") == "gpt")
+      OCTET_USAGE_CHECK(bptt_ <= r.integer("model.context_length"), r.where("data.bptt"), ": segments of ", bptt_,
+                        " tokens are longer than the GPT's model.context_length ", r.integer("model.context_length"),
+                        " (a segment is one context)");
     OCTET_CHECK(batch_size_ >= 1, "recipe train.batch_size: expected >= 1, got ", batch_size_);
     OCTET_CHECK(eval_batch_size_ >= 1, "recipe train.eval_batch_size: expected >= 1, got ", eval_batch_size_);
     OCTET_CHECK(batch_size_ % ranks() == 0, "recipe train.batch_size: the global batch of ", batch_size_,
@@ -78,17 +90,19 @@ class LanguageModelTask : public Task {
   double units_per_step() const override { return static_cast<double>(batch_size_ * bptt_); }
   const char* unit() const override { return "tok"; }
 
-  void start_epoch(Module&, int64_t epoch, int64_t first_batch) override {
-    // From zeros at the start of an epoch; in its middle, the state a resumed checkpoint carried.
+  void start_epoch(Module& model, int64_t epoch, int64_t first_batch) override {
+    // From zeros at the start of an epoch; in its middle, the state a resumed checkpoint carried
+    // (an LSTM's: a GPT carries none).
     if (first_batch == 0) hidden_ = LstmState{};
-    OCTET_CHECK(first_batch == 0 || hidden_.h.defined(), "train: resuming in the middle of epoch ", epoch + 1,
-                " needs the LSTM state after batch ", first_batch, ", which the checkpoint lacks");
+    OCTET_CHECK(first_batch == 0 || hidden_.h.defined() || dynamic_cast<LstmLm*>(&model) == nullptr,
+                "train: resuming in the middle of epoch ", epoch + 1, " needs the LSTM state after batch ", first_batch,
+                ", which the checkpoint lacks");
   }
 
   StepOutput step(Module& model, int64_t b) override {
     TextBatch t = train_.get(b);
-    auto [logits, next] = as_lstm_lm(model).forward(t.input.to(device_), hidden_);
-    hidden_ = detach(next);  // carried to the next segment, without its history
+    Tensor logits = segment_logits(model, t.input.to(device_), hidden_);
+    if (hidden_.h.defined()) hidden_ = detach(hidden_);  // carried to the next segment, without its history
     Tensor flat = logits.reshape({-1, vocab_size()}), labels = t.target.to(device_).reshape({-1});
     return {cross_entropy(flat, labels), flat, labels};
   }
@@ -130,13 +144,11 @@ class LanguageModelTask : public Task {
     NoGradGuard ng;
     const bool was_training = model.is_training();
     model.eval();
-    LstmLm& lm = as_lstm_lm(model);
     LstmState h;
     EvalAccumulator sums;
     for (int64_t k = 0; k < segments.size(); ++k) {  // none on a rank without streams
       TextBatch t = segments.get(k);
-      auto [logits, next] = lm.forward(t.input.to(device_), h);
-      h = next;
+      Tensor logits = segment_logits(model, t.input.to(device_), h);
       Tensor flat = logits.reshape({-1, vocab_size()}), labels = t.target.to(device_).reshape({-1});
       sums.push(cross_entropy(flat, labels, CrossEntropyOptions().reduction(Reduction::sum)), flat, labels);
     }

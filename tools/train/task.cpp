@@ -118,14 +118,14 @@ bool is_language_model(const Recipe& r) {
 
 std::unique_ptr<Task> make_task(const Recipe& r, Device device, bool need_train, const Checkpoint* ckpt,
                                 const std::string& root_override, dist::ProcessGroup* group) {
-  const bool lm_model = r.text("model.name") == "lstm_lm";
+  const bool lm_model = r.text("model.name") == "lstm_lm" || r.text("model.name") == "gpt";
   if (is_language_model(r)) {
-    OCTET_CHECK(lm_model, "recipe model.name: data.dataset ", r.text("data.dataset"), " is text, which needs the ",
-                "language model lstm_lm, not '", r.text("model.name"), "'");
+    OCTET_CHECK(lm_model, "recipe model.name: data.dataset ", r.text("data.dataset"), " is text, which needs a ",
+                "language model (lstm_lm or gpt), not '", r.text("model.name"), "'");
     return make_language_model_task(r, device, need_train, ckpt, root_override, group);
   }
-  OCTET_CHECK(!lm_model, "recipe data.dataset: the language model lstm_lm trains on text (data.dataset text, ",
-              "text_chars or toy_grammar), not '", r.text("data.dataset"), "'");
+  OCTET_CHECK(!lm_model, "recipe data.dataset: the language model ", r.text("model.name"),
+              " trains on text (data.dataset text, text_chars or toy_grammar), not '", r.text("data.dataset"), "'");
   return std::make_unique<ClassificationTask>(r, device, need_train, root_override, group);
 }
 
