@@ -164,6 +164,10 @@ TEST(ParamGroups, BuildErrorsNameThePattern) {
   expect_error([&] { build_optimizer(r, cnn_params()); },
                "recipe optimizer.param_groups[0]: params pattern '*.bais' matches no parameter of the model");
   expect_error([&] { build_optimizer(r, cnn_params()); }, "the parameters: features.0.weight, features.1.weight");
+  // A selector octet does not know.
+  const Recipe unknown = parse_recipe(kGroups, "r.yaml", {"optimizer.param_groups=[{params: \"@2d\"}]"});
+  expect_error([&] { build_optimizer(unknown, cnn_params()); },
+               "recipe optimizer.param_groups[0]: unknown selector '@2d' (known: @1d");
   // A group every parameter of which an earlier group took.
   const Recipe shadowed =
       parse_recipe(kGroups, "r.yaml", {"optimizer.param_groups=[{params: \"*\"}, {params: \"*.bias\", lr: 1}]"});
@@ -274,7 +278,7 @@ TEST(ParamGroups, ReadmeExamples) {
     at += 8;
     examples.push_back(readme.substr(at, readme.find("```", at) - at));
   }
-  ASSERT_EQ(examples.size(), 2u);
+  ASSERT_EQ(examples.size(), 3u);
   // Biases and BatchNorm weights: exactly ResNet-50's one-dimensional parameters.
   const Recipe resnet = parse_recipe(examples[0], "README.md");
   ASSERT_EQ(resnet.text("model.name"), "resnet50");
@@ -287,8 +291,20 @@ TEST(ParamGroups, ReadmeExamples) {
   EXPECT_EQ(names(opt->params(1)), one_dim);
   EXPECT_EQ(dynamic_cast<const SGD&>(*opt).options(1).weight_decay_, 0.0);
   EXPECT_EQ(dynamic_cast<const SGD&>(*opt).options(0).weight_decay_, 1e-4);
+  // @1d: exactly MobileNetV2's one-dimensional parameters, which no glob of its names could pick.
+  const Recipe mnv2 = parse_recipe(examples[1], "README.md");
+  ASSERT_EQ(mnv2.text("model.name"), "mobilenetv2_cifar");
+  model = build_model_from(mnv2);
+  opt = build_optimizer(mnv2, model->named_parameters());
+  ASSERT_EQ(opt->num_groups(), 2u);
+  one_dim.clear();
+  for (const auto& [name, p] : model->named_parameters())
+    if (p.dim() == 1) one_dim.push_back(name);
+  EXPECT_GT(one_dim.size(), 50u);
+  EXPECT_EQ(names(opt->params(1)), one_dim);
+  EXPECT_EQ(dynamic_cast<const SGD&>(*opt).options(1).weight_decay_, 0.0);
   // The embedding's state 32-bit, the rest 8-bit where large enough.
-  const Recipe lm = parse_recipe(examples[1], "README.md", {"model.hidden_size=16"});
+  const Recipe lm = parse_recipe(examples[2], "README.md", {"model.hidden_size=16"});
   ASSERT_EQ(lm.text("model.name"), "lstm_lm");
   model = build_model_from(lm, 5000);  // embedding [5000, 16]: 80,000 elements
   opt = build_optimizer(lm, model->named_parameters());

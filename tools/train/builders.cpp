@@ -208,11 +208,20 @@ std::string some_names(const NamedTensors& params) {
 
 // The parameters of each optimizer group: [0] those no param_groups entry matches, [i + 1] those
 // whose first matching entry is param_groups[i].
+// Whether a params pattern selects parameter `p`: a name glob, or the selector "@1d" (every
+// parameter of fewer than 2 dimensions: norms' weights and biases, the biases), which no glob
+// could name in a model whose norm weights and convolution weights share their names' shape.
+bool selects(const std::string& pattern, const std::pair<std::string, Tensor>& p) {
+  if (pattern == "@1d") return p.second.dim() < 2;
+  return name_matches(pattern, p.first);
+}
+
 std::vector<NamedTensors> split_params(const std::vector<ParamGroupSpec>& specs, const NamedTensors& params) {
   for (size_t i = 0; i < specs.size(); ++i)
     for (const std::string& glob : specs[i].params) {
-      const bool any =
-          std::any_of(params.begin(), params.end(), [&](const auto& p) { return name_matches(glob, p.first); });
+      OCTET_CHECK(glob.empty() || glob[0] != '@' || glob == "@1d", "recipe optimizer.param_groups[", i,
+                  "]: unknown selector '", glob, "' (known: @1d, every parameter of fewer than 2 dimensions)");
+      const bool any = std::any_of(params.begin(), params.end(), [&](const auto& p) { return selects(glob, p); });
       OCTET_CHECK(any, "recipe optimizer.param_groups[", i, "]: params pattern '", glob,
                   "' matches no parameter of the model ('*' matches any run of characters; the parameters: ",
                   some_names(params), ")");
@@ -222,7 +231,7 @@ std::vector<NamedTensors> split_params(const std::vector<ParamGroupSpec>& specs,
     size_t g = 0;
     for (size_t i = 0; i < specs.size() && g == 0; ++i)
       for (const std::string& glob : specs[i].params)
-        if (name_matches(glob, p.first)) {
+        if (selects(glob, p)) {
           g = i + 1;
           break;
         }
