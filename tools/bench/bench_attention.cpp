@@ -6,8 +6,6 @@
 //   build/tools/bench/octet_bench_attention [--device cpu|cuda] [--lengths 256,1024,2048] [--batch 1]
 //       [--heads 4] [--dim 64] [--reps 3] [--rounds 2] [--threads N] [--python python3]
 //       [--torch-script PATH|none]
-#include <sys/wait.h>
-
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -22,6 +20,8 @@
 
 using namespace octet;
 using octet::bench::best_time;
+using octet::bench::run_capture;
+using octet::bench::shell_quote;
 
 namespace {
 
@@ -41,12 +41,6 @@ std::vector<int64_t> parse_list(const std::string& s) {
   std::stringstream in(s);
   for (std::string x; std::getline(in, x, ',');) out.push_back(std::stoll(x));
   return out;
-}
-
-std::string shell_quote(const std::string& s) {
-  std::string out = "'";
-  for (char ch : s) out += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
-  return out + "'";
 }
 
 // octet's times for each length (the best of reps), folded into `best`.
@@ -87,17 +81,13 @@ bool time_torch(const Args& a, std::map<int64_t, Times>& best, std::string& abou
   const std::string cmd = shell_quote(a.python) + " " + shell_quote(a.script) + " --device " + a.device +
                           " --lengths " + lengths + " --batch " + std::to_string(a.batch) + " --heads " +
                           std::to_string(a.heads) + " --dim " + std::to_string(a.dim) + " --reps " +
-                          std::to_string(a.reps) + " --threads " + std::to_string(a.threads) + " 2>&1";
-  std::fflush(stdout);
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) {
+                          std::to_string(a.reps) + " --threads " + std::to_string(a.threads);
+  const auto [text, status] = run_capture(cmd);
+  if (status == -1) {
     about = "PyTorch not run: cannot start " + a.python;
     return false;
   }
-  std::string text, last;
-  char buf[4096];
-  while (std::fgets(buf, sizeof(buf), p)) text += buf;
-  const int status = pclose(p);
+  std::string last;
   bool any = false;
   std::istringstream lines(text);
   for (std::string line; std::getline(lines, line);) {
@@ -112,9 +102,7 @@ bool time_torch(const Args& a, std::map<int64_t, Times>& best, std::string& abou
     b.forward_backward_ms = std::min(b.forward_backward_ms, fb);
     any = true;
   }
-  if (!any)
-    about = "PyTorch failed (exit status " + std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : status) +
-            "): " + last;
+  if (!any) about = "PyTorch failed (exit status " + std::to_string(status) + "): " + last;
   return any;
 }
 
@@ -175,11 +163,15 @@ int main(int argc, char** argv) {
       const Times& o = ours[t];
       const bool have = torch_ok && theirs.count(t);
       const Times th = have ? theirs[t] : Times{};
-      std::printf("| %lld | %.2f | %s | %s | %.2f | %s | %s |\n", static_cast<long long>(t), o.forward_ms,
-                  have ? std::to_string(th.forward_ms).c_str() : "-",
-                  have ? std::to_string(o.forward_ms / th.forward_ms).c_str() : "-", o.forward_backward_ms,
-                  have ? std::to_string(th.forward_backward_ms).c_str() : "-",
-                  have ? std::to_string(o.forward_backward_ms / th.forward_backward_ms).c_str() : "-");
+      char f[32] = "-", fr[32] = "-", fb[32] = "-", fbr[32] = "-";
+      if (have) {
+        std::snprintf(f, sizeof(f), "%.2f", th.forward_ms);
+        std::snprintf(fr, sizeof(fr), "%.2f", o.forward_ms / th.forward_ms);
+        std::snprintf(fb, sizeof(fb), "%.2f", th.forward_backward_ms);
+        std::snprintf(fbr, sizeof(fbr), "%.2f", o.forward_backward_ms / th.forward_backward_ms);
+      }
+      std::printf("| %lld | %.2f | %s | %s | %.2f | %s | %s |\n", static_cast<long long>(t), o.forward_ms, f, fr,
+                  o.forward_backward_ms, fb, fbr);
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "octet_bench_attention: %s\n", e.what());

@@ -36,12 +36,15 @@
 #include "core/octet.h"
 #include "optim/sgd.h"
 #include "quant/int8_model.h"
+#include "tools/bench/bench_util.h"
 
 using namespace octet;
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using octet::bench::run_capture;
+using octet::bench::shell_quote;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
@@ -49,25 +52,6 @@ Tensor cyclic_labels(int64_t batch, int64_t classes) {
   std::vector<int64_t> labels(static_cast<size_t>(batch));
   for (int64_t i = 0; i < batch; ++i) labels[static_cast<size_t>(i)] = i % classes;
   return from_vector(labels, {batch});
-}
-
-std::string shell_quote(const std::string& s) {
-  std::string out = "'";
-  for (char ch : s) out += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
-  return out + "'";
-}
-
-// Runs a shell command, returning what it printed (stdout and stderr) and its exit status (-1: it
-// did not start).
-std::pair<std::string, int> run_capture(const std::string& cmd) {
-  std::fflush(stdout);
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) return {"", -1};
-  std::string text;
-  char buf[4096];
-  while (std::fgets(buf, sizeof(buf), p)) text += buf;
-  int status = pclose(p);
-  return {text, WIFEXITED(status) ? WEXITSTATUS(status) : status};
 }
 
 // The comma-separated fields of the script's first line that starts with "RESULT," and has `n`

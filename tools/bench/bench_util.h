@@ -1,9 +1,14 @@
 // Timing helper shared by the benchmark programs.
 #pragma once
 
+#include <sys/wait.h>
+
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <functional>
+#include <string>
+#include <utility>
 
 namespace octet::bench {
 
@@ -17,6 +22,26 @@ inline double best_time(int reps, const std::function<void()>& fn) {
     best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   return best;
+}
+
+// s in single quotes for the shell.
+inline std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char ch : s) out += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+  return out + "'";
+}
+
+// Runs a shell command, returning what it printed (stdout and stderr) and its exit status (-1: it
+// did not start). A peer benchmark (a PyTorch script) runs so, between octet's own rounds.
+inline std::pair<std::string, int> run_capture(const std::string& cmd) {
+  std::fflush(stdout);
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  if (!p) return {"", -1};
+  std::string text;
+  char buf[4096];
+  while (std::fgets(buf, sizeof(buf), p)) text += buf;
+  const int status = pclose(p);
+  return {text, WIFEXITED(status) ? WEXITSTATUS(status) : status};
 }
 
 }  // namespace octet::bench

@@ -1,0 +1,153 @@
+// A GPT training step (models/gpt.h): forward, cross-entropy, backward and an AdamW step (lr 3e-4,
+// weight decay 0.1), f32, on random tokens, beside the same model in PyTorch
+// (bench_gpt_torch.py), the two alternating round by round: tokens/s of the best step and the
+// process's peak memory (resident size on the CPU, allocated memory on a GPU).
+//   build/tools/bench/octet_bench_gpt [--device cpu|cuda] [--layers 6] [--width 384] [--heads 6]
+//       [--context 256] [--batch 16] [--vocab 8192] [--steps 3] [--rounds 2] [--threads N]
+//       [--python python3] [--torch-script PATH|none]
+#include <sys/resource.h>
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+
+#include "core/cuda.h"
+#include "core/octet.h"
+#include "tools/bench/bench_util.h"
+
+using namespace octet;
+using octet::bench::run_capture;
+using octet::bench::shell_quote;
+
+namespace {
+
+struct Args {
+  std::string device = "cpu", python = "python3", script = std::string(OCTET_BENCH_DIR) + "/bench_gpt_torch.py";
+  int64_t layers = 6, width = 384, heads = 6, context = 256, batch = 16, vocab = 8192, threads = 0;
+  int steps = 3, rounds = 2;
+};
+
+struct Result {
+  double tokens_per_s = 0, step_ms = 0, peak_mib = 0;
+  bool ok = false;
+  std::string about;
+};
+
+double peak_mib(Device dev) {
+  if (dev.is_cuda()) return static_cast<double>(cuda::memory_stats().peak_allocated) / (1024.0 * 1024.0);
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_maxrss) / 1024.0;
+}
+
+Result time_octet(const Args& a, Device dev, Gpt& gpt, AdamW& opt, const Tensor& x, const Tensor& y) {
+  auto step = [&] {
+    Tensor loss = cross_entropy(gpt(x).reshape({-1, a.vocab}), y.reshape({-1}));
+    opt.zero_grad();
+    loss.backward();
+    opt.step();
+    if (dev.is_cuda()) cuda::synchronize();
+  };
+  const double best = octet::bench::best_time(a.steps, step);
+  return {static_cast<double>(a.batch * a.context) / best, best * 1e3, peak_mib(dev), true, ""};
+}
+
+Result time_torch(const Args& a) {
+  const std::string cmd = shell_quote(a.python) + " " + shell_quote(a.script) + " --device " + a.device + " --layers " +
+                          std::to_string(a.layers) + " --width " + std::to_string(a.width) + " --heads " +
+                          std::to_string(a.heads) + " --context " + std::to_string(a.context) + " --batch " +
+                          std::to_string(a.batch) + " --vocab " + std::to_string(a.vocab) + " --steps " +
+                          std::to_string(a.steps) + " --threads " + std::to_string(a.threads);
+  const auto [text, status] = run_capture(cmd);
+  Result r;
+  std::string last;
+  for (size_t at = 0; at < text.size();) {
+    const size_t end = text.find('\n', at);
+    const std::string line = text.substr(at, end == std::string::npos ? std::string::npos : end - at);
+    at = end == std::string::npos ? text.size() : end + 1;
+    if (!line.empty()) last = line;
+    if (line.rfind("pytorch ", 0) == 0) r.about = line;
+    if (std::sscanf(line.c_str(), "RESULT,%lf,%lf,%lf", &r.tokens_per_s, &r.step_ms, &r.peak_mib) == 3) r.ok = true;
+  }
+  if (!r.ok) r.about = "PyTorch " + std::string(status == -1 ? "not run" : "failed") + ": " + last;
+  return r;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string k = argv[i], v = argv[i + 1];
+    if (k == "--device")
+      a.device = v;
+    else if (k == "--layers")
+      a.layers = std::stoll(v);
+    else if (k == "--width")
+      a.width = std::stoll(v);
+    else if (k == "--heads")
+      a.heads = std::stoll(v);
+    else if (k == "--context")
+      a.context = std::stoll(v);
+    else if (k == "--batch")
+      a.batch = std::stoll(v);
+    else if (k == "--vocab")
+      a.vocab = std::stoll(v);
+    else if (k == "--steps")
+      a.steps = std::stoi(v);
+    else if (k == "--rounds")
+      a.rounds = std::stoi(v);
+    else if (k == "--threads")
+      a.threads = std::stoll(v);
+    else if (k == "--python")
+      a.python = v;
+    else if (k == "--torch-script")
+      a.script = v;
+    else {
+      std::fprintf(stderr, "octet_bench_gpt: unknown option '%s'\n", k.c_str());
+      return 2;
+    }
+  }
+  if (argc % 2 == 0) {
+    std::fprintf(stderr, "octet_bench_gpt: option '%s' needs a value\n", argv[argc - 1]);
+    return 2;
+  }
+  try {
+    const Device dev = Device::parse(a.device);
+    if (a.threads > 0) set_num_threads(static_cast<int>(a.threads));
+    manual_seed(0);
+    Gpt gpt(GptOptions().vocab_size(a.vocab).context_length(a.context).num_layers(a.layers).num_heads(a.heads).width(
+        a.width));
+    gpt.to(dev);
+    AdamW opt(gpt.named_parameters(), AdamWOptions(3e-4).weight_decay(0.1));
+    Generator g(1);
+    Tensor ids = (rand({a.batch, a.context + 1}, {}, &g) * static_cast<double>(a.vocab)).to(DType::i64).to(dev);
+    const Tensor x = ids.narrow(1, 0, a.context).contiguous(), y = ids.narrow(1, 1, a.context).contiguous();
+    Result ours, theirs;
+    for (int round = 0; round < a.rounds; ++round) {
+      const Result o = time_octet(a, dev, gpt, opt, x, y);
+      if (o.tokens_per_s > ours.tokens_per_s) ours = o;
+      if (a.script == "none") continue;
+      const Result t = time_torch(a);
+      if (t.ok && t.tokens_per_s > theirs.tokens_per_s) theirs = t;
+      if (!t.ok && !theirs.ok) theirs.about = t.about;
+    }
+    std::printf("## GPT training step (AdamW), f32: octet vs PyTorch on %s\n\n", a.device.c_str());
+    std::printf("- %lld layers, width %lld, %lld heads, context %lld, batch %lld, vocabulary %lld: %lld parameters\n",
+                static_cast<long long>(a.layers), static_cast<long long>(a.width), static_cast<long long>(a.heads),
+                static_cast<long long>(a.context), static_cast<long long>(a.batch), static_cast<long long>(a.vocab),
+                static_cast<long long>(gpt.num_parameters()));
+    std::printf("- octet %d threads; %s; best of %d steps in each of %d alternating rounds\n\n", get_num_threads(),
+                theirs.about.empty() ? "PyTorch not run" : theirs.about.c_str(), a.steps, a.rounds);
+    std::printf("| | tokens/s | step ms | peak MiB |\n|---|---:|---:|---:|\n");
+    std::printf("| octet | %.0f | %.1f | %.0f |\n", ours.tokens_per_s, ours.step_ms, ours.peak_mib);
+    if (theirs.ok) {
+      std::printf("| PyTorch | %.0f | %.1f | %.0f |\n", theirs.tokens_per_s, theirs.step_ms, theirs.peak_mib);
+      std::printf("| octet / PyTorch | %.2f | | |\n", ours.tokens_per_s / theirs.tokens_per_s);
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "octet_bench_gpt: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
