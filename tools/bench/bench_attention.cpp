@@ -110,35 +110,22 @@ bool time_torch(const Args& a, std::map<int64_t, Times>& best, std::string& abou
 
 int main(int argc, char** argv) {
   Args a;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string k = argv[i], v = argv[i + 1];
-    if (k == "--device")
-      a.device = v;
-    else if (k == "--lengths")
-      a.lengths = parse_list(v);
-    else if (k == "--batch")
-      a.batch = std::stoll(v);
-    else if (k == "--heads")
-      a.heads = std::stoll(v);
-    else if (k == "--dim")
-      a.dim = std::stoll(v);
-    else if (k == "--reps")
-      a.reps = std::stoi(v);
-    else if (k == "--rounds")
-      a.rounds = std::stoi(v);
-    else if (k == "--threads")
-      a.threads = std::stoll(v);
-    else if (k == "--python")
-      a.python = v;
-    else if (k == "--torch-script")
-      a.script = v;
-    else {
-      std::fprintf(stderr, "octet_bench_attention: unknown option '%s'\n", k.c_str());
-      return 2;
-    }
-  }
-  if (argc % 2 == 0) {
-    std::fprintf(stderr, "octet_bench_attention: option '%s' needs a value\n", argv[argc - 1]);
+  const std::string problem =
+      octet::bench::parse_options(argc, argv,
+                                  {
+                                      {"--device", [&](const std::string& v) { a.device = v; }},
+                                      {"--lengths", [&](const std::string& v) { a.lengths = parse_list(v); }},
+                                      {"--batch", [&](const std::string& v) { a.batch = std::stoll(v); }},
+                                      {"--heads", [&](const std::string& v) { a.heads = std::stoll(v); }},
+                                      {"--dim", [&](const std::string& v) { a.dim = std::stoll(v); }},
+                                      {"--reps", [&](const std::string& v) { a.reps = std::stoi(v); }},
+                                      {"--rounds", [&](const std::string& v) { a.rounds = std::stoi(v); }},
+                                      {"--threads", [&](const std::string& v) { a.threads = std::stoll(v); }},
+                                      {"--python", [&](const std::string& v) { a.python = v; }},
+                                      {"--torch-script", [&](const std::string& v) { a.script = v; }},
+                                  });
+  if (!problem.empty()) {
+    std::fprintf(stderr, "%s: %s\n", "octet_bench_attention", problem.c_str());
     return 2;
   }
   try {

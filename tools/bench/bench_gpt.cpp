@@ -77,39 +77,24 @@ Result time_torch(const Args& a) {
 
 int main(int argc, char** argv) {
   Args a;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string k = argv[i], v = argv[i + 1];
-    if (k == "--device")
-      a.device = v;
-    else if (k == "--layers")
-      a.layers = std::stoll(v);
-    else if (k == "--width")
-      a.width = std::stoll(v);
-    else if (k == "--heads")
-      a.heads = std::stoll(v);
-    else if (k == "--context")
-      a.context = std::stoll(v);
-    else if (k == "--batch")
-      a.batch = std::stoll(v);
-    else if (k == "--vocab")
-      a.vocab = std::stoll(v);
-    else if (k == "--steps")
-      a.steps = std::stoi(v);
-    else if (k == "--rounds")
-      a.rounds = std::stoi(v);
-    else if (k == "--threads")
-      a.threads = std::stoll(v);
-    else if (k == "--python")
-      a.python = v;
-    else if (k == "--torch-script")
-      a.script = v;
-    else {
-      std::fprintf(stderr, "octet_bench_gpt: unknown option '%s'\n", k.c_str());
-      return 2;
-    }
-  }
-  if (argc % 2 == 0) {
-    std::fprintf(stderr, "octet_bench_gpt: option '%s' needs a value\n", argv[argc - 1]);
+  const std::string problem =
+      octet::bench::parse_options(argc, argv,
+                                  {
+                                      {"--device", [&](const std::string& v) { a.device = v; }},
+                                      {"--layers", [&](const std::string& v) { a.layers = std::stoll(v); }},
+                                      {"--width", [&](const std::string& v) { a.width = std::stoll(v); }},
+                                      {"--heads", [&](const std::string& v) { a.heads = std::stoll(v); }},
+                                      {"--context", [&](const std::string& v) { a.context = std::stoll(v); }},
+                                      {"--batch", [&](const std::string& v) { a.batch = std::stoll(v); }},
+                                      {"--vocab", [&](const std::string& v) { a.vocab = std::stoll(v); }},
+                                      {"--steps", [&](const std::string& v) { a.steps = std::stoi(v); }},
+                                      {"--rounds", [&](const std::string& v) { a.rounds = std::stoi(v); }},
+                                      {"--threads", [&](const std::string& v) { a.threads = std::stoll(v); }},
+                                      {"--python", [&](const std::string& v) { a.python = v; }},
+                                      {"--torch-script", [&](const std::string& v) { a.script = v; }},
+                                  });
+  if (!problem.empty()) {
+    std::fprintf(stderr, "%s: %s\n", "octet_bench_gpt", problem.c_str());
     return 2;
   }
   try {

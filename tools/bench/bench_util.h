@@ -7,6 +7,8 @@
 #include <chrono>
 #include <cstdio>
 #include <functional>
+#include <map>
+#include <stdexcept>
 #include <string>
 #include <utility>
 
@@ -42,6 +44,24 @@ inline std::pair<std::string, int> run_capture(const std::string& cmd) {
   while (std::fgets(buf, sizeof(buf), p)) text += buf;
   const int status = pclose(p);
   return {text, WIFEXITED(status) ? WEXITSTATUS(status) : status};
+}
+
+// Options given as "--name value" pairs: each name's setter takes the value. Returns "" when all
+// parsed, else what is wrong (an unknown name, a missing or malformed value) for the usage error.
+using OptionSetters = std::map<std::string, std::function<void(const std::string&)>>;
+inline std::string parse_options(int argc, char** argv, const OptionSetters& setters) {
+  for (int i = 1; i < argc; i += 2) {
+    const std::string name = argv[i];
+    const auto it = setters.find(name);
+    if (it == setters.end()) return "unknown option '" + name + "'";
+    if (i + 1 >= argc) return "option '" + name + "' needs a value";
+    try {
+      it->second(argv[i + 1]);
+    } catch (const std::exception&) {
+      return "option '" + name + "': cannot read '" + argv[i + 1] + "'";
+    }
+  }
+  return "";
 }
 
 }  // namespace octet::bench
