@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "optim/run_rule.h"
+#include "optim/kernels.h"
 
 namespace octet {
 namespace {

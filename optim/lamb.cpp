@@ -1,12 +1,11 @@
-// LAMB's update in two passes over the state's blocks: the norms, then the scaled update. Both
-// passes compute the update direction with the same rule (optim/update_rules.h), so the norm is
-// exactly that of the direction applied. On CUDA both passes run on the device.
+// LAMB's update in two passes over the state's blocks (optim::dispatch::lamb_update): the norms,
+// then the scaled update. Both passes compute the update direction with the same rule
+// (optim/update_rules.h), so the norm is exactly that of the direction applied.
 #include "optim/lamb.h"
 
 #include <cmath>
 
-#include "optim/layerwise.h"
-#include "optim/run_rule.h"
+#include "optim/kernels.h"
 
 namespace octet {
 namespace {
@@ -26,25 +25,6 @@ LambRule<T> lamb_rule(const LambOptions& o, int64_t t) {
           .decay = o.weight_decay_ != 0.0,
           .step = T(0),
           .buffers = 2};
-}
-
-// Pass 1 on the CPU: the trust ratio of this update, from the old state (read-only).
-template <typename T>
-double lamb_ratio_cpu(const LambOptions& o, const LambRule<T>& rule, const T* p, const T* g, ParamState& state) {
-  BlockSums<2> sums;
-  state.read_blocks(BlockRead<T>([&](const StateBlock<const T>& b) {
-    double p_sq = 0.0, u_sq = 0.0;
-    for (int64_t i = 0; i < b.n; ++i) {
-      const T s[2] = {b.buffer(0)[i], b.buffer(1)[i]};
-      double t[2];
-      rule.terms(p[b.begin + i], g[b.begin + i], s, t);
-      p_sq += t[0];
-      u_sq += t[1];
-    }
-    sums.add(b.begin, {p_sq, u_sq});
-  }));
-  const auto [p_sq, u_sq] = sums.total();
-  return lamb_ratio(p_sq, u_sq, o.trust_clip_);
 }
 
 }  // namespace
@@ -67,10 +47,11 @@ void Lamb::update(const OptimizerOptions& options, const Tensor& param, const Te
   OCTET_CHECK(state.buffer_names().size() == 2, "Lamb: expected 2 state buffers, got ", state.buffer_names().size());
   dispatch_float(param.dtype(), "Lamb", [&]<typename T>() {
     LambRule<T> rule = lamb_rule<T>(o, state.step());
-    if (o.layer_adaptation_ && !param.device().is_cpu())
-      return device_lamb_update(rule, o.lr_, o.trust_clip_, param, grad, state);
-    const double r = o.layer_adaptation_ ? lamb_ratio_cpu(o, rule, param.data<T>(), grad.data<T>(), state) : 1.0;
-    rule.set_scale(static_cast<T>(o.lr_ * r));
+    if (o.layer_adaptation_) {
+      check_rule_state(rule, state, "Lamb");
+      return optim::dispatch::lamb_update(rule, o.lr_, o.trust_clip_, param, grad, state);
+    }
+    rule.set_scale(static_cast<T>(o.lr_));
     run_rule(rule, param, grad, state, "Lamb");
   });
 }

@@ -14,7 +14,7 @@
 //   Lamb opt(model.named_parameters(), LambOptions(1e-3).betas({0.9, 0.999}).weight_decay(0.01));
 // State buffers: "exp_avg", "exp_avg_sq".
 //
-// Two passes over the state's blocks (see optim/layerwise.h): read_blocks() computes the new
+// Two passes over the state's blocks (see optim/cpu/layerwise.h): read_blocks() computes the new
 // moments in registers, only to sum ||p||^2 and ||u||^2 in double; for_each_block() then
 // recomputes the same moments from the same old state, stores them and applies r * u. So an
 // 8-bit state needs nothing but read_blocks (dequantize, no re-quantization) beside its update.

@@ -1,10 +1,9 @@
 // LARS's update: the layer's local lr from the norms of p and g (pass 1, no state), then the
-// SGD-momentum rule of optim/update_rules.h over each block of the state (pass 2); on CUDA both
-// passes run on the device.
+// SGD-momentum rule of optim/update_rules.h over each block of the state (pass 2), both on the
+// parameter's device (optim::dispatch::lars_update).
 #include "optim/lars.h"
 
-#include "optim/layerwise.h"
-#include "optim/run_rule.h"
+#include "optim/kernels.h"
 
 namespace octet {
 namespace {
@@ -42,14 +41,9 @@ void Lars::update(const OptimizerOptions& options, const Tensor& param, const Te
   const bool first = state.step() == 1;
   dispatch_float(param.dtype(), "LARS", [&]<typename T>() {
     LarsRule<T> rule = lars_rule<T>(o, first);
-    if (o.layer_adaptation_ && !param.device().is_cpu())
-      return device_lars_update(rule, o.trust_coefficient_, o.weight_decay_, o.eps_, param, grad, state);
-    if (o.layer_adaptation_) {  // pass 1: the norms of p and g (no state involved)
-      const int64_t n = param.numel();
-      const double p_sq = sum_squares(param.data<T>(), n), g_sq = sum_squares(grad.data<T>(), n, /*finite_only=*/true);
-      rule.set_scale(static_cast<T>(lars_local_lr(p_sq, g_sq, o.trust_coefficient_, o.weight_decay_, o.eps_)));
-    }
-    run_rule(rule, param, grad, state, "LARS");  // pass 2: SGD momentum on the scaled gradient
+    if (!o.layer_adaptation_) return run_rule(rule, param, grad, state, "LARS");
+    check_rule_state(rule, state, "LARS");
+    optim::dispatch::lars_update(rule, o.trust_coefficient_, o.weight_decay_, o.eps_, param, grad, state);
   });
 }
 

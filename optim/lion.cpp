@@ -1,7 +1,7 @@
 // Lion's update: the rule of optim/update_rules.h, in the parameter's type, on its device.
 #include "optim/lion.h"
 
-#include "optim/run_rule.h"
+#include "optim/kernels.h"
 
 namespace octet {
 namespace {

@@ -19,7 +19,7 @@
 //   quantized), and load_state_dict() checks and copies into exactly those tensors. An 8-bit Adam
 //   is then a subclass overriding make_state() (keeping small or embedding parameters dense).
 //
-// Layer-wise updates (LAMB, LARS; see optim/layerwise.h) scale a parameter's whole update by a
+// Layer-wise updates (LAMB, LARS; see optim/cpu/layerwise.h) scale a parameter's whole update by a
 // ratio of norms, so they run in two passes: a reduction over blocks, then the update. LAMB's
 // first pass needs the state (||update|| depends on the new moments) but must not change it, so
 // it uses ParamState::read_blocks(): the same blocks, read-only (a quantized state dequantizes
@@ -30,10 +30,11 @@
 // Devices. An optimizer's per-element math is ONE rule (optim/update_rules.h): a struct of
 // per-step scalars with an OCTET_HD operator()(p, g, s) that moves one element and its state
 // values, compiled for the host and for CUDA. update() builds the rule and hands it to
-// run_rule() (optim/run_rule.h), which routes by the parameter's device:
+// run_rule() (optim/kernels.h), which routes by the parameter's device through optim/'s one kernel
+// list and dispatch point (optim/kernel_signatures.inc, optim/kernels.cpp):
 //   - CPU: through for_each_block as above, so any ParamState (dense, 8-bit, custom) works;
 //   - CUDA: a kernel cannot take a std::function, so it needs the state's memory instead:
-//     optim/device_update.cpp finds it in the two state kinds whose layout the kernels know --
+//     optim/cuda/device_update.cpp finds it in the two state kinds whose layout the kernels know --
 //     DenseState (buffers of the parameter's type) and BlockwiseState (u8 codes + f32 absmax,
 //     updated by a fused kernel, one thread block per quantization block) -- and launches
 //     optim/cuda/ on the current stream; other ParamState kinds are CPU-only (an Error).
@@ -312,7 +313,7 @@ class Optimizer {
   std::vector<std::string> state_buffer_names(const OptimizerOptions& options) const;
   // Applies one update to `param` (contiguous f32/f64, on the CPU or a CUDA device) with `grad`
   // (same shape, dtype, device, contiguous); state.step() already counts this update. The
-  // built-in optimizers build their rule and call run_rule() (optim/run_rule.h).
+  // built-in optimizers build their rule and call run_rule() (optim/kernels.h).
   virtual void update(const OptimizerOptions& options, const Tensor& param, const Tensor& grad,
                       ParamState& state) const = 0;
 

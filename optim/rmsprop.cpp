@@ -1,7 +1,7 @@
 // RMSprop's update: the rule of optim/update_rules.h, in the parameter's type, on its device.
 #include "optim/rmsprop.h"
 
-#include "optim/run_rule.h"
+#include "optim/kernels.h"
 
 namespace octet {
 namespace {

@@ -1,4 +1,4 @@
-// Launchers of the optimizer kernels (optim/cuda/update.cu), reached from optim/device_update.cpp,
+// Launchers of the optimizer kernels (optim/cuda/update.cu), reached from optim/cuda/device_update.cpp,
 // which finds the device memory of a parameter's state. Pure C++ declarations (no CUDA headers);
 // raw device pointers; everything runs on the current stream and never waits for the device.
 //   DenseView<float> v;  v.buf[0] = m;  v.buf[1] = v2;  v.count = 2;

@@ -16,7 +16,7 @@
 
 #include "core/cpu/isa.h"
 #include "core/octet.h"
-#include "optim/run_rule.h"
+#include "optim/cpu/rule_loop.h"
 #include "quant/blockwise.h"
 #include "tools/bench/bench_util.h"
 

@@ -11,11 +11,12 @@
 #     installed as <octet/octet.h>. Nothing in the library includes it.
 #  2. No new `#if(def) OCTET_WITH_CUDA`: device dispatch belongs in each folder's dispatch files.
 #  3. One dispatch pattern: device-agnostic code reaches kernels through its folder's dispatch point
-#     only (core/kernels.h, quant/kernels.h; the pattern: core/kernel_dispatch.h). A file outside
-#     the backend folders (core/cpu, core/cuda, quant/cpu, quant/cuda, optim/cuda, and the
-#     CUDA/MPI-only core/nccl, core/mpi) includes no header of them, so it cannot call a cpu:: or
-#     cuda:: kernel (core/cuda.h, the device runtime, is not a kernel header); tools/bench, which
-#     times kernels one by one, may. Only the dispatch points include core/kernel_dispatch.h.
+#     only (core/kernels.h, quant/kernels.h, optim/kernels.h; the pattern: core/kernel_dispatch.h).
+#     A file outside the backend folders (core/cpu, core/cuda, quant/cpu, quant/cuda, optim/cpu,
+#     optim/cuda, and the CUDA/MPI-only core/nccl, core/mpi) includes no header of them, so it
+#     cannot call a cpu:: or cuda:: kernel (core/cuda.h, the device runtime, is not a kernel
+#     header); tools/bench, which times kernels one by one, may. Only the dispatch points include
+#     core/kernel_dispatch.h.
 # The build enforces the order too (tools/cmake/components.cmake: a folder's target compiles
 # against the headers of the folders it may use and no others); this check names the file, and
 # covers what an include path cannot: the exceptions pair by pair, includes by a relative path, the
@@ -49,7 +50,6 @@ mapfile -t allowed_includes < <(grep -vE '^[[:space:]]*(#|$)' tools/scripts/laye
 allowed_cuda_ifdefs=(
   "core/kernel_dispatch.h 1"   # the dispatch body every folder's dispatch point expands
   "core/cuda_stub.cpp 2"       # the CUDA-off stubs of core/cuda.h
-  "optim/device_update.cpp 3"  # optim's CUDA side (the device_update of optim/run_rule.h), not yet on the pattern
 )
 
 # The dispatch points: the files that may include the backends' headers and core/kernel_dispatch.h.
@@ -57,15 +57,13 @@ dispatch_points=(
   core/kernel_dispatch.h
   core/kernels.cpp
   quant/kernels.cpp
-  optim/device_update.cpp # optim has no kernel list yet: its CUDA side, reached from optim/run_rule.h
+  optim/kernels.cpp
 )
 
 # "file -> backend header" pairs of device-agnostic files that remain, each with its reason.
 allowed_backend_includes=(
   # The channels-last choice follows the CPU convolution path that runs (its selector).
   "core/memory_format.cpp -> core/cpu/conv_dnnl.h"
-  # optim's CPU update loop is a header template compiled for each ISA (no kernel list yet).
-  "optim/run_rule.h -> core/cpu/isa.h"
   # Host-side weight preparation (quantized once on the host, then moved to the device) and the
   # raw-pointer host GEMM of the public API: CPU code by design, vectorized per ISA.
   "quant/qgemm.cpp -> core/cpu/isa.h"
@@ -150,7 +148,7 @@ while IFS= read -r file; do
         pair="$file -> $inc"
         if ! printf '%s\n' "${allowed_backend_includes[@]}" | grep -qxF "$pair"; then
           echo "layering: $pair (device-agnostic code calls kernels through its folder's dispatch point:" \
-            "add the kernel to <folder>/kernel_signatures.inc and call kernels:: or quant::dispatch::)"
+            "add the kernel to <folder>/kernel_signatures.inc and call kernels::, quant::dispatch:: or optim::dispatch::)"
           fail=1
         fi
         ;;

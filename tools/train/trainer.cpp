@@ -5,34 +5,27 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
-#include <filesystem>
-#include <limits>
-#include <map>
-#include <optional>
+#include <cstdio>
 
 #include "core/octet.h"
 #include "optim/clip.h"
 #include "tools/train/batch_stats.h"
-#include "tools/train/builders.h"
 #include "tools/train/checkpoint.h"
 #include "tools/train/checkpoint_keeper.h"
 #include "tools/train/dist_agreement.h"
 #include "tools/train/dist_run.h"
 #include "tools/train/evaluator.h"
-#include "tools/train/int8_run.h"
-#include "tools/train/lm_task.h"
 #include "tools/train/metrics.h"
 #include "tools/train/progress.h"
 #include "tools/train/run_folder.h"
+#include "tools/train/run_setup.h"
 #include "tools/train/run_support.h"
 #include "tools/train/tensorboard.h"
-#include "tools/train/torch_weights.h"
 #include "tools/train/train_progress.h"
 #include "tools/train/train_step.h"
 
 namespace octet::train {
 
-namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 namespace {
@@ -52,11 +45,24 @@ std::string signal_name(int sig) {
   return "signal " + std::to_string(sig);
 }
 
+// The best evaluation of a run, as its done line states it (empty before any): a language
+// model's (`lm`) valid perplexity, a classifier's test top-1.
+std::string best_text(bool lm, const TrainState& state) {
+  char buf[64] = "";
+  if (lm && std::isfinite(state.best_loss))
+    std::snprintf(buf, sizeof(buf), "; best valid perplexity %.2f", std::exp(state.best_loss));
+  else if (!lm && state.best_top1 >= 0)
+    std::snprintf(buf, sizeof(buf), "; best test top-1 %.2f%%", state.best_top1);
+  return buf;
+}
+
 // One call of train(): the steps of a run, from the recipe (or the checkpoint to resume) to the
 // last evaluation, each a method that reads top to bottom; run() is the loop itself. Its parts own
-// one concern each: StepRunner the step (train_step.h), Evaluator the evaluations (evaluator.h),
-// RunFolder the run folder and its logs (run_folder.h), CheckpointKeeper the checkpoints
-// (checkpoint_keeper.h), DistributedAgreement what the processes agree on (dist_agreement.h).
+// one concern each: RunSetup what the recipe builds (run_setup.h), StepRunner the step
+// (train_step.h), Evaluator the evaluations (evaluator.h), TrainProgress the bar and the train
+// records (train_progress.h), RunFolder the run folder and its logs (run_folder.h),
+// CheckpointKeeper the checkpoints (checkpoint_keeper.h), DistributedAgreement what the processes
+// agree on (dist_agreement.h).
 class TrainingLoop {
  public:
   TrainingLoop(const Recipe& recipe, const TrainOptions& opts) : opts_(opts), recipe_(recipe) {}
@@ -91,11 +97,11 @@ class TrainingLoop {
     if (resuming()) restore_from_checkpoint();
     if (agree_.group()) start_data_parallel();
     open_run_folder();
-    for (int64_t epoch = state_.epoch; epoch < epochs_; ++epoch) {
+    for (int64_t epoch = state_.epoch; epoch < setup_->epochs; ++epoch) {
       if (!train_epoch(epoch)) return stop(false);
       evaluate_epoch(epoch);
       save_epoch_checkpoints(epoch);
-      if (stop_after_epoch_ && epoch + 1 < epochs_) return stop(true);
+      if (stop_after_epoch_ && epoch + 1 < setup_->epochs) return stop(true);
     }
     return finish();
   }
@@ -104,80 +110,40 @@ class TrainingLoop {
 
   // ---- set-up
 
-  // Everything the recipe describes, checked before anything is written. The data (and a language
-  // model's vocabulary, which sizes the model) come first. The model is initialized on the CPU (the
-  // same weights for every device), then moved, before the optimizer creates its state next to the
-  // parameters.
+  // Launched as several processes (mpirun, srun): each trains on its shard of every batch; rank 0
+  // alone writes the run folder and the log. Then everything the recipe describes (RunSetup),
+  // checked before anything is written, and the loop's parts.
   void build() {
-    // Launched as several processes (mpirun, srun): each trains on its shard of every batch; rank 0
-    // alone writes the run folder and the log.
     agree_ = DistributedAgreement(opts_.distributed ? training_group() : nullptr);
-    dist::ProcessGroup* group = agree_.group();
-    if (group) {
+    if (dist::ProcessGroup* group = agree_.group()) {
       group->set_timeout_s(recipe_.real("train.dist_timeout_s"));
       if (!agree_.writer()) spdlog::set_level(spdlog::level::warn);
       agree_.check_same_recipe(recipe_);
     }
-    device_ = usable_device(recipe_.text("train.device"), "recipe train.device");
-    // train.device: cuda under mpirun: each process the GPU of its rank on its host.
-    if (group && device_.is_cuda() && recipe_.text("train.device") == "cuda")
-      device_ = Device::cuda(group->local_rank() % std::max(1, cuda_device_count()));
-    use_threads(recipe_.integer("train.threads"), "train.threads");
-    manual_seed(static_cast<uint64_t>(recipe_.integer("train.seed")));
-    epochs_ = recipe_.integer("train.epochs");  // >= 1: the recipe checked it
-    task_ = make_task(recipe_, device_, true, resuming() ? &resume_.checkpoint : nullptr, "", group);
-    lm_ = task_->vocab_size() > 0;
-    model_ = opts_.model ? opts_.model : build_model_from(recipe_, task_->vocab_size());
-    // model.init_from: the starting weights (a resume has its own).
-    if (!resuming() && !recipe_.text("model.init_from").empty())
-      init_report_ = init_from_file(*model_, recipe_.text("model.init_from"),
-                                    {recipe_.boolean("model.init_strict"), recipe_.text_list("model.init_ignore")});
-    int8_ = Int8Run(build_int8(recipe_, *model_));
-    use_device(device_, recipe_.boolean("train.allow_tf32"));
-    model_->to(device_);
-    optimizer_ = build_optimizer(recipe_, model_->named_parameters());
-    schedule_ = build_schedule(recipe_, &plateau_);
-    log_every_ = recipe_.integer("log.every_steps");  // >= 1: the recipe checked it
-    max_steps_ = recipe_.integer("train.max_steps");
-    nb_ = task_->batches_per_epoch();
-    OCTET_CHECK(nb_ >= 1, "train: the training data makes no batch");
-    // The CPU reads loss and accuracy every step; a GPU keeps them until the next metric record.
-    read_every_step_ = device_.is_cpu();
+    setup_ =
+        std::make_unique<RunSetup>(recipe_, opts_.model, resuming() ? &resume_.checkpoint : nullptr, agree_.group());
     build_parts();
   }
 
   void build_parts() {
+    RunSetup& s = *setup_;
     folder_ = std::make_unique<RunFolder>(agree_.writer(), session_start_);
     // checkpoint.on_save_error: stop ends the run with an error; continue trains on.
     keeper_ = std::make_unique<CheckpointKeeper>(*folder_, recipe_.text("checkpoint.on_save_error"));
     keeper_->set_last_on_disk(resume_.last_on_disk);
-    evaluator_ = std::make_unique<Evaluator>(*task_, *model_, *folder_, agree_, device_);
-    progress_ = std::make_unique<TrainProgress>(*folder_, agree_, *task_, recipe_.boolean("log.progress"));
+    evaluator_ = std::make_unique<Evaluator>(*s.task, *s.model, *folder_, agree_, s.device);
+    progress_ = std::make_unique<TrainProgress>(*folder_, agree_, *s.task, recipe_.boolean("log.progress"));
     // train.on_nonfinite: stop or skip (the recipe checked it).
     steps_ = std::make_unique<StepRunner>(
-        *model_, *optimizer_, *schedule_, *task_, int8_, agree_,
-        StepPolicy{recipe_.real("train.clip_grad_norm"), recipe_.text("train.on_nonfinite"), read_every_step_});
+        *s.model, *s.optimizer, *s.schedule, *s.task, s.int8, agree_,
+        StepPolicy{recipe_.real("train.clip_grad_norm"), recipe_.text("train.on_nonfinite"), s.read_every_step});
   }
 
-  // The model, optimizer, RNG, schedule, task and INT8 layers continue where the checkpoint was;
-  // loading copies host tensors into device ones.
+  // What the checkpoint holds (RunSetup::restore), and the train sums of the epoch in progress (the
+  // stored ones are every rank's together: rank 0 carries them on).
   void restore_from_checkpoint() {
-    Checkpoint& ckpt = resume_.checkpoint;
-    const std::string built = opts_.model ? "the model given to train() (" + opts_.model->type_name() + ")"
-                                          : "the model this run builds (model.name " + recipe_.text("model.name") + ")";
-    load_model_from(*model_, ckpt.model, ckpt.path, built);
-    load_from([&] { optimizer_->load_state_dict(ckpt.optimizer); }, ckpt.path,
-              "the optimizer this run builds (optimizer.name " + recipe_.text("optimizer.name") + ")");
-    default_generator().set_state(state_.rng_seed, state_.rng_offset);
-    if (plateau_) plateau_->set_state(state_.plateau);
-    task_->load_state(ckpt);
-    if (!int8_.empty())
-      load_from([&] { int8_.load_state_dict(ckpt.int8); }, ckpt.path, "the INT8 layers this run builds");
-    dropped_int8_stats_ = int8_.empty() && !ckpt.int8.empty();
-    // The train sums of the epoch in progress (the stored ones are every rank's together: rank 0
-    // carries them on).
+    setup_->restore(resume_.checkpoint, state_);
     if (state_.batch > 0 && agree_.writer()) resumed_epoch_ = state_.epoch_sums;
-    ckpt = Checkpoint();  // the tensors now live in the model and optimizer
   }
 
   // Several processes: rank 0's weights to every rank, and gradients averaged in each backward.
@@ -185,8 +151,8 @@ class TrainingLoop {
     dist::ProcessGroup& group = *agree_.group();
     if (recipe_.boolean("train.sync_batchnorm"))
       spdlog::info("SyncBatchNorm: {} BatchNorm2d layers use the global batch's statistics",
-                   convert_sync_batchnorm(*model_, group));
-    steps_->set_ddp(std::make_shared<DistributedDataParallel>(model_, group));
+                   convert_sync_batchnorm(*setup_->model, group));
+    steps_->set_ddp(std::make_shared<DistributedDataParallel>(setup_->model, group));
     // Each rank's batch is its block of the global one: dropout masks as one process draws them.
     dropout_shard_ = std::make_unique<DropoutShardGuard>(DropoutShard{group.rank(), group.size()});
   }
@@ -194,35 +160,10 @@ class TrainingLoop {
   // The run folder (a new one only now that everything above was valid), its logs and the start
   // of the log.
   void open_run_folder() {
-    folder_->open(recipe_, resume_.run_dir, resuming() ? resume_.path : "", run_facts());
+    folder_->open(recipe_, resume_.run_dir, resuming() ? resume_.path : "", setup_->facts(agree_.world_size()));
     if (!agree_.writer()) return;  // another rank's run: rank 0 writes its folder
     result_.run_dir = folder_->dir();
-    const std::string origin =
-        resuming() ? "from " + resume_.path + " at step " + std::to_string(state_.step) : "(" + recipe_.source() + ")";
-    const int world = agree_.world_size();
-    spdlog::info("{} run {} {}: model {} with {} parameters, {}, on {}{}", resuming() ? "resuming" : "starting",
-                 folder_->dir(), origin, model_name(), model_->num_parameters(), task_->describe(), describe(device_),
-                 agree_.group() ? " x " + std::to_string(world) + " processes (each a shard of every batch)" : "");
-    log_int8_training(int8_);
-    if (init_report_) {
-      std::string kept;
-      for (const auto& n : init_report_->ignored) kept += (kept.empty() ? "" : ", ") + n;
-      spdlog::info("model.init_from: {} tensors from {}{}", init_report_->loaded, recipe_.text("model.init_from"),
-                   kept.empty() ? "" : "; left as initialized: " + kept);
-    }
-    if (dropped_int8_stats_)
-      spdlog::warn("the checkpoint was trained with INT8 layers; this run (quant.int8_conv: false) continues in float");
-    log_optimizer(*optimizer_, recipe_.text("optimizer.name"), model_->num_parameters());
-  }
-
-  std::string model_name() const { return opts_.model ? opts_.model->type_name() : recipe_.text("model.name"); }
-
-  // What the run's page says of it (metrics.h).
-  RunFacts run_facts() const {
-    RunFacts f{recipe_.source(), model_name(), model_->num_parameters(), describe(device_), epochs_, {}};
-    if (agree_.group()) f.device += " x " + std::to_string(agree_.world_size()) + " processes";
-    for (const auto& l : int8_.layers()) f.int8_layers.push_back(l.name);
-    return f;
+    log_run_start(*setup_, folder_->dir(), resuming() ? resume_.path : "", state_.step, agree_.world_size());
   }
 
   // ---- the loop
@@ -231,21 +172,21 @@ class TrainingLoop {
   // before its last batch. A stop at the last batch still evaluates the epoch (its best checkpoint,
   // the plateau schedule), as an uninterrupted run does, and stops after that.
   bool train_epoch(int64_t epoch) {
-    model_->train();
-    task_->start_epoch(*model_, epoch, state_.batch);
-    progress_->start_epoch(epoch, epochs_, nb_, resumed_epoch_);
+    setup_->model->train();
+    setup_->task->start_epoch(*setup_->model, epoch, state_.batch);
+    progress_->start_epoch(epoch, setup_->epochs, setup_->batches, resumed_epoch_);
     resumed_epoch_ = EpochSums{};
-    for (int64_t b = state_.batch; b < nb_; ++b) {
+    for (int64_t b = state_.batch; b < setup_->batches; ++b) {
       train_step(epoch, b);
       ++state_.step;
       state_.batch = b + 1;
-      const bool stop_now =
-          agree_.stop_requested(opts_.stop, opts_.stop_signal) || (max_steps_ > 0 && state_.step >= max_steps_);
-      const bool record_now = state_.step % log_every_ == 0 || b + 1 == nb_ || stop_now;
-      if (read_every_step_ || record_now) progress_->add(steps_->stats().drain());
-      progress_->update(b + 1, optimizer_->lr(0));
+      const bool stop_now = agree_.stop_requested(opts_.stop, opts_.stop_signal) ||
+                            (setup_->max_steps > 0 && state_.step >= setup_->max_steps);
+      const bool record_now = state_.step % setup_->log_every == 0 || b + 1 == setup_->batches || stop_now;
+      if (setup_->read_every_step || record_now) progress_->add(steps_->stats().drain());
+      progress_->update(b + 1, setup_->optimizer->lr(0));
       if (record_now) record_interval(epoch, b);
-      if (stop_now && b + 1 < nb_) {
+      if (stop_now && b + 1 < setup_->batches) {
         state_.epoch = epoch;
         return false;
       }
@@ -257,7 +198,7 @@ class TrainingLoop {
   // Batch b's step (StepRunner); a non-finite loss or gradient stops the run or skips the update
   // (train.on_nonfinite), said here.
   void train_step(int64_t epoch, int64_t b) {
-    const StepResult r = steps_->run(epoch, b, nb_, state_.step);
+    const StepResult r = steps_->run(epoch, b, setup_->batches, state_.step);
     if (r.stop) {
       folder_->write_curves();
       OCTET_FAIL("train: ", r.nonfinite, "; stopped before updating the weights (train.on_nonfinite: stop); ",
@@ -273,30 +214,31 @@ class TrainingLoop {
 
   // The metric record of the interval that ended at batch b (TrainProgress adds the loss and rate).
   void record_interval(int64_t epoch, int64_t b) {
-    MetricRecord rec{"train",
-                     {{"step", static_cast<double>(state_.step)},
-                      {"epoch", static_cast<double>(epoch) + static_cast<double>(b + 1) / static_cast<double>(nb_)},
-                      {"lr", optimizer_->lr(0)}}};
+    MetricRecord rec{
+        "train",
+        {{"step", static_cast<double>(state_.step)},
+         {"epoch", static_cast<double>(epoch) + static_cast<double>(b + 1) / static_cast<double>(setup_->batches)},
+         {"lr", setup_->optimizer->lr(0)}}};
     if (steps_->skipped_steps() > 0) rec.values["skipped_steps"] = static_cast<double>(steps_->skipped_steps());
     if (keeper_->failures() > 0) rec.values["save_failures"] = static_cast<double>(keeper_->failures());
     if (agree_.group()) {
       rec.values["world_size"] = static_cast<double>(agree_.world_size());
       rec.values["comm_wait_s"] = steps_->take_comm_wait_s();  // rank 0's wait for gradients after its backward passes
     }
-    add_memory_stats(device_, rec.values);
-    progress_->record(std::move(rec), epoch, int8_);
+    add_memory_stats(setup_->device, rec.values);
+    progress_->record(std::move(rec), epoch, setup_->int8);
   }
 
   // The evaluation after an epoch (Evaluator) and the plateau schedule.
   void evaluate_epoch(int64_t epoch) {
-    const EvalResult& ev = evaluator_->after_epoch(epoch, epochs_, state_.step, progress_->finish_epoch());
+    const EvalResult& ev = evaluator_->after_epoch(epoch, setup_->epochs, state_.step, progress_->finish_epoch());
     result_.last_eval = ev;
     state_.epoch = epoch + 1;
     state_.batch = 0;
-    if (plateau_ && plateau_->observe(ev.loss))
+    if (setup_->plateau && setup_->plateau->observe(ev.loss))
       spdlog::info("{} loss {:.4f} is no better than the best, {:.4f}: lr x {} -> {:.4g}", ev.split, ev.loss,
-                   plateau_->state().best, recipe_.real("schedule.gamma"),
-                   optimizer_->initial_lr(0) * schedule_->factor(static_cast<double>(epoch + 1)));
+                   setup_->plateau->state().best, recipe_.real("schedule.gamma"),
+                   setup_->optimizer->initial_lr(0) * setup_->schedule->factor(static_cast<double>(epoch + 1)));
   }
 
   // ---- checkpoints
@@ -304,9 +246,10 @@ class TrainingLoop {
   // best.safetensors when the epoch improved; last.safetensors every checkpoint.every_epochs (0:
   // none of these), at the end and before a stop.
   void save_epoch_checkpoints(int64_t epoch) {
-    if (task_->improves(evaluator_->last(), state_)) save("best.safetensors");
+    if (setup_->task->improves(evaluator_->last(), state_)) save("best.safetensors");
     const int64_t every = recipe_.integer("checkpoint.every_epochs");  // >= 0: the recipe checked it
-    if ((every > 0 && (epoch + 1) % every == 0) || epoch + 1 == epochs_ || stop_after_epoch_) save("last.safetensors");
+    if ((every > 0 && (epoch + 1) % every == 0) || epoch + 1 == setup_->epochs || stop_after_epoch_)
+      save("last.safetensors");
     folder_->write_curves();
   }
 
@@ -319,16 +262,16 @@ class TrainingLoop {
   bool write_checkpoint(const std::string& path) {
     NamedTensors task_tensors;
     Metadata task_metadata;
-    task_->save_state(task_tensors, task_metadata);    // on every rank: a task may gather its state from all
-    const RunningSums sums = progress_->epoch_sums();  // likewise: every rank's share of the epoch so far
+    setup_->task->save_state(task_tensors, task_metadata);  // on every rank: a task may gather its state from all
+    const RunningSums sums = progress_->epoch_sums();       // likewise: every rank's share of the epoch so far
     if (!agree_.writer()) return false;
     // After an epoch's evaluation (batch 0) the next epoch starts from zero.
     state_.epoch_sums = state_.batch > 0 ? static_cast<const EpochSums&>(sums) : EpochSums{};
     state_.rng_seed = default_generator().seed();
     state_.rng_offset = default_generator().offset();
-    if (plateau_) state_.plateau = plateau_->state();
-    save_checkpoint(path, model_->state_dict(), optimizer_->state_dict(), state_, recipe_.resolved_yaml(),
-                    int8_.state_dict(), task_tensors, task_metadata);
+    if (setup_->plateau) state_.plateau = setup_->plateau->state();
+    save_checkpoint(path, setup_->model->state_dict(), setup_->optimizer->state_dict(), state_, recipe_.resolved_yaml(),
+                    setup_->int8.state_dict(), task_tensors, task_metadata);
     return true;
   }
 
@@ -342,16 +285,16 @@ class TrainingLoop {
     folder_->write_curves();
     progress_->end_line();
     const int signal = agree_.stop_signal();
-    std::string why = "by train.max_steps " + std::to_string(max_steps_);
+    std::string why = "by train.max_steps " + std::to_string(setup_->max_steps);
     if (signal > 0)
       why = std::string("by ") + signal_name(signal);
-    else if (!(max_steps_ > 0 && state_.step >= max_steps_))
+    else if (!(setup_->max_steps > 0 && state_.step >= setup_->max_steps))
       why = "on request";  // the caller's flag alone
     spdlog::info(
         "stopped at step {} (epoch {}, batch {} done) {}; checkpoint {}/last.safetensors; continue with "
         "`octet train --resume {}`",
-        state_.step, state_.batch == 0 ? state_.epoch : state_.epoch + 1, state_.batch == 0 ? nb_ : state_.batch, why,
-        folder_->dir(), folder_->dir());
+        state_.step, state_.batch == 0 ? state_.epoch : state_.epoch + 1,
+        state_.batch == 0 ? setup_->batches : state_.batch, why, folder_->dir(), folder_->dir());
     result_.stopped = true;
     result_.stop_signal = signal;
     result_.steps = state_.step;
@@ -362,37 +305,17 @@ class TrainingLoop {
   TrainResult finish() {
     keeper_->check_all_written(state_.step);
     result_.steps = state_.step;
-    result_.final_test = evaluator_->final_test(state_.step, epochs_);
+    result_.final_test = evaluator_->final_test(state_.step, setup_->epochs);
     spdlog::info("done: {} steps in {}{}; checkpoints and curves in {}", state_.step,
-                 format_duration(folder_->wall_s()), best_text(), folder_->dir());
+                 format_duration(folder_->wall_s()), best_text(setup_->lm, state_), folder_->dir());
     return result_;
-  }
-
-  // The best evaluation of the run, as the done line states it (empty before any).
-  std::string best_text() const {
-    char buf[64] = "";
-    if (lm_ && std::isfinite(state_.best_loss))
-      std::snprintf(buf, sizeof(buf), "; best valid perplexity %.2f", std::exp(state_.best_loss));
-    else if (!lm_ && state_.best_top1 >= 0)
-      std::snprintf(buf, sizeof(buf), "; best test top-1 %.2f%%", state_.best_top1);
-    return buf;
   }
 
   const TrainOptions& opts_;
   Recipe recipe_;
   ResumePoint resume_;  // what a resumed run continues from
   TrainState state_;
-  Device device_ = Device::cpu();
-  // What the recipe builds.
-  std::unique_ptr<Task> task_;
-  bool lm_ = false;
-  std::shared_ptr<Module> model_;
-  Int8Run int8_{{}};
-  bool dropped_int8_stats_ = false;
-  std::optional<InitFromReport> init_report_;  // model.init_from's, for the log
-  std::unique_ptr<Optimizer> optimizer_;
-  std::shared_ptr<PlateauSchedule> plateau_;
-  std::shared_ptr<LrSchedule> schedule_;
+  std::unique_ptr<RunSetup> setup_;                   // what the recipe builds
   std::unique_ptr<DropoutShardGuard> dropout_shard_;  // several processes
   // The parts.
   DistributedAgreement agree_;
@@ -400,9 +323,6 @@ class TrainingLoop {
   std::unique_ptr<CheckpointKeeper> keeper_;
   std::unique_ptr<Evaluator> evaluator_;
   std::unique_ptr<StepRunner> steps_;
-  // The recipe's policies.
-  int64_t epochs_ = 0, nb_ = 0, log_every_ = 1, max_steps_ = 0;
-  bool read_every_step_ = true;
   std::unique_ptr<TrainProgress> progress_;
   EpochSums resumed_epoch_;  // the checkpoint's sums for the epoch a resumed run continues
   Clock::time_point session_start_;

@@ -1,8 +1,9 @@
-// CPU reductions for layer-wise optimizers (LAMB, LARS): norms of a whole parameter, computed in
-// a first pass over blocks and applied in a second (the factors made of them, lamb_ratio() and
-// lars_local_lr(), are in optim/update_rules.h; the CUDA reductions in optim/cuda/). Sums are taken in double whatever
-// the parameter's type, one partial per block, and added in block order, so a norm depends on the state's blocks but
-// never on the thread count or on which thread ran which block.
+// CPU reductions for layer-wise optimizers (LAMB, LARS; optim/cpu/update.cpp): norms of a whole
+// parameter, computed in a first pass over blocks and applied in a second (the factors made of
+// them, lamb_ratio() and lars_local_lr(), are in optim/update_rules.h; the CUDA reductions in
+// optim/cuda/). Sums are taken in double whatever the parameter's type, one partial per block, and
+// added in block order, so a norm depends on the state's blocks but never on the thread count or on
+// which thread ran which block.
 //   BlockSums<2> sums;
 //   state.read_blocks(BlockRead<T>([&](const StateBlock<const T>& b) { sums.add(b.begin, {sp, su}); }));
 //   auto [p_sq, u_sq] = sums.total();

@@ -1,22 +1,17 @@
-// The CUDA side of the optimizers (declared in optim/run_rule.h): finds the device memory of a
+// The CUDA versions of optim/'s kernels (optim/cuda/kernels.h): finds the device memory of a
 // parameter's state -- a DenseState's buffers or a BlockwiseState's codes and absmax, the two
-// layouts the kernels of optim/cuda/ know -- and launches the kernels on the current stream. A
-// layer-wise update leaves its factor in a one-element device tensor that its update kernel
-// reads, so no update waits for the device. Without OCTET_WITH_CUDA no tensor can live on a
-// CUDA device; these functions then only throw.
+// layouts the kernels of optim/cuda/update.h know -- and launches the kernels on the current
+// stream. A layer-wise update leaves its factor in a one-element device tensor that its update
+// kernel reads, so no update waits for the device. Built with OCTET_CUDA only.
 #include <type_traits>
 
-#include "optim/blockwise_state.h"
-#include "optim/run_rule.h"
-#ifdef OCTET_WITH_CUDA
 #include "core/cuda/kernels.h"
+#include "optim/blockwise_state.h"
+#include "optim/cuda/kernels.h"
 #include "optim/cuda/update.h"
 #include "quant/cuda/blockwise.h"
-#endif
 
 namespace octet {
-
-#ifdef OCTET_WITH_CUDA
 namespace {
 
 static_assert(quant::kMaxBlockSize <= cuda::kMaxQuantBlock, "the 8-bit kernels cover every block size");
@@ -111,15 +106,17 @@ void launch_update(const Rule& rule, const Tensor& param, const Tensor& grad, Pa
 
 }  // namespace
 
+namespace optim::cuda {
+
 template <typename Rule>
-void device_update(const Rule& rule, const Tensor& param, const Tensor& grad, ParamState& state, const char* name) {
+void rule_update(const Rule& rule, const Tensor& param, const Tensor& grad, ParamState& state, const char* name) {
   const auto guard = on_device_of(param);
   launch_update(rule, param, grad, state, name, static_cast<const typename Rule::Scalar*>(nullptr));
 }
 
 template <typename T>
-void device_lamb_update(const LambRule<T>& rule, double lr, bool trust_clip, const Tensor& param, const Tensor& grad,
-                        ParamState& state) {
+void lamb_update(const LambRule<T>& rule, double lr, bool trust_clip, const Tensor& param, const Tensor& grad,
+                 ParamState& state) {
   const char* name = "Lamb";
   const auto guard = on_device_of(param);
   check_on(grad, param, name, "the gradient");
@@ -129,29 +126,30 @@ void device_lamb_update(const LambRule<T>& rule, double lr, bool trust_clip, con
   const T* g = grad.data<T>();
   double* parts = partials.data<double>();
   with_state<T>(
-      state, param, name, [&](const cuda::DenseView<T>& v) { cuda::lamb_partials(rule, p, g, n, v, parts); },
-      [&](const cuda::QuantView& v) {
-        if constexpr (std::is_same_v<T, float>) cuda::lamb_partials(rule, p, g, n, v, parts);
+      state, param, name,
+      [&](const octet::cuda::DenseView<T>& v) { octet::cuda::lamb_partials(rule, p, g, n, v, parts); },
+      [&](const octet::cuda::QuantView& v) {
+        if constexpr (std::is_same_v<T, float>) octet::cuda::lamb_partials(rule, p, g, n, v, parts);
       });
-  cuda::lamb_finish(parts, cuda::sum_chunks(n), lr, trust_clip, step.data<T>());
+  octet::cuda::lamb_finish(parts, octet::cuda::sum_chunks(n), lr, trust_clip, step.data<T>());
   launch_update(rule, param, grad, state, name, static_cast<const T*>(step.data<T>()));
 }
 
 template <typename T>
-void device_lars_update(const LarsRule<T>& rule, double trust_coefficient, double weight_decay, double eps,
-                        const Tensor& param, const Tensor& grad, ParamState& state) {
+void lars_update(const LarsRule<T>& rule, double trust_coefficient, double weight_decay, double eps,
+                 const Tensor& param, const Tensor& grad, ParamState& state) {
   const char* name = "LARS";
   const auto guard = on_device_of(param);
   check_on(grad, param, name, "the gradient");
   const int64_t n = param.numel();
   Tensor partials = partials_for(n, 2, param), scale = device_scalar(param.dtype(), param);
   double* parts = partials.data<double>();
-  cuda::square_pair_partials(param.data<T>(), grad.data<T>(), n, parts);
-  cuda::lars_finish(parts, cuda::sum_chunks(n), trust_coefficient, weight_decay, eps, scale.data<T>());
+  octet::cuda::square_pair_partials(param.data<T>(), grad.data<T>(), n, parts);
+  octet::cuda::lars_finish(parts, octet::cuda::sum_chunks(n), trust_coefficient, weight_decay, eps, scale.data<T>());
   launch_update(rule, param, grad, state, name, static_cast<const T*>(scale.data<T>()));
 }
 
-double device_sum_squares(const std::vector<Tensor>& xs) {
+double sum_squares(const std::vector<Tensor>& xs) {
   if (xs.empty()) return 0.0;
   const Tensor& first = xs.front();
   const auto guard = on_device_of(first);
@@ -159,7 +157,7 @@ double device_sum_squares(const std::vector<Tensor>& xs) {
   int64_t total = 0;
   for (const Tensor& x : xs) {
     OCTET_CHECK(x.device() == first.device(), "sum of squares: tensors on ", first.device(), " and ", x.device());
-    total += cuda::sum_chunks(x.numel());
+    total += octet::cuda::sum_chunks(x.numel());
   }
   Tensor partials = empty({std::max<int64_t>(1, total)}, TensorOptions(DType::f64).device(first.device()));
   Tensor sum = device_scalar(DType::f64, first);
@@ -168,53 +166,14 @@ double device_sum_squares(const std::vector<Tensor>& xs) {
   for (const Tensor& x : xs) {
     Tensor c = x.contiguous();
     dispatch_float(c.dtype(), "sum of squares",
-                   [&]<typename T>() { cuda::square_partials(c.data<T>(), c.numel(), parts + offset); });
-    offset += cuda::sum_chunks(c.numel());
+                   [&]<typename T>() { octet::cuda::square_partials(c.data<T>(), c.numel(), parts + offset); });
+    offset += octet::cuda::sum_chunks(c.numel());
   }
-  cuda::sum_finish(parts, total, sum.data<double>());
+  octet::cuda::sum_finish(parts, total, sum.data<double>());
   return sum.to(Device::cpu()).item<double>();  // the one host synchronization
 }
 
-#else  // no CUDA in this build: no tensor can be on a CUDA device
+OCTET_OPTIM_INSTANTIATE_KERNELS()
 
-namespace {
-[[noreturn]] void no_cuda(const char* name, const Tensor& t) {
-  OCTET_FAIL(name, ": no kernels for a parameter on ", t.device(), " in this build (configure with -DOCTET_CUDA=ON)");
-}
-}  // namespace
-
-template <typename Rule>
-void device_update(const Rule&, const Tensor& param, const Tensor&, ParamState&, const char* name) {
-  no_cuda(name, param);
-}
-template <typename T>
-void device_lamb_update(const LambRule<T>&, double, bool, const Tensor& param, const Tensor&, ParamState&) {
-  no_cuda("Lamb", param);
-}
-template <typename T>
-void device_lars_update(const LarsRule<T>&, double, double, double, const Tensor& param, const Tensor&, ParamState&) {
-  no_cuda("LARS", param);
-}
-double device_sum_squares(const std::vector<Tensor>& xs) {
-  if (xs.empty()) return 0.0;
-  no_cuda("sum of squares", xs.front());
-}
-
-#endif  // OCTET_WITH_CUDA
-
-#define OCTET_DEVICE_RULE(T)                                                                                     \
-  template void device_update(const SgdRule<T>&, const Tensor&, const Tensor&, ParamState&, const char*);        \
-  template void device_update(const AdamRule<T>&, const Tensor&, const Tensor&, ParamState&, const char*);       \
-  template void device_update(const RmspropRule<T>&, const Tensor&, const Tensor&, ParamState&, const char*);    \
-  template void device_update(const AdagradRule<T>&, const Tensor&, const Tensor&, ParamState&, const char*);    \
-  template void device_update(const LionRule<T>&, const Tensor&, const Tensor&, ParamState&, const char*);       \
-  template void device_update(const LambRule<T>&, const Tensor&, const Tensor&, ParamState&, const char*);       \
-  template void device_update(const LarsRule<T>&, const Tensor&, const Tensor&, ParamState&, const char*);       \
-  template void device_lamb_update(const LambRule<T>&, double, bool, const Tensor&, const Tensor&, ParamState&); \
-  template void device_lars_update(const LarsRule<T>&, double, double, double, const Tensor&, const Tensor&,     \
-                                   ParamState&);
-OCTET_DEVICE_RULE(float)
-OCTET_DEVICE_RULE(double)
-#undef OCTET_DEVICE_RULE
-
+}  // namespace optim::cuda
 }  // namespace octet

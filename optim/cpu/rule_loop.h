@@ -1,12 +1,8 @@
-// Runs an update rule (optim/update_rules.h) over one parameter and its state, on the parameter's
-// device: on the CPU through ParamState::for_each_block (any state kind: dense, 8-bit, custom),
-// on CUDA through the kernels of optim/cuda/, which know the memory of DenseState and
-// BlockwiseState (routed in optim/device_update.cpp; other state kinds are CPU-only).
-//   dispatch_float(param.dtype(), "SGD", [&]<typename T>() { run_rule(sgd_rule<T>(o, first), param, grad, state,
-//   "SGD"); });
+// The CPU loop of an update rule (optim/update_rules.h) over one block of a parameter's state,
+// compiled for each ISA of core/cpu/isa.h: what cpu::rule_update (optim/cpu/update.cpp) runs over
+// ParamState::for_each_block (any state kind: dense, 8-bit, custom).
+//   state.for_each_block(BlockUpdate<T>([&](const StateBlock<T>& b) { apply_rule(isa, rule, p, g, b); }));
 #pragma once
-
-#include <vector>
 
 #include "core/cpu/isa.h"
 #include "optim/optimizer.h"
@@ -90,39 +86,6 @@ void apply_rule(cpu::Isa isa, const Rule& rule, T* p, const T* g, const StateBlo
     default:
       OCTET_FAIL("optimizer: a rule with ", rule.buffers, " state buffers (at most ", kMaxStateBuffers, ")");
   }
-}
-
-// ---- the CUDA side (optim/device_update.cpp); errors in a build without CUDA
-
-// `rule` over a CUDA parameter (rule.kScaled rules with their scale already set).
-template <typename Rule>
-void device_update(const Rule& rule, const Tensor& param, const Tensor& grad, ParamState& state, const char* name);
-// LAMB's two passes on the device: ||p||^2 and ||u||^2 from the old state, step = lr * ratio
-// (lamb_ratio) left in device memory, then the update reading it.
-template <typename T>
-void device_lamb_update(const LambRule<T>& rule, double lr, bool trust_clip, const Tensor& param, const Tensor& grad,
-                        ParamState& state);
-// LARS's two passes on the device: ||p||^2 and ||g||^2, scale = lars_local_lr(...) left in
-// device memory, then the update reading it.
-template <typename T>
-void device_lars_update(const LarsRule<T>& rule, double trust_coefficient, double weight_decay, double eps,
-                        const Tensor& param, const Tensor& grad, ParamState& state);
-// sum of x^2 over every element of `xs` (f32/f64, all on one CUDA device), accumulated in double
-// in a fixed order (deterministic); one host synchronization to read it.
-double device_sum_squares(const std::vector<Tensor>& xs);
-
-// ---- the entry point of the elementwise optimizers
-
-template <typename Rule>
-void run_rule(const Rule& rule, const Tensor& param, const Tensor& grad, ParamState& state, const char* name) {
-  using T = typename Rule::Scalar;
-  OCTET_CHECK(static_cast<size_t>(rule.buffers) == state.buffer_names().size(), name, ": the update uses ",
-              rule.buffers, " state buffers, the state has ", state.buffer_names().size());
-  if (!param.device().is_cpu()) return device_update(rule, param, grad, state, name);
-  T* p = param.data<T>();
-  const T* g = grad.data<T>();
-  const cpu::Isa isa = cpu::active_isa();
-  state.for_each_block(BlockUpdate<T>([&](const StateBlock<T>& b) { apply_rule(isa, rule, p, g, b); }));
 }
 
 }  // namespace octet
