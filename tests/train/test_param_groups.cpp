@@ -159,6 +159,21 @@ TEST(ParamGroups, BuildsTheGroupsFirstMatchWins) {
   EXPECT_DOUBLE_EQ(opt->lr(2), 0.002 * f);
 }
 
+// @embedding: the weights of the model's embeddings, a tied decoder's (listed once, under the
+// embedding's name) included; without the model it is an error.
+TEST(ParamGroups, EmbeddingSelector) {
+  const Recipe r = parse_recipe(
+      "model:\n  name: gpt\n  embed_dim: 16\n  num_heads: 2\n  num_layers: 1\n  context_length: 8\n"
+      "  tie_weights: true\noptimizer:\n  name: adamw\n  param_groups:\n    - params: \"@embedding\"\n"
+      "      weight_decay: 0\n",
+      "r.yaml");
+  auto model = build_model_from(r, 50);
+  auto opt = build_optimizer(r, model->named_parameters(), model.get());
+  ASSERT_EQ(opt->num_groups(), 2u);
+  EXPECT_EQ(names(opt->params(1)), (std::vector<std::string>{"transformer.wte.weight", "transformer.wpe.weight"}));
+  expect_error([&] { build_optimizer(r, model->named_parameters()); }, "@embedding needs the model");
+}
+
 TEST(ParamGroups, BuildErrorsNameThePattern) {
   const Recipe r = parse_recipe(kGroups, "r.yaml", {"optimizer.param_groups=[{params: [\"*.bias\", \"*.bais\"]}]"});
   expect_error([&] { build_optimizer(r, cnn_params()); },

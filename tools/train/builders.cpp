@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <set>
 
 #include "data/cifar10.h"
 #include "data/image_folder.h"
 #include "data/mnist.h"
 #include "data/transforms.h"
+#include "layers/embedding.h"
 #include "models/registry.h"
 #include "optim/registry.h"
 #include "quant/blockwise.h"
@@ -208,20 +210,38 @@ std::string some_names(const NamedTensors& params) {
 
 // The parameters of each optimizer group: [0] those no param_groups entry matches, [i + 1] those
 // whose first matching entry is param_groups[i].
-// Whether a params pattern selects parameter `p`: a name glob, or the selector "@1d" (every
-// parameter of fewer than 2 dimensions: norms' weights and biases, the biases), which no glob
-// could name in a model whose norm weights and convolution weights share their names' shape.
-bool selects(const std::string& pattern, const std::pair<std::string, Tensor>& p) {
+// Whether a params pattern selects parameter `p`: a name glob, or a selector for what no glob
+// could name in every model: "@1d" (every parameter of fewer than 2 dimensions: norms' weights
+// and biases, the biases), "@embedding" (the weights of the model's Embedding layers, a tied
+// decoder's included: `embeddings` holds their names).
+bool selects(const std::string& pattern, const std::pair<std::string, Tensor>& p,
+             const std::set<std::string>& embeddings) {
   if (pattern == "@1d") return p.second.dim() < 2;
+  if (pattern == "@embedding") return embeddings.count(p.first) > 0;
   return name_matches(pattern, p.first);
 }
 
-std::vector<NamedTensors> split_params(const std::vector<ParamGroupSpec>& specs, const NamedTensors& params) {
+// The parameter names of `model`'s Embedding (and StableEmbedding) weights.
+std::set<std::string> embedding_weights(const Module* model) {
+  std::set<std::string> out;
+  if (model == nullptr) return out;
+  for (const auto& [name, m] : model->named_modules())
+    if (dynamic_cast<const Embedding*>(m.get()) != nullptr) out.insert(name + ".weight");
+  return out;
+}
+
+std::vector<NamedTensors> split_params(const std::vector<ParamGroupSpec>& specs, const NamedTensors& params,
+                                       const Module* model) {
+  const std::set<std::string> embeddings = embedding_weights(model);
   for (size_t i = 0; i < specs.size(); ++i)
     for (const std::string& glob : specs[i].params) {
-      OCTET_CHECK(glob.empty() || glob[0] != '@' || glob == "@1d", "recipe optimizer.param_groups[", i,
-                  "]: unknown selector '", glob, "' (known: @1d, every parameter of fewer than 2 dimensions)");
-      const bool any = std::any_of(params.begin(), params.end(), [&](const auto& p) { return selects(glob, p); });
+      OCTET_CHECK(glob.empty() || glob[0] != '@' || glob == "@1d" || glob == "@embedding",
+                  "recipe optimizer.param_groups[", i, "]: unknown selector '", glob,
+                  "' (known: @1d, every parameter of fewer than 2 dimensions; @embedding, the embeddings' weights)");
+      OCTET_CHECK(glob != "@embedding" || model != nullptr, "recipe optimizer.param_groups[", i,
+                  "]: @embedding needs the model (build_optimizer's model argument)");
+      const bool any =
+          std::any_of(params.begin(), params.end(), [&](const auto& p) { return selects(glob, p, embeddings); });
       OCTET_CHECK(any, "recipe optimizer.param_groups[", i, "]: params pattern '", glob,
                   "' matches no parameter of the model ('*' matches any run of characters; the parameters: ",
                   some_names(params), ")");
@@ -231,7 +251,7 @@ std::vector<NamedTensors> split_params(const std::vector<ParamGroupSpec>& specs,
     size_t g = 0;
     for (size_t i = 0; i < specs.size() && g == 0; ++i)
       for (const std::string& glob : specs[i].params)
-        if (selects(glob, p)) {
+        if (selects(glob, p, embeddings)) {
           g = i + 1;
           break;
         }
@@ -254,7 +274,7 @@ std::shared_ptr<Module> build_model_from(const Recipe& r, int64_t vocab_size) {
   return build_model(o.vocab_size(vocab_size));
 }
 
-std::unique_ptr<Optimizer> build_optimizer(const Recipe& r, const NamedTensors& params) {
+std::unique_ptr<Optimizer> build_optimizer(const Recipe& r, const NamedTensors& params, const Module* model) {
   const std::string name = r.text("optimizer.name");
   const SectionKeys section(r, "optimizer");
   const std::unique_ptr<OptimizerOptions> defaults = optimizer_options(name, section);
@@ -262,7 +282,7 @@ std::unique_ptr<Optimizer> build_optimizer(const Recipe& r, const NamedTensors& 
   // Group 0 holds the parameters no entry matches, with the section's values (the lr the trainer
   // logs); group i + 1 is param_groups[i].
   const std::vector<ParamGroupSpec>& specs = r.group_list("optimizer.param_groups");
-  std::vector<NamedTensors> split = split_params(specs, params);
+  std::vector<NamedTensors> split = split_params(specs, params, model);
   std::vector<ParamGroup> groups{ParamGroup(std::move(split[0]))};
   for (size_t i = 0; i < specs.size(); ++i) {
     const SectionKeys keys(r, "optimizer", &specs[i], i);

@@ -24,7 +24,9 @@ struct Datasets {
 // With `need_train` false only the test split is opened.
 Datasets build_datasets(const Recipe& r, bool need_train, const std::string& root_override = "");
 
-std::unique_ptr<Optimizer> build_optimizer(const Recipe& r, const NamedTensors& params);
+// The recipe's optimizer over `params`; `model` (if given) lets param_groups name its embeddings
+// with the selector @embedding.
+std::unique_ptr<Optimizer> build_optimizer(const Recipe& r, const NamedTensors& params, const Module* model = nullptr);
 // With schedule.name plateau, `plateau` (if given) receives the PlateauSchedule inside the result,
 // for the trainer to feed evaluation losses to; otherwise it is set to null.
 std::shared_ptr<LrSchedule> build_schedule(const Recipe& r, std::shared_ptr<PlateauSchedule>* plateau = nullptr);

@@ -68,7 +68,8 @@ const std::vector<SchemaEntry> kStaticSchema = {
     // optimizer's (Lion's betas 0.9/0.99, LAMB's eps 1e-6, AdamW's weight decay 0.01, ...).
     {"optimizer.param_groups", K::group_list, "[]",
      "per-parameter settings: [{params: GLOB or [GLOB, ...], KEY: value, ...}, ...] (the GLOB @1d: every "
-     "parameter of fewer than 2 dimensions, norms and biases) with any optimizer key but "
+     "parameter of fewer than 2 dimensions, norms and biases; @embedding: the embeddings' weights) with any optimizer "
+     "key but "
      "name, keep_32bit and param_groups; a parameter takes the first group whose params match its name, and "
      "the keys that group does not set from the section (see Parameter groups)"},
     // schedule

@@ -29,7 +29,7 @@ RunSetup::RunSetup(const Recipe& r, std::shared_ptr<Module> given, const Checkpo
   int8 = Int8Run(build_int8(r, *model));
   use_device(device, r.boolean("train.allow_tf32"));
   model->to(device);
-  optimizer = build_optimizer(r, model->named_parameters());
+  optimizer = build_optimizer(r, model->named_parameters(), model.get());
   schedule = build_schedule(r, &plateau);
   log_every = r.integer("log.every_steps");  // >= 1: the recipe checked it
   max_steps = r.integer("train.max_steps");
