@@ -113,16 +113,16 @@ int main(int argc, char** argv) {
   const std::string problem =
       octet::bench::parse_options(argc, argv,
                                   {
-                                      {"--device", [&](const std::string& v) { a.device = v; }},
+                                      {"--device", octet::bench::into(a.device)},
                                       {"--lengths", [&](const std::string& v) { a.lengths = parse_list(v); }},
-                                      {"--batch", [&](const std::string& v) { a.batch = std::stoll(v); }},
-                                      {"--heads", [&](const std::string& v) { a.heads = std::stoll(v); }},
-                                      {"--dim", [&](const std::string& v) { a.dim = std::stoll(v); }},
-                                      {"--reps", [&](const std::string& v) { a.reps = std::stoi(v); }},
-                                      {"--rounds", [&](const std::string& v) { a.rounds = std::stoi(v); }},
-                                      {"--threads", [&](const std::string& v) { a.threads = std::stoll(v); }},
-                                      {"--python", [&](const std::string& v) { a.python = v; }},
-                                      {"--torch-script", [&](const std::string& v) { a.script = v; }},
+                                      {"--batch", octet::bench::into(a.batch)},
+                                      {"--heads", octet::bench::into(a.heads)},
+                                      {"--dim", octet::bench::into(a.dim)},
+                                      {"--reps", octet::bench::into(a.reps)},
+                                      {"--rounds", octet::bench::into(a.rounds)},
+                                      {"--threads", octet::bench::into(a.threads)},
+                                      {"--python", octet::bench::into(a.python)},
+                                      {"--torch-script", octet::bench::into(a.script)},
                                   });
   if (!problem.empty()) {
     std::fprintf(stderr, "%s: %s\n", "octet_bench_attention", problem.c_str());

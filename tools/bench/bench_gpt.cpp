@@ -77,22 +77,21 @@ Result time_torch(const Args& a) {
 
 int main(int argc, char** argv) {
   Args a;
-  const std::string problem =
-      octet::bench::parse_options(argc, argv,
-                                  {
-                                      {"--device", [&](const std::string& v) { a.device = v; }},
-                                      {"--layers", [&](const std::string& v) { a.layers = std::stoll(v); }},
-                                      {"--width", [&](const std::string& v) { a.width = std::stoll(v); }},
-                                      {"--heads", [&](const std::string& v) { a.heads = std::stoll(v); }},
-                                      {"--context", [&](const std::string& v) { a.context = std::stoll(v); }},
-                                      {"--batch", [&](const std::string& v) { a.batch = std::stoll(v); }},
-                                      {"--vocab", [&](const std::string& v) { a.vocab = std::stoll(v); }},
-                                      {"--steps", [&](const std::string& v) { a.steps = std::stoi(v); }},
-                                      {"--rounds", [&](const std::string& v) { a.rounds = std::stoi(v); }},
-                                      {"--threads", [&](const std::string& v) { a.threads = std::stoll(v); }},
-                                      {"--python", [&](const std::string& v) { a.python = v; }},
-                                      {"--torch-script", [&](const std::string& v) { a.script = v; }},
-                                  });
+  const std::string problem = octet::bench::parse_options(argc, argv,
+                                                          {
+                                                              {"--device", octet::bench::into(a.device)},
+                                                              {"--layers", octet::bench::into(a.layers)},
+                                                              {"--width", octet::bench::into(a.width)},
+                                                              {"--heads", octet::bench::into(a.heads)},
+                                                              {"--context", octet::bench::into(a.context)},
+                                                              {"--batch", octet::bench::into(a.batch)},
+                                                              {"--vocab", octet::bench::into(a.vocab)},
+                                                              {"--steps", octet::bench::into(a.steps)},
+                                                              {"--rounds", octet::bench::into(a.rounds)},
+                                                              {"--threads", octet::bench::into(a.threads)},
+                                                              {"--python", octet::bench::into(a.python)},
+                                                              {"--torch-script", octet::bench::into(a.script)},
+                                                          });
   if (!problem.empty()) {
     std::fprintf(stderr, "%s: %s\n", "octet_bench_gpt", problem.c_str());
     return 2;

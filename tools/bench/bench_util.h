@@ -7,9 +7,11 @@
 #include <chrono>
 #include <cstdio>
 #include <functional>
+#include <limits>
 #include <map>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 namespace octet::bench {
@@ -49,6 +51,22 @@ inline std::pair<std::string, int> run_capture(const std::string& cmd) {
 // Options given as "--name value" pairs: each name's setter takes the value. Returns "" when all
 // parsed, else what is wrong (an unknown name, a missing or malformed value) for the usage error.
 using OptionSetters = std::map<std::string, std::function<void(const std::string&)>>;
+// The setter that reads an option's value into `field` by its type (a number or the text itself).
+template <typename T>
+std::function<void(const std::string&)> into(T& field) {
+  return [&field](const std::string& v) {
+    if constexpr (std::is_same_v<T, std::string>) {
+      field = v;
+    } else if constexpr (std::is_floating_point_v<T>) {
+      field = static_cast<T>(std::stod(v));
+    } else {
+      const long long x = std::stoll(v);
+      if (x < std::numeric_limits<T>::min() || x > std::numeric_limits<T>::max()) throw std::out_of_range(v);
+      field = static_cast<T>(x);
+    }
+  };
+}
+
 inline std::string parse_options(int argc, char** argv, const OptionSetters& setters) {
   for (int i = 1; i < argc; i += 2) {
     const std::string name = argv[i];
