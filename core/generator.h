@@ -44,6 +44,13 @@ OCTET_HD inline double uniform_double(uint32_t hi, uint32_t lo) {
   return static_cast<double>(((static_cast<uint64_t>(hi) << 32) | lo) >> 11) * 0x1p-53;
 }
 
+// Whether dropout with probability p keeps element `index` of the draw at (seed, offset): its
+// uniform (24 bits) below 1 - p. Attention's dropout (core/ops/attention.h) draws with it on both
+// devices, and its reference path builds the same mask.
+OCTET_HD inline bool dropout_keeps(uint64_t seed, uint64_t offset, uint64_t index, double p) {
+  return static_cast<double>(uniform_float(philox_at(seed, offset, index)[0])) < 1.0 - p;
+}
+
 class Generator {
  public:
   explicit Generator(uint64_t seed = 0) : seed_(seed) {}

@@ -25,8 +25,7 @@ constexpr int64_t kQueryTile = 32, kKeyTile = 64;
 // The dropout draw of element ((bh * Tq) + i) * Tk + j, shared with the CUDA kernel and the
 // reference path (core/ops/attention.h attention_dropout_keep).
 bool keep(const AttentionGeometry& g, int64_t bh, int64_t i, int64_t j) {
-  const uint64_t idx = static_cast<uint64_t>((bh * g.tq + i) * g.tk + j);
-  return static_cast<double>(uniform_float(philox_at(g.seed, g.offset, idx)[0])) < 1.0 - g.dropout_p;
+  return dropout_keeps(g.seed, g.offset, static_cast<uint64_t>((bh * g.tq + i) * g.tk + j), g.dropout_p);
 }
 
 // The pointers of one (batch, head) pair.

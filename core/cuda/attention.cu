@@ -28,8 +28,7 @@ __device__ inline bool masked(const AttentionGeometry& g, const uint8_t* pad, in
 
 __device__ inline double keep_scale(const AttentionGeometry& g, int64_t bh, int64_t i, int64_t j) {
   if (g.dropout_p <= 0) return 1.0;
-  const uint64_t idx = static_cast<uint64_t>((bh * g.tq + i) * g.tk + j);
-  const bool kept = static_cast<double>(uniform_float(philox_at(g.seed, g.offset, idx)[0])) < 1.0 - g.dropout_p;
+  const bool kept = dropout_keeps(g.seed, g.offset, static_cast<uint64_t>((bh * g.tq + i) * g.tk + j), g.dropout_p);
   return kept ? 1.0 / (1.0 - g.dropout_p) : 0.0;
 }
 

@@ -88,8 +88,7 @@ Tensor attention_dropout_keep(const Shape& shape, double p, uint64_t seed, uint6
   OCTET_CHECK(shape.size() == 4, "attention_dropout_keep: expected [B, H, Tq, Tk], got ", shape);
   Tensor keep = empty(shape, DType::u8);
   uint8_t* k = keep.data<uint8_t>();
-  for (int64_t i = 0; i < keep.numel(); ++i)
-    k[i] = static_cast<double>(uniform_float(philox_at(seed, offset, static_cast<uint64_t>(i))[0])) < 1.0 - p;
+  for (int64_t i = 0; i < keep.numel(); ++i) k[i] = dropout_keeps(seed, offset, static_cast<uint64_t>(i), p);
   return keep;
 }
 
