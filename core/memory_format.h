@@ -18,8 +18,8 @@
 
 namespace octet {
 
-// Whether octet's convolutional models (MobileNetV2, the ResNets; layers/conv.h conv_net_input)
-// run channels-last: `auto` (default) where it pays: an f32 CPU input through the oneDNN
+// Whether octet's convolutional models run channels-last (the fusion pass, layers/fusion.h, has
+// their first convolution convert): `auto` (default) where it pays: an f32 CPU input through the oneDNN
 // convolutions, a model measured faster so (MobileNetV2, the CIFAR ResNets), no INT8 layer (the
 // INT8 kernels take NCHW); `on` for every 4-D CPU input; `off` never
 // (OCTET_CHANNELS_LAST=auto|on|off). For tests and benchmarks that compare the two:

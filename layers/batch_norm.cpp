@@ -1,11 +1,12 @@
 #include "layers/batch_norm.h"
 
 #include "core/autograd.h"
-#include "core/ops/elementwise.h"
 #include "core/ops/concat.h"
+#include "core/ops/elementwise.h"
 #include "core/ops/norm.h"
 #include "core/ops/reduce.h"
 #include "layers/distributed.h"
+#include "layers/fusion.h"
 #include "layers/init.h"
 
 namespace octet {
@@ -31,7 +32,17 @@ void BatchNorm2d::reset_parameters() {
   init::zeros_(num_batches_tracked_);
 }
 
-Tensor BatchNorm2d::forward(const Tensor& x) { return forward(x, NormActivation::none); }
+Tensor BatchNorm2d::forward(const Tensor& x) {
+  const std::shared_ptr<BatchNormConsumer> consumer = consumer_.lock();
+  Tensor y = consumer && consumer->applies(*this) ? x : forward(x, act_);
+  fusion::record(*this, {x}, y);
+  return y;
+}
+
+void BatchNorm2d::clear_fusion() {
+  act_ = NormActivation::none;
+  consumer_.reset();
+}
 
 void BatchNorm2d::check_input(const Tensor& x) const {
   OCTET_CHECK(x.defined() && x.dim() == 4 && x.size(1) == num_features_, "BatchNorm2d: expected input [N, ",

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/memory_format.h"
+#include "layers/fusion.h"
 #include "layers/init.h"
 #include "quant/int8_conv.h"
 
@@ -33,30 +34,38 @@ void Conv2d::reset_parameters() {
 Tensor Conv2d::forward(const Tensor& x) {
   OCTET_CHECK(x.defined() && x.dim() == 4 && x.size(1) == in_channels_, "Conv2d: expected input [N, ", in_channels_,
               ", H, W], got ", x.defined() ? x.shape() : Shape{});
-  if (int8_) return quant::int8_conv2d(x, weight_, bias_, options_, int8_);
-  return conv2d(x, weight_, bias_, options_);
-}
-
-Tensor Conv2d::forward_after(BatchNorm2d& bn, NormActivation act, const Tensor& z) {
-  if (!int8_ || !bn.fusable() || !quant::int8_bn_fusion()) return forward(bn.forward(z, act));
-  bn.check_input(z);
-  OCTET_CHECK(z.size(1) == in_channels_, "Conv2d: expected input [N, ", in_channels_, ", H, W], got ", z.shape());
-  const quant::BatchNormArgs args{bn.running_mean_, bn.running_var_, bn.weight_, bn.bias_, bn.momentum_, bn.eps_, act};
-  Tensor y = quant::int8_conv2d_batch_norm(z, args, weight_, bias_, options_, int8_);
-  bn.count_batch();
+  const Tensor in = channels_last_ == ChannelsLastAt::input ? to_format(x) : x;
+  Tensor y;
+  if (const std::shared_ptr<BatchNorm2d> bn = input_bn_.lock(); bn && applies(*bn)) {
+    bn->check_input(in);
+    const quant::BatchNormArgs args{bn->running_mean_, bn->running_var_, bn->weight_, bn->bias_,
+                                    bn->momentum_,     bn->eps_,         bn->act_};
+    y = quant::int8_conv2d_batch_norm(in, args, weight_, bias_, options_, int8_);
+    bn->count_batch();
+  } else if (int8_) {
+    y = quant::int8_conv2d(in, weight_, bias_, options_, int8_);
+  } else {
+    y = conv2d(in, weight_, bias_, options_);
+  }
+  if (channels_last_ == ChannelsLastAt::output) y = to_format(y);
+  fusion::record(*this, {x}, y);
   return y;
 }
 
-Tensor conv_net_input(Module& net, const Tensor& x, bool automatic) {
-  if (!channels_last_pays(x)) return x;
-  bool int8 = false;
-  if (channels_last_selector().active() == ChannelsLastMode::automatic) {
-    if (!automatic) return x;
-    net.apply([&](Module& m) {
-      if (auto* conv = dynamic_cast<Conv2d*>(&m); conv != nullptr && conv->int8()) int8 = true;
-    });
-  }
-  return int8 ? x : to_channels_last(x);
+bool Conv2d::applies(const BatchNorm2d& bn) const {
+  return int8_ && input_bn_.lock().get() == &bn && bn.fusable() && quant::int8_bn_fusion();
+}
+
+Tensor Conv2d::to_format(const Tensor& t) const {
+  const bool wanted =
+      channels_last_pays(t) && (channels_last_auto_ || channels_last_selector().active() == ChannelsLastMode::on);
+  return wanted ? to_channels_last(t) : t;
+}
+
+void Conv2d::clear_fusion() {
+  input_bn_.reset();
+  channels_last_ = ChannelsLastAt::none;
+  channels_last_auto_ = false;
 }
 
 std::string Conv2d::extra_repr() const {

@@ -7,6 +7,7 @@
 //   conv->set_int8(std::make_shared<quant::Int8Layer>());   // from now on INT8
 #pragma once
 
+#include <cstdint>
 #include <memory>
 
 #include "core/ops/conv.h"
@@ -16,22 +17,28 @@
 
 namespace octet {
 
-class Conv2d : public Module {
+// Where a network's convolutions turn its input channels-last (core/memory_format.h), as the
+// fusion pass set it on the first convolution: not here, this layer's input, or its output (a
+// one-channel input is NCHW and channels-last at once, so the format starts after it).
+enum class ChannelsLastAt : uint8_t { none, input, output };
+
+class Conv2d : public Module, public BatchNormConsumer {
  public:
   // weight [out, in/groups, k, k] and bias [out] from U(-1/sqrt(fan_in), 1/sqrt(fan_in)) with
   // fan_in = in/groups * k * k (kaiming_uniform, a = sqrt(5)).
   Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, const Conv2dOptions& opts = {},
          bool bias = true);
-  // x [N, in, H, W] -> [N, out, P, Q]
-  Tensor forward(const Tensor& x) override;
-  // forward(bn.forward(z, act)): an INT8 layer after a batch norm in training mode runs both as one
-  // op (quant::int8_conv2d_batch_norm: the batch norm writes this layer's int8 codes, the float
-  // activation is never written; the same bits) unless quant::set_int8_bn_fusion turned that off.
-  // Sequential and the ResNet blocks call it where a BatchNorm2d -> ReLU/ReLU6 feeds a Conv2d.
-  Tensor forward_after(BatchNorm2d& bn, NormActivation act, const Tensor& z);
+  // x [N, in, H, W] -> [N, out, P, Q]. Where the fusion pass set input_bn_ and applies() holds, x is
+  // the batch norm's input and one op does both (quant::int8_conv2d_batch_norm: the batch norm
+  // writes this layer's int8 codes, the float activation is never written; the same bits).
+  // final: the fused forms rely on what it computes.
+  Tensor forward(const Tensor& x) final;
   std::string type_name() const override { return "Conv2d"; }
   std::string extra_repr() const override;
   void reset_parameters();
+  // An INT8 layer takes `bn` in training mode, unsynchronized, unless quant::set_int8_bn_fusion
+  // turned that off.
+  bool applies(const BatchNorm2d& bn) const override;
 
   // INT8 mode: forward and backward through quant::int8_conv2d with this layer state (shared with
   // the autograd nodes, which update its stats); nullptr returns to float convolution.
@@ -43,17 +50,17 @@ class Conv2d : public Module {
   Tensor weight_;
   Tensor bias_;  // undefined without bias
 
+  // ---- set by the fusion pass (layers/fusion.h), cleared by clear_fusion()
+  std::weak_ptr<BatchNorm2d> input_bn_;  // BN (-> its act_) in front: applied here where applies()
+  // Channels-last where channels_last_pays() (CPU, f32) under OCTET_CHANNELS_LAST=on, and under
+  // auto where channels_last_auto_ (a model measured faster so, with no INT8 layer).
+  ChannelsLastAt channels_last_ = ChannelsLastAt::none;
+  bool channels_last_auto_ = false;
+  void clear_fusion();
+
  private:
+  Tensor to_format(const Tensor& t) const;
   std::shared_ptr<quant::Int8Layer> int8_;  // null: float
 };
-
-// The input a convolutional network `net` runs fastest on: x made channels-last where
-// channels_last_pays(x) (core/memory_format.h: on the CPU in f32, through oneDNN) and, in the
-// automatic mode, the network is one that measured faster channels-last (`automatic`) with no INT8
-// Conv2d (the INT8 kernels take NCHW); x itself otherwise. The convolutions, batch norms, adds and
-// max pools keep the format, so the network never reorders between layers. A one-channel input
-// is NCHW and channels-last at once, so its network runs NCHW.
-//   Tensor MobileNetV2::forward(const Tensor& x) { Tensor y = features_->forward(conv_net_input(*this, x)); ...
-Tensor conv_net_input(Module& net, const Tensor& x, bool automatic = true);
 
 }  // namespace octet

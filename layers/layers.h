@@ -4,12 +4,14 @@
 #pragma once
 
 #include "layers/activation.h"
+#include "layers/add.h"
 #include "layers/attention.h"
 #include "layers/batch_norm.h"
 #include "layers/conv.h"
 #include "layers/distributed.h"
 #include "layers/dropout.h"
 #include "layers/embedding.h"
+#include "layers/fusion.h"
 #include "layers/init.h"
 #include "layers/layer_norm.h"
 #include "layers/linear.h"

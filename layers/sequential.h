@@ -34,24 +34,12 @@ class Sequential : public Module {
   std::vector<std::shared_ptr<Module>>::const_iterator begin() const { return modules_.begin(); }
   std::vector<std::shared_ptr<Module>>::const_iterator end() const { return modules_.end(); }
 
-  // An empty Sequential returns its input. A BatchNorm2d followed by a ReLU or ReLU6 runs as one
-  // op (BatchNorm2d::forward(x, act)): the same result, one pass less, and no activation kept for
-  // the backward. Where the pair's output goes straight into a Conv2d -- the next module, or
-  // across nested Sequentials the next one to run (MobileNetV2's conv-BN-ReLU6 blocks) -- the
-  // Conv2d takes the pair (Conv2d::forward_after: for an INT8 layer one op that writes its int8
-  // codes). The same results.
+  // Each module's output to the next; an empty Sequential returns its input. (The fusion pass,
+  // layers/fusion.h, fuses across modules and nested Sequentials alike.)
   Tensor forward(const Tensor& x) override;
-  // forward(x) + residual; where the last module is a BatchNorm2d, it adds the residual in its
-  // output pass (the same bits, one pass less): MobileNetV2's inverted residual block.
-  Tensor forward_add(const Tensor& x, const Tensor& residual);
   std::string type_name() const override { return "Sequential"; }
 
  private:
-  // Modules [begin, end) in turn, with the fusions above (forward is run(x, 0, size())).
-  Tensor run(const Tensor& x, size_t begin, size_t end);
-  struct Flow;
-  // Modules [begin, end) from f; what they return may still be a pending BN -> act.
-  Flow flow(Flow f, size_t begin, size_t end);
   std::vector<std::shared_ptr<Module>> modules_;
 };
 

@@ -39,10 +39,11 @@ InvertedResidual::InvertedResidual(int64_t in, int64_t out, int64_t stride, int6
   conv_->push_back(conv_bn_relu6(hidden, hidden, 3, stride, hidden));
   conv_->push_back(std::make_shared<Conv2d>(hidden, out, 1, Conv2dOptions(), /*bias=*/false));
   conv_->push_back(std::make_shared<BatchNorm2d>(out));
+  if (use_residual_) add_ = register_module("add", std::make_shared<Add>());
 }
 
 Tensor InvertedResidual::forward(const Tensor& x) {
-  return use_residual_ ? conv_->forward_add(x, x) : conv_->forward(x);  // x + conv(x), the add in the last BN
+  return add_ ? add_->forward(conv_->forward(x), x) : conv_->forward(x);
 }
 
 std::string InvertedResidual::extra_repr() const {
@@ -95,7 +96,7 @@ MobileNetV2::MobileNetV2(int64_t num_classes, double width_mult, bool cifar, int
 }
 
 Tensor MobileNetV2::forward(const Tensor& x) {
-  Tensor y = features_->forward(conv_net_input(*this, x));
+  Tensor y = features_->forward(x);
   y = adaptive_avg_pool2d(y, {1, 1}).flatten(1);
   return classifier_->forward(y);
 }

@@ -6,6 +6,7 @@
 //   auto net = std::make_shared<MobileNetV2>(10, 1.0, /*cifar=*/true);   (*net)(x);  // [N,3,32,32] -> [N,10]
 #pragma once
 
+#include "layers/add.h"
 #include "layers/batch_norm.h"
 #include "layers/conv.h"
 #include "layers/sequential.h"
@@ -21,7 +22,7 @@ std::shared_ptr<Sequential> conv_bn_relu6(int64_t in, int64_t out, int64_t kerne
                                           int64_t groups = 1);
 
 // 1x1 expansion (skipped when expand_ratio is 1), 3x3 depthwise with `stride`, 1x1 linear
-// projection; a residual connection when stride is 1 and in == out.
+// projection; a residual connection when stride is 1 and in == out: add(conv(x), x).
 class InvertedResidual : public Module {
  public:
   InvertedResidual(int64_t in, int64_t out, int64_t stride, int64_t expand_ratio);
@@ -32,6 +33,7 @@ class InvertedResidual : public Module {
   int64_t in_, out_, stride_, expand_ratio_;
   bool use_residual_;
   std::shared_ptr<Sequential> conv_;
+  std::shared_ptr<Add> add_;  // null without the residual
 };
 
 class MobileNetV2 : public Module {

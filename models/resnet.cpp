@@ -59,37 +59,45 @@ BasicBlock::BasicBlock(int64_t in, int64_t planes, int64_t stride, Shortcut shor
               " to ", planes);
   conv1_ = register_module("conv1", conv3x3(in, planes, stride));
   bn1_ = register_module("bn1", std::make_shared<BatchNorm2d>(planes));
+  relu1_ = register_module("relu1", std::make_shared<ReLU>());
   conv2_ = register_module("conv2", conv3x3(planes, planes));
   bn2_ = register_module("bn2", std::make_shared<BatchNorm2d>(planes));
+  add_ = register_module("add", std::make_shared<Add>());
+  relu2_ = register_module("relu2", std::make_shared<ReLU>());
   if ((stride != 1 || in != planes) && shortcut == Shortcut::B)
     downsample_ = register_module("downsample", projection(in, planes, stride));
 }
 
 Tensor BasicBlock::forward(const Tensor& x) {
-  Tensor y = conv2_->forward_after(*bn1_, NormActivation::relu, conv1_->forward(x));  // conv2(relu(bn1(...)))
-  Tensor identity = x;
-  if (downsample_)
-    identity = downsample_->forward(x);
-  else if (stride_ != 1 || in_ != out_)
-    identity = pad_shortcut(x, out_, stride_);
-  return bn2_->forward(y, NormActivation::relu, identity);  // relu(bn2(y) + identity) in one op
+  Tensor y = bn2_->forward(conv2_->forward(relu1_->forward(bn1_->forward(conv1_->forward(x)))));
+  return relu2_->forward(add_->forward(y, shortcut(x)));
+}
+
+Tensor BasicBlock::shortcut(const Tensor& x) {
+  if (downsample_) return downsample_->forward(x);
+  if (stride_ != 1 || in_ != out_) return pad_shortcut(x, out_, stride_);
+  return x;
 }
 
 Bottleneck::Bottleneck(int64_t in, int64_t planes, int64_t stride) {
   int64_t out = planes * kExpansion;
   conv1_ = register_module("conv1", conv1x1(in, planes));
   bn1_ = register_module("bn1", std::make_shared<BatchNorm2d>(planes));
+  relu1_ = register_module("relu1", std::make_shared<ReLU>());
   conv2_ = register_module("conv2", conv3x3(planes, planes, stride));
   bn2_ = register_module("bn2", std::make_shared<BatchNorm2d>(planes));
+  relu2_ = register_module("relu2", std::make_shared<ReLU>());
   conv3_ = register_module("conv3", conv1x1(planes, out));
   bn3_ = register_module("bn3", std::make_shared<BatchNorm2d>(out));
+  add_ = register_module("add", std::make_shared<Add>());
+  relu3_ = register_module("relu3", std::make_shared<ReLU>());
   if (stride != 1 || in != out) downsample_ = register_module("downsample", projection(in, out, stride));
 }
 
 Tensor Bottleneck::forward(const Tensor& x) {
-  Tensor y = conv2_->forward_after(*bn1_, NormActivation::relu, conv1_->forward(x));
-  y = conv3_->forward_after(*bn2_, NormActivation::relu, y);
-  return bn3_->forward(y, NormActivation::relu, downsample_ ? downsample_->forward(x) : x);  // relu(bn3(y) + identity)
+  Tensor y = relu1_->forward(bn1_->forward(conv1_->forward(x)));
+  y = bn3_->forward(conv3_->forward(relu2_->forward(bn2_->forward(conv2_->forward(y)))));
+  return relu3_->forward(add_->forward(y, downsample_ ? downsample_->forward(x) : x));
 }
 
 // ---------------------------------------------------------------- ImageNet ResNet
@@ -101,6 +109,7 @@ ResNet::ResNet(Block block, const std::vector<int64_t>& layers, int64_t num_clas
   conv1_ = register_module(
       "conv1", std::make_shared<Conv2d>(in_channels, 64, 7, Conv2dOptions().stride(2).padding(3), /*bias=*/false));
   bn1_ = register_module("bn1", std::make_shared<BatchNorm2d>(64));
+  relu_ = register_module("relu", std::make_shared<ReLU>());
   maxpool_ = register_module("maxpool", std::make_shared<MaxPool2d>(3, 2, 1));
   int64_t in = 64;
   const int64_t expansion = block == Block::basic ? BasicBlock::kExpansion : Bottleneck::kExpansion;
@@ -123,10 +132,7 @@ ResNet::ResNet(Block block, const std::vector<int64_t>& layers, int64_t num_clas
 }
 
 Tensor ResNet::forward(const Tensor& x) {
-  // NCHW unless OCTET_CHANNELS_LAST=on: channels-last measured 2-4% slower for ResNet-18/50 with
-  // AVX-512 (oneDNN's blocked 3x3 and 1x1 kernels outrun its nhwc ones by about the reorders saved).
-  Tensor y = maxpool_->forward(
-      bn1_->forward(conv1_->forward(conv_net_input(*this, x, /*automatic=*/false)), NormActivation::relu));
+  Tensor y = maxpool_->forward(relu_->forward(bn1_->forward(conv1_->forward(x))));
   for (const auto& stage : stages_) y = stage->forward(y);
   return fc_->forward(adaptive_avg_pool2d(y, {1, 1}).flatten(1));
 }
@@ -142,6 +148,7 @@ CifarResNet::CifarResNet(int64_t depth, int64_t num_classes, Shortcut shortcut, 
   int64_t n = (depth - 2) / 6;
   conv1_ = register_module("conv1", conv3x3(in_channels, 16));
   bn1_ = register_module("bn1", std::make_shared<BatchNorm2d>(16));
+  relu_ = register_module("relu", std::make_shared<ReLU>());
   int64_t in = 16;
   for (int64_t s = 0; s < 3; ++s) {
     int64_t planes = int64_t{16} << s;
@@ -160,11 +167,7 @@ CifarResNet::CifarResNet(int64_t depth, int64_t num_classes, Shortcut shortcut, 
 }
 
 Tensor CifarResNet::forward(const Tensor& x) {
-  Tensor y = conv1_->forward(conv_net_input(*this, x));
-  // A one-channel input (Fashion-MNIST) is NCHW and channels-last at once, so the format can only
-  // start after the stem: one copy there instead of none.
-  if (x.size(1) == 1) y = conv_net_input(*this, y);
-  y = bn1_->forward(y, NormActivation::relu);
+  Tensor y = relu_->forward(bn1_->forward(conv1_->forward(x)));
   for (const auto& stage : stages_) y = stage->forward(y);
   return fc_->forward(adaptive_avg_pool2d(y, {1, 1}).flatten(1));
 }

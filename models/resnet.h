@@ -10,6 +10,8 @@
 
 #include <vector>
 
+#include "layers/activation.h"
+#include "layers/add.h"
 #include "layers/batch_norm.h"
 #include "layers/conv.h"
 #include "layers/linear.h"
@@ -23,7 +25,7 @@ enum class Shortcut {
   B,  // projection: 1x1 conv with the stride + BatchNorm2d
 };
 
-// Two 3x3 convs (expansion 1).
+// Two 3x3 convs (expansion 1): relu2(add(bn2(conv2(relu1(bn1(conv1(x))))), shortcut(x))).
 class BasicBlock : public Module {
  public:
   static constexpr int64_t kExpansion = 1;
@@ -35,10 +37,16 @@ class BasicBlock : public Module {
   Shortcut shortcut_;
   std::shared_ptr<Conv2d> conv1_, conv2_;
   std::shared_ptr<BatchNorm2d> bn1_, bn2_;
+  std::shared_ptr<ReLU> relu1_, relu2_;
+  std::shared_ptr<Add> add_;
   std::shared_ptr<Sequential> downsample_;  // null: identity or option A
+
+ private:
+  Tensor shortcut(const Tensor& x);
 };
 
-// 1x1 reduce, 3x3 with the stride, 1x1 expand to planes * 4; projection shortcut (option B).
+// 1x1 reduce, 3x3 with the stride, 1x1 expand to planes * 4; projection shortcut (option B):
+// relu3(add(bn3(conv3(relu2(bn2(conv2(relu1(bn1(conv1(x))))))), downsample(x))).
 class Bottleneck : public Module {
  public:
   static constexpr int64_t kExpansion = 4;
@@ -48,6 +56,8 @@ class Bottleneck : public Module {
 
   std::shared_ptr<Conv2d> conv1_, conv2_, conv3_;
   std::shared_ptr<BatchNorm2d> bn1_, bn2_, bn3_;
+  std::shared_ptr<ReLU> relu1_, relu2_, relu3_;
+  std::shared_ptr<Add> add_;
   std::shared_ptr<Sequential> downsample_;  // null: identity
 };
 
@@ -64,6 +74,7 @@ class ResNet : public Module {
 
   std::shared_ptr<Conv2d> conv1_;
   std::shared_ptr<BatchNorm2d> bn1_;
+  std::shared_ptr<ReLU> relu_;
   std::shared_ptr<Module> maxpool_;
   std::vector<std::shared_ptr<Sequential>> stages_;  // layer1..layer4
   std::shared_ptr<Linear> fc_;
@@ -84,6 +95,7 @@ class CifarResNet : public Module {
   Shortcut shortcut_;
   std::shared_ptr<Conv2d> conv1_;
   std::shared_ptr<BatchNorm2d> bn1_;
+  std::shared_ptr<ReLU> relu_;
   std::vector<std::shared_ptr<Sequential>> stages_;  // layer1..layer3
   std::shared_ptr<Linear> fc_;
 };

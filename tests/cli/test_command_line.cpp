@@ -65,6 +65,8 @@ TEST(CommandLine, TrainTellsRunsAndCheckpointsFromRecipes) {
   ASSERT_EQ(run_octet(train_args(dir, {"train.max_steps=1", "log.run_name=r"})).status, 0);
   const std::string run = dir.path() + "/runs/r", last = run + "/last.safetensors";
   const std::string log = file_text(run + "/train.log");
+  // The trainer ran the fusion pass (layers/fusion.h): small_cnn's two batch norm + ReLU pairs.
+  EXPECT_NE(log.find("fused: batch_norm+relu x2, channels_last x1"), std::string::npos) << log;
   OctetRun r = run_octet({"train", run});
   EXPECT_EQ(r.status, 2);
   expect_output(r,
@@ -107,6 +109,7 @@ TEST(CommandLine, InspectAndEvalTakeRunFolders) {
   r = run_octet({"eval", run, "--data", dir.path() + "/mnist"});
   EXPECT_EQ(r.status, 0) << r.output;
   expect_output(r, "16 examples");
+  expect_output(r, "fused: batch_norm+relu x2, channels_last x1");
   // A generated corpus reads no folder: --data is an error, not ignored.
   ASSERT_EQ(run_octet(train_args(dir, {"train.max_steps=1", "log.run_name=lm", "model.name=lstm_lm",
                                        "data.dataset=toy_grammar", "model.hidden_size=8", "train.batch_size=4",

@@ -1,22 +1,15 @@
 // Batch norm fused with a following ReLU/ReLU6 and a residual add (core/norm_act.h,
 // batch_norm(..., act, residual)): on every ISA path and odd plane sizes the fused op gives the
 // unfused relu(batch_norm(x) + r) / relu6(...) bits in the output and in every gradient; the fused gradient passes f64
-// finite differences; Sequential and the ResNet blocks use it; and it keeps one activation less for the backward, so an
-// INT8 convolution's float input is freed after the forward.
+// finite differences. (The models reach it through the fusion pass: tests/layers/test_fusion.cpp.)
 #include <gtest/gtest.h>
 
 #include <cstring>
-#include <functional>
-#include <tuple>
 #include <vector>
 
-#include "core/allocator.h"
 #include "core/cpu/isa.h"
 #include "core/gradcheck.h"
 #include "core/octet.h"
-#include "layers/layers.h"
-#include "models/resnet.h"
-#include "quant/int8_model.h"
 
 namespace octet {
 namespace {
@@ -118,79 +111,6 @@ TEST(BatchNormAct, ResidualOfAnotherShapeIsAnError) {
                Error);
 }
 
-// MobileNetV2's block: Sequential::forward_add(x, x) adds in the last batch norm's output pass and
-// gives x + forward(x)'s bits, in the output and the gradients.
-TEST(BatchNormAct, SequentialForwardAddGivesTheUnfusedBits) {
-  manual_seed(5);
-  auto seq = std::make_shared<Sequential>();
-  seq->push_back(std::make_shared<Conv2d>(6, 12, 1));
-  seq->push_back(std::make_shared<BatchNorm2d>(12));
-  seq->push_back(std::make_shared<ReLU6>());
-  seq->push_back(std::make_shared<Conv2d>(12, 6, 1));
-  seq->push_back(std::make_shared<BatchNorm2d>(6));
-  seq->train();
-  Generator g(6);
-  const Tensor x0 = randn({2, 6, 7, 7}, DType::f32, &g);
-  auto run = [&](bool fused) {
-    seq->zero_grad();
-    Tensor x = x0.clone().requires_grad_(true);
-    Tensor y = fused ? seq->forward_add(x, x) : x + seq->forward(x);
-    sum(y * y).backward();
-    std::vector<Tensor> out{y.detach(), x.grad()};
-    for (const auto& [name, p] : seq->named_parameters()) out.push_back(p.grad().clone());
-    return out;
-  };
-  const std::vector<Tensor> want = run(false), got = run(true);
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < want.size(); ++i) EXPECT_TRUE(same_bits(got[i], want[i])) << "tensor " << i;
-}
-
-// The ResNet blocks run relu(bn(y) + identity) as one op: the bits of the blocks' modules called
-// one by one with a separate add and relu, with an identity and with a projection shortcut.
-TEST(BatchNormAct, ResNetBlocksGiveTheUnfusedBits) {
-  manual_seed(7);
-  auto basic_id = std::make_shared<BasicBlock>(8, 8, 1), basic_proj = std::make_shared<BasicBlock>(8, 16, 2);
-  auto bottle_id = std::make_shared<Bottleneck>(16, 4, 1), bottle_proj = std::make_shared<Bottleneck>(8, 4, 2);
-  auto unfused_basic = [](BasicBlock& b, const Tensor& x) {
-    Tensor y = b.bn2_->forward(b.conv2_->forward(relu(b.bn1_->forward(b.conv1_->forward(x)))));
-    return relu(y + (b.downsample_ ? b.downsample_->forward(x) : x));
-  };
-  auto unfused_bottleneck = [](Bottleneck& b, const Tensor& x) {
-    Tensor y = relu(b.bn1_->forward(b.conv1_->forward(x)));
-    y = relu(b.bn2_->forward(b.conv2_->forward(y)));
-    y = b.bn3_->forward(b.conv3_->forward(y));
-    return relu(y + (b.downsample_ ? b.downsample_->forward(x) : x));
-  };
-  Generator g(8);
-  const Tensor x8 = randn({2, 8, 9, 9}, DType::f32, &g), x16 = randn({2, 16, 9, 9}, DType::f32, &g);
-  auto run = [](Module& m, const Tensor& x0, const std::function<Tensor(const Tensor&)>& f) {
-    m.train();
-    m.zero_grad();
-    Tensor x = x0.clone().requires_grad_(true);
-    Tensor y = f(x);
-    sum(y * y).backward();
-    std::vector<Tensor> out{y.detach(), x.grad()};
-    for (const auto& [name, p] : m.named_parameters()) out.push_back(p.grad().clone());
-    return out;
-  };
-  auto expect_same = [](const std::vector<Tensor>& got, const std::vector<Tensor>& want, const char* what) {
-    ASSERT_EQ(got.size(), want.size()) << what;
-    for (size_t i = 0; i < want.size(); ++i) EXPECT_TRUE(same_bits(got[i], want[i])) << what << " tensor " << i;
-  };
-  for (const auto& [b, x, what] :
-       {std::tuple{basic_id, x8, "basic, identity"}, {basic_proj, x8, "basic, projection"}}) {
-    BasicBlock& blk = *b;
-    expect_same(run(blk, x, [&](const Tensor& t) { return blk.forward(t); }),
-                run(blk, x, [&](const Tensor& t) { return unfused_basic(blk, t); }), what);
-  }
-  for (const auto& [b, x, what] :
-       {std::tuple{bottle_id, x16, "bottleneck, identity"}, {bottle_proj, x8, "bottleneck, projection"}}) {
-    Bottleneck& blk = *b;
-    expect_same(run(blk, x, [&](const Tensor& t) { return blk.forward(t); }),
-                run(blk, x, [&](const Tensor& t) { return unfused_bottleneck(blk, t); }), what);
-  }
-}
-
 // The mask sits where the unfused one does, the edges included: a channel with weight 0 has y =
 // bias everywhere, so bias 0 and 6 put every element on an edge.
 TEST(BatchNormAct, EdgesPassNoGradient) {
@@ -217,60 +137,6 @@ TEST(BatchNormAct, GradientsMatchFiniteDifferences) {
         },
         {x, w, b});
   }
-}
-
-// Conv -> BN -> ReLU6 in a Sequential: the same output and gradients as the three modules called
-// one by one, and one activation fewer alive between forward and backward.
-TEST(BatchNormAct, SequentialFusesAndKeepsLess) {
-  manual_seed(3);
-  auto seq = std::make_shared<Sequential>();
-  seq->push_back(std::make_shared<Conv2d>(3, 8, 3, Conv2dOptions().padding(1)));
-  seq->push_back(std::make_shared<BatchNorm2d>(8));
-  seq->push_back(std::make_shared<ReLU6>());
-  seq->push_back(std::make_shared<Conv2d>(8, 4, 3, Conv2dOptions().padding(1)));
-  seq->train();
-  Generator g(4);
-  const Tensor x = randn({2, 3, 9, 9}, DType::f32, &g);
-  auto run = [&](bool fused) {
-    seq->zero_grad();
-    const size_t before = cpu_memory_stats().allocated;
-    Tensor y =
-        fused ? seq->forward(x) : (*seq)[3]->forward((*seq)[2]->forward((*seq)[1]->forward((*seq)[0]->forward(x))));
-    const size_t kept = cpu_memory_stats().allocated - before;
-    sum(y * y).backward();
-    std::vector<Tensor> out{y.detach()};
-    for (const auto& [name, p] : seq->named_parameters()) out.push_back(p.grad().clone());
-    return std::make_pair(out, kept);
-  };
-  const auto [want, kept_unfused] = run(false);
-  const auto [got, kept_fused] = run(true);
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < want.size(); ++i) EXPECT_TRUE(same_bits(got[i], want[i])) << "tensor " << i;
-  const size_t activation = 2 * 8 * 9 * 9 * sizeof(float);
-  EXPECT_LE(kept_fused + activation, kept_unfused);
-}
-
-// The point of the fusion for INT8 training: conv -> BN -> ReLU6 -> INT8 conv keeps the INT8 conv's
-// int8 codes and not its float input.
-TEST(BatchNormAct, Int8ConvolutionAfterItKeepsOnlyCodes) {
-  manual_seed(5);
-  auto seq = std::make_shared<Sequential>();
-  seq->push_back(std::make_shared<Conv2d>(3, 16, 3, Conv2dOptions().padding(1)));
-  seq->push_back(std::make_shared<BatchNorm2d>(16));
-  seq->push_back(std::make_shared<ReLU6>());
-  seq->push_back(std::make_shared<Conv2d>(16, 16, 3, Conv2dOptions().padding(1)));
-  quant::enable_int8(*seq, quant::Int8Config(), /*keep_first_last_float=*/false, 0);
-  seq->train();
-  Generator g(6);
-  const Tensor x = randn({4, 3, 16, 16}, DType::f32, &g);
-  const size_t before = cpu_memory_stats().allocated;
-  Tensor y = seq->forward(x);
-  const size_t kept = cpu_memory_stats().allocated - before;
-  const size_t plane = 4 * 16 * 16 * 16;  // elements of one activation
-  // The first conv's output (kept by the batch norm), the int8 codes of the INT8 conv's input and
-  // its output; no float copy of the ReLU6 output.
-  EXPECT_LT(kept, plane * (4 + 1 + 4) + plane);
-  sum(y).backward();
 }
 
 }  // namespace

@@ -249,18 +249,18 @@ Tensor last_features(const std::string& name, Module& model, const Tensor& input
   Tensor y;
   std::vector<std::shared_ptr<Sequential>>* stages = nullptr;
   if (auto* net = dynamic_cast<CifarResNet*>(&model)) {
-    y = net->conv1_->forward(input);
-    if (input.size(1) == 1) y = conv_net_input(model, y);  // a one-channel input: after the stem
-    y = net->bn1_->forward(y, NormActivation::relu);
+    y = net->relu_->forward(net->bn1_->forward(net->conv1_->forward(input)));
     stages = &net->stages_;
   } else {
     auto& r = dynamic_cast<ResNet&>(model);
-    y = r.maxpool_->forward(r.bn1_->forward(r.conv1_->forward(input), NormActivation::relu));
+    y = r.maxpool_->forward(r.relu_->forward(r.bn1_->forward(r.conv1_->forward(input))));
     stages = &r.stages_;
   }
   for (const auto& stage : *stages) y = stage->forward(y);
   return y;
 }
+
+bool channels_last_only(const Tensor& t) { return is_channels_last(t) && !t.is_contiguous(); }
 
 // Gradients of a whole step of a randomly initialized network, f32, two summation orders of its
 // convolutions: batch norms over few values per channel amplify the rounding differences (measured
@@ -283,22 +283,21 @@ TEST(MemoryFormat, ModelsStepAsInNchw) {
   for (auto& [name, model] : models) {
     const int64_t side = name == "resnet18" ? 64 : name == "resnet20_grey" ? 28 : 32;
     const Tensor x = randn({8, name == "resnet20_grey" ? 1 : 3, side, side}, DType::f32, &g);
+    // The fusion pass makes the first convolution turn the network channels-last (layers/fusion.h).
+    EXPECT_EQ(fuse(*model, x).count("channels_last"), 1U) << name;
     channels_last_selector().set(ChannelsLastMode::off);
-    EXPECT_TRUE(conv_net_input(*model, x).same(x));
+    EXPECT_TRUE(last_features(name, *model, x).is_contiguous()) << name;
     const std::vector<Tensor> want = model_step(*model, x, labels);
-    // The ImageNet ResNets stay NCHW in the automatic mode (ResNet::forward: measured slower
-    // channels-last); `on` turns them channels-last too.
+    // The ImageNet ResNets stay NCHW in the automatic mode (measured slower channels-last); `on`
+    // turns them channels-last too. A one-channel input is both layouts as it is: the network
+    // turns channels-last after its stem.
     const bool automatic = name != "resnet18";
     channels_last_selector().set(ChannelsLastMode::automatic);
-    // A one-channel input is both layouts as it is (the network converts after its stem).
-    const bool grey = x.size(1) == 1;
-    EXPECT_EQ(conv_net_input(*model, x, automatic).same(x), !automatic || grey) << name;
+    EXPECT_EQ(channels_last_only(last_features(name, *model, x)), automatic) << name;
     if (!automatic) channels_last_selector().set(ChannelsLastMode::on);
-    const Tensor input = conv_net_input(*model, x, automatic);
-    EXPECT_TRUE(is_channels_last(input) && input.is_contiguous() == grey) << name;
-    const Tensor features = last_features(name, *model, input);
+    const Tensor features = last_features(name, *model, x);
     EXPECT_GT(features.size(2), 1) << name;
-    EXPECT_TRUE(is_channels_last(features) && !features.is_contiguous()) << name;
+    EXPECT_TRUE(channels_last_only(features)) << name;
     const std::vector<Tensor> got = model_step(*model, x, labels);
     ASSERT_EQ(got.size(), want.size());
     EXPECT_LE(rel_diff(got[0], want[0]), kF32Reassociation) << name << " loss";
@@ -311,18 +310,24 @@ TEST(MemoryFormat, ModelsStepAsInNchw) {
   }
   // The automatic mode leaves f64 inputs and INT8 networks NCHW; `on` converts them too.
   channels_last_selector().set(ChannelsLastMode::automatic);
-  MobileNetV2 net(4, 0.5, true, 3, 0.0);
+  auto net = std::make_shared<MobileNetV2>(4, 0.5, true, 3, 0.0);
   const Tensor x64 = randn({2, 3, 8, 8}, DType::f64, &g), x32 = randn({2, 3, 8, 8}, DType::f32, &g);
-  EXPECT_TRUE(conv_net_input(net, x64).same(x64));
-  EXPECT_FALSE(conv_net_input(net, x32).same(x32));
-  net.apply([](Module& m) {
+  Module& stem = *net->features_->at(0);  // conv -> BN -> ReLU6
+  fuse(*net, x32);
+  EXPECT_TRUE(channels_last_only(stem.forward(x32)));
+  net->to(DType::f64);
+  EXPECT_TRUE(stem.forward(x64).is_contiguous());
+  net->to(DType::f32);
+  net->apply([](Module& m) {
     if (auto* conv = dynamic_cast<Conv2d*>(&m); conv != nullptr && conv->in_channels_ != 3)
       conv->set_int8(std::make_shared<quant::Int8Layer>());
   });
-  EXPECT_TRUE(conv_net_input(net, x32).same(x32));
+  fuse(*net, x32);  // the choice is the pass's: after the INT8 layers
+  EXPECT_TRUE(stem.forward(x32).is_contiguous());
   channels_last_selector().set(ChannelsLastMode::on);
-  EXPECT_TRUE(is_channels_last(conv_net_input(net, x64)) && is_channels_last(conv_net_input(net, x32)));
-  EXPECT_FALSE(conv_net_input(net, x32).same(x32));
+  EXPECT_TRUE(channels_last_only(stem.forward(x32)));
+  net->to(DType::f64);
+  EXPECT_TRUE(channels_last_only(stem.forward(x64)));
   channels_last_selector().set(previous);
 }
 

@@ -114,6 +114,7 @@ CpuRun make_cpu_run(const CpuCase& c, const std::string& label, int64_t int8_per
            build_model(ModelOptions().name(c.model).num_classes(c.classes).in_channels(c.channels).image_size(c.image)),
            nullptr};
   enable_int8_every(*r.model, int8_period);
+  fuse(*r.model, zeros({1, c.channels, c.image, c.image}));  // as the trainer runs it
   r.model->train();
   r.opt = std::make_unique<SGD>(r.model->named_parameters(), SGDOptions(0.01).momentum(0.9).weight_decay(5e-4));
   return r;
@@ -297,6 +298,7 @@ GpuResult time_octet(const GpuCase& c, int64_t warmup, int64_t steps, int64_t ro
     enable_int8_every(*model, int8_period);
     r.params = model->num_parameters();
     model->to(Device::cuda());
+    fuse(*model, zeros({1, 3, c.image, c.image}));  // as the trainer runs it
     model->train();
     SGD opt(model->named_parameters(), SGDOptions(0.01).momentum(0.9).weight_decay(5e-4));
     Generator g(1);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "tools/train/run_support.h"
 #include "tools/train/trainer.h"
 
 namespace octet::cli {
@@ -51,6 +52,7 @@ QuantEvalResult evaluate_quantized(const std::string& path, const std::string& d
   }
   if (!r.layers.empty()) spdlog::info("quantized layers: {}", quant::describe_layers(r.layers));
   std::unique_ptr<Task> task = make_task(m.recipe, m.device, false, &m.checkpoint, data_root);
+  log_fusion(fuse_for_task(*m.model, *task));
   spdlog::info("evaluating {} on {}: {}", m.path, m.device.str(), task->describe());
   r.splits = task->evaluate_all(*m.model);
   return r;

@@ -111,6 +111,7 @@ std::vector<EvalResult> evaluate_checkpoint_splits(const std::string& path, cons
                                                    const std::vector<std::string>& overrides) {
   CheckpointModel m = open_checkpoint_model(path, threads, device, "eval", overrides);
   std::unique_ptr<Task> task = make_task(m.recipe, m.device, false, &m.checkpoint, data_root);
+  log_fusion(fuse_for_task(*m.model, *task));
   spdlog::info("evaluating {} on {}: {}", m.path, describe(m.device), task->describe());
   return task->evaluate_all(*m.model);
 }

@@ -10,9 +10,11 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+
 #include <string>
 
 #include "core/distributed.h"
+#include "layers/fusion.h"
 #include "layers/module.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
@@ -51,6 +53,7 @@ struct RunSetup {
   std::shared_ptr<Module> model;
   std::optional<InitFromReport> init_report;  // model.init_from's, for the log
   Int8Run int8{{}};
+  FusionReport fusion;              // what fuse() set up, for the log
   bool dropped_int8_stats = false;  // the checkpoint has INT8 layers' state this run does not use
   std::unique_ptr<Optimizer> optimizer;
   std::shared_ptr<PlateauSchedule> plateau;

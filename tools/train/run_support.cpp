@@ -226,6 +226,12 @@ std::string nonfinite_text(const Module& model, const Tensor& loss, int64_t step
          fmt::format(", non-finite gradients in {} of {} parameters, nearest the loss: {}", bad, total, bad_last);
 }
 
+FusionReport fuse_for_task(Module& model, const Task& task) { return fuse(model, task.example_input()); }
+
+void log_fusion(const FusionReport& fusion) {
+  if (!fusion.groups.empty()) spdlog::info("fused: {}", fusion.describe());
+}
+
 void log_int8_training(const Int8Run& int8) {
   if (int8.empty()) return;
   std::string names;

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "core/device.h"
+#include "layers/fusion.h"
 #include "layers/module.h"
 #include "optim/optimizer.h"
 #include "tools/train/int8_run.h"
@@ -66,6 +67,10 @@ void load_from(const std::function<void()>& load, const std::string& path, const
 // The start of a run's log: its INT8 layers and their settings (nothing without any), and the
 // optimizer's state memory and what each optimizer.param_groups entry took.
 void log_int8_training(const Int8Run& int8);
+// The fusion pass (layers/fusion.h) on `model` as it will run, traced on the task's example; logs
+// what it fused ("fused: batch_norm+relu x2, ...") unless nothing.
+FusionReport fuse_for_task(Module& model, const Task& task);
+void log_fusion(const FusionReport& fusion);
 void log_optimizer(const Optimizer& optimizer, const std::string& name, int64_t num_parameters);
 
 // clip_grad_norm's max_norm that never scales: the call only measures the norm.
