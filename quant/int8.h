@@ -26,6 +26,7 @@
 
 #include "core/generator.h"
 #include "core/hostdevice.h"
+#include "core/options.h"
 
 namespace octet::quant {
 
@@ -61,14 +62,27 @@ OCTET_HD inline float sr_uniform(uint64_t seed, uint64_t i) { return uniform_flo
 
 // ---- per-layer configuration and telemetry
 
-// What an INT8 layer does; the recipe's `quant.*` keys fill it (tools/train/recipe.h).
+// DCLR's beta: a factor in (0, 1].
+inline constexpr OptionRange kDclrBetaRange{0.0, 1.0, true, false, "in (0, 1]"};
+
+// What an INT8 layer does, declared once (core/options.h): the recipe keys quant.<name>, their
+// defaults, ranges and documentation come from this list (tools/train/recipe.cpp).
+//   Int8Config().dsgc(false).clip_update_period(50);
+#define OCTET_INT8_OPTIONS(X)                                                                                       \
+  X(bool, dsgc, true, ::octet::kAnyValue,                                                                           \
+    "gradient clip by the cosine-distance search (DSGC); false: clip = max|gradient|")                              \
+  X(int64_t, clip_update_period, 100, ::octet::kAtLeastOne, "backward passes between two DSGC searches")            \
+  X(bool, stochastic_rounding, true, ::octet::kAnyValue,                                                            \
+    "stochastic rounding of the INT8 gradients (forward tensors always round to nearest); false: round to nearest") \
+  X(bool, dclr, true, ::octet::kAnyValue,                                                                           \
+    "scale each INT8 layer's lr by max(exp(-dclr_alpha * d_c), dclr_beta), d_c its gradient's cosine distance")     \
+  X(double, dclr_alpha, 20.0, ::octet::kNonNegative, "DCLR decay rate alpha")                                       \
+  X(double, dclr_beta, 0.1, ::octet::quant::kDclrBetaRange, "DCLR lower bound beta on the lr factor")               \
+  X(double, cos_distance_warn, 0.1, ::octet::kNonNegative,                                                          \
+    "warn when an INT8 layer's gradient cosine distance d_c rises above this")
+
 struct Int8Config {
-  bool stochastic_rounding = true;   // gradients; forward tensors always round to nearest
-  bool dsgc = true;                  // gradient clip by cosine-distance search, else max|g|
-  int64_t clip_update_period = 100;  // backward passes between two DSGC searches
-  bool dclr = true;                  // scale the layer's lr by max(exp(-alpha d_c), beta)
-  double dclr_alpha = 20.0, dclr_beta = 0.1;
-  double cos_distance_warn = 0.1;  // the trainer warns when a layer's d_c crosses this
+  OCTET_OPTIONS(Int8Config, OCTET_INT8_OPTIONS)
 };
 
 // What one INT8 layer saw in its latest forward and backward passes; the op writes it, the
@@ -102,8 +116,8 @@ inline double dclr_scale(double cos_distance, double alpha, double beta) {
 // A layer's DCLR factor now: 1 with DCLR off or before its first backward pass (whose d_c is the
 // NaN the stats start with, not a divergence), else dclr_scale of its latest d_c.
 inline double dclr_scale(const Int8Layer& l) {
-  if (!l.config.dclr || l.stats.backward_steps == 0) return 1.0;
-  return dclr_scale(l.stats.cos_distance, l.config.dclr_alpha, l.config.dclr_beta);
+  if (!l.config.dclr_ || l.stats.backward_steps == 0) return 1.0;
+  return dclr_scale(l.stats.cos_distance, l.config.dclr_alpha_, l.config.dclr_beta_);
 }
 
 }  // namespace octet::quant

@@ -70,17 +70,17 @@ Conv2dGeometry checked_geometry(const Tensor& x, const Tensor& w, const Tensor& 
 float gradient_clip(const Tensor& dy, Int8Layer& layer) {
   const Int8Config& cfg = layer.config;
   Int8Stats& st = layer.stats;
-  if (!cfg.dsgc) return int8_absmax(dy);
+  if (!cfg.dsgc_) return int8_absmax(dy);
   const bool stale = !(st.grad_clip > 0.0f && std::isfinite(st.grad_clip));
-  if (st.backward_steps % cfg.clip_update_period != 0 && !stale) return st.grad_clip;
+  if (st.backward_steps % cfg.clip_update_period_ != 0 && !stale) return st.grad_clip;
   ++st.searches;
   return dsgc_search(dy).clip;
 }
 
 void check_layer(const std::shared_ptr<Int8Layer>& layer) {
   OCTET_CHECK(layer != nullptr, kOp, ": expected an Int8Layer (layer state), got a null pointer");
-  OCTET_CHECK(layer->config.clip_update_period >= 1, kOp, ": expected config.clip_update_period >= 1, got ",
-              layer->config.clip_update_period);
+  OCTET_CHECK(layer->config.clip_update_period_ >= 1, kOp, ": expected config.clip_update_period_ >= 1, got ",
+              layer->config.clip_update_period_);
 }
 
 // The INT8 backward of the output gradient dy: the clip, rounding and seed of the layer's backward
@@ -89,7 +89,7 @@ Int8ConvGrads int8_backward(const Conv2dGeometry& g, const Tensor& dy, const Int
                             float sw, bool want_db) {
   const int64_t step = L.stats.backward_steps;
   const float clip = gradient_clip(dy, L);
-  const Int8Rounding rounding = L.config.stochastic_rounding ? Int8Rounding::stochastic : Int8Rounding::nearest;
+  const Int8Rounding rounding = L.config.stochastic_rounding_ ? Int8Rounding::stochastic : Int8Rounding::nearest;
   const uint64_t seed = int8_backward_seed(L.seed, step);
   Int8ConvGrads r = dispatch::int8_conv_backward(g, dy, kept, clip, rounding, seed, sx, sw, want_db);
   L.stats.grad_clip = clip;

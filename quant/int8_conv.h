@@ -10,12 +10,12 @@
 // then + bias in float. So y equals a float convolution of the dequantized x and w up to float
 // summation order.
 // Backward t (t = layer->stats.backward_steps): the output gradient dy is quantized once, with
-//   clip: config.dsgc: dsgc_search(dy) when t % config.clip_update_period == 0 (so at t = 0), or
+//   clip: config.dsgc_: dsgc_search(dy) when t % config.clip_update_period_ == 0 (so at t = 0), or
 //         when the stored clip is 0 or not finite (an all-zero or diverged gradient at the search
 //         step would otherwise zero or poison the next period); the stored stats.grad_clip in
 //         between. Without dsgc: max|dy| every step.
 //   rounding: stochastic with seed int8_backward_seed(layer->seed, t) if
-//         config.stochastic_rounding, else to nearest;
+//         config.stochastic_rounding_, else to nearest;
 // stats.cos_distance = d_c of the codes actually used, grad_clip = the clip, backward_steps + 1
 // (searches + 1 when it searched). Then dx = conv-transpose(q(dy), q(w)) * (sdy * sw) and
 // dw = q(dy) x im2col(q(x)) * (sdy * sx), from the int8 codes kept by the forward (on the CPU

@@ -13,11 +13,11 @@ uint64_t int8_layer_seed(uint64_t seed, uint64_t index) {
 }
 
 std::vector<Int8Conv> enable_int8(Module& model, const Int8Config& config, bool keep_first_last_float, uint64_t seed) {
-  OCTET_CHECK(config.clip_update_period >= 1, "enable_int8: clip_update_period must be >= 1, got ",
-              config.clip_update_period);
-  OCTET_CHECK(config.dclr_beta > 0.0 && config.dclr_beta <= 1.0, "enable_int8: dclr_beta must be in (0, 1], got ",
-              config.dclr_beta);
-  OCTET_CHECK(config.dclr_alpha >= 0.0, "enable_int8: dclr_alpha must be >= 0, got ", config.dclr_alpha);
+  OCTET_CHECK(config.clip_update_period_ >= 1, "enable_int8: clip_update_period must be >= 1, got ",
+              config.clip_update_period_);
+  OCTET_CHECK(config.dclr_beta_ > 0.0 && config.dclr_beta_ <= 1.0, "enable_int8: dclr_beta must be in (0, 1], got ",
+              config.dclr_beta_);
+  OCTET_CHECK(config.dclr_alpha_ >= 0.0, "enable_int8: dclr_alpha must be >= 0, got ", config.dclr_alpha_);
   // Parameter names as the optimizer sees them: a tensor listed once, under its first name.
   const NamedTensors all_params = model.named_parameters();
   auto param_name = [&](const Tensor& t) -> std::string {

@@ -176,7 +176,7 @@ RunResult run_conv(const Int8ConvCase& cc, Device device) {
   x = x.to(device).requires_grad_(true), w = w.to(device).requires_grad_(true);
   Tensor b = cc.bias ? randn_cpu({cc.k}, 23).to(device).requires_grad_(true) : Tensor();
   auto layer = std::make_shared<Int8Layer>();
-  layer->config.dsgc = false;
+  layer->config.dsgc_ = false;
   layer->seed = 31;
   Tensor y = int8_conv2d(x, w, b, cc.opts, layer);
   Tensor dy = randn_cpu(y.shape(), 24, cc.scale > 1.0 ? cc.scale : 1e-2);
@@ -241,7 +241,7 @@ TEST_F(CudaInt8ConvOp, DsgcAndTwoStepsAsOnTheCpu) {
   // clips searched on each device give the same d_c, and stats advance alike.
   auto run = [](Device d) {
     auto layer = std::make_shared<Int8Layer>();
-    layer->config.clip_update_period = 2;
+    layer->config.clip_update_period_ = 2;
     layer->seed = 4;
     Tensor x = randn_cpu({3, 8, 12, 12}, 41).to(d).requires_grad_(true);
     Tensor w = randn_cpu({16, 8, 3, 3}, 42).to(d).requires_grad_(true);
@@ -317,8 +317,8 @@ std::vector<float> train_steps(Device device, const StepsCase& c) {
   manual_seed(7);
   auto net = build_model(ModelOptions().name("resnet20").num_classes(10));
   Int8Config config;
-  config.dsgc = c.dsgc;
-  config.clip_update_period = 2;
+  config.dsgc_ = c.dsgc;
+  config.clip_update_period_ = 2;
   train::Int8Run int8(c.int8 ? enable_int8(*net, config, /*keep_first_last_float=*/false, 3)
                              : std::vector<quant::Int8Conv>{});
   net->to(device);

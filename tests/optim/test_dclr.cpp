@@ -37,8 +37,8 @@ TEST(Dclr, SetsEachLayersLrFactor) {
   EXPECT_DOUBLE_EQ(opt.lr_scale("conv_b.weight"), 0.1);
   EXPECT_EQ(opt.lr_scale("fc.weight"), 1.0);  // float layers keep their lr
 
-  layers[1].layer->config.dclr = false;  // quant.dclr: false
-  layers[0].layer->config.dclr_alpha = 10.0;
+  layers[1].layer->config.dclr_ = false;  // quant.dclr: false
+  layers[0].layer->config.dclr_alpha_ = 10.0;
   apply_dclr(opt, layers);
   EXPECT_DOUBLE_EQ(opt.lr_scale("conv_a.weight"), std::exp(-0.5));
   EXPECT_EQ(opt.lr_scale("conv_b.weight"), 1.0);

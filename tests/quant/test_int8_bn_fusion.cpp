@@ -73,7 +73,7 @@ Result run(const FusionCase& fc, bool fused, const Tensor& z_values) {
   Tensor b = fc.bias ? random({fc.k}, 5).requires_grad_(true) : Tensor();
   auto layer = std::make_shared<Int8Layer>();
   layer->seed = 17;
-  layer->config.clip_update_period = 2;  // the second step reuses the first step's clip
+  layer->config.clip_update_period_ = 2;  // the second step reuses the first step's clip
   Result res;
   for (int step = 0; step < 2; ++step) {
     for (Tensor* t : {&z, &gamma, &beta, &w, &b})

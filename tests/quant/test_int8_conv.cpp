@@ -13,8 +13,8 @@
 #include <tuple>
 #include <vector>
 
-#include "core/octet.h"
 #include "core/cpu/isa.h"
+#include "core/octet.h"
 #include "quant/cpu/int8_conv.h"
 #include "quant/cpu/int8_gemm.h"
 #include "quant/dsgc.h"
@@ -59,8 +59,8 @@ Tensor dequantized64(const Tensor& t, float clip, Int8Rounding r = Int8Rounding:
 
 std::shared_ptr<Int8Layer> rtn_layer() {
   auto layer = std::make_shared<Int8Layer>();
-  layer->config.stochastic_rounding = false;
-  layer->config.dsgc = false;
+  layer->config.stochastic_rounding_ = false;
+  layer->config.dsgc_ = false;
   return layer;
 }
 
@@ -97,8 +97,8 @@ TEST_P(Int8ConvValues, BackwardMatchesFloatConvOfDequantized) {
     Tensor w = random({cc.k, cc.c / cc.opts.groups_, cc.r, cc.s}, 12, 0.3).requires_grad_(true);
     Tensor b = cc.bias ? random({cc.k}, 13).requires_grad_(true) : Tensor();
     auto layer = rtn_layer();
-    layer->config.stochastic_rounding = sr;
-    layer->config.dsgc = sr;  // the searched clip with stochastic rounding, max|dy| with RTN
+    layer->config.stochastic_rounding_ = sr;
+    layer->config.dsgc_ = sr;  // the searched clip with stochastic rounding, max|dy| with RTN
     layer->seed = 99;
     Tensor y = int8_conv2d(x, w, b, cc.opts, layer);
     Tensor dy = random(y.shape(), 14, 0.01);
@@ -139,7 +139,7 @@ std::vector<std::vector<float>> run_once(const ConvCase& cc, bool stochastic) {
   Tensor x = random({cc.n, cc.c, cc.h, cc.w}, 21).requires_grad_(true);
   Tensor w = random({cc.k, cc.c / cc.opts.groups_, cc.r, cc.s}, 22, 0.2).requires_grad_(true);
   auto layer = std::make_shared<Int8Layer>();
-  layer->config.stochastic_rounding = stochastic;
+  layer->config.stochastic_rounding_ = stochastic;
   layer->seed = 5;
   Tensor y = int8_conv2d(x, w, {}, cc.opts, layer);
   y.backward(random(y.shape(), 23));
@@ -286,7 +286,7 @@ TEST(Int8Conv, DepthwiseLayoutChoice) {
 TEST(Int8Conv, StatsAndSearchSchedule) {
   Tensor x = random({2, 3, 8, 8}, 31).requires_grad_(true), w = random({4, 3, 3, 3}, 32).requires_grad_(true);
   auto layer = std::make_shared<Int8Layer>();
-  layer->config.clip_update_period = 2;
+  layer->config.clip_update_period_ = 2;
   layer->seed = 17;
   EXPECT_TRUE(std::isnan(layer->stats.cos_distance));
   std::vector<float> clips;
@@ -346,8 +346,8 @@ TEST(Int8Conv, NonFiniteValuesPropagate) {
   for (float v : y.to_vector<float>()) ASSERT_TRUE(std::isnan(v));
   // A NaN in dy with a reused (finite) clip: the gradients turn NaN, not silently zero.
   Tensor x2 = random({1, 2, 6, 6}, 73).requires_grad_(true);
-  layer->config.dsgc = true;
-  layer->config.clip_update_period = 100;
+  layer->config.dsgc_ = true;
+  layer->config.clip_update_period_ = 100;
   int8_conv2d(x2, w, {}, Conv2dOptions().padding(1), layer).backward(random({1, 3, 6, 6}, 74));
   ASSERT_TRUE(std::isfinite(layer->stats.grad_clip));
   std::vector<float> dyv = random({1, 3, 6, 6}, 75).to_vector<float>();
@@ -389,7 +389,7 @@ TEST(Int8Conv, RejectsBadInputs) {
   EXPECT_THROW(int8_conv2d(x, w, {}, Conv2dOptions().stride(0), layer), Error);
   EXPECT_THROW(int8_conv2d(x, w, {}, Conv2dOptions().groups(3), layer), Error);
   EXPECT_THROW(int8_conv2d(x, random({3, 2, 7, 7}, 85), {}, {}, layer), Error);
-  layer->config.clip_update_period = 0;
+  layer->config.clip_update_period_ = 0;
   EXPECT_THROW(int8_conv2d(x, w, {}, {}, layer), Error);
   try {
     int8_conv2d(x, w, {}, {}, nullptr);

@@ -73,13 +73,13 @@ TEST(Int8Model, Conv2dLayerMode) {
 TEST(Int8Model, SmallCnn) {
   auto net = build_model(ModelOptions().name("small_cnn").in_channels(1).image_size(28));
   Int8Config config;
-  config.clip_update_period = 7;
+  config.clip_update_period_ = 7;
   auto layers = enable_int8(*net, config, /*keep_first_last_float=*/true, 0);
   // Two convolutions: the first stays float, the second (32 -> 64) trains in INT8.
   EXPECT_EQ(names_of(layers), std::vector<std::string>{"features.4"});
   EXPECT_EQ(convs_of(*net), (std::vector<std::pair<std::string, bool>>{{"features.0", false}, {"features.4", true}}));
   EXPECT_EQ(layers[0].params, std::vector<std::string>{"features.4.weight"});  // no bias: BatchNorm follows
-  EXPECT_EQ(layers[0].layer->config.clip_update_period, 7);
+  EXPECT_EQ(layers[0].layer->config.clip_update_period_, 7);
   EXPECT_EQ(layers[0].layer->stats.backward_steps, 0);
   auto* conv = dynamic_cast<Conv2d*>(net->named_modules()[5].second.get());
   ASSERT_NE(conv, nullptr);
@@ -165,10 +165,10 @@ TEST(Int8Model, Errors) {
   EXPECT_EQ(enable_int8(*one, Int8Config{}, false, 0).size(), 1u);
   expect_error([&] { enable_int8(*one, Int8Config{}, false, 0); }, "0 is INT8 already");
   Int8Config bad;
-  bad.clip_update_period = 0;
+  bad.clip_update_period_ = 0;
   expect_error([&] { enable_int8(*mlp, bad, true, 0); }, "clip_update_period must be >= 1");
   bad = Int8Config{};
-  bad.dclr_beta = 0;
+  bad.dclr_beta_ = 0;
   expect_error([&] { enable_int8(*mlp, bad, true, 0); }, "dclr_beta must be in (0, 1]");
 }
 

@@ -52,7 +52,7 @@ TEST(Int8Run, WarnsOncePerCrossing) {
   EXPECT_EQ(run.after_backward(5), Names{});
   a.cos_distance = 0.11;
   EXPECT_EQ(run.after_backward(6), Names{"conv_a"});  // a new crossing
-  run.layers()[1].layer->config.cos_distance_warn = 0.5;
+  run.layers()[1].layer->config.cos_distance_warn_ = 0.5;
   b.cos_distance = 0.6;
   EXPECT_EQ(run.after_backward(7), Names{});  // was above 0.3 > 0.1 before, and is above 0.5 now
   b.cos_distance = 0.2;

@@ -152,8 +152,8 @@ TEST(RecipeFiles, Int8ErrorsNameTheKey) {
   }
   EXPECT_TRUE(build_int8(load_recipe(kRecipes + "fashion_mnist.yaml"), *mlp).empty());  // INT8 off: nothing to do
   quant::Int8Config c = int8_config_from(load_recipe(kRecipes + "fashion_mnist_int8.yaml", {"quant.dclr_beta=0.5"}));
-  EXPECT_EQ(c.dclr_beta, 0.5);
-  EXPECT_EQ(c.clip_update_period, 100);
+  EXPECT_EQ(c.dclr_beta_, 0.5);
+  EXPECT_EQ(c.clip_update_period_, 100);
 }
 
 TEST(RecipeFiles, ReadmeKeyTableIsTheSchema) {

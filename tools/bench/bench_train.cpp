@@ -104,7 +104,7 @@ bool cifar_model(const std::string& name) {
 void enable_int8_every(Module& model, int64_t int8_period) {
   if (int8_period <= 0) return;
   quant::Int8Config cfg;
-  cfg.clip_update_period = int8_period;
+  cfg.clip_update_period_ = int8_period;
   quant::enable_int8(model, cfg, /*keep_first_last_float=*/true, 0);
 }
 

@@ -323,13 +323,9 @@ std::shared_ptr<LrSchedule> build_schedule(const Recipe& r, std::shared_ptr<Plat
 
 quant::Int8Config int8_config_from(const Recipe& r) {
   quant::Int8Config c;
-  c.stochastic_rounding = r.boolean("quant.stochastic_rounding");
-  c.dsgc = r.boolean("quant.dsgc");
-  c.clip_update_period = r.integer("quant.clip_update_period");
-  c.dclr = r.boolean("quant.dclr");
-  c.dclr_alpha = r.real("quant.dclr_alpha");
-  c.dclr_beta = r.real("quant.dclr_beta");
-  c.cos_distance_warn = r.real("quant.cos_distance_warn");
+  const SectionKeys keys(r, "quant");
+  for (const OptionInfo& f : c.option_table()) c.set_option(f.name, option_value(keys, f));
+  if (const auto p = c.range_problem()) OCTET_FAIL(keys.where(p->key), ": ", p->text);  // the recipe checked them
   return c;
 }
 

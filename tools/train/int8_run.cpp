@@ -52,7 +52,7 @@ std::vector<std::string> Int8Run::after_backward(int64_t step) {
   std::vector<std::string> warned;
   for (size_t i = 0; i < layers_.size(); ++i) {
     const quant::Int8Layer& l = *layers_[i].layer;
-    const double d = l.stats.cos_distance, limit = l.config.cos_distance_warn;
+    const double d = l.stats.cos_distance, limit = l.config.cos_distance_warn_;
     // A NaN d_c before the first backward pass is "not measured yet"; after one it is a gradient
     // with non-finite values, which counts as above any limit.
     const bool diverged = std::isnan(d) && l.stats.backward_steps > 0;
@@ -63,7 +63,7 @@ std::vector<std::string> Int8Run::after_backward(int64_t step) {
         spdlog::warn(
             "INT8 layer {}: its output gradient has non-finite values at step {} (d_c is NaN); its lr factor drops "
             "to quant.dclr_beta = {:.3g} with DCLR on",
-            layers_[i].name, step, l.config.dclr_beta);
+            layers_[i].name, step, l.config.dclr_beta_);
       else
         spdlog::warn(
             "INT8 layer {}: gradient cosine distance d_c = {:.4g} rose above quant.cos_distance_warn = {:.4g} at step "

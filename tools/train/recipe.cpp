@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "models/registry.h"
 #include "optim/registry.h"
+#include "quant/int8.h"
 #include "tools/train/suggest.h"
 
 namespace octet::train {
@@ -90,19 +91,7 @@ const std::vector<SchemaEntry> kStaticSchema = {
      "train the model's Conv2d layers in INT8: input and weight (forward) and output gradient (backward) quantized"},
     {"quant.keep_first_last_float", K::boolean, "true",
      "keep the first convolution (and the final layer, if it is a convolution) in float, as the paper does"},
-    {"quant.dsgc", K::boolean, "true",
-     "gradient clip by the cosine-distance search (DSGC); false: clip = max|gradient|"},
-    {"quant.clip_update_period", K::integer, "100", "backward passes between two DSGC searches", false, false,
-     kAtLeastOne},
-    {"quant.stochastic_rounding", K::boolean, "true",
-     "stochastic rounding of the INT8 gradients; false: round to nearest"},
-    {"quant.dclr", K::boolean, "true",
-     "scale each INT8 layer's lr by max(exp(-dclr_alpha * d_c), dclr_beta), d_c its gradient's cosine distance"},
-    {"quant.dclr_alpha", K::real, "20.0", "DCLR decay rate alpha", false, false, kNonNegative},
-    {"quant.dclr_beta", K::real, "0.1", "DCLR lower bound beta on the lr factor", false, false,
-     OptionRange{0.0, 1.0, true, false, "in (0, 1]"}},
-    {"quant.cos_distance_warn", K::real, "0.1",
-     "warn when an INT8 layer's gradient cosine distance d_c rises above this", false, false, kNonNegative},
+    // here schema() inserts quant::Int8Config's declared options (quant/int8.h)
     // train
     {"train.epochs", K::integer, "10", "epochs to train", false, false, kAtLeastOne},
     {"train.batch_size", K::integer, "128",
@@ -257,13 +246,25 @@ std::vector<SchemaEntry> model_entries() {
   return out;
 }
 
-// The whole schema: the model's declared options, kStaticSchema, and the optimizers' declared
-// options after optimizer.name, whose doc lists the registry's names.
+// The schema entries of quant::Int8Config's declared options (quant.dsgc, ...).
+std::vector<SchemaEntry> int8_entries() {
+  std::vector<SchemaEntry> out;
+  for (const OptionInfo& f : quant::Int8Config().option_table())
+    out.push_back(
+        {std::string("quant.") + f.name, key_type(f.value), option_yaml(f.value), f.doc, false, false, f.range});
+  return out;
+}
+
+// The whole schema: the model's declared options, kStaticSchema, INT8 training's declared options
+// after quant.keep_first_last_float, and the optimizers' after optimizer.name, whose doc lists the
+// registry's names.
 const std::vector<SchemaEntry>& schema() {
   static const std::vector<SchemaEntry> all = [] {
     std::vector<SchemaEntry> out = model_entries();
     for (const SchemaEntry& e : kStaticSchema) {
       out.push_back(e);
+      if (e.key == "quant.keep_first_last_float")
+        for (const SchemaEntry& d : int8_entries()) out.push_back(d);
       if (e.key != "optimizer.name") continue;
       std::vector<std::string> names;
       for (const OptimizerKind& k : optimizer_kinds()) names.push_back(k.name);

@@ -238,8 +238,8 @@ void log_int8_training(const Int8Run& int8) {
   for (const auto& l : int8.layers()) names += (names.empty() ? "" : ", ") + l.name;
   const quant::Int8Config& c = int8.layers()[0].layer->config;
   spdlog::info("INT8 training of {} convolutions ({}); DSGC {} (every {} steps), stochastic rounding {}, DCLR {}",
-               int8.layers().size(), names, c.dsgc ? "on" : "off", c.clip_update_period,
-               c.stochastic_rounding ? "on" : "off", c.dclr ? "on" : "off");
+               int8.layers().size(), names, c.dsgc_ ? "on" : "off", c.clip_update_period_,
+               c.stochastic_rounding_ ? "on" : "off", c.dclr_ ? "on" : "off");
 }
 
 void log_optimizer(const Optimizer& optimizer, const std::string& name, int64_t num_parameters) {
