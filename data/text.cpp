@@ -56,15 +56,18 @@ std::string hex_byte(unsigned char c) {
 // Appends ids, growing by doubling; the final tensor is one copy.
 class IdSink {
  public:
-  IdSink(Vocabulary& vocab, bool grow, TokenizeStats& stats) : vocab_(vocab), grow_(grow), stats_(stats) {}
+  // `scan` (BPE): only the lines are counted; the ids come from the codec.
+  IdSink(Vocabulary& vocab, bool grow, TokenizeStats& stats, bool scan)
+      : vocab_(vocab), grow_(grow), stats_(stats), scan_(scan) {}
   void token(std::string_view t) {
+    if (scan_) return;
     int64_t id = grow_ ? vocab_.add(t) : vocab_.find(t);
     if (id < 0) id = Vocabulary::kUnk, ++stats_.unknown;
     ids_.push_back(id);
   }
   void eos() {
-    ids_.push_back(Vocabulary::kEos);
     ++stats_.lines;
+    if (!scan_) ids_.push_back(Vocabulary::kEos);
   }
   Tensor tensor() const {
     Tensor t = empty({static_cast<int64_t>(ids_.size())}, DType::i64);
@@ -77,27 +80,49 @@ class IdSink {
   Vocabulary& vocab_;
   bool grow_;
   TokenizeStats& stats_;
+  bool scan_;
   std::vector<int64_t> ids_;
 };
 
+// The ids of `text` in a BPE vocabulary: the codec's, after <unk> and <eos>.
+Tensor bpe_ids(const BpeCodec& codec, std::string_view text, TokenizeStats& st) {
+  const std::vector<int32_t> ids = codec.encode(text);
+  Tensor t = empty({static_cast<int64_t>(ids.size())}, DType::i64);
+  int64_t* out = t.data<int64_t>();
+  for (size_t i = 0; i < ids.size(); ++i) out[i] = ids[i] + 2;
+  st.tokens = static_cast<int64_t>(ids.size());
+  return t;
+}
+
 }  // namespace
 
-const char* text_level_name(TextLevel level) { return level == TextLevel::word ? "word" : "char"; }
+const char* text_level_name(TextLevel level) {
+  return level == TextLevel::word ? "word" : level == TextLevel::character ? "char" : "bpe";
+}
 
 TextLevel parse_text_level(const std::string& name) {
   if (name == "word") return TextLevel::word;
   if (name == "char") return TextLevel::character;
-  OCTET_FAIL("text: unknown level '", name, "' (expected word or char)");
+  if (name == "bpe") return TextLevel::bpe;
+  OCTET_FAIL("text: unknown level '", name, "' (expected word, char or bpe)");
 }
 
 Vocabulary::Vocabulary(TextLevel level) : level_(level) {
   add(kUnkToken);
   add(kEosToken);
+  if (level == TextLevel::bpe) bpe_ = std::make_shared<const BpeCodec>();
+}
+
+Vocabulary Vocabulary::from_bpe(BpeCodec codec) {
+  Vocabulary v(TextLevel::bpe);
+  v.bpe_ = std::make_shared<const BpeCodec>(std::move(codec));
+  return v;
 }
 
 int64_t Vocabulary::add(std::string_view token) {
   auto it = ids_.find(token);
   if (it != ids_.end()) return it->second;
+  OCTET_CHECK(!bpe_, "Vocabulary: a BPE vocabulary is fixed when learned; cannot add '", token, "'");
   OCTET_CHECK(!token.empty() && token.find('\n') == std::string_view::npos,
               "Vocabulary: a token must be non-empty and hold no newline");
   const int64_t id = size();
@@ -113,11 +138,13 @@ int64_t Vocabulary::find(std::string_view token) const {
 
 const std::string& Vocabulary::token(int64_t id) const {
   OCTET_CHECK(id >= 0 && id < size(), "Vocabulary: id ", id, " out of range [0, ", size(), ")");
-  return tokens_[static_cast<size_t>(id)];
+  const auto special = static_cast<int64_t>(tokens_.size());
+  return id < special ? tokens_[static_cast<size_t>(id)] : bpe_->bytes(static_cast<int32_t>(id - special));
 }
 
 std::string Vocabulary::serialize() const {
   std::string out = std::string(kVocabHeader) + " " + text_level_name(level_) + "\n";
+  if (bpe_) return out + bpe_->serialize();
   for (const std::string& t : tokens_) out += t + "\n";
   return out;
 }
@@ -128,6 +155,7 @@ Vocabulary Vocabulary::parse(std::string_view text, const std::string& where) {
   OCTET_CHECK(eol != std::string_view::npos && header.starts_with(kVocabHeader) && header.size() > kVocabHeader.size(),
               where, ": not a vocabulary (expected a first line '", kVocabHeader, " word|char')");
   Vocabulary v(parse_text_level(std::string(header.substr(kVocabHeader.size() + 1))));
+  if (v.level() == TextLevel::bpe) return from_bpe(BpeCodec::parse(text.substr(eol + 1), where));
   size_t pos = eol + 1;
   int64_t expected = 0;
   while (pos < text.size()) {
@@ -152,9 +180,10 @@ Tensor tokenize(std::string_view text, const std::string& name, Vocabulary& voca
   const size_t n = text.size();
   size_t pos = 0;
   if (n >= 3 && p[0] == 0xef && p[1] == 0xbb && p[2] == 0xbf) pos = 3;  // byte-order mark
+  const size_t bom = pos;
   OCTET_CHECK(pos < n, "text: ", name, ": empty file");
   const bool words = vocab.level() == TextLevel::word;
-  IdSink sink(vocab, grow, st);
+  IdSink sink(vocab, grow, st, vocab.bpe() != nullptr);
   int64_t line = 1;
   size_t line_start = pos, word_start = std::string_view::npos;
   auto end_word = [&](size_t at) {
@@ -200,6 +229,7 @@ Tensor tokenize(std::string_view text, const std::string& name, Vocabulary& voca
     end_word(n);
     sink.eos();
   }
+  if (vocab.bpe() != nullptr) return bpe_ids(*vocab.bpe(), text.substr(bom), st);
   st.tokens = static_cast<int64_t>(sink.size());
   OCTET_CHECK(st.tokens > st.lines, "text: ", name, ": no ", words ? "words" : "characters", " in ", st.lines,
               " line(s) (only line ends and whitespace)");
@@ -225,15 +255,32 @@ std::string text_split_path(const std::string& root, const std::string& split) {
 
 namespace {
 
-Tensor load_split(const std::string& path, Vocabulary& vocab, bool grow) {
+// A BPE vocabulary of `size` ids learned from `text` (its byte-order mark aside).
+Vocabulary learn_bpe(std::string_view text, int64_t size) {
+  OCTET_CHECK(size >= 2 + BpeCodec::kBytes, "text: a BPE vocabulary needs at least ", 2 + BpeCodec::kBytes,
+              " ids (<unk>, <eos> and the 256 bytes), got ", size);
+  if (text.starts_with("\xef\xbb\xbf")) text.remove_prefix(3);
+  return Vocabulary::from_bpe(BpeCodec::learn(text, size - 2));
+}
+
+// A split's ids; the training split, `grow`, makes a BPE vocabulary of `bpe_size` ids first.
+Tensor split_ids(std::string_view text, const std::string& name, Vocabulary& vocab, bool grow, int64_t bpe_size) {
+  if (grow && vocab.level() == TextLevel::bpe) {
+    tokenize(text, name, vocab, false);  // the file's checks before the learning
+    vocab = learn_bpe(text, bpe_size);
+  }
+  return tokenize(text, name, vocab, grow);
+}
+
+Tensor load_split(const std::string& path, Vocabulary& vocab, bool grow, int64_t bpe_size = 0) {
   std::vector<uint8_t> bytes = read_file_maybe_gz("text", path);
   std::string_view text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-  return tokenize(text, path, vocab, grow);
+  return split_ids(text, path, vocab, grow, bpe_size);
 }
 
 }  // namespace
 
-TextCorpus load_text_corpus(const std::string& root, TextLevel level) {
+TextCorpus load_text_corpus(const std::string& root, TextLevel level, int64_t bpe_size) {
   TextCorpus c{Vocabulary(level),
                {},
                {},
@@ -241,7 +288,7 @@ TextCorpus load_text_corpus(const std::string& root, TextLevel level) {
                text_split_path(root, "train"),
                text_split_path(root, "valid"),
                text_split_path(root, "test")};
-  c.train = load_split(c.train_name, c.vocab, true);
+  c.train = load_split(c.train_name, c.vocab, true, bpe_size);
   c.valid = load_split(c.valid_name, c.vocab, false);
   c.test = load_split(c.test_name, c.vocab, false);
   return c;
@@ -262,9 +309,9 @@ TextCorpus load_text_corpus(const std::string& root, const Vocabulary& vocab, bo
 }
 
 TextCorpus text_corpus_from(const std::string& train, const std::string& valid, const std::string& test,
-                            TextLevel level, const std::string& name) {
+                            TextLevel level, const std::string& name, int64_t bpe_size) {
   TextCorpus c{Vocabulary(level), {}, {}, {}, name + "/train", name + "/valid", name + "/test"};
-  c.train = tokenize(train, c.train_name, c.vocab, true);
+  c.train = split_ids(train, c.train_name, c.vocab, true, bpe_size);
   c.valid = tokenize(valid, c.valid_name, c.vocab, false);
   c.test = tokenize(test, c.test_name, c.vocab, false);
   return c;

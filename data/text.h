@@ -1,6 +1,6 @@
 // Text corpora for language modeling: word-level (WikiText-2/-103, Penn Treebank, anything in their
-// layout) or character-level, the vocabulary, and the batching for truncated back-propagation
-// through time.
+// layout), character-level or byte-level BPE (data/bpe.h, learned from the training split), the
+// vocabulary, and the batching for truncated back-propagation through time.
 //   TextCorpus c = load_text_corpus("data/wikitext-2", TextLevel::word);
 //   BpttSegments train(batchify(c.train, 20), 35);      // 20 contiguous streams, 35-token segments
 //   TextBatch b = train.get(0);                          // b.input, b.target i64 [20, 35]
@@ -13,35 +13,42 @@
 //   vocabulary's `<unk>`.
 // - character level: each line's Unicode code points (spaces included; a `\r` before the `\n`
 //   dropped) followed by `<eos>`, which generation prints as a newline.
+// - BPE: the file's bytes as they are (line ends, `\r` and all; a byte-order mark dropped), encoded
+//   with merges learned from the training split; no `<unk>` and no `<eos>` (a newline is a byte).
 // Files must be UTF-8 (a leading byte-order mark is skipped): a bad byte is an octet::Error naming
 // the file, the line, the column and the byte offset. So are a NUL byte, an empty file, a file
 // with nothing but line ends, a missing split and a missing folder.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
 
 #include "core/tensor.h"
+#include "data/bpe.h"
 
 namespace octet {
 
-enum class TextLevel { word, character };
-// "word" / "char", as recipes and checkpoints name the levels.
+enum class TextLevel { word, character, bpe };
+// "word" / "char" / "bpe", as recipes and checkpoints name the levels.
 const char* text_level_name(TextLevel level);
 TextLevel parse_text_level(const std::string& name);
 
 // Token <-> id. Ids 0 and 1 are always `<unk>` and `<eos>`; the other tokens follow in the order
-// they were first added (first seen in the training text), as the PyTorch example numbers them.
+// they were first added (first seen in the training text), as the PyTorch example numbers them. A
+// BPE vocabulary is its codec's ids after those two, fixed when made: token(2 + b) is byte b.
 class Vocabulary {
  public:
   static constexpr int64_t kUnk = 0, kEos = 1;
   static constexpr std::string_view kUnkToken = "<unk>", kEosToken = "<eos>";
 
+  // A word or character vocabulary (the BPE level: from_bpe).
   explicit Vocabulary(TextLevel level = TextLevel::word);
-  // The token's id, adding it when new.
+  static Vocabulary from_bpe(BpeCodec codec);
+  // The token's id, adding it when new (an octet::Error for a BPE vocabulary).
   int64_t add(std::string_view token);
   // The token's id, or -1 when absent.
   int64_t find(std::string_view token) const;
@@ -50,17 +57,22 @@ class Vocabulary {
     int64_t i = find(token);
     return i < 0 ? kUnk : i;
   }
+  // The token's text (a BPE token's bytes).
   const std::string& token(int64_t id) const;
-  int64_t size() const { return static_cast<int64_t>(tokens_.size()); }
+  int64_t size() const { return static_cast<int64_t>(tokens_.size()) + (bpe_ ? bpe_->size() : 0); }
   TextLevel level() const { return level_; }
+  // The BPE codec (null at the other levels).
+  const BpeCodec* bpe() const { return bpe_.get(); }
 
-  // A text form for checkpoints: a header line "octet-vocab-1 word|char", then one token per line
-  // in id order (tokens never contain a newline).
+  // A text form for checkpoints: a header line "octet-vocab-1 word|char|bpe", then one token per
+  // line in id order (tokens never contain a newline), or for BPE the merges (BpeCodec::serialize).
   std::string serialize() const;
   // The inverse; a malformed text is an octet::Error naming `where`.
   static Vocabulary parse(std::string_view text, const std::string& where);
 
-  bool operator==(const Vocabulary& o) const { return level_ == o.level_ && tokens_ == o.tokens_; }
+  bool operator==(const Vocabulary& o) const {
+    return level_ == o.level_ && tokens_ == o.tokens_ && (bpe_ ? o.bpe_ && *bpe_ == *o.bpe_ : !o.bpe_);
+  }
 
  private:
   struct Hash {
@@ -68,7 +80,8 @@ class Vocabulary {
     size_t operator()(std::string_view s) const { return std::hash<std::string_view>()(s); }
   };
   TextLevel level_;
-  std::vector<std::string> tokens_;
+  std::vector<std::string> tokens_;      // the word and character levels' (BPE: <unk> and <eos>)
+  std::shared_ptr<const BpeCodec> bpe_;  // the BPE level's
   std::unordered_map<std::string, int64_t, Hash, std::equal_to<>> ids_;
 };
 
@@ -94,14 +107,15 @@ struct TextCorpus {
   std::string train_name, valid_name, test_name;
 };
 
-// The three splits of `root`, the vocabulary built from train.
-TextCorpus load_text_corpus(const std::string& root, TextLevel level);
+// The three splits of `root`, the vocabulary built from train (BPE: `bpe_size` ids, the 2 special
+// tokens included, learned from train's bytes: BpeCodec::learn).
+TextCorpus load_text_corpus(const std::string& root, TextLevel level, int64_t bpe_size = 0);
 // With a given vocabulary (a checkpoint's): every split maps its unknown tokens to <unk>; train is
 // loaded only when `need_train`.
 TextCorpus load_text_corpus(const std::string& root, const Vocabulary& vocab, bool need_train);
 // The same from texts in memory (generated corpora); names stand for file paths in errors.
 TextCorpus text_corpus_from(const std::string& train, const std::string& valid, const std::string& test,
-                            TextLevel level, const std::string& name);
+                            TextLevel level, const std::string& name, int64_t bpe_size = 0);
 
 // ids i64 [n] -> [batch, n / batch]: row b is the contiguous stream of tokens [b m, (b + 1) m),
 // m = n / batch; the n % batch tokens at the end are dropped (PyTorch's example batchifies the

@@ -74,8 +74,9 @@ put("cifar10", "short", bytes([1, 2, 3]))
 
 
 def corpus(mode, train, valid, test):
-    # fuzz_text: byte 0 the mode (bit 0 characters, bit 1 the vocabulary parser), bytes 1 and 2
-    # where train and valid end, as fractions of the rest
+    # fuzz_text: byte 0 the mode (bits 0-1 the level: 0 words, 1 characters, 2 BPE; bit 2 the
+    # vocabulary parser; bit 3 the BPE codec's round trip), bytes 1 and 2 where train and valid
+    # end, as fractions of the rest
     rest = train + valid + test
     n = max(1, len(rest))
     a = (len(train) * 255 + n - 1) // n
@@ -88,8 +89,11 @@ put("text", "words", corpus(0, words * 3, b"the cat sat\n", b"a dog ran\n"))
 put("text", "chars_utf8", corpus(1, "na\u00efve caf\u00e9 \u2603\n".encode() * 2, "caf\u00e9\n".encode(), b"x\n"))
 put("text", "bad_utf8", corpus(1, b"ok\n\xc3\x28\n", b"ok\n", b"ok\n"))
 put("text", "empty_valid", corpus(0, words, b"", b"x\n"))
-put("text", "vocab", bytes([2, 0, 0]) + b"octet-vocab-1 word\n<unk>\n<eos>\nthe\ncat\n")
-put("text", "vocab_dup", bytes([2, 0, 0]) + b"octet-vocab-1 char\n<unk>\n<eos>\na\na\n")
+put("text", "vocab", bytes([4, 0, 0]) + b"octet-vocab-1 word\n<unk>\n<eos>\nthe\ncat\n")
+put("text", "vocab_dup", bytes([4, 0, 0]) + b"octet-vocab-1 char\n<unk>\n<eos>\na\na\n")
+put("text", "bpe_corpus", corpus(2, words * 4, b"the cat sat\r\n", b"a dog ran"))
+put("text", "bpe_merges", bytes([4, 0, 0]) + b"octet-vocab-1 bpe\n116 104\n256 101\n32 257\n")
+put("text", "bpe_codec", corpus(8, words * 3, "na\u00efve \u2603 \x00\xff".encode("utf-8", "surrogateescape"), b"x"))
 
 # metrics.jsonl as MetricsLog::record writes it (sorted keys, compact, null for NaN and inf), and
 # what a killed run or an editor leaves.

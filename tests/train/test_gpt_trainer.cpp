@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "tests/train/run_util.h"
 #include "tools/cli/generate.h"
 #include "tools/train/checkpoint.h"
+#include "tools/train/lm_task.h"
 #include "tools/train/recipe.h"
 #include "tools/train/run.h"
 #include "tools/train/trainer.h"
@@ -98,6 +100,35 @@ TEST(GptTrainer, EightBitAdamWTracks32Bit) {
       p32, p8, 100 * (p8 / p32 - 1), plain8.last_eval.perplexity());
   EXPECT_LT(std::abs(p8 / p32 - 1), 0.03);
   EXPECT_TRUE(std::isfinite(plain8.last_eval.perplexity()));
+}
+
+// data.tokenizer: bpe: the codec is learned from the training split, its merges travel in the
+// checkpoint, and evaluation and generation need nothing else (the corpus folder gone); the text
+// generated from a prompt starts with the prompt's bytes, and a resumed run reads the same ids.
+TEST(GptTrainer, TrainsOnBpeTokensAndGeneratesFromTheCheckpointAlone) {
+  TempDir dir;
+  write_toy_grammar(dir.path() + "/toy", kCorpus);
+  TrainResult r = train(gpt_recipe(dir, {"data.tokenizer=bpe", "data.vocab_size=400", "train.epochs=2"}), {});
+  const Checkpoint ckpt = load_checkpoint(r.run_dir + "/best.safetensors");
+  const Vocabulary vocab = checkpoint_vocabulary(ckpt);
+  ASSERT_NE(vocab.bpe(), nullptr);
+  EXPECT_EQ(vocab.size(), 400);
+  const auto train_recs = records_of(r.run_dir, "train");
+  EXPECT_LT(train_recs.back()["loss"].get<double>(), train_recs.front()["loss"].get<double>() - 1.0);
+  std::filesystem::remove_all(dir.path() + "/toy");
+  const cli::GenerateResult g =
+      cli::generate_text(r.run_dir + "/best.safetensors", cli::GenerateOptions().prompt("the dogs").tokens(20));
+  EXPECT_EQ(g.ids.size(), 20u);
+  EXPECT_EQ(g.text.rfind("the dogs", 0), 0u) << g.text;
+  std::string decoded;
+  for (int64_t id : g.ids) decoded += vocab.token(id);
+  EXPECT_EQ(g.text, "the dogs" + decoded);
+  // Evaluation reads the corpus with the checkpoint's codec; a recipe asking for words cannot.
+  write_toy_grammar(dir.path() + "/toy", kCorpus);
+  const std::vector<EvalResult> evals = evaluate_checkpoint_splits(r.run_dir + "/best.safetensors", "", 1);
+  ASSERT_FALSE(evals.empty());
+  EXPECT_TRUE(std::isfinite(evals.back().loss));
+  EXPECT_THROW(load_recipe_corpus(gpt_recipe(dir, {"data.tokenizer=word"}), &vocab, false), Error);
 }
 
 TEST(GptTrainer, ASegmentLongerThanTheContextIsAnError) {

@@ -2,9 +2,12 @@
 """A word-level corpus from the King James Bible of Debian's bible-kjv package (`bible` on PATH), in the
 layout `data.dataset: text` reads ({train,valid,test}.txt). Lowercased; words (letters, an inner
 apostrophe kept: "father's") and each punctuation mark are tokens, separated by spaces; one verse per
-line. Verses 18 and 19 of every 20 go to valid and test; of the rest, the first --train-verses train.
+line. Verses 18 and 19 of every 20 go to valid and test; of the rest, the first --train-verses train
+(0: all of them, 27,961 verses). With --raw, each verse is its text as printed (case, punctuation and
+spacing kept), for a tokenizer that learns its own units (`data.tokenizer: bpe`).
 
     python3 tools/bench/kjv_corpus.py data/kjv [--train-verses 7400]
+    python3 tools/bench/kjv_corpus.py data/kjv_raw --raw --train-verses 0    # recipes/gpt_kjv_bpe.yaml
 """
 import argparse
 import os
@@ -39,13 +42,15 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("out")
     p.add_argument("--train-verses", type=int, default=7400)
+    p.add_argument("--raw", action="store_true", help="the verses as printed, not lowercased word tokens")
     a = p.parse_args()
     text = subprocess.run(["bible", "gen1:1-rev22:21"], capture_output=True, text=True, check=True).stdout
     split = {"train": [], "valid": [], "test": []}
     for i, v in enumerate(verses(text)):
-        line = " ".join(TOKEN.findall(v.lower()))
+        line = " ".join(v.split()) if a.raw else " ".join(TOKEN.findall(v.lower()))
         split["valid" if i % 20 == 18 else "test" if i % 20 == 19 else "train"].append(line)
-    split["train"] = split["train"][: a.train_verses]
+    if a.train_verses > 0:
+        split["train"] = split["train"][: a.train_verses]
     os.makedirs(a.out, exist_ok=True)
     for name, lines in split.items():
         with open(os.path.join(a.out, name + ".txt"), "w") as f:

@@ -49,13 +49,21 @@ GenerateResult generate_text(const std::string& checkpoint, const GenerateOption
               m.recipe.text("data.dataset"), "'); train one with a recipe such as recipes/lstm_lm_tiny.yaml or ",
               "recipes/gpt_tiny.yaml");
   const Vocabulary vocab = checkpoint_vocabulary(m.checkpoint);
-  const bool words = vocab.level() == TextLevel::word;
+  const bool words = vocab.level() == TextLevel::word, bpe = vocab.bpe() != nullptr;
 
   // The prompt's tokens; those a grown copy of the vocabulary adds are the unknown ones. A prompt
-  // that does not end its line leaves out the line's <eos>; none at all starts a line.
+  // that does not end its line leaves out the line's <eos>; none at all starts a line. BPE has no
+  // unknown bytes and no <eos>: its prompt is its bytes' ids, and none at all is a newline's.
   GenerateResult out;
-  std::vector<int64_t> prompt = {Vocabulary::kEos};
-  if (!opts.prompt_.empty()) {
+  std::vector<int64_t> prompt = {bpe ? 2 + int64_t{'\n'} : Vocabulary::kEos};
+  if (!opts.prompt_.empty() && bpe) {
+    Vocabulary same = vocab;
+    try {
+      prompt = tokenize(opts.prompt_, "--prompt", same, false).to_vector<int64_t>();
+    } catch (const Error& e) {
+      OCTET_FAIL("generate: ", e.what());
+    }
+  } else if (!opts.prompt_.empty()) {
     Vocabulary grown = vocab;
     try {
       prompt = tokenize(opts.prompt_, "--prompt", grown, true).to_vector<int64_t>();

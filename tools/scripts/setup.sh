@@ -14,6 +14,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev  # tools/scripts/fuzz.sh: the libFuzzer harnesses (clang 14 on Debian 12)
   dataset-fashion-mnist  # the default recipe's data: /usr/share/datasets/fashion-mnist
+  bible-kjv  # recipes/gpt_kjv_bpe.yaml: the King James Bible (bible-kjv-text) and its reader, for tools/bench/kjv_corpus.py
 )
 
 missing=()

@@ -28,6 +28,10 @@ Tensor segment_logits(Module& model, const Tensor& ids, LstmState& state) {
   OCTET_FAIL("language modeling: expected an LstmLm or Gpt model, got ", model.type_name());
 }
 
+const char* level_unit(TextLevel level) {
+  return level == TextLevel::word ? "words" : level == TextLevel::character ? "characters" : "BPE tokens";
+}
+
 Tensor first_tokens(const Tensor& ids, int64_t limit) {
   return limit > 0 && limit < ids.numel() ? ids.narrow(0, 0, limit) : ids;
 }
@@ -84,7 +88,7 @@ class LanguageModelTask : public Task {
   std::string describe() const override {
     return detail::str_cat(corpus_.train.defined() ? detail::str_cat(corpus_.train.numel(), " training / ") : "",
                            corpus_.valid.numel(), " valid / ", corpus_.test.numel(), " test tokens, a vocabulary of ",
-                           vocab_size(), " ", corpus_.vocab.level() == TextLevel::word ? "words" : "characters");
+                           vocab_size(), " ", level_unit(corpus_.vocab.level()));
   }
   int64_t batches_per_epoch() const override { return train_.size(); }
   double units_per_step() const override { return static_cast<double>(batch_size_ * bptt_); }
@@ -194,19 +198,27 @@ Vocabulary checkpoint_vocabulary(const Checkpoint& c) {
   return Vocabulary::parse(it->second, c.path + " (task.vocab)");
 }
 
+TextLevel recipe_text_level(const Recipe& r) {
+  const std::string& tokenizer = r.text("data.tokenizer");
+  if (tokenizer != "auto") return parse_text_level(tokenizer);
+  return r.text("data.dataset") == "text_chars" ? TextLevel::character : TextLevel::word;
+}
+
 TextCorpus load_recipe_corpus(const Recipe& r, const Vocabulary* vocab, bool need_train,
                               const std::string& root_override) {
   const std::string& name = r.text("data.dataset");
-  const TextLevel level = name == "text_chars" ? TextLevel::character : TextLevel::word;
-  OCTET_CHECK(!vocab || vocab->level() == level, "recipe data.dataset: ", name, " reads ", text_level_name(level),
-              "s, but the checkpoint's vocabulary is of ", text_level_name(vocab->level()), "s");
+  const TextLevel level = recipe_text_level(r);
+  const int64_t bpe_size = r.integer("data.vocab_size");
+  OCTET_CHECK(!vocab || vocab->level() == level, "recipe data.tokenizer: ", name, " with ", r.text("data.tokenizer"),
+              " reads ", text_level_name(level), " tokens, but the checkpoint's vocabulary is of ",
+              text_level_name(vocab->level()), " tokens");
   TextCorpus c;
   if (name == "toy_grammar") {
     OCTET_USAGE_CHECK(root_override.empty(), "--data ", root_override,
                       ": data.dataset toy_grammar is generated, not read ", "from a folder");
     ToyGrammarText t = toy_grammar_text();
     if (!vocab) {
-      c = text_corpus_from(t.train, t.valid, t.test, level, "toy_grammar");
+      c = text_corpus_from(t.train, t.valid, t.test, level, "toy_grammar", bpe_size);
     } else {
       c.vocab = *vocab;
       c.train_name = "toy_grammar/train", c.valid_name = "toy_grammar/valid", c.test_name = "toy_grammar/test";
@@ -224,7 +236,7 @@ TextCorpus load_recipe_corpus(const Recipe& r, const Vocabulary* vocab, bool nee
                 "WikiText-2: the folder word_language_model/data/wikitext-2 of github.com/pytorch/examples ",
                 "(train.txt, valid.txt, test.txt) or wikitext-2-v1.zip (wiki.{train,valid,test}.tokens); Penn ",
                 "Treebank: ptb.{train,valid,test}.txt");
-    c = vocab ? load_text_corpus(root, *vocab, need_train) : load_text_corpus(root, level);
+    c = vocab ? load_text_corpus(root, *vocab, need_train) : load_text_corpus(root, level, bpe_size);
   }
   if (c.train.defined()) c.train = first_tokens(c.train, r.integer("data.limit_train"));
   c.valid = first_tokens(c.valid, r.integer("data.limit_test"));

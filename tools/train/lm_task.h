@@ -20,9 +20,12 @@ std::unique_ptr<Task> make_language_model_task(const Recipe& r, Device device, b
 // naming the file when it has none.
 Vocabulary checkpoint_vocabulary(const Checkpoint& c);
 
+// The tokens a language-model recipe reads: data.tokenizer, or with auto the dataset's.
+TextLevel recipe_text_level(const Recipe& r);
+
 // The corpus of a language-model recipe: data.dataset's folder (data.root or `root_override`) or
 // the generated toy grammar, tokenized with `vocab` when given (else the vocabulary is built from
-// train), cut to data.limit_train / data.limit_test tokens.
+// train: a BPE vocabulary of data.vocab_size ids), cut to data.limit_train / data.limit_test tokens.
 TextCorpus load_recipe_corpus(const Recipe& r, const Vocabulary* vocab, bool need_train,
                               const std::string& root_override = "");
 

@@ -49,6 +49,15 @@ const std::vector<SchemaEntry> kStaticSchema = {
      "data/fashion-mnist where data.root is unset; text: a data.root ending in wikitext-2 or wikitext-103); "
      "ImageNet: `octet data prepare imagenet`"},
     {"data.bptt", K::integer, "35", "text: tokens per truncated-BPTT segment", false, false, kAtLeastOne},
+    {"data.tokenizer", K::text, "auto",
+     "language models: auto (the dataset's: text and toy_grammar words, text_chars characters), word, char, or "
+     "bpe (byte-level BPE learned from the training split, data.vocab_size ids; its merges travel in the "
+     "checkpoint)",
+     false, false, one_of("auto|word|char|bpe")},
+    {"data.vocab_size", K::integer, "8192",
+     "data.tokenizer bpe: the vocabulary's size, <unk>, <eos> and the 256 bytes included (learning stops sooner "
+     "when no pair of tokens repeats)",
+     false, false, OptionRange{258.0, 16777216.0, false, false, "in [258, 2^24]"}},
     {"data.augment", K::boolean, "true",
      "training augmentation: CIFAR crop(32, pad 4)+flip; image_folder random-resized-crop+flip"},
     {"data.image_size", K::integer, "224", "image_folder: training crop and evaluation center crop"},
