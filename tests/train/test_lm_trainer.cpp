@@ -223,7 +223,7 @@ TEST(LmTrainer, CharactersAndErrors) {
   yaml.replace(yaml.find("\"text_chars\""), 12, "\"text\"");
   save_checkpoint(dir.path() + "/mismatch.safetensors", c.model, c.optimizer, c.state, yaml, {}, c.task,
                   c.task_metadata);
-  expect_error([&] { evaluate_checkpoint(dir.path() + "/mismatch.safetensors", "", 1); }, "vocabulary is of chars");
+  expect_error([&] { evaluate_checkpoint(dir.path() + "/mismatch.safetensors", "", 1); }, "vocabulary is of characters");
   save_checkpoint(dir.path() + "/novocab.safetensors", c.model, c.optimizer, c.state, c.recipe_yaml);
   expect_error([&] { cli::generate_text(dir.path() + "/novocab.safetensors", {}); }, "has no vocabulary");
   Recipe cnn = load_recipe(kRecipes + "fashion_mnist.yaml");

@@ -209,9 +209,9 @@ TextCorpus load_recipe_corpus(const Recipe& r, const Vocabulary* vocab, bool nee
   const std::string& name = r.text("data.dataset");
   const TextLevel level = recipe_text_level(r);
   const int64_t bpe_size = r.integer("data.vocab_size");
-  OCTET_CHECK(!vocab || vocab->level() == level, "recipe data.tokenizer: ", name, " with ", r.text("data.tokenizer"),
-              " reads ", text_level_name(level), " tokens, but the checkpoint's vocabulary is of ",
-              text_level_name(vocab->level()), " tokens");
+  OCTET_CHECK(!vocab || vocab->level() == level, "recipe data.tokenizer: data.dataset ", name, " with data.tokenizer ",
+              r.text("data.tokenizer"), " reads ", level_unit(level), ", but the checkpoint's vocabulary is of ",
+              level_unit(vocab->level()));
   TextCorpus c;
   if (name == "toy_grammar") {
     OCTET_USAGE_CHECK(root_override.empty(), "--data ", root_override,
