@@ -15,6 +15,7 @@ packages=(
   clang libclang-rt-14-dev  # tools/scripts/fuzz.sh: the libFuzzer harnesses (clang 14 on Debian 12)
   dataset-fashion-mnist  # the default recipe's data: /usr/share/datasets/fashion-mnist
   bible-kjv  # recipes/gpt_kjv_bpe.yaml: the King James Bible (bible-kjv-text) and its reader, for tools/bench/kjv_corpus.py
+  dict-gcide  # recipes/gpt_gcide_bpe.yaml: Webster's 1913 dictionary, for tools/bench/gcide_corpus.py
 )
 
 missing=()
