@@ -1,5 +1,6 @@
 // Scaled dot-product attention on the CPU (core/kernels.h attention_forward/backward), tiled with
-// an online softmax as FlashAttention computes it:
+// an online softmax as FlashAttention computes it, each tile's products one small GEMM (f32:
+// oneDNN's sgemm; f64: a plain loop):
 //   - forward: for a tile of query rows, the key tiles in turn: scores, the running row max m and
 //     sum l (rescaling the output accumulator when m grows), then out = acc / l and
 //     lse = m + log l. Only a kQueryTile x kKeyTile block of scores exists at a time;
@@ -7,6 +8,8 @@
 //     lse (P = exp(S - lse)), dV += P~^T dO, dS = P (dP - D), dQ += scale dS K, dK += scale dS^T Q,
 //     where P~ is P with dropout applied and dP its gradient.
 // Work is split over (batch, head) pairs, each one thread's, so no two threads write one row.
+#include <oneapi/dnnl/dnnl.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -44,39 +47,75 @@ Head<T> head(const AttentionGeometry& g, const Tensor& q, const Tensor& k, const
           pad.defined() ? pad.data<uint8_t>() + b * g.tk : nullptr, bh};
 }
 
-// Eight running sums (a vector's lanes: the compiler keeps them in one register), then a fixed tree.
-template <typename T>
-T dot(const T* a, const T* b, int64_t n) {
-  T s[8] = {};
-  int64_t x = 0;
-  for (; x + 8 <= n; x += 8)
-    for (int u = 0; u < 8; ++u) s[u] += a[x + u] * b[x + u];
-  T tail = 0;
-  for (; x < n; ++x) tail += a[x] * b[x];
-  return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7])) + tail;
+// C = alpha op(A) op(B) + beta C on one tile, row-major (op: transposed where `ta` / `tb`). f32 runs
+// oneDNN's sgemm (inside the per-head threads it runs on the calling thread); f64, for gradient
+// checks, a plain loop that sums over k in order.
+void tile_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+               const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  const dnnl_status_t st =
+      dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  OCTET_CHECK(st == dnnl_success, "attention: oneDNN sgemm failed with status ", static_cast<int>(st));
 }
 
-// Scaled scores of query rows [i0, i1) against keys [j0, j1) into s (row-major, kKeyTile per row),
-// -inf where masked. Returns whether any is unmasked.
+void tile_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64_t lda,
+               const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double sum = 0;
+      for (int64_t x = 0; x < k; ++x) sum += (ta ? a[x * lda + i] : a[i * lda + x]) * (tb ? b[j * ldb + x] : b[x * ldb + j]);
+      c[i * ldc + j] = alpha * sum + (beta == 0 ? 0.0 : beta * c[i * ldc + j]);
+    }
+}
+
+// The scaled scores of query rows [i0, i1) against keys [j0, j1) into s (row-major, kKeyTile per
+// row), -inf where masked. Returns whether any is unmasked.
 template <typename T>
 bool scores(const AttentionGeometry& g, const Head<T>& hd, int64_t i0, int64_t i1, int64_t j0, int64_t j1, T* s) {
-  const T scale = static_cast<T>(g.scale), ninf = -std::numeric_limits<T>::infinity();
+  tile_gemm(false, true, i1 - i0, j1 - j0, g.d, static_cast<T>(g.scale), hd.q + i0 * g.d, g.d, hd.k + j0 * g.d, g.d,
+            T(0), s, kKeyTile);
+  const T ninf = -std::numeric_limits<T>::infinity();
   bool any = false;
   for (int64_t i = i0; i < i1; ++i) {
     T* row = s + (i - i0) * kKeyTile;
     for (int64_t j = j0; j < j1; ++j) {
       const bool masked = (g.causal && j > i) || (hd.pad != nullptr && hd.pad[j] != 0);
-      row[j - j0] = masked ? ninf : scale * dot(hd.q + i * g.d, hd.k + j * g.d, g.d);
+      if (masked) row[j - j0] = ninf;
       any = any || !masked;
     }
   }
   return any;
 }
 
+// One row's step of the online softmax over a key tile: the new max and sum, the accumulator
+// rescaled, and the row's scores replaced by the weights P V takes (exp(s - m); 0 where masked or
+// dropped; dropped-out ones kept scaled by 1/(1-p)).
+template <typename T>
+void online_softmax_row(const AttentionGeometry& g, const Head<T>& hd, int64_t i, int64_t j0, int64_t cols, T* row,
+                        T& m, T& l, T* acc) {
+  const T ninf = -std::numeric_limits<T>::infinity();
+  T mx = ninf;
+  for (int64_t c = 0; c < cols; ++c) mx = std::max(mx, row[c]);
+  const T m_new = std::max(m, mx);
+  if (m_new == ninf) {  // every key so far masked
+    std::fill(row, row + cols, T(0));
+    return;
+  }
+  const T alpha = std::exp(m - m_new);  // 0 while m is -inf
+  for (int64_t x = 0; x < g.dv; ++x) acc[x] *= alpha;
+  const T drop_scale = static_cast<T>(1.0 / (1.0 - g.dropout_p));
+  T sum = 0;
+  for (int64_t c = 0; c < cols; ++c) {
+    const T p = std::exp(row[c] - m_new);  // 0 where masked
+    sum += p;
+    row[c] = g.dropout_p > 0 ? (keep(g, hd.bh, i, j0 + c) ? p * drop_scale : T(0)) : p;
+  }
+  l = l * alpha + sum;
+  m = m_new;
+}
+
 template <typename T>
 void forward_head(const AttentionGeometry& g, const Head<T>& hd, T* out, T* lse) {
   const T ninf = -std::numeric_limits<T>::infinity();
-  const T drop_scale = static_cast<T>(1.0 / (1.0 - g.dropout_p));
   std::vector<T> s(kQueryTile * kKeyTile), acc(kQueryTile * g.dv), m(kQueryTile), l(kQueryTile);
   for (int64_t i0 = 0; i0 < g.tq; i0 += kQueryTile) {
     const int64_t i1 = std::min(g.tq, i0 + kQueryTile), rows = i1 - i0;
@@ -87,27 +126,10 @@ void forward_head(const AttentionGeometry& g, const Head<T>& hd, T* out, T* lse)
       if (g.causal && j0 > i1 - 1) break;  // every later key is above the diagonal
       const int64_t j1 = std::min(g.tk, j0 + kKeyTile);
       if (!scores(g, hd, i0, i1, j0, j1, s.data())) continue;
-      for (int64_t r = 0; r < rows; ++r) {
-        T* row = s.data() + r * kKeyTile;
-        T mx = ninf;
-        for (int64_t c = 0; c < j1 - j0; ++c) mx = std::max(mx, row[c]);
-        const T m_new = std::max(m[r], mx);
-        if (m_new == ninf) continue;             // every key so far masked
-        const T alpha = std::exp(m[r] - m_new);  // 0 while m[r] is -inf
-        T* a = acc.data() + r * g.dv;
-        for (int64_t x = 0; x < g.dv; ++x) a[x] *= alpha;
-        T sum = 0;
-        for (int64_t c = 0; c < j1 - j0; ++c) {
-          const T p = std::exp(row[c] - m_new);  // 0 where masked
-          sum += p;
-          if (p == T(0) || (g.dropout_p > 0 && !keep(g, hd.bh, i0 + r, j0 + c))) continue;
-          const T w = g.dropout_p > 0 ? p * drop_scale : p;
-          const T* vj = hd.v + (j0 + c) * g.dv;
-          for (int64_t x = 0; x < g.dv; ++x) a[x] += w * vj[x];
-        }
-        l[r] = l[r] * alpha + sum;
-        m[r] = m_new;
-      }
+      for (int64_t r = 0; r < rows; ++r)
+        online_softmax_row(g, hd, i0 + r, j0, j1 - j0, s.data() + r * kKeyTile, m[r], l[r], acc.data() + r * g.dv);
+      tile_gemm(false, false, rows, g.dv, j1 - j0, T(1), s.data(), kKeyTile, hd.v + j0 * g.dv, g.dv, T(1), acc.data(),
+                g.dv);  // acc += P V
     }
     for (int64_t r = 0; r < rows; ++r) {
       T* o = out + (i0 + r) * g.dv;
@@ -124,49 +146,64 @@ void forward_head(const AttentionGeometry& g, const Head<T>& hd, T* out, T* lse)
   }
 }
 
+// The tile buffers of the backward: P (then P with dropout), dP, dS, each kQueryTile x kKeyTile.
+template <typename T>
+struct BackwardTiles {
+  std::vector<T> p = std::vector<T>(kQueryTile * kKeyTile), dp = p, ds = p;
+};
+
+// For one tile: P = exp(S - lse) (0 in fully masked rows), dP = dO V^T, then P~ = P z (z: the
+// dropout factor) into p and dS = P (z dP - delta) scale into ds.
+template <typename T>
+void backward_tile(const AttentionGeometry& g, const Head<T>& hd, const T* dout, const T* lse, const T* delta,
+                   int64_t i0, int64_t i1, int64_t j0, int64_t j1, BackwardTiles<T>& t) {
+  const T ninf = -std::numeric_limits<T>::infinity(), scale = static_cast<T>(g.scale);
+  const T drop_scale = static_cast<T>(1.0 / (1.0 - g.dropout_p));
+  const int64_t cols = j1 - j0;
+  tile_gemm(false, true, i1 - i0, cols, g.dv, T(1), dout + i0 * g.dv, g.dv, hd.v + j0 * g.dv, g.dv, T(0), t.dp.data(),
+            kKeyTile);
+  for (int64_t i = i0; i < i1; ++i) {
+    T* p = t.p.data() + (i - i0) * kKeyTile;
+    T* ds = t.ds.data() + (i - i0) * kKeyTile;
+    const T* dp = t.dp.data() + (i - i0) * kKeyTile;
+    for (int64_t c = 0; c < cols; ++c) {
+      const T pr = lse[i] == ninf ? T(0) : std::exp(p[c] - lse[i]);
+      const T z = g.dropout_p > 0 ? (keep(g, hd.bh, i, j0 + c) ? drop_scale : T(0)) : T(1);
+      ds[c] = pr * (z * dp[c] - delta[i]) * scale;
+      p[c] = pr * z;
+    }
+  }
+}
+
 template <typename T>
 void backward_head(const AttentionGeometry& g, const Head<T>& hd, const T* out, const T* dout, const T* lse, T* dq,
                    T* dk, T* dv) {
-  const T ninf = -std::numeric_limits<T>::infinity(), scale = static_cast<T>(g.scale);
-  const T drop_scale = static_cast<T>(1.0 / (1.0 - g.dropout_p));
-  std::vector<T> s(kQueryTile * kKeyTile), delta(g.tq);
-  for (int64_t i = 0; i < g.tq; ++i) delta[i] = dot(dout + i * g.dv, out + i * g.dv, g.dv);
+  std::vector<T> delta(g.tq);
+  for (int64_t i = 0; i < g.tq; ++i) {
+    T sum = 0;
+    for (int64_t x = 0; x < g.dv; ++x) sum += dout[i * g.dv + x] * out[i * g.dv + x];
+    delta[i] = sum;
+  }
   if (dq) std::fill(dq, dq + g.tq * g.d, T(0));
   if (dk) std::fill(dk, dk + g.tk * g.d, T(0));
   if (dv) std::fill(dv, dv + g.tk * g.dv, T(0));
+  BackwardTiles<T> t;
   for (int64_t j0 = 0; j0 < g.tk; j0 += kKeyTile) {
-    const int64_t j1 = std::min(g.tk, j0 + kKeyTile);
+    const int64_t j1 = std::min(g.tk, j0 + kKeyTile), cols = j1 - j0;
     for (int64_t i0 = 0; i0 < g.tq; i0 += kQueryTile) {
-      const int64_t i1 = std::min(g.tq, i0 + kQueryTile);
+      const int64_t i1 = std::min(g.tq, i0 + kQueryTile), rows = i1 - i0;
       if (g.causal && j0 > i1 - 1) continue;  // the tile is above the diagonal
-      if (!scores(g, hd, i0, i1, j0, j1, s.data())) continue;
-      for (int64_t i = i0; i < i1; ++i) {
-        if (lse[i] == ninf) continue;  // a fully masked row: no gradient
-        const T* row = s.data() + (i - i0) * kKeyTile;
-        const T* doi = dout + i * g.dv;
-        for (int64_t j = j0; j < j1; ++j) {
-          const T p = std::exp(row[j - j0] - lse[i]);
-          if (p == T(0)) continue;
-          const T z = g.dropout_p > 0 ? (keep(g, hd.bh, i, j) ? drop_scale : T(0)) : T(1);
-          if (dv && z != T(0)) {
-            const T pt = p * z;
-            T* dvj = dv + j * g.dv;
-            for (int64_t x = 0; x < g.dv; ++x) dvj[x] += pt * doi[x];
-          }
-          const T dp = z == T(0) ? T(0) : z * dot(doi, hd.v + j * g.dv, g.dv);
-          const T ds = p * (dp - delta[i]) * scale;
-          if (dq) {
-            T* dqi = dq + i * g.d;
-            const T* kj = hd.k + j * g.d;
-            for (int64_t x = 0; x < g.d; ++x) dqi[x] += ds * kj[x];
-          }
-          if (dk) {
-            T* dkj = dk + j * g.d;
-            const T* qi = hd.q + i * g.d;
-            for (int64_t x = 0; x < g.d; ++x) dkj[x] += ds * qi[x];
-          }
-        }
-      }
+      if (!scores(g, hd, i0, i1, j0, j1, t.p.data())) continue;
+      backward_tile(g, hd, dout, lse, delta.data(), i0, i1, j0, j1, t);
+      if (dv)  // dV += P~^T dO
+        tile_gemm(true, false, cols, g.dv, rows, T(1), t.p.data(), kKeyTile, dout + i0 * g.dv, g.dv, T(1),
+                  dv + j0 * g.dv, g.dv);
+      if (dq)  // dQ += dS K
+        tile_gemm(false, false, rows, g.d, cols, T(1), t.ds.data(), kKeyTile, hd.k + j0 * g.d, g.d, T(1),
+                  dq + i0 * g.d, g.d);
+      if (dk)  // dK += dS^T Q
+        tile_gemm(true, false, cols, g.d, rows, T(1), t.ds.data(), kKeyTile, hd.q + i0 * g.d, g.d, T(1),
+                  dk + j0 * g.d, g.d);
     }
   }
 }
