@@ -3,6 +3,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <utility>
 
 #include "core/autograd.h"
 
@@ -111,6 +112,24 @@ void Module::add_child(const std::string& name, std::shared_ptr<Module> m) {
   OCTET_CHECK(m != nullptr, type_name(), "::register_module: module '", name, "' is null");
   OCTET_CHECK(m.get() != this, type_name(), "::register_module: a module cannot be its own child ('", name, "')");
   children_.emplace_back(name, std::move(m));
+}
+
+std::shared_ptr<Module> Module::replace_module(const std::string& name, std::shared_ptr<Module> m) {
+  OCTET_CHECK(m != nullptr, type_name(), "::replace_module: module '", name, "' is null");
+  OCTET_CHECK(m.get() != this, type_name(), "::replace_module: a module cannot be its own child ('", name, "')");
+  for (size_t i = 0; i < children_.size(); ++i) {
+    if (children_[i].first != name) continue;
+    on_child_replaced(i, m);
+    return std::exchange(children_[i].second, std::move(m));
+  }
+  OCTET_FAIL(type_name(), "::replace_module: no child named '", name, "'");
+}
+
+void Module::on_child_replaced(size_t index, const std::shared_ptr<Module>& m) {
+  OCTET_FAIL(type_name(), "::replace_module: ", type_name(), " calls its children through its own members, so '",
+             children_[index].first, "' cannot be replaced (its forward would keep the old ",
+             children_[index].second->type_name(),
+             "); replace inside a Sequential, or set the layer's options instead");
 }
 
 // ---------------------------------------------------------------- accessors

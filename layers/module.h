@@ -56,6 +56,14 @@ class Module : public std::enable_shared_from_this<Module> {
     return m;
   }
 
+  // Replaces child `name` (registered directly in this module) by `m`, in place: the same name and
+  // position, so state_dict names stay. Returns the old child. Only modules that reach their
+  // children through the registry take it (Sequential; a subclass that overrides
+  // on_child_replaced): a model calling a child through its own typed member would keep calling
+  // the old one, so replacing there is an octet::Error naming the module, never a silent no-op.
+  //   seq->replace_module("2", std::make_shared<ReLU6>());   // Sequential: its forward uses the new one
+  std::shared_ptr<Module> replace_module(const std::string& name, std::shared_ptr<Module> m);
+
   // ---- recursive accessors, in registration order (own entries first, then each child's).
   // named_parameters() lists a tensor registered in several places once, under its first name.
   NamedTensors named_parameters() const;
@@ -98,6 +106,12 @@ class Module : public std::enable_shared_from_this<Module> {
   virtual std::string extra_repr() const { return ""; }
   // The module tree with parameter counts, like PyTorch's repr.
   std::string summary() const;
+
+ protected:
+  // Called by replace_module before the registry changes, with the child's position among the
+  // children: a module whose forward reaches the child another way updates that way here, or
+  // throws. The default throws (see replace_module).
+  virtual void on_child_replaced(size_t index, const std::shared_ptr<Module>& m);
 
  private:
   void add_child(const std::string& name, std::shared_ptr<Module> m);

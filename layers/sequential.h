@@ -39,6 +39,9 @@ class Sequential : public Module {
   Tensor forward(const Tensor& x) override;
   std::string type_name() const override { return "Sequential"; }
 
+ protected:
+  void on_child_replaced(size_t index, const std::shared_ptr<Module>& m) override { modules_.at(index) = m; }
+
  private:
   std::vector<std::shared_ptr<Module>> modules_;
 };

@@ -277,5 +277,34 @@ TEST(Fusion, BadInputIsAnError) {
   EXPECT_THROW(add.forward(random({2, 3}, 1), random({3, 2}, 1)), Error);
 }
 
+// Module::replace_module: a Sequential's forward runs the new child under the old name; a model
+// that calls its children through typed members refuses, naming itself, rather than keep the old.
+TEST(ReplaceModule, SequentialTakesItModelsWithTypedMembersRefuse) {
+  auto seq = conv_bn_relu6_conv();
+  const Tensor x = random({1, 3, 5, 5}, 9);
+  auto relu = std::make_shared<ReLU>();
+  const std::shared_ptr<Module> old = seq->replace_module("2", relu);
+  EXPECT_EQ(old->type_name(), "ReLU6");
+  EXPECT_EQ((*seq)[2].get(), relu.get());
+  EXPECT_EQ(seq->named_children()[2].second.get(), relu.get());
+  seq->eval();
+  Tensor big = seq->forward(x * 100.0);  // ReLU now: values above 6 pass the third module
+  auto* first = dynamic_cast<Conv2d*>((*seq)[0].get());
+  auto* bn = dynamic_cast<BatchNorm2d*>((*seq)[1].get());
+  const Tensor mid = relu->forward(bn->forward(first->forward(x * 100.0)));
+  EXPECT_GT(max(mid).item(), 6.0);
+  EXPECT_TRUE(same_bits(big, (*seq)[3]->forward(mid)));
+  EXPECT_THROW(seq->replace_module("9", relu), Error);
+  EXPECT_THROW(seq->replace_module("1", nullptr), Error);
+  auto block = std::make_shared<BasicBlock>(4, 4);
+  try {
+    block->replace_module("relu1", std::make_shared<ReLU6>());
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("BasicBlock"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(block->named_children()[2].second.get(), block->relu1_.get());  // unchanged
+}
+
 }  // namespace
 }  // namespace octet
