@@ -15,8 +15,10 @@
 #include <limits>
 #include <vector>
 
+#include "core/cpu/isa.h"
 #include "core/cpu/kernels.h"
 #include "core/cpu/loops.h"
+#include "core/cpu/vec_exp.h"
 #include "core/generator.h"
 #include "core/parallel.h"
 
@@ -52,8 +54,7 @@ Head<T> head(const AttentionGeometry& g, const Tensor& q, const Tensor& k, const
 // checks, a plain loop that sums over k in order.
 void tile_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
                const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  const dnnl_status_t st =
-      dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  const dnnl_status_t st = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   OCTET_CHECK(st == dnnl_success, "attention: oneDNN sgemm failed with status ", static_cast<int>(st));
 }
 
@@ -62,7 +63,8 @@ void tile_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, 
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) {
       double sum = 0;
-      for (int64_t x = 0; x < k; ++x) sum += (ta ? a[x * lda + i] : a[i * lda + x]) * (tb ? b[j * ldb + x] : b[x * ldb + j]);
+      for (int64_t x = 0; x < k; ++x)
+        sum += (ta ? a[x * lda + i] : a[i * lda + x]) * (tb ? b[j * ldb + x] : b[x * ldb + j]);
       c[i * ldc + j] = alpha * sum + (beta == 0 ? 0.0 : beta * c[i * ldc + j]);
     }
 }
@@ -74,16 +76,31 @@ bool scores(const AttentionGeometry& g, const Head<T>& hd, int64_t i0, int64_t i
   tile_gemm(false, true, i1 - i0, j1 - j0, g.d, static_cast<T>(g.scale), hd.q + i0 * g.d, g.d, hd.k + j0 * g.d, g.d,
             T(0), s, kKeyTile);
   const T ninf = -std::numeric_limits<T>::infinity();
+  if (!g.causal && hd.pad == nullptr) return true;
   bool any = false;
   for (int64_t i = i0; i < i1; ++i) {
     T* row = s + (i - i0) * kKeyTile;
-    for (int64_t j = j0; j < j1; ++j) {
-      const bool masked = (g.causal && j > i) || (hd.pad != nullptr && hd.pad[j] != 0);
-      if (masked) row[j - j0] = ninf;
-      any = any || !masked;
+    // Causal: the keys after i, a run at the row's end (none in a tile below the diagonal).
+    const int64_t open_end = g.causal ? std::clamp(i + 1, j0, j1) : j1;
+    std::fill(row + (open_end - j0), row + (j1 - j0), ninf);
+    if (hd.pad == nullptr) {
+      any = any || open_end > j0;
+      continue;
+    }
+    for (int64_t j = j0; j < open_end; ++j) {
+      if (hd.pad[j] != 0) row[j - j0] = ninf;
+      any = any || hd.pad[j] == 0;
     }
   }
   return any;
+}
+
+// row[c] = exp(row[c] - m) for c < n (-inf entries give 0), vectorized for the active ISA.
+template <typename T>
+void exp_shifted(T* row, int64_t n, T m) {
+  simd_dispatch([=] {
+    for (int64_t c = 0; c < n; ++c) row[c] = vec_exp(row[c] - m);
+  });
 }
 
 // One row's step of the online softmax over a key tile: the new max and sum, the accumulator
@@ -103,12 +120,11 @@ void online_softmax_row(const AttentionGeometry& g, const Head<T>& hd, int64_t i
   const T alpha = std::exp(m - m_new);  // 0 while m is -inf
   for (int64_t x = 0; x < g.dv; ++x) acc[x] *= alpha;
   const T drop_scale = static_cast<T>(1.0 / (1.0 - g.dropout_p));
+  exp_shifted(row, cols, m_new);  // 0 where masked
   T sum = 0;
-  for (int64_t c = 0; c < cols; ++c) {
-    const T p = std::exp(row[c] - m_new);  // 0 where masked
-    sum += p;
-    row[c] = g.dropout_p > 0 ? (keep(g, hd.bh, i, j0 + c) ? p * drop_scale : T(0)) : p;
-  }
+  for (int64_t c = 0; c < cols; ++c) sum += row[c];
+  if (g.dropout_p > 0)
+    for (int64_t c = 0; c < cols; ++c) row[c] = keep(g, hd.bh, i, j0 + c) ? row[c] * drop_scale : T(0);
   l = l * alpha + sum;
   m = m_new;
 }
@@ -166,8 +182,12 @@ void backward_tile(const AttentionGeometry& g, const Head<T>& hd, const T* dout,
     T* p = t.p.data() + (i - i0) * kKeyTile;
     T* ds = t.ds.data() + (i - i0) * kKeyTile;
     const T* dp = t.dp.data() + (i - i0) * kKeyTile;
+    if (lse[i] == ninf)  // a fully masked row: no gradient
+      std::fill(p, p + cols, T(0));
+    else
+      exp_shifted(p, cols, lse[i]);
     for (int64_t c = 0; c < cols; ++c) {
-      const T pr = lse[i] == ninf ? T(0) : std::exp(p[c] - lse[i]);
+      const T pr = p[c];
       const T z = g.dropout_p > 0 ? (keep(g, hd.bh, i, j0 + c) ? drop_scale : T(0)) : T(1);
       ds[c] = pr * (z * dp[c] - delta[i]) * scale;
       p[c] = pr * z;
@@ -199,11 +219,11 @@ void backward_head(const AttentionGeometry& g, const Head<T>& hd, const T* out, 
         tile_gemm(true, false, cols, g.dv, rows, T(1), t.p.data(), kKeyTile, dout + i0 * g.dv, g.dv, T(1),
                   dv + j0 * g.dv, g.dv);
       if (dq)  // dQ += dS K
-        tile_gemm(false, false, rows, g.d, cols, T(1), t.ds.data(), kKeyTile, hd.k + j0 * g.d, g.d, T(1),
-                  dq + i0 * g.d, g.d);
+        tile_gemm(false, false, rows, g.d, cols, T(1), t.ds.data(), kKeyTile, hd.k + j0 * g.d, g.d, T(1), dq + i0 * g.d,
+                  g.d);
       if (dk)  // dK += dS^T Q
-        tile_gemm(true, false, cols, g.d, rows, T(1), t.ds.data(), kKeyTile, hd.q + i0 * g.d, g.d, T(1),
-                  dk + j0 * g.d, g.d);
+        tile_gemm(true, false, cols, g.d, rows, T(1), t.ds.data(), kKeyTile, hd.q + i0 * g.d, g.d, T(1), dk + j0 * g.d,
+                  g.d);
     }
   }
 }
