@@ -153,7 +153,7 @@ Vocabulary Vocabulary::parse(std::string_view text, const std::string& where) {
   size_t eol = text.find('\n');
   std::string_view header = text.substr(0, eol);
   OCTET_CHECK(eol != std::string_view::npos && header.starts_with(kVocabHeader) && header.size() > kVocabHeader.size(),
-              where, ": not a vocabulary (expected a first line '", kVocabHeader, " word|char')");
+              where, ": not a vocabulary (expected a first line '", kVocabHeader, " word|char|bpe')");
   Vocabulary v(parse_text_level(std::string(header.substr(kVocabHeader.size() + 1))));
   if (v.level() == TextLevel::bpe) return from_bpe(BpeCodec::parse(text.substr(eol + 1), where));
   size_t pos = eol + 1;

@@ -89,8 +89,14 @@ class Trace {
   Module& root() const { return root_; }
   const Tensor& input() const { return input_; }
   const std::vector<Call>& calls() const { return calls_; }
-  const std::string& name(const Module* m) const { return names_.at(m); }
-  bool once(const Module* m) const { return times_called_.at(m) == 1; }
+  // The module's dotted name; a module the forward called without registering it has none.
+  std::string name(const Module* m) const {
+    const auto it = names_.find(m);
+    return it != names_.end() ? it->second : "(unregistered " + m->type_name() + ")";
+  }
+  // Called once in the trace and registered in the model (a module the forward makes on the fly
+  // would not carry what the pass sets into the next forward).
+  bool once(const Module* m) const { return times_called_.at(m) == 1 && names_.count(m) != 0; }
 
   // The call of a module called once that is the only use of `t` (in the graph and among the calls);
   // null if there is none, t is used elsewhere too, or its uses are unknown (t needs no grad).

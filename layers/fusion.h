@@ -12,12 +12,11 @@
 //
 // How it finds the groups: fuse() runs one forward of the plain model on `example` (in eval mode,
 // with grad recorded, no state changed) while the modules the rules match record their calls
-// (fusion::record). A group is fused only where the data flow is a chain: each member called once
-// in that forward, and each output used by the next member alone (counted in the autograd graph,
-// so a use outside any module counts too). The layers run the fused forms themselves, from what
-// the pass set on them (BatchNorm2d::act_, Conv2d::input_bn_, ...), so a model's own code never
-// changes and its state_dict keeps its names. A new fusion is a rule in fusion.cpp's list plus the
-// fused form in the layer that runs it.
+// (fusion::record). A group is fused only where the data flow is a chain: each member registered
+// in the model and called once in that forward, and each output used by the next member alone (counted in the autograd
+// graph, so a use outside any module counts too). The layers run the fused forms themselves, from what the pass set on
+// them (BatchNorm2d::act_, Conv2d::input_bn_, ...), so a model's own code never changes and its state_dict keeps its
+// names. A new fusion is a rule in fusion.cpp's list plus the fused form in the layer that runs it.
 #pragma once
 
 #include <initializer_list>

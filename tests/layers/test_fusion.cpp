@@ -185,7 +185,7 @@ TEST(Fusion, Int8ConvolutionAfterItKeepsOnlyCodes) {
 // A block whose data flow is not a chain: `shape` picks how.
 class Branchy : public Module {
  public:
-  enum class Shape { bn_used_twice, relu_shared, used_outside_modules };
+  enum class Shape { bn_used_twice, relu_shared, used_outside_modules, relu_made_in_forward };
   explicit Branchy(Shape shape) : shape_(shape) {
     conv_ = register_module("conv", std::make_shared<Conv2d>(3, 4, 1));
     bn_ = register_module("bn", std::make_shared<BatchNorm2d>(4));
@@ -204,6 +204,8 @@ class Branchy : public Module {
       }
       case Shape::used_outside_modules:
         return relu_->forward(y) + y * 0.5;
+      case Shape::relu_made_in_forward:  // a new module each call: nothing set on it would last
+        return std::make_shared<ReLU>()->forward(y);
     }
     return y;
   }
