@@ -142,6 +142,7 @@ class PairCounts {
       words_.push_back(std::move(s));
       counts_.push_back(n);
     }
+    last_merge_.assign(words_.size(), -1);
     std::unordered_map<uint64_t, int64_t> delta;
     for (size_t w = 0; w < words_.size(); ++w) add_pairs(w, +1, delta);
     apply(delta);
@@ -165,7 +166,6 @@ class PairCounts {
     where_.erase(key);
     std::unordered_map<uint64_t, int64_t> delta;
     for (size_t w : holders) {
-      if (last_merge_.size() < words_.size()) last_merge_.resize(words_.size(), -1);
       if (last_merge_[w] == id) continue;  // listed twice
       last_merge_[w] = id;
       add_pairs(w, -1, delta);

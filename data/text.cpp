@@ -265,10 +265,7 @@ Vocabulary learn_bpe(std::string_view text, int64_t size) {
 
 // A split's ids; the training split, `grow`, makes a BPE vocabulary of `bpe_size` ids first.
 Tensor split_ids(std::string_view text, const std::string& name, Vocabulary& vocab, bool grow, int64_t bpe_size) {
-  if (grow && vocab.level() == TextLevel::bpe) {
-    tokenize(text, name, vocab, false);  // the file's checks before the learning
-    vocab = learn_bpe(text, bpe_size);
-  }
+  if (grow && vocab.level() == TextLevel::bpe) vocab = learn_bpe(text, bpe_size);  // tokenize checks the file
   return tokenize(text, name, vocab, grow);
 }
 
