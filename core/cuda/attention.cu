@@ -1,18 +1,22 @@
 // Scaled dot-product attention on CUDA (core/kernels.h attention_forward/backward): the CPU
-// kernel's algorithm (core/cpu/attention.cpp) with one thread block per row, never a [Tq, Tk]
-// matrix in memory:
-//   - forward, one block per query row: the row's max and sum of exp over the keys (block
-//     reductions), then the output from chunks of kRowThreads probabilities staged in shared memory;
-//   - backward: D_i = dO_i . O_i and dQ_i, one block per query row; then dK_j and dV_j, one block
-//     per key row, the probabilities recomputed from the saved log-sum-exp. No atomics: the sums
-//     run in a fixed order, so the gradients are deterministic.
-// Dropout draws the CPU's bits (core/generator.h philox_at), so both devices drop the same
-// elements.
+// kernel's algorithm (core/cpu/attention.cpp) tiled by blocks of query rows, each block's products
+// as cuBLAS strided-batched GEMMs over all (batch, head) pairs at once:
+//   - forward, per block of query rows [i0, i1): S = scale Q K^T against the keys that block can
+//     see (all, or j < i1 when causal), the row softmax in one kernel (max, sum, lse = max + log
+//     sum, then P~ = exp(S - lse) with dropout applied, in place), O = P~ V;
+//   - backward: D_i = dO_i . O_i, then per block S again, dP~ = dO V^T, one elementwise kernel that
+//     recomputes P from the saved lse and forms dS = P (dP - D) scale, then dV += P~^T dO,
+//     dK += dS^T Q and dQ = dS K.
+// Only one block's [rows, Tk] scores exist at a time (kBlockBytes bounds them), and the backward
+// keeps the log-sum-exp (O(T) per head), never a [Tq, Tk] matrix per head. No atomics: the GEMMs
+// and the fixed block order make the gradients deterministic. Dropout draws the CPU's bits
+// (core/generator.h philox_at), so both devices drop the same elements.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <limits>
 
 #include "core/cuda/cuda_util.h"
+#include "core/cuda/gemm.h"
 #include "core/cuda/kernels.h"
 #include "core/generator.h"
 
@@ -20,7 +24,10 @@ namespace octet::cuda {
 namespace {
 
 constexpr int kRowThreads = 128;
-constexpr int kMaxPerThread = 8;  // output elements per thread: head dims up to kRowThreads * 8 = 1024
+// Query rows per block at most (and fewer when a block's scores would pass kBlockBytes): small
+// enough that the causal triangle wastes little on keys a block cannot see.
+constexpr int64_t kMaxBlockRows = 256;
+constexpr int64_t kBlockBytes = int64_t{64} << 20;
 
 __device__ inline bool masked(const AttentionGeometry& g, const uint8_t* pad, int64_t i, int64_t j) {
   return (g.causal && j > i) || (pad != nullptr && pad[j] != 0);
@@ -30,13 +37,6 @@ __device__ inline double keep_scale(const AttentionGeometry& g, int64_t bh, int6
   if (g.dropout_p <= 0) return 1.0;
   const bool kept = dropout_keeps(g.seed, g.offset, static_cast<uint64_t>((bh * g.tq + i) * g.tk + j), g.dropout_p);
   return kept ? 1.0 / (1.0 - g.dropout_p) : 0.0;
-}
-
-template <typename T>
-__device__ T dot(const T* a, const T* b, int64_t n) {
-  T s = 0;
-  for (int64_t x = 0; x < n; ++x) s += a[x] * b[x];
-  return s;
 }
 
 // Block-wide max or sum of v (every thread gets it); `red` is kRowThreads of shared scratch.
@@ -56,171 +56,107 @@ __device__ T block_reduce(T v, T* red) {
   return out;
 }
 
-// acc[e] += sum over t < n of w[t] * rows[(c0 + t) * width + x], for this thread's columns
-// x = threadIdx.x + e * kRowThreads below width: a chunk of weights staged in shared memory times
-// the matching rows of a [*, width] matrix.
-template <typename T>
-__device__ void accumulate_rows(T (&acc)[kMaxPerThread], const T* w, const T* rows, int64_t c0, int64_t n,
-                                int64_t width) {
-#pragma unroll
-  for (int e = 0; e < kMaxPerThread; ++e) {
-    const int64_t x = threadIdx.x + e * kRowThreads;
-    if (x < width)
-      for (int64_t t = 0; t < n; ++t) acc[e] += w[t] * rows[(c0 + t) * width + x];
-  }
-}
+// One block of query rows [i0, i0 + rows) against keys [0, nk), for every (batch, head) pair:
+// the scores buffer is [B*H, rows, nk].
+struct QueryBlock {
+  int64_t i0, rows, nk;
+};
 
-template <typename T>
-__device__ T score(const AttentionGeometry& g, const T* qi, const T* k, const uint8_t* pad, int64_t i, int64_t j) {
-  if (masked(g, pad, i, j)) return -INFINITY;
-  return static_cast<T>(g.scale) * dot(qi, k + j * g.d, g.d);
-}
-
-// Block (bh, i) = (blockIdx.y, blockIdx.x).
+// Block x = bh * rows + r: row i = i0 + r of the scaled scores s, in place to its probabilities
+// with dropout applied (P~), and its lse. A row with every key masked gets 0 and lse -inf.
 template <typename T>
 __global__ void __launch_bounds__(kRowThreads)
-    forward_kernel(AttentionGeometry g, const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
-                   const uint8_t* __restrict__ pad_all, T* __restrict__ out, T* __restrict__ lse) {
+    softmax_rows_kernel(AttentionGeometry g, QueryBlock blk, const uint8_t* __restrict__ pad_all, T* __restrict__ s,
+                        T* __restrict__ lse) {
   __shared__ T red[kRowThreads];
-  __shared__ T p[kRowThreads];
-  const int64_t i = blockIdx.x, bh = blockIdx.y, b = bh / g.h;
-  const T* qi = q + (bh * g.tq + i) * g.d;
-  const T* kh = k + bh * g.tk * g.d;
-  const T* vh = v + bh * g.tk * g.dv;
-  const uint8_t* pad = pad_all ? pad_all + b * g.tk : nullptr;
+  const int64_t r = blockIdx.x % blk.rows, bh = blockIdx.x / blk.rows, i = blk.i0 + r;
+  const uint8_t* pad = pad_all ? pad_all + (bh / g.h) * g.tk : nullptr;
+  T* row = s + (bh * blk.rows + r) * blk.nk;
   T mx = -INFINITY;
-  for (int64_t j = threadIdx.x; j < g.tk; j += kRowThreads) mx = fmax(mx, score(g, qi, kh, pad, i, j));
+  for (int64_t j = threadIdx.x; j < blk.nk; j += kRowThreads)
+    if (!masked(g, pad, i, j)) mx = fmax(mx, row[j]);
   mx = block_reduce<T, true>(mx, red);
-  T* o = out + (bh * g.tq + i) * g.dv;
   if (mx == -INFINITY) {  // every key masked: 0, as PyTorch's safe softmax
-    for (int64_t x = threadIdx.x; x < g.dv; x += kRowThreads) o[x] = 0;
+    for (int64_t j = threadIdx.x; j < blk.nk; j += kRowThreads) row[j] = 0;
     if (threadIdx.x == 0) lse[bh * g.tq + i] = -INFINITY;
     return;
   }
   T sum = 0;
-  for (int64_t j = threadIdx.x; j < g.tk; j += kRowThreads) sum += exp(score(g, qi, kh, pad, i, j) - mx);
+  for (int64_t j = threadIdx.x; j < blk.nk; j += kRowThreads)
+    if (!masked(g, pad, i, j)) sum += exp(row[j] - mx);
   sum = block_reduce<T, false>(sum, red);
-  T acc[kMaxPerThread] = {};
-  for (int64_t c0 = 0; c0 < g.tk; c0 += kRowThreads) {
-    const int64_t j = c0 + threadIdx.x;
-    p[threadIdx.x] =
-        j < g.tk ? exp(score(g, qi, kh, pad, i, j) - mx) / sum * static_cast<T>(keep_scale(g, bh, i, j)) : T(0);
-    __syncthreads();
-    const int64_t n = g.tk - c0 < kRowThreads ? g.tk - c0 : kRowThreads;
-    accumulate_rows(acc, p, vh, c0, n, g.dv);
-    __syncthreads();
-  }
-#pragma unroll
-  for (int e = 0; e < kMaxPerThread; ++e) {
-    const int64_t x = threadIdx.x + e * kRowThreads;
-    if (x < g.dv) o[x] = acc[e];
-  }
-  if (threadIdx.x == 0) lse[bh * g.tq + i] = mx + log(sum);
+  const T l = mx + log(sum);
+  for (int64_t j = threadIdx.x; j < blk.nk; j += kRowThreads)
+    row[j] = masked(g, pad, i, j) ? T(0) : exp(row[j] - l) * static_cast<T>(keep_scale(g, bh, i, j));
+  if (threadIdx.x == 0) lse[bh * g.tq + i] = l;
 }
 
-// dS_ij = P_ij (dP_ij - D_i) * scale for query i and key j (0 where masked or the row is).
-template <typename T>
-__device__ T dscore(const AttentionGeometry& g, const T* qi, const T* kh, const T* vh, const uint8_t* pad, const T* doi,
-                    T lse_i, T delta_i, int64_t bh, int64_t i, int64_t j, T* ptilde) {
-  *ptilde = 0;
-  if (lse_i == -INFINITY || masked(g, pad, i, j)) return 0;
-  const T pij = exp(score(g, qi, kh, pad, i, j) - lse_i);
-  const T z = static_cast<T>(keep_scale(g, bh, i, j));
-  *ptilde = pij * z;
-  const T dp = z == T(0) ? T(0) : z * dot(doi, vh + j * g.dv, g.dv);
-  return pij * (dp - delta_i) * static_cast<T>(g.scale);
-}
-
-// Block (bh, i): delta[bh, i] and, if dq, dq_i.
+// Block x = row of [B*H*Tq]: delta = dO . O.
 template <typename T>
 __global__ void __launch_bounds__(kRowThreads)
-    backward_query_kernel(AttentionGeometry g, const T* __restrict__ q, const T* __restrict__ k,
-                          const T* __restrict__ v, const uint8_t* __restrict__ pad_all, const T* __restrict__ out,
-                          const T* __restrict__ dout, const T* __restrict__ lse, T* __restrict__ delta,
-                          T* __restrict__ dq) {
+    delta_kernel(int64_t dv, const T* __restrict__ out, const T* __restrict__ dout, T* __restrict__ delta) {
   __shared__ T red[kRowThreads];
-  __shared__ T ds[kRowThreads];
-  const int64_t i = blockIdx.x, bh = blockIdx.y, b = bh / g.h, row = bh * g.tq + i;
-  const T* doi = dout + row * g.dv;
-  const T* oi = out + row * g.dv;
+  const int64_t row = blockIdx.x;
   T part = 0;
-  for (int64_t x = threadIdx.x; x < g.dv; x += kRowThreads) part += doi[x] * oi[x];
-  const T delta_i = block_reduce<T, false>(part, red);
-  if (threadIdx.x == 0) delta[row] = delta_i;
-  if (dq == nullptr) return;
-  const T* qi = q + row * g.d;
-  const T* kh = k + bh * g.tk * g.d;
-  const T* vh = v + bh * g.tk * g.dv;
-  const uint8_t* pad = pad_all ? pad_all + b * g.tk : nullptr;
-  T acc[kMaxPerThread] = {};
-  for (int64_t c0 = 0; c0 < g.tk; c0 += kRowThreads) {
-    const int64_t j = c0 + threadIdx.x;
-    T unused;
-    ds[threadIdx.x] = j < g.tk ? dscore(g, qi, kh, vh, pad, doi, lse[row], delta_i, bh, i, j, &unused) : T(0);
-    __syncthreads();
-    const int64_t n = g.tk - c0 < kRowThreads ? g.tk - c0 : kRowThreads;
-    accumulate_rows(acc, ds, kh, c0, n, g.d);
-    __syncthreads();
-  }
-#pragma unroll
-  for (int e = 0; e < kMaxPerThread; ++e) {
-    const int64_t x = threadIdx.x + e * kRowThreads;
-    if (x < g.d) dq[row * g.d + x] = acc[e];
-  }
+  for (int64_t x = threadIdx.x; x < dv; x += kRowThreads) part += dout[row * dv + x] * out[row * dv + x];
+  part = block_reduce<T, false>(part, red);
+  if (threadIdx.x == 0) delta[row] = part;
 }
 
-// Block (bh, j): dk_j and dv_j (either may be null).
+// Elementwise over a block's [B*H, rows, nk]: s holds the scaled scores and becomes P~ (the
+// probabilities recomputed from lse, dropout applied); dp holds dP~ = dO V^T and becomes
+// dS = P (z dP~ - D) scale, z the dropout's keep scale. 0 where masked or the whole row is.
 template <typename T>
-__global__ void __launch_bounds__(kRowThreads)
-    backward_key_kernel(AttentionGeometry g, const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
-                        const uint8_t* __restrict__ pad_all, const T* __restrict__ dout, const T* __restrict__ lse,
-                        const T* __restrict__ delta, T* __restrict__ dk, T* __restrict__ dv) {
-  __shared__ T ds[kRowThreads];
-  __shared__ T pt[kRowThreads];
-  const int64_t j = blockIdx.x, bh = blockIdx.y, b = bh / g.h;
-  const T* qh = q + bh * g.tq * g.d;
-  const T* kh = k + bh * g.tk * g.d;
-  const T* vh = v + bh * g.tk * g.dv;
-  const T* doh = dout + bh * g.tq * g.dv;
-  const uint8_t* pad = pad_all ? pad_all + b * g.tk : nullptr;
-  T acc_k[kMaxPerThread] = {}, acc_v[kMaxPerThread] = {};
-  for (int64_t c0 = 0; c0 < g.tq; c0 += kRowThreads) {
-    const int64_t i = c0 + threadIdx.x;
-    T ptilde = 0;
-    ds[threadIdx.x] = i < g.tq ? dscore(g, qh + i * g.d, kh, vh, pad, doh + i * g.dv, lse[bh * g.tq + i],
-                                        delta[bh * g.tq + i], bh, i, j, &ptilde)
-                               : T(0);
-    pt[threadIdx.x] = ptilde;
-    __syncthreads();
-    const int64_t n = g.tq - c0 < kRowThreads ? g.tq - c0 : kRowThreads;
-    if (dk != nullptr) accumulate_rows(acc_k, ds, qh, c0, n, g.d);
-    if (dv != nullptr) accumulate_rows(acc_v, pt, doh, c0, n, g.dv);
-    __syncthreads();
-  }
-#pragma unroll
-  for (int e = 0; e < kMaxPerThread; ++e) {
-    const int64_t x = threadIdx.x + e * kRowThreads;
-    if (dk != nullptr && x < g.d) dk[(bh * g.tk + j) * g.d + x] = acc_k[e];
-    if (dv != nullptr && x < g.dv) dv[(bh * g.tk + j) * g.dv + x] = acc_v[e];
+__global__ void backward_scores_kernel(AttentionGeometry g, QueryBlock blk, const uint8_t* __restrict__ pad_all,
+                                       const T* __restrict__ lse, const T* __restrict__ delta, T* __restrict__ s,
+                                       T* __restrict__ dp, int64_t count) {
+  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < count;
+       e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t j = e % blk.nk, r = (e / blk.nk) % blk.rows, bh = e / (blk.nk * blk.rows), i = blk.i0 + r;
+    const int64_t row = bh * g.tq + i;
+    const uint8_t* pad = pad_all ? pad_all + (bh / g.h) * g.tk : nullptr;
+    const T l = lse[row];
+    if (l == -INFINITY || masked(g, pad, i, j)) {
+      s[e] = 0;
+      dp[e] = 0;
+      continue;
+    }
+    const T p = exp(s[e] - l);
+    const T z = static_cast<T>(keep_scale(g, bh, i, j));
+    s[e] = p * z;
+    dp[e] = p * (z * dp[e] - delta[row]) * static_cast<T>(g.scale);
   }
 }
 
 void check_geometry(const char* op, const AttentionGeometry& g) {
-  OCTET_CHECK(g.d <= kRowThreads * kMaxPerThread && g.dv <= kRowThreads * kMaxPerThread, op, ": head dims up to ",
-              kRowThreads * kMaxPerThread, " on CUDA, got ", g.d, " and ", g.dv);
-  OCTET_CHECK(g.tq <= 0x7fffffff && g.tk <= 0x7fffffff && g.b * g.h <= 65535, op,
-              ": at most 65535 batch x heads and 2^31 - 1 positions on CUDA");
+  OCTET_CHECK(g.b * g.h * g.tq <= 0x7fffffff, op, ": at most 2^31 - 1 query rows (batch x heads x Tq) on CUDA, got ",
+              g.b * g.h * g.tq);
+}
+
+// The query rows per block: as many as keep a block's scores within kBlockBytes, 1 to kMaxBlockRows.
+int64_t block_rows(const AttentionGeometry& g, size_t elem) {
+  const int64_t per_row = std::max<int64_t>(1, g.b * g.h * g.tk * static_cast<int64_t>(elem));
+  return std::clamp<int64_t>(kBlockBytes / per_row, 1, std::min<int64_t>(kMaxBlockRows, g.tq));
+}
+
+// The keys query rows [i0, i1) can see: all, or j < i1 when causal (top-left aligned).
+QueryBlock query_block(const AttentionGeometry& g, int64_t i0, int64_t rows) {
+  return {i0, rows, g.causal ? std::min(g.tk, i0 + rows) : g.tk};
 }
 
 template <typename T>
 const T* ptr(const Tensor& t) {
   return t.defined() ? t.data<T>() : nullptr;
 }
-template <typename T>
-T* mut(const Tensor& t) {
-  return t.defined() ? t.data<T>() : nullptr;
-}
 const uint8_t* pad_ptr(const Tensor& t) { return t.defined() ? t.data<uint8_t>() : nullptr; }
+
+// S = scale Q[i0:i1] K[:nk]^T into s ([B*H, rows, nk]).
+template <typename T>
+void block_scores(const AttentionGeometry& g, const QueryBlock& blk, const Tensor& q, const Tensor& k, T* s) {
+  gemm_batched(q.dtype(), q.device(), false, true, blk.rows, blk.nk, g.d, g.scale,
+               {ptr<T>(q) + blk.i0 * g.d, g.d, g.tq * g.d}, {ptr<T>(k), g.d, g.tk * g.d}, 0.0,
+               {s, blk.nk, blk.rows * blk.nk}, g.b * g.h);
+}
 
 }  // namespace
 
@@ -228,41 +164,75 @@ void attention_forward(const AttentionGeometry& g, const Tensor& q, const Tensor
                        const Tensor& key_padding_mask, const Tensor& out, const Tensor& lse) {
   check_geometry("attention_forward", g);
   if (g.b * g.h == 0 || g.tq == 0) return;
-  const dim3 grid(static_cast<unsigned>(g.tq), static_cast<unsigned>(g.b * g.h));
+  if (g.tk == 0) {  // no key: every row fully masked
+    fill(out, 0.0);
+    fill(lse, -INFINITY);
+    return;
+  }
   auto run = [&](auto t) {
     using T = decltype(t);
-    forward_kernel<T><<<grid, kRowThreads, 0, stream()>>>(g, ptr<T>(q), ptr<T>(k), ptr<T>(v), pad_ptr(key_padding_mask),
-                                                          mut<T>(out), mut<T>(lse));
+    const int64_t rows = block_rows(g, sizeof(T));
+    Tensor scores = empty({g.b * g.h * rows * g.tk}, TensorOptions(q.dtype()).device(q.device()));
+    T* s = scores.data<T>();
+    for (int64_t i0 = 0; i0 < g.tq; i0 += rows) {
+      const QueryBlock blk = query_block(g, i0, std::min(rows, g.tq - i0));
+      block_scores(g, blk, q, k, s);
+      softmax_rows_kernel<T><<<static_cast<unsigned>(g.b * g.h * blk.rows), kRowThreads, 0, stream()>>>(
+          g, blk, pad_ptr(key_padding_mask), s, lse.data<T>());
+      OCTET_CUDA_LAUNCH("attention_forward softmax");
+      // O[i0:i1] = P~ V[:nk]
+      gemm_batched(q.dtype(), q.device(), false, false, blk.rows, g.dv, blk.nk, 1.0, {s, blk.nk, blk.rows * blk.nk},
+                   {ptr<T>(v), g.dv, g.tk * g.dv}, 0.0, {out.data<T>() + blk.i0 * g.dv, g.dv, g.tq * g.dv}, g.b * g.h);
+    }
   };
   q.dtype() == DType::f64 ? run(double{}) : run(float{});
-  OCTET_CUDA_LAUNCH("attention_forward");
 }
 
 void attention_backward(const AttentionGeometry& g, const Tensor& q, const Tensor& k, const Tensor& v,
                         const Tensor& key_padding_mask, const Tensor& out, const Tensor& dout, const Tensor& lse,
                         const Tensor& dq, const Tensor& dk, const Tensor& dv) {
   check_geometry("attention_backward", g);
-  if (g.b * g.h == 0) return;
-  if (g.tq == 0) {  // no query: no gradient reaches the keys
-    if (dk.defined()) fill(dk, 0.0);
-    if (dv.defined()) fill(dv, 0.0);
+  if (dk.defined()) fill(dk, 0.0);  // the blocks add into them
+  if (dv.defined()) fill(dv, 0.0);
+  if (g.b * g.h == 0 || g.tq == 0) return;  // no query: no gradient reaches the keys
+  if (g.tk == 0) {                          // no key: the output is 0 whatever q is
+    if (dq.defined()) fill(dq, 0.0);
     return;
   }
-  Tensor delta = empty({g.b * g.h * g.tq}, TensorOptions(q.dtype()).device(q.device()));
+  const TensorOptions to = TensorOptions(q.dtype()).device(q.device());
   auto run = [&](auto t) {
     using T = decltype(t);
-    backward_query_kernel<T>
-        <<<dim3(static_cast<unsigned>(g.tq), static_cast<unsigned>(g.b * g.h)), kRowThreads, 0, stream()>>>(
-            g, ptr<T>(q), ptr<T>(k), ptr<T>(v), pad_ptr(key_padding_mask), ptr<T>(out), ptr<T>(dout), ptr<T>(lse),
-            mut<T>(delta), mut<T>(dq));
-    OCTET_CUDA_LAUNCH("attention_backward queries");
-    if (!dk.defined() && !dv.defined()) return;
-    if (g.tk == 0) return;
-    backward_key_kernel<T>
-        <<<dim3(static_cast<unsigned>(g.tk), static_cast<unsigned>(g.b * g.h)), kRowThreads, 0, stream()>>>(
-            g, ptr<T>(q), ptr<T>(k), ptr<T>(v), pad_ptr(key_padding_mask), ptr<T>(dout), ptr<T>(lse), ptr<T>(delta),
-            mut<T>(dk), mut<T>(dv));
-    OCTET_CUDA_LAUNCH("attention_backward keys");
+    Tensor delta = empty({g.b * g.h * g.tq}, to);
+    delta_kernel<T><<<static_cast<unsigned>(g.b * g.h * g.tq), kRowThreads, 0, stream()>>>(
+        g.dv, out.data<T>(), dout.data<T>(), delta.data<T>());
+    OCTET_CUDA_LAUNCH("attention_backward delta");
+    const int64_t rows = block_rows(g, 2 * sizeof(T));
+    Tensor scores = empty({g.b * g.h * rows * g.tk}, to), dscores = empty({g.b * g.h * rows * g.tk}, to);
+    T *s = scores.data<T>(), *ds = dscores.data<T>();
+    const int64_t bh = g.b * g.h;
+    for (int64_t i0 = 0; i0 < g.tq; i0 += rows) {
+      const QueryBlock blk = query_block(g, i0, std::min(rows, g.tq - i0));
+      const BatchOperand sb{s, blk.nk, blk.rows * blk.nk}, dsb{ds, blk.nk, blk.rows * blk.nk};
+      const BatchOperand qb{ptr<T>(q) + i0 * g.d, g.d, g.tq * g.d}, kb{ptr<T>(k), g.d, g.tk * g.d};
+      const BatchOperand dob{ptr<T>(dout) + i0 * g.dv, g.dv, g.tq * g.dv};
+      block_scores(g, blk, q, k, s);
+      // dP~ = dO[i0:i1] V[:nk]^T
+      gemm_batched(q.dtype(), q.device(), false, true, blk.rows, blk.nk, g.dv, 1.0, dob, {ptr<T>(v), g.dv, g.tk * g.dv},
+                   0.0, dsb, bh);
+      const int64_t count = bh * blk.rows * blk.nk;
+      backward_scores_kernel<T><<<grid_for(count), kThreads, 0, stream()>>>(g, blk, pad_ptr(key_padding_mask),
+                                                                            ptr<T>(lse), delta.data<T>(), s, ds, count);
+      OCTET_CUDA_LAUNCH("attention_backward scores");
+      if (dv.defined())  // dV[:nk] += P~^T dO[i0:i1]
+        gemm_batched(q.dtype(), q.device(), true, false, blk.nk, g.dv, blk.rows, 1.0, sb, dob, 1.0,
+                     {dv.data<T>(), g.dv, g.tk * g.dv}, bh);
+      if (dk.defined())  // dK[:nk] += dS^T Q[i0:i1]
+        gemm_batched(q.dtype(), q.device(), true, false, blk.nk, g.d, blk.rows, 1.0, dsb, qb, 1.0,
+                     {dk.data<T>(), g.d, g.tk * g.d}, bh);
+      if (dq.defined())  // dQ[i0:i1] = dS K[:nk]
+        gemm_batched(q.dtype(), q.device(), false, false, blk.rows, g.d, blk.nk, 1.0, dsb, kb, 0.0,
+                     {dq.data<T>() + i0 * g.d, g.d, g.tq * g.d}, bh);
+    }
   };
   q.dtype() == DType::f64 ? run(double{}) : run(float{});
 }

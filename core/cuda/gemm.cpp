@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "core/cuda.h"
+#include "core/cuda/gemm.h"
 #include "core/cuda/kernels.h"
 #include "core/cuda/libraries.h"
 
@@ -26,34 +27,53 @@ void check_ld(const char* what, int64_t ld, int64_t cols) {
 
 }  // namespace
 
+void gemm_batched(DType dtype, Device device, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
+                  BatchOperand a, BatchOperand b, double beta, BatchOperand c, int64_t batch) {
+  OCTET_CHECK(dtype == DType::f32 || dtype == DType::f64, "gemm: expected dtype f32 or f64, got ", dtype);
+  OCTET_CHECK(m >= 0 && n >= 0 && k >= 0 && batch >= 0, "gemm: negative size M=", m, " N=", n, " K=", k,
+              " batch=", batch);
+  if (m == 0 || n == 0 || batch == 0) return;
+  // Row lengths of the stored (row-major) matrices: A is [M,K] or [K,M], B is [K,N] or [N,K].
+  check_ld("lda", a.ld, trans_a ? m : k);
+  check_ld("ldb", b.ld, trans_b ? k : n);
+  check_ld("ldc", c.ld, n);
+
+  cublasHandle_t h = cublas_handle();
+  Tensor workspace = empty({kWorkspaceBytes}, TensorOptions(DType::u8).device(device));
+  OCTET_CUBLAS_CHECK(cublasSetWorkspace(h, workspace.raw_data(), static_cast<size_t>(kWorkspaceBytes)));
+  const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  if (dtype == DType::f32) {
+    // CUBLAS_DEFAULT_MATH keeps FP32 inputs and FP32 accumulation; TF32 only when asked for.
+    OCTET_CUBLAS_CHECK(cublasSetMathMode(h, allow_tf32() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+    const float al = static_cast<float>(alpha), be = static_cast<float>(beta);
+    const auto* pa = static_cast<const float*>(a.data);
+    const auto* pb = static_cast<const float*>(b.data);
+    auto* pc = static_cast<float*>(const_cast<void*>(c.data));
+    if (batch == 1)
+      OCTET_CUBLAS_CHECK(cublasSgemm_64(h, op_b, op_a, n, m, k, &al, pb, b.ld, pa, a.ld, &be, pc, c.ld));
+    else
+      OCTET_CUBLAS_CHECK(cublasSgemmStridedBatched_64(h, op_b, op_a, n, m, k, &al, pb, b.ld, b.stride, pa, a.ld,
+                                                      a.stride, &be, pc, c.ld, c.stride, batch));
+  } else {
+    OCTET_CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));
+    const auto* pa = static_cast<const double*>(a.data);
+    const auto* pb = static_cast<const double*>(b.data);
+    auto* pc = static_cast<double*>(const_cast<void*>(c.data));
+    if (batch == 1)
+      OCTET_CUBLAS_CHECK(cublasDgemm_64(h, op_b, op_a, n, m, k, &alpha, pb, b.ld, pa, a.ld, &beta, pc, c.ld));
+    else
+      OCTET_CUBLAS_CHECK(cublasDgemmStridedBatched_64(h, op_b, op_a, n, m, k, &alpha, pb, b.ld, b.stride, pa, a.ld,
+                                                      a.stride, &beta, pc, c.ld, c.stride, batch));
+  }
+}
+
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const Tensor& a, int64_t lda,
           const Tensor& b, int64_t ldb, double beta, const Tensor& c, int64_t ldc) {
   OCTET_CHECK(a.dtype() == b.dtype() && a.dtype() == c.dtype(), "gemm: dtypes differ: ", a.dtype(), ", ", b.dtype(),
               ", ", c.dtype());
-  OCTET_CHECK(a.dtype() == DType::f32 || a.dtype() == DType::f64, "gemm: expected dtype f32 or f64, got ", a.dtype());
-  OCTET_CHECK(m >= 0 && n >= 0 && k >= 0, "gemm: negative size M=", m, " N=", n, " K=", k);
-  if (m == 0 || n == 0) return;
-  // Row lengths of the stored (row-major) matrices: A is [M,K] or [K,M], B is [K,N] or [N,K].
-  check_ld("lda", lda, trans_a ? m : k);
-  check_ld("ldb", ldb, trans_b ? k : n);
-  check_ld("ldc", ldc, n);
-
-  cublasHandle_t h = cublas_handle();
-  Tensor workspace = empty({kWorkspaceBytes}, TensorOptions(DType::u8).device(c.device()));
-  OCTET_CUBLAS_CHECK(cublasSetWorkspace(h, workspace.raw_data(), static_cast<size_t>(kWorkspaceBytes)));
-  const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-  const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-  if (a.dtype() == DType::f32) {
-    // CUBLAS_DEFAULT_MATH keeps FP32 inputs and FP32 accumulation; TF32 only when asked for.
-    OCTET_CUBLAS_CHECK(cublasSetMathMode(h, allow_tf32() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
-    const float al = static_cast<float>(alpha), be = static_cast<float>(beta);
-    OCTET_CUBLAS_CHECK(cublasSgemm_64(h, op_b, op_a, n, m, k, &al, b.data<float>(), ldb, a.data<float>(), lda, &be,
-                                      c.data<float>(), ldc));
-  } else {
-    OCTET_CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));
-    OCTET_CUBLAS_CHECK(cublasDgemm_64(h, op_b, op_a, n, m, k, &alpha, b.data<double>(), ldb, a.data<double>(), lda,
-                                      &beta, c.data<double>(), ldc));
-  }
+  gemm_batched(a.dtype(), c.device(), trans_a, trans_b, m, n, k, alpha, {a.raw_data(), lda, 0}, {b.raw_data(), ldb, 0},
+               beta, {c.raw_data(), ldc, 0}, 1);
 }
 
 }  // namespace octet::cuda

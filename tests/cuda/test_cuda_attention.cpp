@@ -1,6 +1,6 @@
 // CUDA against CPU: scaled_dot_product_attention (core/cuda/attention.cu against
 // core/cpu/attention.cpp), forward and the gradients of q, k and v, with the causal and padding
-// masks, odd lengths, head dims 1 to 128, a fully masked row, and dropout (both devices draw the
+// masks, odd lengths, head dims 1 to 128, a fully masked row, several query blocks, and dropout (both devices draw the
 // same mask from one generator state).
 #include <gtest/gtest.h>
 
@@ -39,10 +39,17 @@ TEST_P(CudaAttention, MatchesCpu) {
     bool causal, pad;
   };
   const Case cases[] = {
-      {"square", 2, 3, 37, 37, 16, 16, false, false},         {"causal Tq < Tk", 1, 2, 30, 131, 8, 12, true, false},
-      {"head dim 1", 2, 1, 45, 45, 1, 1, true, false},        {"head dim 80", 1, 2, 70, 70, 80, 80, false, false},
-      {"head dim 128", 1, 1, 65, 97, 128, 128, true, false},  {"padding", 3, 2, 33, 65, 8, 8, false, true},
+      {"square", 2, 3, 37, 37, 16, 16, false, false},
+      {"causal Tq < Tk", 1, 2, 30, 131, 8, 12, true, false},
+      {"head dim 1", 2, 1, 45, 45, 1, 1, true, false},
+      {"head dim 80", 1, 2, 70, 70, 80, 80, false, false},
+      {"head dim 128", 1, 1, 65, 97, 128, 128, true, false},
+      {"padding", 3, 2, 33, 65, 8, 8, false, true},
       {"causal and padding", 3, 2, 66, 66, 8, 8, true, true},
+      // More query rows than one block of the CUDA kernel (256): the blocks' key ranges differ when
+      // causal, and dK, dV add over the blocks.
+      {"three query blocks, causal", 1, 2, 600, 600, 16, 16, true, false},
+      {"three query blocks, padding, Tq > Tk", 3, 1, 520, 130, 8, 4, false, true},
   };
   uint64_t seed = 1;
   for (const Case& c : cases) {
@@ -63,15 +70,18 @@ TEST_P(CudaAttention, MatchesCpu) {
 
 TEST_P(CudaAttention, DropoutDrawsTheSameMask) {
   const DType t = dtype();
-  Inputs in{normal_input({2, 2, 19, 8}, t, 51), normal_input({2, 2, 23, 8}, t, 52), normal_input({2, 2, 23, 5}, t, 53)};
-  expect_parity(
-      "attention with dropout",
-      [](const Inputs& v) {
-        Generator gen(11);  // the same state on each device's run
-        return Outputs{
-            scaled_dot_product_attention(v[0], v[1], v[2], AttentionOptions().causal(true).dropout(0.25, &gen))};
-      },
-      in, kSums);
+  for (const int64_t tq : {19, 300}) {  // one query block and two
+    Inputs in{normal_input({2, 2, tq, 8}, t, 51), normal_input({2, 2, 23 + tq, 8}, t, 52),
+              normal_input({2, 2, 23 + tq, 5}, t, 53)};
+    expect_parity(
+        "attention with dropout, Tq " + std::to_string(tq),
+        [](const Inputs& v) {
+          Generator gen(11);  // the same state on each device's run
+          return Outputs{
+              scaled_dot_product_attention(v[0], v[1], v[2], AttentionOptions().causal(true).dropout(0.25, &gen))};
+        },
+        in, kSums);
+  }
 }
 
 }  // namespace
