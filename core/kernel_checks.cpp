@@ -64,13 +64,14 @@ void check_conv_operands(const char* op, const Conv2dGeometry& g, const Tensor& 
 
 void check_conv_grads(const char* op, const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& dout,
                       const Tensor& dx, const Tensor& dw, ChannelsLast allowed) {
+  const DType grad_t = x.dtype() == DType::bf16 ? DType::f32 : x.dtype();  // autocast: bf16 in, f32 gradients
   OCTET_CHECK(in_kernel_layout(dout, allowed) && dout.dtype() == x.dtype() && dout.numel() == g.n * g.k * g.p * g.q, op,
               ": expected a ", x.dtype(), " dout of ", g.n * g.k * g.p * g.q, " elements, got ", dout.dtype(), " ",
               dout.shape());
-  OCTET_CHECK(!dx.defined() || (in_kernel_layout(dx, allowed) && dx.dtype() == x.dtype() && dx.numel() == x.numel()),
-              op, ": dx must be laid out as the kernel takes it and match the input ", x.shape());
-  OCTET_CHECK(!dw.defined() || (dw.is_contiguous() && dw.dtype() == x.dtype() && dw.numel() == w.numel()), op,
-              ": dw must be contiguous and match the weight ", w.shape());
+  OCTET_CHECK(!dx.defined() || (in_kernel_layout(dx, allowed) && dx.dtype() == grad_t && dx.numel() == x.numel()), op,
+              ": dx must be ", grad_t, ", laid out as the kernel takes it and match the input ", x.shape());
+  OCTET_CHECK(!dw.defined() || (dw.is_contiguous() && dw.dtype() == grad_t && dw.numel() == w.numel()), op,
+              ": dw must be a contiguous ", grad_t, " and match the weight ", w.shape());
 }
 
 int64_t check_lstm_gates(const char* op, const Tensor& gates, const Tensor& bias,

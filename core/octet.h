@@ -5,6 +5,7 @@
 #pragma once
 
 #include "core/allocator.h"
+#include "core/autocast.h"
 #include "core/autograd.h"
 #include "core/device.h"
 #include "core/distributed.h"

@@ -14,9 +14,11 @@
 
 #include "core/cpu/conv_dnnl.h"
 #include "core/cpu/conv_taps.h"
+#include "core/cpu/isa.h"
 #include "core/cpu/kernels.h"
 #include "core/cpu/loops.h"
 #include "core/kernel_checks.h"
+#include "core/memory_format.h"
 #include "core/parallel.h"
 
 namespace octet::cpu {
@@ -253,18 +255,30 @@ Tensor nchw(const Tensor& t) { return t.defined() ? t.detach().contiguous() : t;
 void copy_back(const Tensor& dst, const Tensor& src) {
   if (dst.defined() && dst.raw_data() != src.raw_data()) copy(dst, src);
 }
+// A bf16 operand widened to f32 (exact) in its own layout, for the emulated bf16 path.
+Tensor widened(const Tensor& t) {
+  Tensor out = empty_in_format_of(t, t.shape(), TensorOptions(DType::f32));
+  copy(out, t);
+  return out;
+}
+// Whether autocast's bf16 convolutions run oneDNN's bf16 primitives (native bf16 on this CPU, and
+// the oneDNN path chosen); else x and w are widened and the f32 path computes the same products.
+bool native_bf16() {
+  return bf16_selector().active() == Bf16Path::native && conv2d_selector().active() == Conv2dPath::dnnl;
+}
 }  // namespace
 
 void conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& out) {
   check_cpu("conv2d_forward", {x, w, bias, out});
   check_conv_operands("conv2d_forward", g, x, w, ChannelsLast::yes);
-  OCTET_CHECK(
-      in_kernel_layout(out, ChannelsLast::yes) && out.dtype() == x.dtype() && out.numel() == g.n * g.k * g.p * g.q,
-      "conv2d_forward: expected a contiguous or channels-last ", x.dtype(), " output of ", g.n * g.k * g.p * g.q,
-      " elements, got ", out.dtype(), " ", out.shape());
-  OCTET_CHECK(!bias.defined() || (bias.is_contiguous() && bias.dtype() == x.dtype() && bias.numel() == g.k),
-              "conv2d_forward: expected a contiguous ", x.dtype(), " bias of ", g.k, " elements");
-  if (x.dtype() == DType::f32 && conv2d_selector().active() == Conv2dPath::dnnl)
+  const DType out_t = x.dtype() == DType::bf16 ? DType::f32 : x.dtype();  // autocast: bf16 in, f32 out
+  OCTET_CHECK(in_kernel_layout(out, ChannelsLast::yes) && out.dtype() == out_t && out.numel() == g.n * g.k * g.p * g.q,
+              "conv2d_forward: expected a contiguous or channels-last ", out_t, " output of ", g.n * g.k * g.p * g.q,
+              " elements, got ", out.dtype(), " ", out.shape());
+  OCTET_CHECK(!bias.defined() || (bias.is_contiguous() && bias.dtype() == out_t && bias.numel() == g.k),
+              "conv2d_forward: expected a contiguous ", out_t, " bias of ", g.k, " elements");
+  if (x.dtype() == DType::bf16 && !native_bf16()) return cpu::conv2d_forward(g, widened(x), widened(w), bias, out);
+  if ((x.dtype() == DType::f32 || x.dtype() == DType::bf16) && conv2d_selector().active() == Conv2dPath::dnnl)
     return dnnl_conv2d_forward(g, x, w, bias, out);
   if (!x.is_contiguous() || !out.is_contiguous()) {
     Tensor o = nchw(out);
@@ -285,7 +299,9 @@ void conv2d_backward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, 
   check_conv_operands("conv2d_backward", g, x, w, ChannelsLast::yes);
   check_conv_grads("conv2d_backward", g, x, w, dout, dx, dw, ChannelsLast::yes);
   if (!dx.defined() && !dw.defined()) return;
-  if (x.dtype() == DType::f32 && conv2d_selector().active() == Conv2dPath::dnnl)
+  if (x.dtype() == DType::bf16 && !native_bf16())
+    return cpu::conv2d_backward(g, widened(x), widened(w), widened(dout), dx, dw);
+  if ((x.dtype() == DType::f32 || x.dtype() == DType::bf16) && conv2d_selector().active() == Conv2dPath::dnnl)
     return dnnl_conv2d_backward(g, x, w, dout, dx, dw);
   if (!x.is_contiguous() || !dout.is_contiguous() || (dx.defined() && !dx.is_contiguous())) {
     Tensor d = nchw(dx);

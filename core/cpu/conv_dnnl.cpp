@@ -15,7 +15,7 @@ namespace {
 using dnnl::memory;
 using Tag = memory::format_tag;
 using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-                       int64_t, int64_t, int64_t, int64_t, bool, bool>;
+                       int64_t, int64_t, int64_t, int64_t, bool, bool, bool>;
 
 dnnl::engine& engine() {
   static dnnl::engine eng(dnnl::engine::kind::cpu, 0);
@@ -43,12 +43,15 @@ Tag wei_tag(const Conv2dGeometry& g) { return g.groups == 1 ? Tag::oihw : Tag::g
 // Activations: an NCHW tensor is reordered into the layout oneDNN picks (`any`: blocked, nChw8c on
 // AVX2) and back; a channels-last one is taken as it is (nhwc kernels), since a network that stays
 // channels-last then never reorders.
-std::unique_ptr<ConvPrimitives> create(const Conv2dGeometry& g, bool with_bias, bool nhwc) {
+// bf16 (autocast): the forward reads bf16 x and w and writes f32 out; the backward reads bf16 x,
+// w and dout and writes f32 dx and dw, accumulating in f32 throughout.
+std::unique_ptr<ConvPrimitives> create(const Conv2dGeometry& g, bool with_bias, bool nhwc, bool bf16) {
   using dnnl::algorithm;
   using dnnl::prop_kind;
-  auto f32 = memory::data_type::f32;
+  const auto f32 = memory::data_type::f32, in = bf16 ? memory::data_type::bf16 : f32;
   const Tag act = nhwc ? Tag::nhwc : Tag::any;
-  memory::desc src(src_dims(g), f32, act), dst(dst_dims(g), f32, act), wei(wei_dims(g), f32, Tag::any);
+  memory::desc src(src_dims(g), in, act), dst(dst_dims(g), f32, act), wei(wei_dims(g), in, Tag::any);
+  memory::desc diff_src(src_dims(g), f32, act), diff_dst(dst_dims(g), in, act), diff_wei(wei_dims(g), f32, Tag::any);
   memory::desc bias({g.k}, f32, Tag::x);
   memory::dims strides{g.stride_h, g.stride_w}, dil{g.dil_h - 1, g.dil_w - 1}, pad{g.pad_h, g.pad_w};
   // Right/bottom padding that makes oneDNN's exact size equation give PyTorch's floored output.
@@ -60,9 +63,11 @@ std::unique_ptr<ConvPrimitives> create(const Conv2dGeometry& g, bool with_bias, 
                          : dnnl::convolution_forward::desc(prop_kind::forward_training, algorithm::convolution_direct,
                                                            src, wei, dst, strides, dil, pad, pad_r);
   dnnl::convolution_forward::primitive_desc fwd_pd(fwd_d, eng);
-  dnnl::convolution_backward_data::desc bd_d(algorithm::convolution_direct, src, wei, dst, strides, dil, pad, pad_r);
+  dnnl::convolution_backward_data::desc bd_d(algorithm::convolution_direct, diff_src, wei, diff_dst, strides, dil, pad,
+                                             pad_r);
   dnnl::convolution_backward_data::primitive_desc bd_pd(bd_d, eng, fwd_pd);
-  dnnl::convolution_backward_weights::desc bw_d(algorithm::convolution_direct, src, wei, dst, strides, dil, pad, pad_r);
+  dnnl::convolution_backward_weights::desc bw_d(algorithm::convolution_direct, src, diff_wei, diff_dst, strides, dil,
+                                                pad, pad_r);
   dnnl::convolution_backward_weights::primitive_desc bw_pd(bw_d, eng, fwd_pd);
   return std::unique_ptr<ConvPrimitives>(new ConvPrimitives{fwd_pd, dnnl::convolution_forward(fwd_pd), bd_pd,
                                                             dnnl::convolution_backward_data(bd_pd), bw_pd,
@@ -72,14 +77,14 @@ std::unique_ptr<ConvPrimitives> create(const Conv2dGeometry& g, bool with_bias, 
 // The cache lock also serializes execution: the primitives are shared, and kernels run one op at a time.
 std::mutex cache_mutex;
 
-ConvPrimitives& lookup(const Conv2dGeometry& g, bool with_bias, bool nhwc) {
+ConvPrimitives& lookup(const Conv2dGeometry& g, bool with_bias, bool nhwc, bool bf16) {
   static std::map<Key, std::unique_ptr<ConvPrimitives>> cache;
-  Key key{g.n,        g.c,     g.h,     g.w,     g.k,     g.r,      g.s,       g.stride_h,
-          g.stride_w, g.pad_h, g.pad_w, g.dil_h, g.dil_w, g.groups, with_bias, nhwc};
+  Key key{g.n,     g.c,     g.h,     g.w,     g.k,      g.r,       g.s,  g.stride_h, g.stride_w,
+          g.pad_h, g.pad_w, g.dil_h, g.dil_w, g.groups, with_bias, nhwc, bf16};
   auto it = cache.find(key);
   if (it == cache.end()) {
     try {
-      it = cache.emplace(key, create(g, with_bias, nhwc)).first;
+      it = cache.emplace(key, create(g, with_bias, nhwc, bf16)).first;
     } catch (const dnnl::error& e) {
       OCTET_FAIL("conv2d: oneDNN could not create a convolution for input [", g.n, ", ", g.c, ", ", g.h, ", ", g.w,
                  "], weight [", g.k, ", ", g.c / g.groups, ", ", g.r, ", ", g.s, "]: ", e.what());
@@ -113,7 +118,10 @@ void into_layout(memory user, const memory::desc& have, dnnl::stream& s, Scratch
 }
 
 memory wrap(const memory::dims& dims, Tag tag, const Tensor& t) {
-  return memory(memory::desc(dims, memory::data_type::f32, tag), engine(), t.data<float>());
+  const auto type = t.dtype() == DType::bf16 ? memory::data_type::bf16 : memory::data_type::f32;
+  OCTET_CHECK(t.dtype() == DType::bf16 || t.dtype() == DType::f32, "conv2d: oneDNN path takes f32 or bf16, got ",
+              t.dtype());
+  return memory(memory::desc(dims, type, tag), engine(), t.raw_data());
 }
 
 // An activation as it lies in memory: NCHW or channels-last (the kernel checks admit only these).
@@ -126,7 +134,7 @@ memory wrap_activation(const memory::dims& dims, const Tensor& t) {
 void dnnl_conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& bias,
                          const Tensor& out) {
   std::lock_guard<std::mutex> lock(cache_mutex);
-  ConvPrimitives& p = lookup(g, bias.defined(), !x.is_contiguous());
+  ConvPrimitives& p = lookup(g, bias.defined(), !x.is_contiguous(), x.dtype() == DType::bf16);
   dnnl::stream s(engine());
   Scratch keep;
   memory xs = to_layout(wrap_activation(src_dims(g), x), p.fwd_pd.src_desc(), s, keep);
@@ -143,7 +151,7 @@ void dnnl_conv2d_backward(const Conv2dGeometry& g, const Tensor& x, const Tensor
                           const Tensor& dx, const Tensor& dw) {
   std::lock_guard<std::mutex> lock(cache_mutex);
   // Bias does not change the backward primitives; reuse whichever entry exists for this geometry.
-  ConvPrimitives& p = lookup(g, false, !x.is_contiguous());
+  ConvPrimitives& p = lookup(g, false, !x.is_contiguous(), x.dtype() == DType::bf16);
   dnnl::stream s(engine());
   Scratch keep;
   memory dys = to_layout(wrap_activation(dst_dims(g), dout), p.bwd_data_pd.diff_dst_desc(), s, keep);

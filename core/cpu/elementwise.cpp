@@ -4,9 +4,11 @@
 #include <limits>
 #include <type_traits>
 
+#include "core/cpu/bf16.h"
 #include "core/cpu/kernels.h"
 #include "core/cpu/loops.h"
 #include "core/generator.h"
+#include "core/memory_format.h"
 
 namespace octet::cpu {
 
@@ -103,6 +105,14 @@ T sigmoid(T x) {
 
 void copy(const Tensor& dst, const Tensor& src) {
   check_cpu("copy_", {dst, src});
+  // f32 <-> bf16 between tensors dense in one layout (contiguous or channels-last): the vectorized
+  // conversion of core/cpu/bf16.h, the same bits as convert<>.
+  const bool dense =
+      dst.shape() == src.shape() && dst.strides() == src.strides() && (dst.is_contiguous() || is_channels_last(dst));
+  if (dense && dst.dtype() == DType::bf16 && src.dtype() == DType::f32)
+    return round_to_bf16(src.data<float>(), dst.data<BFloat16>(), dst.numel());
+  if (dense && dst.dtype() == DType::f32 && src.dtype() == DType::bf16)
+    return widen_bf16(src.data<BFloat16>(), dst.data<float>(), dst.numel());
   dispatch_all(dst.dtype(), [&]<typename TO>() {
     dispatch_all(src.dtype(), [&]<typename TI>() { map1<TO, TI>(dst, src, [](TI v) { return convert<TO>(v); }); });
   });

@@ -1,5 +1,7 @@
 #include "core/cpu/isa.h"
 
+#include <oneapi/dnnl/dnnl.h>
+
 #include "core/error.h"
 
 namespace octet::cpu {
@@ -39,5 +41,25 @@ Selector<Isa>& isa_selector() {
 std::string_view isa_name(Isa isa) { return isa_selector().name(isa); }
 Isa active_isa() { return isa_selector().active(); }
 void set_active_isa(Isa isa) { isa_selector().set(isa); }
+
+bool bf16_native_supported() {
+  // oneDNN's own reading of the CPU: its bf16 kernels are native from avx512_core_bf16 up (AMX
+  // includes it); below that it emulates them slowly, or has none.
+  static const bool native = [] {
+    const unsigned isa = static_cast<unsigned>(dnnl_get_effective_cpu_isa());
+    const unsigned bf16 = static_cast<unsigned>(dnnl_cpu_isa_avx512_core_bf16);
+    return (isa & bf16) == bf16;
+  }();
+  return native;
+}
+
+Selector<Bf16Path>& bf16_selector() {
+  static Selector<Bf16Path> selector{"bf16 path",
+                                     "OCTET_BF16",
+                                     {{Bf16Path::native, "native"}, {Bf16Path::emulated, "emulated"}},
+                                     [](Bf16Path p) { return p == Bf16Path::emulated || bf16_native_supported(); },
+                                     [] { return bf16_native_supported() ? Bf16Path::native : Bf16Path::emulated; }};
+  return selector;
+}
 
 }  // namespace octet::cpu

@@ -28,6 +28,14 @@ Selector<Isa>& isa_selector();
 Isa active_isa();
 void set_active_isa(Isa isa);
 
+// How autocast's bf16 ops run on the CPU (core/autocast.h): native (oneDNN's bf16 kernels, on
+// CPUs with AVX512-BF16 or AMX, the default there) or emulated (the inputs rounded to bf16, then
+// the f32 kernels: the same numbers up to summation order; the only path on AVX2-only CPUs).
+// OCTET_BF16=native|emulated.
+enum class Bf16Path : uint8_t { native, emulated };
+bool bf16_native_supported();
+Selector<Bf16Path>& bf16_selector();
+
 }  // namespace octet::cpu
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))

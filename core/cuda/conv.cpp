@@ -346,7 +346,18 @@ bool cudnn_backward_filter(const Conv2dGeometry& g, const Tensor& x, const Tenso
 
 }  // namespace
 
+namespace {
+// autocast's bf16 operands widened to f32 (exact): the CUDA convolutions compute bf16 products in
+// f32 for now (the same numbers; cuDNN's bf16 kernels are not wired in yet).
+Tensor widened(const Tensor& t) {
+  Tensor out = empty(t.shape(), TensorOptions(DType::f32).device(t.device()));
+  copy(out, t.contiguous());
+  return out;
+}
+}  // namespace
+
 void conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& out) {
+  if (x.dtype() == DType::bf16) return cuda::conv2d_forward(g, widened(x), widened(w), bias, out);
   check_operands("conv2d_forward", g, x, w);
   OCTET_CHECK(out.is_contiguous() && out.dtype() == x.dtype() && out.numel() == g.n * g.k * g.p * g.q,
               "conv2d_forward: expected a contiguous ", x.dtype(), " output of ", g.n * g.k * g.p * g.q,
@@ -363,6 +374,7 @@ void conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, c
 
 void conv2d_backward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& dout, const Tensor& dx,
                      const Tensor& dw) {
+  if (x.dtype() == DType::bf16) return cuda::conv2d_backward(g, widened(x), widened(w), widened(dout), dx, dw);
   check_operands("conv2d_backward", g, x, w);
   check_conv_grads("conv2d_backward", g, x, w, dout, dx, dw);
   if (!dx.defined() && !dw.defined()) return;

@@ -2,7 +2,8 @@
 // (core/cuda/attention.cu): for each batch index n,
 //   C_n = alpha op(A_n) op(B_n) + beta C_n,  X_n = X + n * stride_X,
 // with leading dimensions as cuda::gemm (core/cuda/gemm.cpp), which is its one-batch case. f32 runs
-// in exact FP32 unless cuda::allow_tf32(); f64 in FP64. Pure C++: no CUDA headers.
+// in exact FP32 unless cuda::allow_tf32(); f64 in FP64; bf16 means bf16 A and B with an f32 C,
+// accumulated in f32 (tensor cores). Pure C++: no CUDA headers.
 //   gemm_batched(DType::f32, dev, false, true, m, n, k, 1.0, {q, d, tq * d}, {k, d, tk * d}, 0.0, {s, n, m * n}, bh);
 #pragma once
 

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <vector>
 
+#include "core/autocast.h"
 #include "core/autograd.h"
 #include "core/generator.h"
 #include "core/kernels.h"
@@ -60,6 +61,11 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   }
   const TensorOptions opts = TensorOptions(q.dtype()).device(q.device());
   Tensor qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous();
+  // autocast (core/autocast.h): q, k, v (and, in the backward, the output's gradient) rounded to
+  // bf16, the products accumulated in f32 by the f32 kernel: bf16's numbers, not yet its speed.
+  const bool bf16 = autocast::compute_dtype("scaled_dot_product_attention", q.dtype()) == DType::bf16;
+  auto bf16_values = [](const Tensor& t) { return autocast::cast(autocast::cast(t, DType::bf16), DType::f32); };
+  if (bf16) qc = bf16_values(qc), kc = bf16_values(kc), vc = bf16_values(vc);
   Tensor pad = o.key_padding_mask_.defined() ? o.key_padding_mask_.contiguous() : Tensor();
   Tensor out = empty({g.b, g.h, g.tq, g.dv}, opts), lse = empty({g.b, g.h, g.tq}, opts);
   {
@@ -77,7 +83,8 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
       Tensor dq = rq ? empty(qq.shape(), to) : Tensor();
       Tensor dk = rk ? empty(sk->shape(), to) : Tensor();
       Tensor dv = rv ? empty(sv->shape(), to) : Tensor();
-      kernels::attention_backward(g, sq, sk, sv, spad, sout, grads[0].contiguous(), slse, dq, dk, dv);
+      const Tensor dout = bf16 ? bf16_values(grads[0].contiguous()) : grads[0].contiguous();
+      kernels::attention_backward(g, sq, sk, sv, spad, sout, dout, slse, dq, dk, dv);
       return Grads{dq, dk, dv};
     });
   }

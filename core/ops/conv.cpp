@@ -1,5 +1,6 @@
 #include "core/ops/conv.h"
 
+#include "core/autocast.h"
 #include "core/autograd.h"
 #include "core/kernels.h"
 #include "core/memory_format.h"
@@ -52,10 +53,14 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2d
   // On the CPU a channels-last input gives a channels-last output and input gradient (oneDNN's nhwc
   // kernels; core/memory_format.h); elsewhere the kernels take NCHW.
   const bool channels_last = keeps_channels_last(x);
+  // autocast (core/autocast.h): x and w in bf16 (w cast once per scope), the bias, output and
+  // gradients f32; what the backward keeps is the bf16 copies.
+  const bool bf16 = autocast::compute_dtype("conv2d", x.dtype()) == DType::bf16;
   Tensor xc, wc, bc;
   {
     NoGradGuard no_grad;  // the copies feed the kernel only; the node below links x, w, bias
     xc = channels_last ? x.detach() : x.contiguous(), wc = w.contiguous();
+    if (bf16) xc = autocast::cast(xc, DType::bf16), wc = autocast::cast(w, DType::bf16).contiguous();
     bc = bias.defined() ? bias.contiguous() : Tensor();
   }
   const TensorOptions like_x = TensorOptions(x.dtype()).device(x.device());
@@ -68,10 +73,10 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2d
       const Tensor& sx = saved_x.get();
       const Tensor& sw = saved_w.get();
       Tensor dout = channels_last ? to_channels_last(gr[0].detach()) : gr[0].contiguous();
-      TensorOptions like = TensorOptions(sx.dtype()).device(sx.device());
+      TensorOptions like = TensorOptions(bf16 ? DType::f32 : sx.dtype()).device(sx.device());
       Tensor dx = rx ? empty_in_format_of(sx, sx.shape(), like) : Tensor();
       Tensor dw = rw ? empty(sw.shape(), like) : Tensor();
-      kernels::conv2d_backward(g, sx, sw, dout, dx, dw);
+      kernels::conv2d_backward(g, sx, sw, bf16 ? autocast::cast(dout, DType::bf16) : dout, dx, dw);
       return Grads{dx, dw, rb ? sum(dout, {0, 2, 3}) : Tensor()};
     });
   }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/autocast.h"
 #include "core/autograd.h"
 #include "core/kernels.h"
 #include "core/ops/elementwise.h"
@@ -55,10 +56,49 @@ void gemm_into(const Tensor& a, const Tensor& b, const Tensor& out) {
   kernels::gemm(oa.trans, ob.trans, m, n, k, 1.0, oa.t, oa.ld, ob.t, ob.ld, 0.0, out, std::max<int64_t>(n, 1));
 }
 
+// autocast's bf16 product of 2-D (or, with `batched`, 3-D) a and b: ab and bb are their bf16
+// casts; the output and the gradients are f32 (the gradients cast to a's and b's dtypes), the
+// backward's products in bf16 too. The node is recorded as `op` against a and b.
+Tensor lowered_product(const char* op, const Tensor& a, const Tensor& b, const Tensor& ab, const Tensor& bb,
+                       bool batched) {
+  auto product = [batched](const Tensor& x, const Tensor& y) {  // bf16 x bf16 -> f32, no graph
+    if (!batched) {
+      Tensor out = empty({x.size(0), y.size(1)}, TensorOptions(DType::f32).device(x.device()));
+      gemm_into(x, y, out);
+      return out;
+    }
+    Tensor out = empty({x.size(0), x.size(1), y.size(2)}, TensorOptions(DType::f32).device(x.device()));
+    for (int64_t i = 0; i < x.size(0); ++i) gemm_into(x.select(0, i), y.select(0, i), out.select(0, i));
+    return out;
+  };
+  Tensor out;
+  {
+    NoGradGuard ng;
+    out = product(ab, bb);
+  }
+  if (autograd::needs_grad({a, b})) {
+    const bool ra = a.requires_grad(), rb = b.requires_grad();
+    const DType ta = a.dtype(), tb = b.dtype();
+    const int64_t last = batched ? 2 : 1, first = batched ? 1 : 0;
+    autograd::record(op, {a, b}, {out}, [=](const Grads& g) {
+      NoGradGuard ng;
+      Tensor gb = g[0].to(DType::bf16);
+      Tensor da = ra ? product(gb, bb.transpose(first, last)).to(ta) : Tensor();
+      Tensor db = rb ? product(ab.transpose(first, last), gb).to(tb) : Tensor();
+      return Grads{da, db};
+    });
+  }
+  return out;
+}
+
+bool lowered(const char* op, const Tensor& a) { return autocast::compute_dtype(op, a.dtype()) == DType::bf16; }
+
 }  // namespace
 
 Tensor mm(const Tensor& a, const Tensor& b) {
   check_mm("mm", a, b, 2);
+  if (lowered("mm", a))
+    return lowered_product("mm", a, b, autocast::cast(a, DType::bf16), autocast::cast(b, DType::bf16), false);
   Tensor out = empty({a.size(0), b.size(1)}, TensorOptions(a.dtype()).device(a.device()));
   {
     NoGradGuard ng;
@@ -77,6 +117,8 @@ Tensor mm(const Tensor& a, const Tensor& b) {
 Tensor bmm(const Tensor& a, const Tensor& b) {
   check_mm("bmm", a, b, 3);
   OCTET_CHECK(a.size(0) == b.size(0), "bmm: batch sizes differ: ", a.shape(), " x ", b.shape());
+  if (lowered("bmm", a))
+    return lowered_product("bmm", a, b, autocast::cast(a, DType::bf16), autocast::cast(b, DType::bf16), true);
   Tensor out = empty({a.size(0), a.size(1), b.size(2)}, TensorOptions(a.dtype()).device(a.device()));
   {
     NoGradGuard ng;
@@ -123,7 +165,19 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
               weight.defined() ? weight.shape() : Shape{});
   OCTET_CHECK(x.defined() && x.dim() >= 1 && x.size(-1) == weight.size(1), "linear: input's last dim must be ",
               weight.size(1), ", got shape ", x.defined() ? x.shape() : Shape{});
-  Tensor y = matmul(x, weight.t());
+  Tensor y;
+  if (lowered("linear", x) && weight.dtype() == x.dtype()) {
+    // The weight (a leaf) is cast once per autocast scope, then used transposed.
+    const int64_t in = weight.size(1);
+    Shape out_shape(x.shape().begin(), x.shape().end() - 1);
+    out_shape.push_back(weight.size(0));
+    Tensor x2 = x.reshape({-1, in});
+    y = lowered_product("linear", x2, weight.t(), autocast::cast(x2, DType::bf16),
+                        autocast::cast(weight, DType::bf16).t(), false)
+            .reshape(out_shape);
+  } else {
+    y = matmul(x, weight.t());
+  }
   if (bias.defined()) {
     OCTET_CHECK(bias.dim() == 1 && bias.size(0) == weight.size(0), "linear: bias must have shape [", weight.size(0),
                 "], got ", bias.shape());

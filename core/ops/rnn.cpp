@@ -2,6 +2,7 @@
 
 #include <vector>
 
+#include "core/autocast.h"
 #include "core/autograd.h"
 #include "core/kernels.h"
 #include "core/ops/concat.h"
@@ -41,10 +42,13 @@ struct LstmDims {
 };
 
 // c [m, n] = op(a) op(b) + beta c for contiguous row-major operands (a [m, k] or, transposed,
-// [k, m]; b [k, n] or [n, k]); views with an offset are fine.
-void gemm_rows(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const Tensor& a, const Tensor& b,
+// [k, m]; b [k, n] or [n, k]); views with an offset are fine. With `bf16` (autocast), an f32
+// operand is rounded to bf16 first (a bf16 one is used as it is) and c accumulates in f32.
+void gemm_rows(bool bf16, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const Tensor& a, const Tensor& b,
                double beta, const Tensor& c) {
-  kernels::gemm(trans_a, trans_b, m, n, k, 1.0, a, trans_a ? m : k, b, trans_b ? k : n, beta, c, n);
+  const Tensor& a2 = bf16 ? autocast::cast(a, DType::bf16) : a;
+  const Tensor& b2 = bf16 ? autocast::cast(b, DType::bf16) : b;
+  kernels::gemm(trans_a, trans_b, m, n, k, 1.0, a2, trans_a ? m : k, b2, trans_b ? k : n, beta, c, n);
 }
 
 // Shapes, dtypes and devices of lstm_layer's arguments.
@@ -95,24 +99,27 @@ std::pair<Tensor, LstmState> lstm_layer(const Tensor& x, const LstmState& state,
   const TensorOptions like = TensorOptions(x.dtype()).device(x.device());
   const int64_t g4 = 4 * d.h, rows = d.t * d.b;
   const bool has_state = state.h.defined();
+  // autocast (core/autocast.h): the gate products in bf16 (the weights cast once per scope; x and
+  // the weights kept for the backward as bf16), the gates, cell and gradients in f32.
+  const bool bf16 = autocast::compute_dtype("lstm_layer", x.dtype()) == DType::bf16;
   Tensor xc, wih, whh, h0, c0, gates, cs, y, h_last, c_last;
   {
     NoGradGuard ng;
-    xc = x.detach().contiguous();
-    wih = w_ih.detach().contiguous();
-    whh = w_hh.detach().contiguous();
+    xc = bf16 ? autocast::cast(x.contiguous(), DType::bf16) : x.detach().contiguous();
+    wih = bf16 ? autocast::cast(w_ih, DType::bf16).contiguous() : w_ih.detach().contiguous();
+    whh = bf16 ? autocast::cast(w_hh, DType::bf16).contiguous() : w_hh.detach().contiguous();
     Tensor bias = b_ih.defined() ? (b_ih.detach() + b_hh.detach()).contiguous() : Tensor();
     h0 = has_state ? state.h.detach().contiguous() : Tensor();
     c0 = has_state ? state.c.detach().contiguous() : zeros({d.b, d.h}, like);
     // gates[t] = x[t] W_ih^T for every step at once; each step adds h[t-1] W_hh^T in place, then
     // the fused kernel turns the row into the activations i, f, g, o (kept for the backward).
     gates = empty({d.t, d.b, g4}, like);
-    gemm_rows(false, true, rows, g4, d.i, xc, wih, 0.0, gates);
+    gemm_rows(bf16, false, true, rows, g4, d.i, xc, wih, 0.0, gates);
     cs = empty({d.t, d.b, d.h}, like);
     y = empty({d.t, d.b, d.h}, like);
     for (int64_t t = 0; t < d.t; ++t) {
       Tensor g = gates.select(0, t);
-      if (t > 0 || has_state) gemm_rows(false, true, d.b, g4, d.h, t > 0 ? y.select(0, t - 1) : h0, whh, 1.0, g);
+      if (t > 0 || has_state) gemm_rows(bf16, false, true, d.b, g4, d.h, t > 0 ? y.select(0, t - 1) : h0, whh, 1.0, g);
       kernels::lstm_gates_forward(g, bias, t > 0 ? cs.select(0, t - 1) : c0, cs.select(0, t), y.select(0, t));
     }
     h_last = y.select(0, d.t - 1).clone();
@@ -136,23 +143,24 @@ std::pair<Tensor, LstmState> lstm_layer(const Tensor& x, const LstmState& state,
                          Tensor dg = dgates.select(0, t);
                          kernels::lstm_gates_backward(act.select(0, t), t > 0 ? cells.select(0, t - 1) : sc0.get(),
                                                       cells.select(0, t), dy.select(0, t), dh, dc, dg, dc);
-                         if (t > 0 || rh) gemm_rows(false, false, d.b, d.h, g4, dg, w_hh_v, 0.0, dh);
+                         if (t > 0 || rh) gemm_rows(bf16, false, false, d.b, d.h, g4, dg, w_hh_v, 0.0, dh);
                        }
                        Tensor dx, dwi, dwh, db;
                        if (rx) {
                          dx = empty({d.t, d.b, d.i}, o);
-                         gemm_rows(false, false, rows, d.i, g4, dgates, swi.get(), 0.0, dx);
+                         gemm_rows(bf16, false, false, rows, d.i, g4, dgates, swi.get(), 0.0, dx);
                        }
                        if (rwi) {
                          dwi = empty({g4, d.i}, o);
-                         gemm_rows(true, false, g4, d.i, rows, dgates, sx.get(), 0.0, dwi);
+                         gemm_rows(bf16, true, false, g4, d.i, rows, dgates, sx.get(), 0.0, dwi);
                        }
                        if (rwh) {
                          // dW_hh = sum_t dgates[t]^T h[t-1], with h[-1] = h0 (zero without a state).
                          dwh = zeros({g4, d.h}, o);
-                         if (has_state) gemm_rows(true, false, g4, d.h, d.b, dgates.select(0, 0), sh0.get(), 0.0, dwh);
+                         if (has_state)
+                           gemm_rows(bf16, true, false, g4, d.h, d.b, dgates.select(0, 0), sh0.get(), 0.0, dwh);
                          if (d.t > 1)
-                           gemm_rows(true, false, g4, d.h, (d.t - 1) * d.b, dgates.narrow(0, 1, d.t - 1),
+                           gemm_rows(bf16, true, false, g4, d.h, (d.t - 1) * d.b, dgates.narrow(0, 1, d.t - 1),
                                      hs.narrow(0, 0, d.t - 1), 1.0, dwh);
                        }
                        if (rbi || rbh) db = sum(dgates.reshape({rows, g4}), {0});

@@ -93,6 +93,21 @@ TEST(CommandLine, TrainTellsRunsAndCheckpointsFromRecipes) {
   expect_output(r, "stopped at step 2");
 }
 
+// train.precision=bf16 through the binary: the run trains, says how bf16 runs on this CPU, and
+// resumes; a precision it does not know is an error naming the key.
+TEST(CommandLine, TrainsInBf16) {
+  TempDir dir;
+  write_mnist(dir.path() + "/mnist", 32, 16);
+  ASSERT_EQ(run_octet(train_args(dir, {"train.max_steps=1", "log.run_name=b", "train.precision=bf16"})).status, 0);
+  const std::string run = dir.path() + "/runs/b";
+  const std::string log = file_text(run + "/train.log");
+  EXPECT_NE(log.find("precision: bf16 ("), std::string::npos) << log;
+  EXPECT_EQ(run_octet({"train", "--resume", run, "train.max_steps=2"}).status, 0);
+  OctetRun r = run_octet(train_args(dir, {"train.max_steps=1", "train.precision=fp16"}));
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("train.precision"), std::string::npos) << r.output;
+}
+
 TEST(CommandLine, InspectAndEvalTakeRunFolders) {
   TempDir dir;
   write_mnist(dir.path() + "/mnist", 32, 16);

@@ -6,7 +6,9 @@
 //   PyTorch is not run for other values); defaults 32 and 10 for the CIFAR models,
 //   224 and 1000 for the ImageNet ones); `--int8` times the FP32 and the INT8-trained step
 //   (quant.int8_conv) in the same run; `--nchw` also times the FP32 step with channels-last off
-//   (core/memory_format.h; the models run channels-last on the CPU by default). Each of
+//   (core/memory_format.h; the models run channels-last on the CPU by default); `--bf16` also
+//   times the step in bf16 mixed precision (AutocastGuard, train.precision: bf16; with --int8, INT8
+//   in a bf16 model too) and PyTorch's under torch.autocast(bfloat16). Each of
 //   `--rounds` (2) rounds times octet's steps, then PyTorch's (bench_train_torch.py in its own
 //   process, for mobilenetv2_cifar, mobilenetv2 and resnet50, when torch is installed;
 //   `--torch-script none` skips it), and the end says octet FP32 / PyTorch.
@@ -15,7 +17,7 @@
 //   `bench_train_torch.py --device cuda`), printed side by side as a markdown table; `--int8` adds
 //   a table of octet's INT8-trained step beside its FP32 one.
 //   build/tools/bench/octet_bench_train [--threads N] [--batch B] [--steps S] [--rounds R] [--model NAME]
-//                                       [--image N] [--classes N] [--channels C] [--int8] [--nchw]
+//                                       [--image N] [--classes N] [--channels C] [--int8] [--nchw] [--bf16]
 //                                       [--python python3]
 //                                       [--torch-script PATH|none]
 //   build/tools/bench/octet_bench_train --device cuda [--steps 20] [--rounds 3] [--warmup 5] [--int8]
@@ -81,6 +83,7 @@ struct CpuRun {
   size_t step_peak = 0;  // the most bytes allocated in a step above those held before it
   // Set before each of this run's steps: the mode at start (OCTET_CHANNELS_LAST), or off for --nchw.
   ChannelsLastMode layout = channels_last_selector().active();
+  DType precision = DType::f32;  // bf16: the forward under AutocastGuard
 };
 
 // The CPU case: a model at an input size and class count (default: 32x32 and 10 classes for the
@@ -91,6 +94,7 @@ struct CpuCase {
   int threads = 2;
   bool int8 = false;
   bool nchw = false;  // also time the FP32 step with channels-last off (OCTET_CHANNELS_LAST=off)
+  bool bf16 = false;  // also time bf16 mixed precision, octet's and PyTorch's
   std::string python, script;
 };
 
@@ -127,7 +131,7 @@ struct TorchCpu {
   double best_ms = 0, mean_ms = 0;
   int64_t params = 0;
 };
-TorchCpu time_torch_cpu(const CpuCase& c, std::string& about) {
+TorchCpu time_torch_cpu(const CpuCase& c, std::string& about, bool bf16 = false) {
   TorchCpu t;
   if (c.script == "none") {
     about = "PyTorch not run (--torch-script none)";
@@ -141,10 +145,10 @@ TorchCpu time_torch_cpu(const CpuCase& c, std::string& about) {
     about = "PyTorch not run: " + c.script + " not found (--torch-script PATH)";
     return t;
   }
-  auto [text, status] =
-      run_capture(shell_quote(c.python) + " " + shell_quote(c.script) + " --csv --threads " +
-                  std::to_string(c.threads) + " --batch " + std::to_string(c.batch) + " --steps " +
-                  std::to_string(c.steps) + " --model " + c.model + " --image " + std::to_string(c.image));
+  auto [text, status] = run_capture(shell_quote(c.python) + " " + shell_quote(c.script) + " --csv --threads " +
+                                    std::to_string(c.threads) + " --batch " + std::to_string(c.batch) + " --steps " +
+                                    std::to_string(c.steps) + " --model " + c.model + " --image " +
+                                    std::to_string(c.image) + (bf16 ? " --bf16" : ""));
   std::string last;
   auto lines = result_lines(text, 7, last);
   if (lines.empty()) {
@@ -176,12 +180,25 @@ int cpu_main(const CpuCase& c) {
     runs.push_back(make_cpu_run(c, "INT8 (DSGC every 100 steps, none timed)", 100));
     runs.push_back(make_cpu_run(c, "INT8 (DSGC search every step)", 1));
   }
+  if (c.bf16) {
+    runs.push_back(make_cpu_run(c, "bf16", 0));
+    runs.back().precision = DType::bf16;
+    if (c.int8) {
+      runs.push_back(make_cpu_run(c, "INT8 in bf16 (DSGC every 100 steps, none timed)", 100));
+      runs.back().precision = DType::bf16;
+    }
+    std::printf("bf16: %s\n", autocast::describe(DType::bf16).c_str());
+  }
   Generator g(1);
   Tensor x = randn({c.batch, c.channels, c.image, c.image}, DType::f32, &g);
   Tensor y = cyclic_labels(c.batch, c.classes);
   auto step = [&](CpuRun& r) {
     channels_last_selector().set(r.layout);
-    Tensor loss = cross_entropy((*r.model)(x), y);
+    Tensor loss;
+    {
+      AutocastGuard autocast(r.precision);
+      loss = cross_entropy((*r.model)(x), y);
+    }
     r.opt->zero_grad();
     loss.backward();
     r.opt->step();
@@ -195,7 +212,7 @@ int cpu_main(const CpuCase& c) {
               c.model.c_str(), static_cast<long long>(c.batch), static_cast<long long>(c.image),
               static_cast<long long>(c.image), static_cast<long long>(c.classes), c.threads,
               static_cast<long long>(c.rounds), static_cast<long long>(c.steps));
-  std::vector<TorchCpu> torch;
+  std::vector<TorchCpu> torch, torch_bf16;
   std::string about;
   for (int64_t round = 0; round < c.rounds; ++round) {
     std::vector<double> round_total(runs.size(), 0.0), round_best(runs.size(), 1e30);
@@ -226,6 +243,14 @@ int cpu_main(const CpuCase& c) {
       std::printf("round %lld: pytorch best %.1f ms, mean %.1f ms\n", static_cast<long long>(round + 1), t.best_ms,
                   t.mean_ms);
       torch.push_back(t);
+      if (c.bf16) {
+        TorchCpu tb = time_torch_cpu(c, about, true);
+        if (tb.ok) {
+          std::printf("round %lld: pytorch bf16 autocast best %.1f ms, mean %.1f ms\n",
+                      static_cast<long long>(round + 1), tb.best_ms, tb.mean_ms);
+          torch_bf16.push_back(tb);
+        }
+      }
     }
     std::fflush(stdout);
   }
@@ -254,6 +279,20 @@ int cpu_main(const CpuCase& c) {
   } else {
     std::printf("%s\n", about.c_str());
   }
+  if (!torch_bf16.empty()) {
+    double best = 1e30, mean = 0;
+    for (const TorchCpu& t : torch_bf16) best = std::min(best, t.best_ms), mean += t.mean_ms;
+    mean /= static_cast<double>(torch_bf16.size());
+    std::printf("pytorch %s bf16 autocast train step: mean %.1f ms, best %.1f ms\n", c.model.c_str(), mean, best);
+    for (const CpuRun& r : runs)
+      if (r.precision == DType::bf16)
+        std::printf("octet %s / PyTorch bf16 step time: %.3f (means), %.3f (bests)\n", r.label.c_str(),
+                    1e3 * r.total / n / mean, 1e3 * r.best / best);
+  }
+  for (const CpuRun& r : runs)
+    if (r.precision == DType::bf16)
+      std::printf("octet %s / FP32 step time: %.3f (means), %.3f (bests)\n", r.label.c_str(), r.total / runs[0].total,
+                  r.best / runs[0].best);
   if (c.nchw)
     std::printf("octet FP32 channels-last / NCHW step time: %.3f (means), %.3f (bests)\n",
                 runs[0].total / runs[1].total, runs[0].best / runs[1].best);
@@ -455,8 +494,12 @@ int main(int argc, char** argv) {
   int64_t batch = 64, steps = -1, rounds = -1, warmup = 5, image = 0, classes = 0, channels = 3;
   std::string model_name = "mobilenetv2_cifar", device = "cpu", python = "python3";
   std::string script = std::string(OCTET_BENCH_DIR) + "/bench_train_torch.py";
-  bool int8 = false, nchw = false;
+  bool int8 = false, nchw = false, bf16 = false;
   for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--bf16")) {
+      bf16 = true;
+      continue;
+    }
     if (!std::strcmp(argv[i], "--int8")) {
       int8 = true;
       continue;
@@ -517,6 +560,7 @@ int main(int argc, char** argv) {
   c.threads = threads;
   c.int8 = int8;
   c.nchw = nchw;
+  c.bf16 = bf16;
   c.python = python;
   c.script = script;
   return cpu_main(c);

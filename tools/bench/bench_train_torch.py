@@ -8,6 +8,8 @@ for the other cases; `octet_bench_train` runs this with `--csv` between its own 
     python3 tools/bench/bench_train_torch.py --threads 2 --batch 64 --steps 10 [--profile]
     python3 tools/bench/bench_train_torch.py --threads 2 --model mobilenetv2 --image 96 --batch 32
 `--channels-last` runs the model and input in torch.channels_last (the default is PyTorch's NCHW).
+`--bf16` runs the forward and the loss under torch.autocast("cpu", dtype=torch.bfloat16), as
+`octet_bench_train --bf16` runs octet's under AutocastGuard (train.precision: bf16).
 
 GPU (`--device cuda`): MobileNetV2-CIFAR at batch 128 (32x32) and ResNet-50 (torchvision's layout,
 stride on the 3x3 conv) at batch 64 (224x224). cudnn.benchmark is on and TF32 is off for matmuls
@@ -94,9 +96,10 @@ CPU_MODELS = {"mobilenetv2_cifar": (mobilenetv2_cifar, 32, 10), "mobilenetv2": (
               "resnet50": (resnet50, 224, 1000)}
 
 
-def make_step(model, opt, x, y):
+def make_step(model, opt, x, y, bf16=False):
     def step():
-        loss = nn.functional.cross_entropy(model(x), y)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            loss = nn.functional.cross_entropy(model(x), y)
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -117,7 +120,7 @@ def cpu_main(a):
     if a.channels_last:  # PyTorch's own channels-last mode: the model's 4-D weights and the input
         model = model.to(memory_format=torch.channels_last)
         x = x.contiguous(memory_format=torch.channels_last)
-    step = make_step(model, opt, x, y)
+    step = make_step(model, opt, x, y, a.bf16)
     step()
     if a.profile:  # self CPU time per op (RESULTS.md's MobileNetV2 profile)
         from torch_profile import print_profile
@@ -134,7 +137,7 @@ def cpu_main(a):
     if a.csv:
         print(f"RESULT,{name},{a.batch},{size},{1e3 * best:.2f},{1e3 * total / a.steps:.2f},{params}", flush=True)
         return
-    layout = ", channels-last" if a.channels_last else ""
+    layout = (", channels-last" if a.channels_last else "") + (", bf16 autocast" if a.bf16 else "")
     print(f"pytorch {torch.__version__} {name} train step{layout}, batch {a.batch}, {size}x{size}, {a.threads} thread(s): "
           f"mean {1e3 * total / a.steps:.1f} ms, best {1e3 * best:.1f} ms -> {a.batch * a.steps / total:.1f} img/s "
           f"(mean), {a.batch / best:.1f} img/s (best); {params} parameters")
@@ -201,6 +204,7 @@ def main():
     p.add_argument("--profile", action="store_true", help="cpu: print torch.profiler's per-op table instead")
     p.add_argument("--channels-last", action="store_true",
                    help="cpu: model and input in torch.channels_last (octet's MobileNetV2 runs so by default)")
+    p.add_argument("--bf16", action="store_true", help="cpu: forward and loss under torch.autocast(bfloat16)")
     p.add_argument("--csv", action="store_true", help="cuda: RESULT,model,batch,best,mean,params,peak_mib lines (img/s); "
                    "cpu: one RESULT,model,batch,image,best_ms,mean_ms,params line")
     a = p.parse_args()

@@ -67,6 +67,8 @@ allowed_backend_includes=(
   # Host-side weight preparation (quantized once on the host, then moved to the device) and the
   # raw-pointer host GEMM of the public API: CPU code by design, vectorized per ISA.
   "quant/qgemm.cpp -> core/cpu/isa.h"
+  # autocast's log line and its native-or-emulated choice follow the CPU's bf16 path (its selector).
+  "core/autocast.cpp -> core/cpu/isa.h"
   "quant/qgemm.cpp -> quant/cpu/qgemm.h"
   "quant/pbatch.cpp -> core/cpu/isa.h"
   "quant/pbatch.cpp -> quant/cpu/pbatch.h"

@@ -112,6 +112,12 @@ const std::vector<SchemaEntry> kStaticSchema = {
      false, kAtLeastOne},
     {"train.seed", K::integer, "0", "seed of every random choice (init, shuffling, augmentation, dropout)"},
     {"train.device", K::text, "cpu", "cpu, cuda or cuda:N (the N-th GPU); cuda needs a build with the CUDA backend"},
+    {"train.precision", K::text, "fp32",
+     "fp32, or bf16 mixed precision as torch.autocast: convolutions, matmuls, linear layers, attention and LSTM gates "
+     "compute in bf16 (f32 accumulation); norms, softmax, losses and the optimizer in f32; weights, gradients and "
+     "checkpoints stay f32. The log says whether this CPU computes bf16 natively (AVX512-BF16) or emulates it. "
+     "Evaluation runs in f32",
+     false, false, one_of("fp32|bf16")},
     {"train.allow_tf32", K::boolean, "false",
      "cuda: let FP32 GEMMs and convolutions use TF32 tensor cores (10-bit mantissa inputs)"},
     {"train.threads", K::integer, "2", "CPU threads for kernels", false, false,

@@ -30,6 +30,7 @@ RunSetup::RunSetup(const Recipe& r, std::shared_ptr<Module> given, const Checkpo
   use_device(device, r.boolean("train.allow_tf32"));
   model->to(device);
   fusion = fuse_for_task(*model, *task);  // after the INT8 layers and the move: what runs
+  precision = r.text("train.precision") == "bf16" ? DType::bf16 : DType::f32;
   optimizer = build_optimizer(r, model->named_parameters(), model.get());
   schedule = build_schedule(r, &plateau);
   log_every = r.integer("log.every_steps");  // >= 1: the recipe checked it
@@ -72,6 +73,7 @@ void log_run_start(const RunSetup& s, const std::string& dir, const std::string&
                world > 1 ? " x " + std::to_string(world) + " processes (each a shard of every batch)" : "");
   log_int8_training(s.int8);
   log_fusion(s.fusion);
+  if (s.precision == DType::bf16) spdlog::info("precision: {}", autocast::describe(s.precision, s.device));
   if (s.init_report) {
     std::string kept;
     for (const auto& n : s.init_report->ignored) kept += (kept.empty() ? "" : ", ") + n;

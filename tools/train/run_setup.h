@@ -54,6 +54,7 @@ struct RunSetup {
   std::optional<InitFromReport> init_report;  // model.init_from's, for the log
   Int8Run int8{{}};
   FusionReport fusion;              // what fuse() set up, for the log
+  DType precision = DType::f32;     // train.precision: f32, or bf16 (autocast)
   bool dropped_int8_stats = false;  // the checkpoint has INT8 layers' state this run does not use
   std::unique_ptr<Optimizer> optimizer;
   std::shared_ptr<PlateauSchedule> plateau;

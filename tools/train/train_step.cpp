@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "core/autocast.h"
 #include "optim/clip.h"
 #include "tools/train/run_support.h"
 
@@ -26,7 +27,11 @@ StepResult StepRunner::run(int64_t epoch, int64_t b, int64_t batches, int64_t st
   std::vector<Tensor> buffers_before;
   if (policy_.on_nonfinite == "skip")
     for (const Tensor& t : buffers_) buffers_before.push_back(t.clone());
-  StepOutput out = task_.step(model_, b);
+  StepOutput out;
+  {
+    AutocastGuard autocast(policy_.precision);  // f32: off; the backward runs as the forward decided
+    out = task_.step(model_, b);
+  }
   optimizer_.zero_grad();
   if (ddp_) ddp_->prepare_for_backward(out.loss);
   out.loss.backward();

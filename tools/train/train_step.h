@@ -30,6 +30,7 @@ struct StepPolicy {
   // Whether the loss is read every step (the CPU; a GPU keeps it until the next metric record, and
   // a non-finite loss then shows in its gradients).
   bool read_every_step = true;
+  DType precision = DType::f32;  // train.precision: the forward runs under AutocastGuard(precision)
 };
 
 struct StepResult {

@@ -134,9 +134,10 @@ class TrainingLoop {
     evaluator_ = std::make_unique<Evaluator>(*s.task, *s.model, *folder_, agree_, s.device);
     progress_ = std::make_unique<TrainProgress>(*folder_, agree_, *s.task, recipe_.boolean("log.progress"));
     // train.on_nonfinite: stop or skip (the recipe checked it).
-    steps_ = std::make_unique<StepRunner>(
-        *s.model, *s.optimizer, *s.schedule, *s.task, s.int8, agree_,
-        StepPolicy{recipe_.real("train.clip_grad_norm"), recipe_.text("train.on_nonfinite"), s.read_every_step});
+    steps_ =
+        std::make_unique<StepRunner>(*s.model, *s.optimizer, *s.schedule, *s.task, s.int8, agree_,
+                                     StepPolicy{recipe_.real("train.clip_grad_norm"),
+                                                recipe_.text("train.on_nonfinite"), s.read_every_step, s.precision});
   }
 
   // What the checkpoint holds (RunSetup::restore), and the train sums of the epoch in progress (the

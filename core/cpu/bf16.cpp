@@ -1,0 +1,41 @@
+#include "core/cpu/bf16.h"
+
+#include <bit>
+
+#include "core/cpu/isa.h"
+#include "core/parallel.h"
+
+namespace octet::cpu {
+
+namespace {
+
+constexpr int64_t kGrain = int64_t{1} << 15;
+
+// The BFloat16 constructor's rounding without a branch, so each ISA's copy vectorizes.
+OCTET_SIMD_INLINE uint16_t bf16_bits(uint32_t u) {
+  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  const uint32_t quiet_nan = (u >> 16) | 0x40u;
+  return static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
+}
+
+}  // namespace
+
+void round_to_bf16(const float* x, BFloat16* y, int64_t n) {
+  auto* out = reinterpret_cast<uint16_t*>(y);
+  parallel_for(0, n, kGrain, [&](int64_t b, int64_t e) {
+    simd_dispatch([=] {
+      for (int64_t i = b; i < e; ++i) out[i] = bf16_bits(std::bit_cast<uint32_t>(x[i]));
+    });
+  });
+}
+
+void widen_bf16(const BFloat16* x, float* y, int64_t n) {
+  const auto* in = reinterpret_cast<const uint16_t*>(x);
+  parallel_for(0, n, kGrain, [&](int64_t b, int64_t e) {
+    simd_dispatch([=] {
+      for (int64_t i = b; i < e; ++i) y[i] = std::bit_cast<float>(static_cast<uint32_t>(in[i]) << 16);
+    });
+  });
+}
+
+}  // namespace octet::cpu
