@@ -103,7 +103,14 @@ TEST(CommandLine, TrainsInBf16) {
   const std::string log = file_text(run + "/train.log");
   EXPECT_NE(log.find("precision: bf16 ("), std::string::npos) << log;
   EXPECT_EQ(run_octet({"train", "--resume", run, "train.max_steps=2"}).status, 0);
-  OctetRun r = run_octet(train_args(dir, {"train.max_steps=1", "train.precision=fp16"}));
+  // The checkpoint keeps f32 weights; export writes them in bf16 for PyTorch on request.
+  const std::string out = dir.path() + "/bf16.safetensors";
+  OctetRun r = run_octet({"export", run, "--torch", "--dtype", "bf16", "-o", out});
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("bf16"), std::string::npos) << r.output;
+  EXPECT_NE(run_octet({"export", run, "--torch", "--dtype", "fp16", "-o", out}).status, 0);
+  EXPECT_NE(run_octet({"export", run, "--int8", "--dtype", "bf16", "-o", out}).status, 0);
+  r = run_octet(train_args(dir, {"train.max_steps=1", "train.precision=fp16"}));
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.output.find("train.precision"), std::string::npos) << r.output;
 }

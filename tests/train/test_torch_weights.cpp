@@ -6,7 +6,9 @@
 // and the recipe's model.init_from starts a fine-tuning run with a new stem and classifier.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <map>
 
 #include "core/octet.h"
@@ -73,6 +75,32 @@ TEST(TorchWeights, ExportWritesTheStateDictTorchWrote) {
   auto again = mobilenet(10);
   EXPECT_EQ(init_from_file(*again, ckpt, {}).loaded, 314u);
   for (const auto& [name, t] : again->state_dict()) EXPECT_TRUE(same_bytes(t, want.at(name))) << name;
+}
+
+// --dtype bf16: every floating tensor as torch's model.to(torch.bfloat16) holds it (round to
+// nearest even: the f32 golden's bf16 rounding), the batch norms' step counts (i64) as they are.
+// make_torch_golden.py --check-bf16 loads it into torchvision strictly.
+TEST(TorchWeights, ExportInBf16) {
+  TempDir dir;
+  auto m = mobilenet(10);
+  init_from_file(*m, kWeights, {});
+  const std::string ckpt = dir.path() + "/last.safetensors", out = dir.path() + "/torch_bf16.safetensors";
+  save_checkpoint(ckpt, m->state_dict(), {}, TrainState{}, load_recipe(kRecipe).resolved_yaml());
+  EXPECT_EQ(export_torch_weights(ckpt, out, DType::bf16), 314u);
+  const SafetensorsFile torch = load_safetensors(kWeights), mine = load_safetensors(out);
+  std::map<std::string, Tensor> want(torch.tensors.begin(), torch.tensors.end());
+  size_t bf16 = 0;
+  for (const auto& [name, t] : mine.tensors) {
+    const Tensor& w = want.at(name);
+    const Tensor expected = w.dtype() == DType::f32 ? w.to(DType::bf16) : w;
+    EXPECT_TRUE(same_bytes(t, expected)) << name;
+    bf16 += t.dtype() == DType::bf16;
+  }
+  EXPECT_EQ(bf16, 314u - 52u);  // all but the 52 batch norms' num_batches_tracked
+  EXPECT_THROW(export_torch_weights(ckpt, out, DType::i8), Error);
+  // OCTET_KEEP_EXPORT=PATH keeps a copy for make_torch_golden.py --check-bf16 (torch is not a test
+  // dependency).
+  if (const char* keep = std::getenv("OCTET_KEEP_EXPORT")) std::filesystem::copy_file(out, keep);
 }
 
 TEST(TorchWeights, WhatDoesNotFitIsNamed) {

@@ -215,7 +215,7 @@ struct EvalCommand {
 
 struct ExportCommand {
   CLI::App* cmd = nullptr;
-  std::string ckpt, pbatch, out;
+  std::string ckpt, pbatch, out, dtype = "f32";
   bool int8 = false, torch = false;
   int threads = 2;
 
@@ -230,6 +230,10 @@ struct ExportCommand {
     cmd->add_flag("--torch", torch,
                   "the model's state_dict with PyTorch's (torchvision's) names and nothing else, for "
                   "model.load_state_dict(safetensors.torch.load_file(OUT))");
+    cmd->add_option("--dtype", dtype,
+                    "with --torch: f32 (default) or bf16, the floating tensors as model.to(torch.bfloat16) holds "
+                    "them")
+        ->check(CLI::IsMember({"f32", "bf16"}));
     cmd->add_option("-o,--output", out, "the file to write (.safetensors)")->required();
     cmd->add_option("--threads", threads, "CPU threads")->check(CLI::Range(1, 1024));
   }
@@ -237,10 +241,12 @@ struct ExportCommand {
     if (torch) {
       if (!pbatch.empty() || int8)
         throw octet::UsageError("export: --torch writes float weights; it takes no --pbatch or --int8");
-      const size_t n = octet::train::export_torch_weights(ckpt, out);
-      std::printf("%s: %zu tensors (the model's state_dict, PyTorch names)\n", out.c_str(), n);
+      const octet::DType t = dtype == "bf16" ? octet::DType::bf16 : octet::DType::f32;
+      const size_t n = octet::train::export_torch_weights(ckpt, out, t);
+      std::printf("%s: %zu tensors (the model's state_dict, PyTorch names, %s)\n", out.c_str(), n, dtype.c_str());
       return 0;
     }
+    if (dtype != "f32") throw octet::UsageError("export: --dtype goes with --torch");
     const auto plan = octet::cli::cli_plan(pbatch, int8);
     if (!plan) throw octet::UsageError("export: give --pbatch w=N,a=K (or a plan file), --int8 or --torch");
     const auto layers = octet::cli::export_quantized(ckpt, *plan, out, threads);

@@ -36,15 +36,19 @@ bool is_float(DType t) { return t == DType::f32 || t == DType::f64 || t == DType
 
 }  // namespace
 
-size_t export_torch_weights(const std::string& run_or_checkpoint, const std::string& out) {
+size_t export_torch_weights(const std::string& run_or_checkpoint, const std::string& out, DType dtype) {
+  OCTET_USAGE_CHECK(dtype == DType::f32 || dtype == DType::bf16, "export --torch: --dtype is f32 or bf16, got ", dtype);
   const std::string path = checkpoint_path(run_or_checkpoint);
   const Checkpoint c = load_checkpoint(path);
   OCTET_CHECK(c.quant.empty(), path,
               ": is an export with quantized layers; --torch takes a training checkpoint (the run folder or its "
               "last/best.safetensors)");
   OCTET_CHECK(!c.model.empty(), path, ": holds no model tensors");
+  NamedTensors model = c.model;
+  for (auto& [name, t] : model)
+    if (is_floating(t.dtype()) && t.dtype() != dtype) t = t.to(dtype);
   // safetensors.torch.save_file writes this metadata; its load_file does not need it.
-  save_safetensors(out, c.model, {{"format", "pt"}});
+  save_safetensors(out, model, {{"format", "pt"}});
   return c.model.size();
 }
 

@@ -18,8 +18,10 @@ namespace octet::train {
 
 // Writes the model tensors of a training checkpoint (a run folder: its best checkpoint) to `out`,
 // atomically. An export (`octet export --pbatch/--int8`) is refused: it holds quantized layers.
-// Returns the number of tensors written.
-size_t export_torch_weights(const std::string& run_or_checkpoint, const std::string& out);
+// `dtype` bf16 writes the floating tensors as bf16 (rounded to nearest even; integer buffers such
+// as batch norm's step count stay as they are), as model.to(torch.bfloat16).state_dict() holds
+// them. Returns the number of tensors written.
+size_t export_torch_weights(const std::string& run_or_checkpoint, const std::string& out, DType dtype = DType::f32);
 
 struct InitFromOptions {
   // Every model tensor outside `ignore` must be in the file and every file tensor in the model

@@ -3,6 +3,7 @@
 
   python3 make_torch_golden.py            # writes the two files below, next to this script
   python3 make_torch_golden.py --check F  # loads octet's `export --torch` file F into torchvision
+  python3 make_torch_golden.py --check-bf16 F  # the same for `export --torch --dtype bf16`
 
 mobilenet_v2_w025.safetensors: torchvision's MobileNetV2 (width_mult 0.25, 10 classes; 251k
 parameters, 314 state_dict entries) after torch.manual_seed(0) and three training-mode batches
@@ -57,8 +58,26 @@ def check(path):
     assert err < 1e-6, err
 
 
+def check_bf16(path):
+    """octet's bf16 export loads strictly into model.to(torch.bfloat16) and equals, bit for bit,
+    the golden weights converted by torch itself."""
+    m = model().to(torch.bfloat16)
+    got = load_file(path)
+    m.load_state_dict(got)  # strict: every key, shape and dtype
+    want = {k: (v.to(torch.bfloat16) if v.is_floating_point() else v) for k, v in load_file(WEIGHTS).items()}
+    bad = [k for k in want if not torch.equal(got[k].view(torch.int16) if got[k].dtype == torch.bfloat16 else got[k],
+                                              want[k].view(torch.int16) if want[k].dtype == torch.bfloat16 else want[k])]
+    print(f"{path}: loads into torchvision's mobilenet_v2 in bf16 (strict); {len(want) - len(bad)}/{len(want)} "
+          f"tensors equal torch's own bf16 conversion bit for bit")
+    assert not bad, bad[:5]
+
+
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--check", metavar="FILE")
+    ap.add_argument("--check-bf16", metavar="FILE")
     a = ap.parse_args()
-    check(a.check) if a.check else make()
+    if a.check_bf16:
+        check_bf16(a.check_bf16)
+    else:
+        check(a.check) if a.check else make()
