@@ -32,6 +32,9 @@ State& state() {
 struct Entry {
   std::string_view op;
   autocast::Policy policy;
+  // An fp32 op whose backward keeps its input in bf16 (the backward then widens it back): the
+  // bytes PyTorch's bf16 activations take, where the input arrives in f32 here.
+  bool saves_bf16 = false;
 };
 
 // The policy, op by op (names as the ops record them in autograd). As torch.autocast's CPU lists:
@@ -52,7 +55,7 @@ constexpr std::array kTable{
     Entry{"cross_entropy", autocast::Policy::fp32},
     Entry{"nll_loss", autocast::Policy::fp32},
     Entry{"mse_loss", autocast::Policy::fp32},
-    Entry{"batch_norm", autocast::Policy::fp32},
+    Entry{"batch_norm", autocast::Policy::fp32, true},
     Entry{"layer_norm", autocast::Policy::fp32},
     Entry{"group_norm", autocast::Policy::fp32},
 };
@@ -91,6 +94,13 @@ std::string_view policy_name(Policy p) {
       return "keep";
   }
   return "unknown";
+}
+
+DType saved_dtype(std::string_view op, DType input) {
+  if (!enabled() || input != DType::f32) return input;
+  for (const Entry& e : kTable)
+    if (e.op == op) return e.policy == Policy::lower || e.saves_bf16 ? dtype() : input;
+  return input;
 }
 
 DType dtype() { return state().dtype; }

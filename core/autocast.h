@@ -4,7 +4,8 @@
 //     the products accumulate in f32 and the output is f32. Their backward runs the same way, and
 //     what they save for it is the bf16 copy, half the bytes of the f32 input;
 //   - the ops of the "fp32" list (reductions, softmax and log-softmax, losses, norm statistics)
-//     compute in f32, casting a bf16 input up;
+//     compute in f32, casting a bf16 input up; batch norm keeps its input for the backward in
+//     bf16, the bytes PyTorch's bf16 activations take;
 //   - every other op runs in its inputs' dtype.
 // Weights, their gradients and the optimizer state stay f32 (the master copies): a gradient has
 // its input's dtype. A tensor that requires grad and has no history (a weight) is cast once per
@@ -57,6 +58,10 @@ bool enabled();
 // under autocast, f32 for an fp32 op on bf16 input, else `input`. f64 is never lowered (gradient
 // checks stay exact).
 DType compute_dtype(std::string_view op, DType input);
+
+// The dtype `op` keeps its f32 input in for the backward now: bf16 under autocast for the lower
+// ops and for batch norm (its backward widens it; the statistics stay f32), else the input's.
+DType saved_dtype(std::string_view op, DType input);
 
 // x as dtype, without autograd history (the op that calls it records its own node against x). A
 // weight (requires grad, no history) is cast once per outermost guard and cached.

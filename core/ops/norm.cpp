@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/autocast.h"
 #include "core/autograd.h"
 #include "core/kernels.h"
 #include "core/memory_format.h"
@@ -128,16 +129,24 @@ void record_batch_norm(const Tensor& x, const BatchNormOptions& o, const Tensor&
   const NormActivation act = o.act;
   const bool has_act = act != NormActivation::none, from_output = has_act && o.residual.defined();
   Tensor act_bias = has_act && !from_output ? s.bias : Tensor(), act_out = from_output ? s.out : Tensor();
+  // autocast (core/autocast.h): x and the output kept in bf16, widened back in the backward.
+  const DType keep = autocast::saved_dtype("batch_norm", s.x3.dtype()), compute = s.x3.dtype();
+  Tensor kept_x = s.x3, kept_out = act_out;
+  if (keep != compute) {
+    NoGradGuard ng;
+    kept_x = autocast::cast(s.x3, keep);
+    kept_out = autocast::cast(act_out, keep);
+  }
   autograd::record(
       "batch_norm", {x, o.weight, o.bias, o.residual}, {y},
-      [rx, rw, rb, rr, act, from_output, planes, sx = saved(s.x3), sw = saved(s.weight), sb = saved(act_bias),
-       sm = saved(s.mean), si = saved(s.invstd), so = saved(act_out)](const Grads& g) {
-        const Tensor& x3v = sx.get();
+      [rx, rw, rb, rr, act, from_output, planes, compute, sx = saved(kept_x), sw = saved(s.weight),
+       sb = saved(act_bias), sm = saved(s.mean), si = saved(s.invstd), so = saved(kept_out)](const Grads& g) {
+        const Tensor x3v = autocast::cast(sx.get(), compute);
         Tensor dout = planes.to3(g[0]);
         if (from_output) {
           Tensor masked = empty_in_format_of(x3v, x3v.shape(), TensorOptions(x3v.dtype()).device(x3v.device()));
-          kernels::binary(act == NormActivation::relu ? BinaryOp::relu_grad : BinaryOp::relu6_grad, dout, so.get(),
-                          masked);
+          kernels::binary(act == NormActivation::relu ? BinaryOp::relu_grad : BinaryOp::relu6_grad, dout,
+                          autocast::cast(so.get(), compute), masked);
           dout = masked;
         }
         BatchNormGrads r = batch_norm_act_backward(dout, x3v, sw.get(), sb.get(), sm.get(), si.get(),

@@ -289,6 +289,43 @@ TEST(Autocast, AttentionAndLstmMatchF32OnRoundedInputs) {
   });
 }
 
+// Batch norm computes in f32 and keeps its input (and, before a residual's ReLU, its output) in
+// bf16 for the backward. On a bf16-representable input the kept copy is exact and the ReLU mask
+// keeps its signs: outputs and gradients equal the f32 op's bit for bit, NCHW and channels-last,
+// with and without a residual.
+TEST(Autocast, BatchNormKeepsBf16ForTheBackwardExactly) {
+  {
+    AutocastGuard autocast(DType::bf16);
+    EXPECT_EQ(autocast::saved_dtype("batch_norm", DType::f32), DType::bf16);
+    EXPECT_EQ(autocast::saved_dtype("conv2d", DType::f32), DType::bf16);
+    EXPECT_EQ(autocast::saved_dtype("softmax", DType::f32), DType::f32);
+  }
+  EXPECT_EQ(autocast::saved_dtype("batch_norm", DType::f32), DType::f32);
+  for (bool channels_last : {false, true})
+    for (bool residual : {false, true}) {
+      SCOPED_TRACE(std::string(channels_last ? "channels-last" : "NCHW") + (residual ? ", residual" : ""));
+      Tensor base = rounded(randn({4, 6, 5, 3}));
+      if (channels_last) base = to_channels_last(base);
+      auto run = [&](bool bf16) {
+        Tensor x = base.detach().requires_grad_(true), w = ones({6}).requires_grad_(true);
+        Tensor b = full({6}, 0.1).requires_grad_(true), r = full({4, 6, 5, 3}, -0.2).requires_grad_(true);
+        BatchNormOptions o;
+        o.weight = w, o.bias = b, o.training = true, o.act = NormActivation::relu;
+        if (residual) o.residual = r;
+        Tensor y;
+        {
+          AutocastGuard autocast(bf16 ? DType::bf16 : DType::f32);
+          y = batch_norm(x, o);
+        }
+        Generator g(5);
+        sum(y * randn(y.shape(), {}, &g)).backward();
+        return std::vector<Tensor>{y, x.grad(), w.grad(), b.grad(), residual ? r.grad() : zeros({1})};
+      };
+      const std::vector<Tensor> f32 = run(false), bf16 = run(true);
+      for (size_t i = 0; i < f32.size(); ++i) EXPECT_EQ(rel_diff(bf16[i], f32[i]), 0.0) << "tensor " << i;
+    }
+}
+
 TEST(Autocast, WeightIsCastOncePerScope) {
   Tensor w = leaf({4, 3}, 30);
   Tensor x = randn({2, 3});  // no grad: cast on every use
