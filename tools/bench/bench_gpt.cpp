@@ -1,10 +1,11 @@
 // A GPT training step (models/gpt.h): forward, cross-entropy, backward and an AdamW step (lr 3e-4,
-// weight decay 0.1), f32, on random tokens, beside the same model in PyTorch
+// weight decay 0.1), f32 or (--precision bf16) bf16 mixed precision (octet's AutocastGuard,
+// PyTorch's torch.autocast), on random tokens, beside the same model in PyTorch
 // (bench_gpt_torch.py), the two alternating round by round: tokens/s of the best step and the
 // process's peak memory (resident size on the CPU, allocated memory on a GPU).
 //   build/tools/bench/octet_bench_gpt [--device cpu|cuda] [--layers 6] [--width 384] [--heads 6]
 //       [--context 256] [--batch 16] [--vocab 8192] [--steps 3] [--rounds 2] [--threads N]
-//       [--python python3] [--torch-script PATH|none]
+//       [--precision f32|bf16] [--python python3] [--torch-script PATH|none]
 #include <sys/resource.h>
 
 #include <chrono>
@@ -22,7 +23,7 @@ using octet::bench::shell_quote;
 namespace {
 
 struct Args {
-  std::string device = "cpu", python = "python3", script = std::string(OCTET_BENCH_DIR) + "/bench_gpt_torch.py";
+  std::string device = "cpu", precision = "f32", python = "python3", script = std::string(OCTET_BENCH_DIR) + "/bench_gpt_torch.py";
   int64_t layers = 6, width = 384, heads = 6, context = 256, batch = 16, vocab = 8192, threads = 0;
   int steps = 3, rounds = 2;
 };
@@ -41,8 +42,13 @@ double peak_mib(Device dev) {
 }
 
 Result time_octet(const Args& a, Device dev, Gpt& gpt, AdamW& opt, const Tensor& x, const Tensor& y) {
+  const DType precision = a.precision == "bf16" ? DType::bf16 : DType::f32;
   auto step = [&] {
-    Tensor loss = cross_entropy(gpt(x).reshape({-1, a.vocab}), y.reshape({-1}));
+    Tensor loss;
+    {
+      AutocastGuard autocast(precision);
+      loss = cross_entropy(gpt(x).reshape({-1, a.vocab}), y.reshape({-1}));
+    }
     opt.zero_grad();
     loss.backward();
     opt.step();
@@ -57,7 +63,8 @@ Result time_torch(const Args& a) {
                           std::to_string(a.layers) + " --width " + std::to_string(a.width) + " --heads " +
                           std::to_string(a.heads) + " --context " + std::to_string(a.context) + " --batch " +
                           std::to_string(a.batch) + " --vocab " + std::to_string(a.vocab) + " --steps " +
-                          std::to_string(a.steps) + " --threads " + std::to_string(a.threads);
+                          std::to_string(a.steps) + " --threads " + std::to_string(a.threads) +
+                          " --precision " + a.precision;
   const auto [text, status] = run_capture(cmd);
   Result r;
   std::string last;
@@ -80,6 +87,7 @@ int main(int argc, char** argv) {
   const std::string problem = octet::bench::parse_options(argc, argv,
                                                           {
                                                               {"--device", octet::bench::into(a.device)},
+                                                              {"--precision", octet::bench::into(a.precision)},
                                                               {"--layers", octet::bench::into(a.layers)},
                                                               {"--width", octet::bench::into(a.width)},
                                                               {"--heads", octet::bench::into(a.heads)},
@@ -94,6 +102,10 @@ int main(int argc, char** argv) {
                                                           });
   if (!problem.empty()) {
     std::fprintf(stderr, "%s: %s\n", "octet_bench_gpt", problem.c_str());
+    return 2;
+  }
+  if (a.precision != "f32" && a.precision != "bf16") {
+    std::fprintf(stderr, "octet_bench_gpt: --precision is f32 or bf16, got %s\n", a.precision.c_str());
     return 2;
   }
   try {
@@ -116,7 +128,9 @@ int main(int argc, char** argv) {
       if (t.ok && t.tokens_per_s > theirs.tokens_per_s) theirs = t;
       if (!t.ok && !theirs.ok) theirs.about = t.about;
     }
-    std::printf("## GPT training step (AdamW), f32: octet vs PyTorch on %s\n\n", a.device.c_str());
+    std::printf("## GPT training step (AdamW), %s: octet vs PyTorch on %s\n\n", a.precision.c_str(),
+                a.device.c_str());
+    if (a.precision == "bf16") std::printf("- octet %s\n", autocast::describe(DType::bf16, dev).c_str());
     std::printf("- %lld layers, width %lld, %lld heads, context %lld, batch %lld, vocabulary %lld: %lld parameters\n",
                 static_cast<long long>(a.layers), static_cast<long long>(a.width), static_cast<long long>(a.heads),
                 static_cast<long long>(a.context), static_cast<long long>(a.batch), static_cast<long long>(a.vocab),

@@ -57,6 +57,8 @@ def main():
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--precision", choices=["f32", "bf16"], default="f32",
+                    help="bf16: forward and loss under torch.autocast(bfloat16)")
     a = ap.parse_args()
     if a.threads > 0:
         torch.set_num_threads(a.threads)
@@ -69,12 +71,14 @@ def main():
     x, y = ids[:, :-1], ids[:, 1:]
 
     def step():
-        loss = F.cross_entropy(model(x).reshape(-1, a.vocab), y.reshape(-1))
+        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=a.precision == "bf16"):
+            loss = F.cross_entropy(model(x).reshape(-1, a.vocab), y.reshape(-1))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
 
-    print(f"pytorch {torch.__version__}, {torch.get_num_threads()} threads")
+    print(f"pytorch {torch.__version__}, {torch.get_num_threads()} threads"
+          + (", bf16 autocast" if a.precision == "bf16" else ""))
     step()
     sync()
     best = float("inf")
