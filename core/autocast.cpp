@@ -57,7 +57,6 @@ constexpr std::array kTable{
     Entry{"mse_loss", autocast::Policy::fp32},
     Entry{"batch_norm", autocast::Policy::fp32, true},
     Entry{"layer_norm", autocast::Policy::fp32},
-    Entry{"group_norm", autocast::Policy::fp32},
 };
 
 }  // namespace
@@ -94,6 +93,10 @@ std::string_view policy_name(Policy p) {
       return "keep";
   }
   return "unknown";
+}
+
+bool widens(std::string_view op, const Tensor& x) {
+  return x.defined() && x.dtype() == DType::bf16 && compute_dtype(op, DType::bf16) == DType::f32;
 }
 
 DType saved_dtype(std::string_view op, DType input) {

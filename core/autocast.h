@@ -59,6 +59,11 @@ bool enabled();
 // checks stay exact).
 DType compute_dtype(std::string_view op, DType input);
 
+// Whether `op` (an fp32 op) takes its bf16 input x up to f32 now: the op then runs on x.to(f32),
+// differentiable, so x's gradient comes back as bf16.
+//   if (autocast::widens("softmax", x)) return softmax(x.to(DType::f32), dim);
+bool widens(std::string_view op, const Tensor& x);
+
 // The dtype `op` keeps its f32 input in for the backward now: bf16 under autocast for the lower
 // ops and for batch norm (its backward widens it; the statistics stay f32), else the input's.
 DType saved_dtype(std::string_view op, DType input);

@@ -1,5 +1,6 @@
 #include "core/ops/loss.h"
 
+#include "core/autocast.h"
 #include "core/autograd.h"
 #include "core/kernels.h"
 #include "core/ops/elementwise.h"
@@ -14,6 +15,7 @@ using autograd::saved;
 // softmax over `dim` as rows: move dim last, run the row kernel, move it back.
 static Tensor softmax_impl(const Tensor& x, int64_t dim, bool log) {
   const char* op = log ? "log_softmax" : "softmax";
+  if (autocast::widens(op, x)) return softmax_impl(x.to(DType::f32), dim, log);
   OCTET_CHECK(x.defined() && x.dim() >= 1, op, ": expected a tensor with at least 1 dim");
   int64_t d = wrap_dim(dim, x.dim(), op);
   Tensor out;
@@ -77,12 +79,14 @@ static std::pair<Tensor, Tensor> picked_nll(const Tensor& logp, const Tensor& ta
 }
 
 Tensor nll_loss(const Tensor& logp, const Tensor& target, int64_t ignore_index, Reduction reduction) {
+  if (autocast::widens("nll_loss", logp)) return nll_loss(logp.to(DType::f32), target, ignore_index, reduction);
   check_classification("nll_loss", logp, target);
   auto [loss, count] = picked_nll(logp, target, ignore_index);
   return reduce_loss(loss, count, reduction);
 }
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntropyOptions& opts) {
+  if (autocast::widens("cross_entropy", logits)) return cross_entropy(logits.to(DType::f32), target, opts);
   check_classification("cross_entropy", logits, target);
   double eps = opts.label_smoothing_;
   OCTET_CHECK(eps >= 0.0 && eps <= 1.0, "cross_entropy: label_smoothing must be in [0, 1], got ", eps);
@@ -116,6 +120,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntr
 }
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  if (autocast::widens("mse_loss", input) || autocast::widens("mse_loss", target))
+    return mse_loss(input.to(DType::f32), target.to(DType::f32), reduction);
   OCTET_CHECK(input.defined() && target.defined() && input.shape() == target.shape(),
               "mse_loss: shapes differ: ", input.defined() ? input.shape() : Shape{}, " and ",
               target.defined() ? target.shape() : Shape{});

@@ -16,6 +16,7 @@ using autograd::saved;
 
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
                   double eps) {
+  if (autocast::widens("layer_norm", x)) return layer_norm(x.to(DType::f32), normalized_shape, weight, bias, eps);
   int64_t k = static_cast<int64_t>(normalized_shape.size());
   OCTET_CHECK(x.defined() && k >= 1 && x.dim() >= k && Shape(x.shape().end() - k, x.shape().end()) == normalized_shape,
               "layer_norm: input shape ", x.defined() ? x.shape() : Shape{}, " does not end with normalized_shape ",
@@ -190,6 +191,7 @@ Tensor batch_norm_train(const Tensor& x, const BatchNormOptions& o) {
 }  // namespace
 
 Tensor batch_norm(const Tensor& x, const BatchNormOptions& options) {
+  if (autocast::widens("batch_norm", x)) return batch_norm(x.to(DType::f32), options);
   check_batch_norm(x, options);
   return options.training ? batch_norm_train(x, options) : batch_norm_eval(x, options);
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/autocast.h"
 #include "core/autograd.h"
 #include "core/kernels.h"
 #include "core/ops/elementwise.h"
@@ -81,6 +82,7 @@ void check_float(const Tensor& x, const char* op) {
 }  // namespace
 
 Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  if (autocast::widens("sum", x)) return sum(x.to(DType::f32), dims, keepdim);
   RowView v = as_rows(x, dims, "sum");
   Tensor out = reduce_forward(ReduceOp::sum, v, x, keepdim);
   autograd::record("sum", {x}, {out}, [ks = v.keepdim_shape, xs = x.shape()](const Grads& g) {
@@ -90,6 +92,7 @@ Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
 }
 
 Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  if (autocast::widens("mean", x)) return mean(x.to(DType::f32), dims, keepdim);
   check_float(x, "mean");
   int64_t n = layout(x, dims, "mean").r;
   OCTET_CHECK(n > 0, "mean: reducing over zero elements");

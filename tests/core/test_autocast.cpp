@@ -164,6 +164,53 @@ TEST(Autocast, LowerOpsGiveF32OutputsAndGradients) {
   }
 }
 
+// Each fp32 op under autocast takes a bf16 input up to f32: an f32 output, and the bf16 input's
+// gradient in bf16 (its dtype).
+TEST(Autocast, Fp32OpsTakeBf16InputsUp) {
+  struct Op {
+    std::string name;
+    Shape shape;
+    std::function<Tensor(const Tensor&)> run;
+  };
+  const Tensor target = from_vector(std::vector<int64_t>{1, 0, 3}, {3});
+  const std::vector<Op> ops = {
+      {"softmax", {3, 4}, [](const Tensor& x) { return softmax(x, 1); }},
+      {"log_softmax", {3, 4}, [](const Tensor& x) { return log_softmax(x, 1); }},
+      {"cross_entropy", {3, 4}, [&](const Tensor& x) { return cross_entropy(x, target); }},
+      {"nll_loss", {3, 4}, [&](const Tensor& x) { return nll_loss(x, target); }},
+      {"mse_loss",
+       {3, 4},
+       [](const Tensor& x) {
+         return mse_loss(x, zeros({3, 4}));
+       }},
+      {"sum", {3, 4}, [](const Tensor& x) { return sum(x, {1}); }},
+      {"mean", {3, 4}, [](const Tensor& x) { return mean(x, {0}); }},
+      {"layer_norm", {3, 4}, [](const Tensor& x) { return layer_norm(x, {4}, ones({4}), zeros({4}), 1e-5); }},
+      {"batch_norm",
+       {3, 4, 2, 2},
+       [](const Tensor& x) {
+         BatchNormOptions o;
+         o.training = true;
+         return batch_norm(x, o);
+       }},
+  };
+  uint64_t seed = 50;
+  for (const Op& op : ops) {
+    SCOPED_TRACE(op.name);
+    EXPECT_EQ(autocast::policy(op.name), autocast::Policy::fp32);
+    Tensor x = rounded(leaf(op.shape, seed++)).to(DType::bf16).requires_grad_(true);
+    Tensor y;
+    {
+      AutocastGuard autocast(DType::bf16);
+      y = op.run(x);
+    }
+    EXPECT_EQ(y.dtype(), DType::f32);
+    sum(y * y).backward();
+    ASSERT_TRUE(x.grad().defined());
+    EXPECT_EQ(x.grad().dtype(), DType::bf16);
+  }
+}
+
 // mm, bmm and linear under autocast: the f32 op on bf16-rounded inputs, and the gradients as the
 // f32 op's on rounded inputs with the incoming gradient rounded too.
 TEST(Autocast, ProductsMatchF32OnRoundedInputs) {
