@@ -63,9 +63,15 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   Tensor qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous();
   // autocast (core/autocast.h): q, k, v (and, in the backward, the output's gradient) rounded to
   // bf16, the products accumulated in f32 by the f32 kernel: bf16's numbers, not yet its speed.
+  // The backward keeps the bf16 copies and widens them back.
   const bool bf16 = autocast::compute_dtype("scaled_dot_product_attention", q.dtype()) == DType::bf16;
-  auto bf16_values = [](const Tensor& t) { return autocast::cast(autocast::cast(t, DType::bf16), DType::f32); };
-  if (bf16) qc = bf16_values(qc), kc = bf16_values(kc), vc = bf16_values(vc);
+  const DType compute = q.dtype();
+  auto widened = [compute](const Tensor& t) { return autocast::cast(t, compute); };
+  Tensor qk = qc, kk = kc, vk = vc;  // what the backward keeps
+  if (bf16) {
+    qk = autocast::cast(qc, DType::bf16), kk = autocast::cast(kc, DType::bf16), vk = autocast::cast(vc, DType::bf16);
+    qc = widened(qk), kc = widened(kk), vc = widened(vk);
+  }
   Tensor pad = o.key_padding_mask_.defined() ? o.key_padding_mask_.contiguous() : Tensor();
   Tensor out = empty({g.b, g.h, g.tq, g.dv}, opts), lse = empty({g.b, g.h, g.tq}, opts);
   {
@@ -74,17 +80,17 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   }
   if (autograd::needs_grad({q, k, v})) {
     const bool rq = q.requires_grad(), rk = k.requires_grad(), rv = v.requires_grad();
-    autograd::SavedTensor sq = saved(qc), sk = saved(kc), sv = saved(vc), sout = saved(out), slse = saved(lse);
+    autograd::SavedTensor sq = saved(qk), sk = saved(kk), sv = saved(vk), sout = saved(out), slse = saved(lse);
     autograd::SavedTensor spad = saved(pad);
     autograd::record("scaled_dot_product_attention", {q, k, v}, {out}, [=](const Grads& grads) {
       NoGradGuard ng;
-      const Tensor& qq = sq;
+      const Tensor qq = widened(sq), kq = widened(sk), vq = widened(sv);
       const TensorOptions to = TensorOptions(qq.dtype()).device(qq.device());
       Tensor dq = rq ? empty(qq.shape(), to) : Tensor();
-      Tensor dk = rk ? empty(sk->shape(), to) : Tensor();
-      Tensor dv = rv ? empty(sv->shape(), to) : Tensor();
-      const Tensor dout = bf16 ? bf16_values(grads[0].contiguous()) : grads[0].contiguous();
-      kernels::attention_backward(g, sq, sk, sv, spad, sout, dout, slse, dq, dk, dv);
+      Tensor dk = rk ? empty(kq.shape(), to) : Tensor();
+      Tensor dv = rv ? empty(vq.shape(), to) : Tensor();
+      const Tensor dout = bf16 ? widened(autocast::cast(grads[0].contiguous(), DType::bf16)) : grads[0].contiguous();
+      kernels::attention_backward(g, qq, kq, vq, spad, sout, dout, slse, dq, dk, dv);
       return Grads{dq, dk, dv};
     });
   }
