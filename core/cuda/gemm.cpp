@@ -26,6 +26,22 @@ void check_ld(const char* what, int64_t ld, int64_t cols) {
               " is smaller than the row length ", cols);
 }
 
+// One f32 or f64 GEMM through cuBLAS's plain call, or its strided-batched one for several.
+template <typename T, typename Gemm, typename Batched>
+void typed_gemm(cublasHandle_t h, cublasOperation_t op_a, cublasOperation_t op_b, int64_t m, int64_t n, int64_t k,
+                double alpha, const BatchOperand& a, const BatchOperand& b, double beta, const BatchOperand& c,
+                int64_t batch, Gemm gemm, Batched batched) {
+  const T al = static_cast<T>(alpha), be = static_cast<T>(beta);
+  const auto* pa = static_cast<const T*>(a.data);
+  const auto* pb = static_cast<const T*>(b.data);
+  auto* pc = static_cast<T*>(const_cast<void*>(c.data));
+  if (batch == 1)
+    OCTET_CUBLAS_CHECK(gemm(h, op_b, op_a, n, m, k, &al, pb, b.ld, pa, a.ld, &be, pc, c.ld));
+  else
+    OCTET_CUBLAS_CHECK(
+        batched(h, op_b, op_a, n, m, k, &al, pb, b.ld, b.stride, pa, a.ld, a.stride, &be, pc, c.ld, c.stride, batch));
+}
+
 }  // namespace
 
 void gemm_batched(DType dtype, Device device, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
@@ -59,25 +75,12 @@ void gemm_batched(DType dtype, Device device, bool trans_a, bool trans_b, int64_
   } else if (dtype == DType::f32) {
     // CUBLAS_DEFAULT_MATH keeps FP32 inputs and FP32 accumulation; TF32 only when asked for.
     OCTET_CUBLAS_CHECK(cublasSetMathMode(h, allow_tf32() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
-    const float al = static_cast<float>(alpha), be = static_cast<float>(beta);
-    const auto* pa = static_cast<const float*>(a.data);
-    const auto* pb = static_cast<const float*>(b.data);
-    auto* pc = static_cast<float*>(const_cast<void*>(c.data));
-    if (batch == 1)
-      OCTET_CUBLAS_CHECK(cublasSgemm_64(h, op_b, op_a, n, m, k, &al, pb, b.ld, pa, a.ld, &be, pc, c.ld));
-    else
-      OCTET_CUBLAS_CHECK(cublasSgemmStridedBatched_64(h, op_b, op_a, n, m, k, &al, pb, b.ld, b.stride, pa, a.ld,
-                                                      a.stride, &be, pc, c.ld, c.stride, batch));
+    typed_gemm<float>(h, op_a, op_b, m, n, k, alpha, a, b, beta, c, batch, cublasSgemm_64,
+                      cublasSgemmStridedBatched_64);
   } else {
     OCTET_CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));
-    const auto* pa = static_cast<const double*>(a.data);
-    const auto* pb = static_cast<const double*>(b.data);
-    auto* pc = static_cast<double*>(const_cast<void*>(c.data));
-    if (batch == 1)
-      OCTET_CUBLAS_CHECK(cublasDgemm_64(h, op_b, op_a, n, m, k, &alpha, pb, b.ld, pa, a.ld, &beta, pc, c.ld));
-    else
-      OCTET_CUBLAS_CHECK(cublasDgemmStridedBatched_64(h, op_b, op_a, n, m, k, &alpha, pb, b.ld, b.stride, pa, a.ld,
-                                                      a.stride, &beta, pc, c.ld, c.stride, batch));
+    typed_gemm<double>(h, op_a, op_b, m, n, k, alpha, a, b, beta, c, batch, cublasDgemm_64,
+                       cublasDgemmStridedBatched_64);
   }
 }
 
