@@ -16,6 +16,7 @@
 #include "tests/data/temp_dir.h"
 #include "tests/train/run_util.h"
 #include "tools/cli/generate.h"
+#include "tools/cli/quant_run.h"
 #include "tools/train/builders.h"
 #include "tools/train/checkpoint.h"
 #include "tools/train/lm_task.h"
@@ -179,6 +180,37 @@ TEST(LmTrainer, EightBitAdamTracks32Bit) {
   EXPECT_TRUE(std::isfinite(plain8));
 }
 
+// bf16 mixed precision with the project's other low-precision methods: with 8-bit Adam (whose state
+// quantizes the f32 gradients) a run resumes bit for bit in the middle of an epoch, and its f32
+// checkpoint evaluates through PrecisionBatching at W8/A16 within 1% of its float perplexity.
+TEST(LmTrainer, Bf16WithEightBitAdamResumesAndRunsThroughPrecisionBatching) {
+  TempDir dir;
+  write_toy_grammar(dir.path() + "/toy", ToyGrammarOptions().train_tokens(8000).valid_tokens(2000).test_tokens(2000));
+  auto recipe = [&](std::vector<std::string> extra) {
+    extra.insert(extra.end(), {"train.precision=bf16", "optimizer.name=adam", "optimizer.lr=0.003",
+                               "optimizer.state_bits=8", "optimizer.min_8bit_size=0", "optimizer.block_size=256"});
+    return lm_recipe(dir, extra);
+  };
+  TrainResult full = train(recipe({"log.run_name=full"}), {});
+  const auto want = records_of(full.run_dir, "train");
+  TrainResult part = train(recipe({"log.run_name=part", "train.max_steps=17"}), {});
+  ASSERT_TRUE(part.stopped);
+  TrainResult rest = Run::resume(part.run_dir, {"train.max_steps=0"}).fit();
+  const auto got = records_of(part.run_dir, "train");
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_EQ(got[i]["loss"].get<double>(), want[i]["loss"].get<double>()) << "record " << i;
+  EXPECT_EQ(rest.final_test.loss, full.final_test.loss);
+  const double fp = cli::evaluate_quantized(full.run_dir, "", 1, "cpu", std::nullopt).splits.back().perplexity();
+  const double pb =
+      cli::evaluate_quantized(full.run_dir, "", 1, "cpu", quant::uniform_plan(quant::QuantSpec::pbatch({8, 16})))
+          .splits.back()
+          .perplexity();
+  std::printf("toy LM trained in bf16 with 8-bit Adam: test perplexity float %.3f, PrecisionBatching W8/A16 %.3f\n", fp,
+              pb);
+  EXPECT_NEAR(pb / fp, 1.0, 0.01);
+}
+
 // train.on_nonfinite: skip with an lr that overflows the weights: the skipped steps' carried
 // LSTM state is dropped (the next segment starts from zeros), so what the checkpoint carries and
 // the weights stay finite.
@@ -223,7 +255,8 @@ TEST(LmTrainer, CharactersAndErrors) {
   yaml.replace(yaml.find("\"text_chars\""), 12, "\"text\"");
   save_checkpoint(dir.path() + "/mismatch.safetensors", c.model, c.optimizer, c.state, yaml, {}, c.task,
                   c.task_metadata);
-  expect_error([&] { evaluate_checkpoint(dir.path() + "/mismatch.safetensors", "", 1); }, "vocabulary is of characters");
+  expect_error([&] { evaluate_checkpoint(dir.path() + "/mismatch.safetensors", "", 1); },
+               "vocabulary is of characters");
   save_checkpoint(dir.path() + "/novocab.safetensors", c.model, c.optimizer, c.state, c.recipe_yaml);
   expect_error([&] { cli::generate_text(dir.path() + "/novocab.safetensors", {}); }, "has no vocabulary");
   Recipe cnn = load_recipe(kRecipes + "fashion_mnist.yaml");
