@@ -128,7 +128,8 @@ TEST_P(TrainerResume, ContinuesExactly) {
 // The third: INT8 convolutions, whose clip schedule (a DSGC search every 4 backward passes, so
 // the stops at 6 and 7 fall inside a period) and stochastic-rounding draws continue from the
 // checkpoint's INT8 layer stats. The fourth: parameter groups (their own lr, weight decay and
-// state precision; the resumed run reads them back from the checkpoint's stored recipe).
+// state precision; the resumed run reads them back from the checkpoint's stored recipe). The
+// fifth: bf16 mixed precision with INT8 convolutions (the other layers in bf16) and 8-bit Adam.
 INSTANTIATE_TEST_SUITE_P(
     Trainer, TrainerResume,
     ::testing::Values(
@@ -141,7 +142,10 @@ INSTANTIATE_TEST_SUITE_P(
             "optimizer.name=adamw", "optimizer.lr=0.002", "optimizer.weight_decay=0.05", "optimizer.state_bits=8",
             "optimizer.min_8bit_size=0",
             "optimizer.param_groups=[{params: \"*.bias\", weight_decay: 0, lr: 0.004}, "
-            "{params: \"features.1.*\", state_bits: 32}, {params: classifier.1.weight, block_size: 64}]"}));
+            "{params: \"features.1.*\", state_bits: 32}, {params: classifier.1.weight, block_size: 64}]"},
+        std::vector<std::string>{"train.precision=bf16", "quant.int8_conv=true", "quant.clip_update_period=4",
+                                 "optimizer.name=adam", "optimizer.lr=0.001", "optimizer.state_bits=8",
+                                 "optimizer.min_8bit_size=0", "optimizer.block_size=256"}));
 
 // A few steps of the INT8 Fashion-MNIST recipe on generated data: it learns, logs every INT8
 // layer's stats and saves them in its checkpoints. (The accuracy comparison with the FP32 twin on
