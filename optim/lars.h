@@ -49,6 +49,7 @@ class Lars : public Optimizer {
   std::vector<StateBuffer> state_buffers(const OptimizerOptions& options) const override;
   void update(const OptimizerOptions& options, const Tensor& param, const Tensor& grad,
               ParamState& state) const override;
+  bool elementwise() const override { return false; }  // the trust ratio takes the whole parameter's norms
 };
 
 // The spellings before octet's naming rule (README, "Names"); kept so existing code builds.

@@ -1,5 +1,7 @@
 #include "optim/optimizer.h"
 
+#include "core/distributed.h"
+
 #include "optim/blockwise_state.h"
 #include "quant/blockwise.h"
 
@@ -174,18 +176,89 @@ double Optimizer::lr_scale(const std::string& param) const {
 std::unique_ptr<ParamState> Optimizer::make_state(const std::string& name, const Tensor& param,
                                                   const OptimizerOptions& options) const {
   const StateOptions& so = state_options(name);
+  // Decided on the whole parameter; sized on what this process updates (shard_state).
   bool eight = so.state_bits_ == 8 && param.dtype() == DType::f32 && param.numel() >= so.min_8bit_size_ &&
                !param.impl()->keep_32bit_state &&
                std::none_of(so.keep_32bit_.begin(), so.keep_32bit_.end(),
                             [&](const std::string& pat) { return name_matches(pat, name); });
+  const Tensor target = shard_of(name, param);
   std::vector<std::string> names = state_buffer_names(options);
-  if (!eight || names.empty()) return std::make_unique<DenseState>(param, std::move(names));
+  if (!eight || names.empty()) return std::make_unique<DenseState>(target, std::move(names));
   const quant::QuantMap unsigned_map =
       so.nonzero_second_moment_ ? quant::QuantMap::dynamic_unsigned_nonzero : quant::QuantMap::dynamic_unsigned;
   std::vector<quant::QuantMap> maps;
   for (const StateBuffer& b : state_buffers(options))
     maps.push_back(b.is_signed ? quant::QuantMap::dynamic_signed : unsigned_map);
-  return std::make_unique<BlockwiseState>(param, std::move(names), std::move(maps), so.block_size_);
+  return std::make_unique<BlockwiseState>(target, std::move(names), std::move(maps), so.block_size_);
+}
+
+// ---- sharded state (ZeRO stage 1)
+
+namespace {
+// Elements per rank of a parameter of `numel` elements split over n ranks in whole blocks.
+int64_t shard_chunk(int64_t numel, int64_t block, int64_t n) {
+  const int64_t blocks = (numel + block - 1) / block;
+  return (blocks + n - 1) / n * block;
+}
+}  // namespace
+
+void Optimizer::shard_state(const dist::ProcessGroup& group) {
+  OCTET_CHECK(elementwise(), name_, ": its state cannot be sharded (its update reads the whole parameter's norms)");
+  for (const Group& g : groups_) {
+    OCTET_CHECK(g.states.empty(), name_, ": shard_state must come before the first step or state access");
+    for (const auto& [pname, p] : g.params)
+      OCTET_CHECK(p.is_contiguous(), name_, ": shard_state needs contiguous parameters; '", pname, "' is not");
+  }
+  shard_group_ = group.size() > 1 ? &group : nullptr;
+}
+
+std::pair<int64_t, int64_t> Optimizer::shard_range(const std::string& name) const {
+  const auto it = group_of_.find(name);
+  OCTET_CHECK(it != group_of_.end(), name_, ": no parameter named '", name, "'");
+  int64_t numel = 0;
+  for (const auto& [pname, p] : groups_[it->second].params)
+    if (pname == name) numel = p.numel();
+  if (!shard_group_) return {0, numel};
+  // Ranges of whole blocks: ceil(blocks / N) blocks per rank, the last ones shorter or empty.
+  const int64_t chunk = shard_chunk(numel, state_options(name).block_size_, shard_group_->size());
+  const int64_t first = std::min(numel, chunk * shard_group_->rank());
+  return {first, std::min(numel, first + chunk)};
+}
+
+Tensor Optimizer::shard_of(const std::string& name, const Tensor& p) const {
+  if (!shard_group_) return p;
+  const auto [first, last] = shard_range(name);
+  return p.view({-1}).narrow(0, first, last - first);
+}
+
+void Optimizer::gather_shards(const std::vector<std::pair<std::string, Tensor>>& updated) const {
+  if (!shard_group_ || updated.empty()) return;
+  // One all-gather for the step: each rank's ranges, padded to the longest rank's, side by side.
+  const int64_t n = shard_group_->size();
+  std::vector<int64_t> chunk, offset;
+  int64_t total = 0;
+  for (const auto& [pname, p] : updated) {
+    chunk.push_back(shard_chunk(p.numel(), state_options(pname).block_size_, n));
+    offset.push_back(total);
+    total += chunk.back();
+  }
+  const Tensor& first = updated.front().second;
+  Tensor mine = zeros({total}, TensorOptions(first.dtype()).device(first.device()));
+  for (size_t i = 0; i < updated.size(); ++i) {
+    const auto [lo, hi] = shard_range(updated[i].first);
+    if (hi > lo) mine.narrow(0, offset[i], hi - lo).copy_(updated[i].second.view({-1}).narrow(0, lo, hi - lo));
+  }
+  const Tensor all = shard_group_->all_gather(mine);  // [N, total]
+  for (size_t i = 0; i < updated.size(); ++i) {
+    Tensor flat = updated[i].second.view({-1});
+    const int64_t numel = flat.numel();
+    for (int64_t r = 0; r < n; ++r) {
+      const int64_t lo = std::min(numel, chunk[i] * r), hi = std::min(numel, lo + chunk[i]);
+      if (r != shard_group_->rank() && hi > lo)
+        flat.narrow(0, lo, hi - lo).copy_(all.select(0, r).narrow(0, offset[i], hi - lo));
+    }
+    updated[i].second.storage()->bump_version();
+  }
 }
 
 std::vector<std::string> Optimizer::state_buffer_names(const OptimizerOptions& options) const {
@@ -222,6 +295,7 @@ void Optimizer::ensure_state() const {
 void Optimizer::step() {
   NoGradGuard no_grad;
   ensure_state();
+  std::vector<std::pair<std::string, Tensor>> updated;  // sharded: the parameters to gather
   for (Group& g : groups_) {
     for (size_t i = 0; i < g.params.size(); ++i) {
       auto& [pname, p] = g.params[i];
@@ -242,6 +316,12 @@ void Optimizer::step() {
         scaled->set_lr(g.options->get_lr() * scale);
         options = scaled.get();
       }
+      if (shard_group_) {  // this rank's range of p, in place (p is contiguous: shard_state checked)
+        const Tensor work = shard_of(pname, p);
+        if (work.numel() > 0) update(*options, work, shard_of(pname, grad.contiguous()), state);
+        updated.emplace_back(pname, p);
+        continue;
+      }
       // Updates write through data pointers; a non-contiguous parameter is updated in a copy.
       Tensor work = p.contiguous();
       update(*options, work, grad.contiguous(), state);
@@ -252,6 +332,7 @@ void Optimizer::step() {
       }
     }
   }
+  gather_shards(updated);
   ++steps_;
 }
 
@@ -268,6 +349,7 @@ Tensor i64_scalar(int64_t v) { return scalar_tensor(static_cast<double>(v), DTyp
 }  // namespace
 
 NamedTensors Optimizer::state_dict() const {
+  OCTET_CHECK(!shard_group_, name_, ": state_dict of a sharded optimizer (shard_state) is not supported yet");
   ensure_state();
   NamedTensors out;
   for (const Group& g : groups_) {
@@ -282,6 +364,7 @@ NamedTensors Optimizer::state_dict() const {
 }
 
 void Optimizer::load_state_dict(const NamedTensors& state) {
+  OCTET_CHECK(!shard_group_, name_, ": load_state_dict of a sharded optimizer (shard_state) is not supported yet");
   ensure_state();
   // What must be there: a live tensor to copy into, or a step counter to set.
   struct Target {

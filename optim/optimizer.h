@@ -57,6 +57,10 @@
 #include "core/options.h"
 #include "core/tensor.h"
 
+namespace octet::dist {
+class ProcessGroup;
+}
+
 namespace octet {
 
 // ---- per-parameter state
@@ -297,6 +301,25 @@ class Optimizer {
   // other key; otherwise an octet::Error naming the key, and nothing is changed.
   void load_state_dict(const NamedTensors& state);
 
+  // ZeRO stage 1 (as PyTorch's ZeroRedundancyOptimizer and DeepSpeed's stage 1): from now on this
+  // process keeps, and updates, the state of its shard of every parameter only, 1/N of the state
+  // for N processes in `group`. Each parameter is split, flattened, into N ranges whose bounds fall
+  // on its 8-bit block size (an absmax block never straddles two ranks; the last ranges may be
+  // shorter or empty); whether a parameter's state is 8-bit is decided on the whole parameter.
+  // step() takes the full, already averaged gradients (DistributedDataParallel's), updates this
+  // rank's range, and all-gathers the updated ranges, so every rank ends with the same weights,
+  // bit for bit those an unsharded optimizer gives (the updates are elementwise, or block-wise on
+  // whole blocks). Call before the first step, with contiguous parameters; every rank calls step()
+  // together. LAMB and LARS (a trust ratio over the whole parameter) are refused. A group of one
+  // process changes nothing. state_dict() / load_state_dict() of a sharded optimizer are an Error
+  // for now.
+  //   opt.shard_state(dist::ProcessGroup::world());
+  void shard_state(const dist::ProcessGroup& group);
+  bool sharded() const { return shard_group_ != nullptr; }
+  // The flattened elements [first, second) of parameter `name` this process updates (all of
+  // them when not sharded).
+  std::pair<int64_t, int64_t> shard_range(const std::string& name) const;
+
  protected:
   // `defaults` fills groups without options; group options of the wrong kind are an Error.
   Optimizer(std::vector<ParamGroup> groups, const OptimizerOptions& defaults, const char* name,
@@ -320,6 +343,9 @@ class Optimizer {
   const OptimizerOptions& group_options(size_t group) const;
   OptimizerOptions& group_options(size_t group);
   const char* name() const { return name_; }
+  // Whether update() reads nothing but each element and its own state, so that a parameter may be
+  // updated in pieces (shard_state); false for LAMB and LARS.
+  virtual bool elementwise() const { return true; }
 
  private:
   struct Group {
@@ -330,6 +356,10 @@ class Optimizer {
     std::vector<std::unique_ptr<ParamState>> states;  // one per param, made by ensure_state()
   };
   void ensure_state() const;
+  // The parameter as its state and update see it: p, or this rank's flat range of it when sharded.
+  Tensor shard_of(const std::string& name, const Tensor& p) const;
+  // After the updates of a sharded step: every rank's ranges to every rank.
+  void gather_shards(const std::vector<std::pair<std::string, Tensor>>& updated) const;
 
   const char* name_;
   StateOptions state_options_;
@@ -337,6 +367,7 @@ class Optimizer {
   std::map<std::string, double> lr_scale_;  // every parameter's name -> its lr factor
   std::map<std::string, size_t> group_of_;  // every parameter's name -> its group
   int64_t steps_ = 0;
+  const dist::ProcessGroup* shard_group_ = nullptr;
 };
 
 }  // namespace octet

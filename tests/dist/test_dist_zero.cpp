@@ -1,0 +1,139 @@
+// Sharded optimizer state (ZeRO stage 1, Optimizer::shard_state) across real processes, in the
+// octet_dist_tests program run under `mpirun -np 2` and `-np 3`: 20 steps of each elementwise
+// optimizer, 32-bit and 8-bit state, give weights bit-identical to the unsharded optimizer's on
+// parameters smaller than a block, not divisible by the rank count, and whose 8-bit decision
+// (min_8bit_size) differs between the whole parameter and a shard; each rank holds about 1/N of
+// the state bytes; LAMB and LARS are refused.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/octet.h"
+#include "optim/adagrad.h"
+#include "optim/adam.h"
+#include "optim/lamb.h"
+#include "optim/lars.h"
+#include "optim/lion.h"
+#include "optim/rmsprop.h"
+#include "optim/sgd.h"
+
+namespace octet {
+namespace {
+
+dist::ProcessGroup& group() {
+  dist::ProcessGroup& g = dist::ProcessGroup::world();
+  g.set_timeout_s(60);
+  return g;
+}
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  return a.shape() == b.shape() && a.dtype() == b.dtype() &&
+         std::memcmp(a.raw_data(), b.raw_data(), static_cast<size_t>(a.numel()) * dtype_size(a.dtype())) == 0;
+}
+
+// Fewer elements than a block (3), not a multiple of any rank count or block (1000, 37 x 29), and
+// 5000 elements: 8-bit with min_8bit_size 4096 as a whole, though each shard is smaller.
+NamedTensors make_params(uint64_t seed) {
+  Generator g(seed);
+  NamedTensors p;
+  for (const auto& [name, shape] :
+       std::vector<std::pair<std::string, Shape>>{{"tiny", {3}}, {"vec", {1000}}, {"mat", {37, 29}}, {"big", {5000}}})
+    p.emplace_back(name, randn(shape, {}, &g).requires_grad_(true));
+  return p;
+}
+
+using Make = std::function<std::unique_ptr<Optimizer>(NamedTensors, const StateOptions&)>;
+
+struct Case {
+  std::string name;
+  Make make;
+};
+
+const std::vector<Case> kCases = {
+    {"adam", [](NamedTensors p, const StateOptions& s) { return std::make_unique<Adam>(p, AdamOptions(1e-2), s); }},
+    {"adamw",
+     [](NamedTensors p, const StateOptions& s) {
+       return std::make_unique<AdamW>(p, AdamWOptions(1e-2).weight_decay(0.1), s);
+     }},
+    {"sgd momentum",
+     [](NamedTensors p, const StateOptions& s) {
+       return std::make_unique<SGD>(p, SGDOptions(0.05).momentum(0.9).weight_decay(1e-4), s);
+     }},
+    {"rmsprop",
+     [](NamedTensors p, const StateOptions& s) { return std::make_unique<RMSprop>(p, RMSpropOptions(1e-3), s); }},
+    {"lion", [](NamedTensors p, const StateOptions& s) { return std::make_unique<Lion>(p, LionOptions(1e-3), s); }},
+    {"adagrad",
+     [](NamedTensors p, const StateOptions& s) { return std::make_unique<Adagrad>(p, AdagradOptions(1e-2), s); }},
+};
+
+// Every rank's gradient for step `step`: the same on every rank (as DDP's averaged gradients).
+void set_grads(const NamedTensors& params, int step) {
+  Generator g(100 + static_cast<uint64_t>(step));
+  for (const auto& [name, p] : params) p.set_grad(randn(p.shape(), {}, &g));
+}
+
+TEST(ShardedState, TwentyStepsEqualTheUnshardedOptimizerBitForBit) {
+  for (const Case& c : kCases)
+    for (int bits : {32, 8}) {
+      SCOPED_TRACE(c.name + ", " + std::to_string(bits) + "-bit");
+      const StateOptions so = StateOptions().state_bits(bits).block_size(64).min_8bit_size(4096);
+      NamedTensors a = make_params(1), b = make_params(1);
+      auto plain = c.make(a, so), sharded = c.make(b, so);
+      sharded->shard_state(group());
+      for (int step = 0; step < 20; ++step) {
+        set_grads(a, step);
+        set_grads(b, step);
+        plain->step();
+        sharded->step();
+      }
+      for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(same_bits(a[i].second, b[i].second)) << a[i].first;
+      // 8-bit where the whole parameter qualifies ("big", 5000 >= 4096), though its shards do not.
+      EXPECT_EQ(sharded->num_8bit_params(), plain->num_8bit_params());
+      // The state: about 1/N per rank, the ranks' shares adding up to the unsharded state. Each
+      // rank's ranges are whole blocks, so the absmax count is the same in total; what each rank
+      // adds is its own copy of an 8-bit buffer's 256-entry code table (1 KiB; one 8-bit
+      // parameter here, at most two buffers).
+      const int64_t whole = plain->state_bytes(), n = group().size(), tables = (n - 1) * 2 * 1024;
+      Tensor sum = scalar_tensor(static_cast<double>(sharded->state_bytes()), DType::i64);
+      group().all_reduce(sum);
+      EXPECT_GE(sum.item<int64_t>(), whole);
+      EXPECT_LE(sum.item<int64_t>(), whole + (bits == 8 ? tables : 0));
+      // This rank's share: its ranges of each parameter (at most one block over 1/N of it).
+      EXPECT_LE(sharded->state_bytes(), whole / n + 4 * 64 * 4 * 2 + 2 * 1024);
+    }
+}
+
+TEST(ShardedState, RangesFallOnBlocksAndCoverEachParameterOnce) {
+  NamedTensors p = make_params(2);
+  Adam opt(p, AdamOptions(1e-3), StateOptions().state_bits(8).block_size(64));
+  opt.shard_state(group());
+  for (const auto& [name, t] : p) {
+    const auto [first, last] = opt.shard_range(name);
+    EXPECT_TRUE(first % 64 == 0 || first == t.numel()) << name;  // a block bound, or empty at the end
+    EXPECT_TRUE(last == t.numel() || last % 64 == 0) << name;
+    Tensor n = scalar_tensor(static_cast<double>(last - first), DType::i64);
+    group().all_reduce(n);
+    EXPECT_EQ(n.item<int64_t>(), t.numel()) << name;
+  }
+}
+
+TEST(ShardedState, RefusedWhereItCannotHold) {
+  NamedTensors p = make_params(3);
+  Lamb lamb(p, LambOptions(1e-3));
+  EXPECT_THROW(lamb.shard_state(group()), Error);
+  Lars lars(p, LarsOptions(0.1));
+  EXPECT_THROW(lars.shard_state(group()), Error);
+  Adam late(p, AdamOptions(1e-3));
+  late.state_bytes();  // the state exists now
+  EXPECT_THROW(late.shard_state(group()), Error);
+  Adam adam(p, AdamOptions(1e-3));
+  adam.shard_state(group());
+  EXPECT_THROW(adam.state_dict(), Error);  // not yet: a gathered state_dict
+}
+
+}  // namespace
+}  // namespace octet
