@@ -203,6 +203,7 @@ int64_t shard_chunk(int64_t numel, int64_t block, int64_t n) {
 }  // namespace
 
 void Optimizer::shard_state(const dist::ProcessGroup& group) {
+  OCTET_CHECK(group.size() >= 1, name_, ": shard_state: an empty process group");
   OCTET_CHECK(elementwise(), name_, ": its state cannot be sharded (its update reads the whole parameter's norms)");
   for (const Group& g : groups_) {
     OCTET_CHECK(g.states.empty(), name_, ": shard_state must come before the first step or state access");
@@ -349,23 +350,87 @@ Tensor i64_scalar(int64_t v) { return scalar_tensor(static_cast<double>(v), DTyp
 }  // namespace
 
 NamedTensors Optimizer::state_dict() const {
-  OCTET_CHECK(!shard_group_, name_, ": state_dict of a sharded optimizer (shard_state) is not supported yet");
   ensure_state();
   NamedTensors out;
   for (const Group& g : groups_) {
     for (size_t i = 0; i < g.params.size(); ++i) {
-      const std::string& pname = g.params[i].first;
+      const auto& [pname, p] = g.params[i];
       out.emplace_back(pname + ".step", i64_scalar(g.states[i]->step()));
-      for (const auto& [suffix, t] : g.states[i]->tensors()) out.emplace_back(pname + "." + suffix, t.clone());
+      for (const auto& [suffix, t] : g.states[i]->tensors())
+        out.emplace_back(pname + "." + suffix, shard_group_ ? gathered(pname, p, suffix, t) : t.clone());
     }
   }
   out.emplace_back(kStepsKey, i64_scalar(steps_));
   return out;
 }
 
+namespace {
+// How a sharded state tensor splits: by element of the parameter (the 32-bit buffers, the 8-bit
+// codes), by block (the absmax), or not at all (an 8-bit buffer's code table, the same everywhere).
+enum class Split { element, block, none };
+Split split_of(const std::string& suffix) {
+  auto ends = [&](const std::string& tail) {
+    return suffix.size() >= tail.size() && suffix.compare(suffix.size() - tail.size(), tail.size(), tail) == 0;
+  };
+  return ends(".map") ? Split::none : ends(".absmax") ? Split::block : Split::element;
+}
+}  // namespace
+
+Tensor Optimizer::gathered(const std::string& pname, const Tensor& p, const std::string& suffix,
+                           const Tensor& piece) const {
+  const Split split = split_of(suffix);
+  if (split == Split::none) return piece.clone();
+  const int64_t n = shard_group_->size(), block = state_options(pname).block_size_, numel = p.numel();
+  const int64_t chunk = shard_chunk(numel, block, n), unit = split == Split::block ? block : 1;
+  const int64_t per_rank = chunk / unit, total = (numel + unit - 1) / unit;
+  // Each rank's piece padded to per_rank, gathered, then the ranks' pieces end to end.
+  Tensor mine = zeros({per_rank}, TensorOptions(piece.dtype()).device(piece.device()));
+  if (piece.numel() > 0) mine.narrow(0, 0, piece.numel()).copy_(piece.reshape({-1}));
+  const Tensor all = shard_group_->all_gather(mine);
+  Tensor whole = empty({total}, TensorOptions(piece.dtype()).device(piece.device()));
+  for (int64_t r = 0; r < n; ++r) {
+    const int64_t lo = std::min(total, per_rank * r), hi = std::min(total, lo + per_rank);
+    if (hi > lo) whole.narrow(0, lo, hi - lo).copy_(all.select(0, r).narrow(0, 0, hi - lo));
+  }
+  // A 32-bit buffer has the parameter's shape; 8-bit codes and absmax are flat.
+  return split == Split::element && suffix.find('.') == std::string::npos ? whole.reshape(p.shape()) : whole;
+}
+
+NamedTensors Optimizer::sliced(const NamedTensors& state) const {
+  std::map<std::string, std::pair<const Tensor*, std::string>> pieces;  // key -> (param, suffix)
+  for (const Group& g : groups_)
+    for (size_t i = 0; i < g.params.size(); ++i)
+      for (const auto& [suffix, t] : g.states[i]->tensors())
+        pieces[g.params[i].first + "." + suffix] = {&g.params[i].second, suffix};
+  NamedTensors out;
+  for (const auto& [key, t] : state) {
+    const auto it = pieces.find(key);
+    if (it == pieces.end() || !t.defined()) {  // left for the strict checks
+      out.emplace_back(key, t);
+      continue;
+    }
+    const std::string pname = key.substr(0, key.size() - it->second.second.size() - 1);
+    const Split split = split_of(it->second.second);
+    const int64_t numel = it->second.first->numel(), block = state_options(pname).block_size_;
+    const int64_t unit = split == Split::block ? block : 1, total = (numel + unit - 1) / unit;
+    if (split == Split::none || t.numel() != total) {  // a wrong size is named by the checks
+      out.emplace_back(key, t);
+      continue;
+    }
+    const auto [first, last] = shard_range(pname);
+    const int64_t lo = first / unit, hi = (last + unit - 1) / unit;
+    out.emplace_back(key, t.contiguous().reshape({-1}).narrow(0, lo, hi - lo));
+  }
+  return out;
+}
+
 void Optimizer::load_state_dict(const NamedTensors& state) {
-  OCTET_CHECK(!shard_group_, name_, ": load_state_dict of a sharded optimizer (shard_state) is not supported yet");
   ensure_state();
+  if (shard_group_) return load_checked(sliced(state));
+  load_checked(state);
+}
+
+void Optimizer::load_checked(const NamedTensors& state) {
   // What must be there: a live tensor to copy into, or a step counter to set.
   struct Target {
     Tensor into;                    // defined for state tensors

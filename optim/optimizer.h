@@ -311,8 +311,10 @@ class Optimizer {
   // bit for bit those an unsharded optimizer gives (the updates are elementwise, or block-wise on
   // whole blocks). Call before the first step, with contiguous parameters; every rank calls step()
   // together. LAMB and LARS (a trust ratio over the whole parameter) are refused. A group of one
-  // process changes nothing. state_dict() / load_state_dict() of a sharded optimizer are an Error
-  // for now.
+  // process changes nothing. state_dict() gathers the ranks' pieces into what the unsharded
+  // optimizer would hold (every rank calls it together and gets the whole), and load_state_dict()
+  // takes that and keeps this rank's pieces: a checkpoint loads at any process count, sharded or
+  // not.
   //   opt.shard_state(dist::ProcessGroup::world());
   void shard_state(const dist::ProcessGroup& group);
   bool sharded() const { return shard_group_ != nullptr; }
@@ -360,6 +362,12 @@ class Optimizer {
   Tensor shard_of(const std::string& name, const Tensor& p) const;
   // After the updates of a sharded step: every rank's ranges to every rank.
   void gather_shards(const std::vector<std::pair<std::string, Tensor>>& updated) const;
+  // Sharded checkpoints: state tensor `suffix` of parameter `pname` put together from every rank's
+  // piece, and a whole state_dict cut down to this rank's pieces.
+  Tensor gathered(const std::string& pname, const Tensor& p, const std::string& suffix, const Tensor& piece) const;
+  NamedTensors sliced(const NamedTensors& state) const;
+  // load_state_dict's checks and copies, on state shaped as this process holds it.
+  void load_checked(const NamedTensors& state);
 
   const char* name_;
   StateOptions state_options_;
