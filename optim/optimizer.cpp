@@ -418,7 +418,8 @@ NamedTensors Optimizer::sliced(const NamedTensors& state) const {
       continue;
     }
     const auto [first, last] = shard_range(pname);
-    const int64_t lo = first / unit, hi = (last + unit - 1) / unit;
+    // Non-empty ranges start on a block; an empty one (past the end) takes nothing.
+    const int64_t lo = (first + unit - 1) / unit, hi = std::max(lo, (last + unit - 1) / unit);
     out.emplace_back(key, t.contiguous().reshape({-1}).narrow(0, lo, hi - lo));
   }
   return out;

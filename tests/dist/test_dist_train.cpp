@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/octet.h"
+#include "tools/train/checkpoint.h"
 #include "tools/train/recipe.h"
 #include "tools/train/run.h"
 #include "tools/train/task.h"
@@ -35,10 +36,9 @@ dist::ProcessGroup& pg() { return dist::ProcessGroup::world(); }
 
 std::shared_ptr<Module> mlp() {
   manual_seed(5);
-  return std::make_shared<Sequential>(
-      std::initializer_list<std::shared_ptr<Module>>{std::make_shared<Flatten>(), std::make_shared<Linear>(784, 32),
-                                                     std::make_shared<ReLU>(), std::make_shared<Dropout>(0.3),
-                                                     std::make_shared<Linear>(32, 10)});
+  return std::make_shared<Sequential>(std::initializer_list<std::shared_ptr<Module>>{
+      std::make_shared<Flatten>(), std::make_shared<Linear>(784, 32), std::make_shared<ReLU>(),
+      std::make_shared<Dropout>(0.3), std::make_shared<Linear>(32, 10)});
 }
 
 // A folder every rank names alike (rank 0 makes it; the job's id keeps parallel runs apart).
@@ -146,14 +146,16 @@ TEST(DistTrain, LanguageModelFollowsOneProcessAndResumesWithOneOrTwo) {
     // 1200 training tokens in 4 streams: 9 segments of 35 an epoch, 2 epochs (each ends with an
     // evaluation); a stop at step 5 falls mid-epoch. At the end, the test split with the weights of
     // the best epoch, which rank 0 reads and hands to rank 1.
-    return std::vector<std::string>{"model.dropout=0.2",         "model.num_layers=2",     "data.limit_train=1200",
-                                    "data.limit_test=600",     "train.batch_size=4",     "train.eval_batch_size=3",
-                                    "train.threads=1",         "train.epochs=2",         "log.progress=false",
-                                    "train.max_steps=" + std::to_string(steps), "checkpoint.dir=" + runs};
+    return std::vector<std::string>{"model.dropout=0.2",     "model.num_layers=2",
+                                    "data.limit_train=1200", "data.limit_test=600",
+                                    "train.batch_size=4",    "train.eval_batch_size=3",
+                                    "train.threads=1",       "train.epochs=2",
+                                    "log.progress=false",    "train.max_steps=" + std::to_string(steps),
+                                    "checkpoint.dir=" + runs};
   };
   {  // Each rank's batch is its block: 2 of the 4 streams, different tokens on each rank.
-    std::unique_ptr<Task> task = make_task(load_recipe(recipe, lm_overrides(dir, 0)), Device::cpu(), true, nullptr,
-                                           "", &pg());
+    std::unique_ptr<Task> task =
+        make_task(load_recipe(recipe, lm_overrides(dir, 0)), Device::cpu(), true, nullptr, "", &pg());
     auto model = build_model(ModelOptions().name("lstm_lm").vocab_size(task->vocab_size()).embed_dim(8).hidden_size(8));
     task->start_epoch(*model, 0, 0);
     const Tensor labels = task->step(*model, 0).labels;
@@ -166,7 +168,8 @@ TEST(DistTrain, LanguageModelFollowsOneProcessAndResumesWithOneOrTwo) {
   TrainResult both = Run::from_recipe(recipe, lm_overrides(dir + "/both", 0)).fit();
   ASSERT_EQ(both.steps, 18);
   // Metrics over both ranks' streams: every token counted once, as alone.
-  for (const auto& [b, a] : {std::pair{both.last_eval, alone.last_eval}, std::pair{both.final_test, alone.final_test}}) {
+  for (const auto& [b, a] :
+       {std::pair{both.last_eval, alone.last_eval}, std::pair{both.final_test, alone.final_test}}) {
     EXPECT_GT(a.examples, 0);
     EXPECT_EQ(b.examples, a.examples);
     EXPECT_NEAR(b.loss, a.loss, 1e-5 * a.loss);
@@ -188,6 +191,55 @@ TEST(DistTrain, LanguageModelFollowsOneProcessAndResumesWithOneOrTwo) {
     // ... and by one process from the same checkpoint: the one-process trajectory.
     Run::resume(dir + "/stopped_copy", {"train.max_steps=0"}).distributed(false).fit();
     EXPECT_LT(max_rel_diff(params_of(dir + "/stopped_copy/last.safetensors"), params_of(alone_last)), 1e-5);
+  }
+  pg().barrier();
+}
+
+// train.shard_optimizer (ZeRO stage 1) with 8-bit Adam: the same bits as the unsharded job, every
+// rank; stopped and resumed by both ranks, and by one process alone from the same (whole-state)
+// checkpoint: the unsharded trajectory bit for bit.
+TEST(DistTrain, ShardedOptimizerStateFollowsTheUnshardedJobAndResumesAtAnyCount) {
+  if (!fs::exists(kData)) GTEST_SKIP() << kData << " is missing (tools/scripts/setup.sh installs it)";
+  const std::string dir = job_dir() + "/zero";
+  const int me = pg().rank();
+  auto o = [&](const std::string& runs, int64_t steps, bool shard) {
+    std::vector<std::string> v = overrides(runs, steps);
+    v.insert(v.end(),
+             {"optimizer.name=adam", "optimizer.lr=0.001", "optimizer.state_bits=8", "optimizer.min_8bit_size=0",
+              std::string("train.shard_optimizer=") + (shard ? "true" : "false")});
+    return v;
+  };
+  auto plain = mlp(), sharded = mlp();
+  TrainResult p = Run::from_recipe(kRecipe, o(dir + "/plain", 12, false)).model(plain).fit();
+  TrainResult s = Run::from_recipe(kRecipe, o(dir + "/sharded", 12, true)).model(sharded).fit();
+  EXPECT_EQ(s.steps, 12);
+  EXPECT_TRUE(bits_equal(sharded->named_parameters(), plain->named_parameters()));
+  if (me == 0) {
+    // The checkpoint holds the whole state: the unsharded job's, bit for bit.
+    const Checkpoint a = load_checkpoint(p.run_dir + "/last.safetensors"),
+                     b = load_checkpoint(s.run_dir + "/last.safetensors");
+    EXPECT_TRUE(bits_equal(a.model, b.model));
+    ASSERT_EQ(a.optimizer.size(), b.optimizer.size());
+    for (size_t i = 0; i < a.optimizer.size(); ++i) {
+      const Tensor x = a.optimizer[i].second.contiguous(), y = b.optimizer[i].second.contiguous();
+      EXPECT_EQ(std::memcmp(x.raw_data(), y.raw_data(), static_cast<size_t>(x.numel()) * dtype_size(x.dtype())), 0)
+          << a.optimizer[i].first;
+    }
+  }
+  // Stopped at step 5, resumed sharded by both ranks to step 12, and by one process alone.
+  EXPECT_EQ(Run::from_recipe(kRecipe, o(dir + "/stopped", 5, true)).model(mlp()).fit().steps, 5);
+  const std::string stopped_dir = dir + "/stopped/fashion_mnist";
+  pg().barrier();
+  if (me == 0) fs::copy(stopped_dir, dir + "/stopped_copy", fs::copy_options::recursive);
+  pg().barrier();
+  auto resumed = mlp();
+  Run::resume(stopped_dir, {"train.max_steps=12"}).model(resumed).fit();
+  EXPECT_TRUE(bits_equal(resumed->named_parameters(), plain->named_parameters()));
+  if (me == 0) {
+    auto single = mlp();
+    Run::resume(dir + "/stopped_copy", {"train.max_steps=12"}).model(single).distributed(false).fit();
+    // One process on the global batch: the unsharded job's trajectory up to the order of its sums.
+    EXPECT_LT(max_rel_diff(single->named_parameters(), plain->named_parameters()), 1e-5);
   }
   pg().barrier();
 }

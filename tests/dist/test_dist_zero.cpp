@@ -136,9 +136,10 @@ TEST(ShardedState, RefusedWhereItCannotHold) {
 // other (at this job's rank count, and so at any), and training goes on as if nothing happened.
 TEST(ShardedState, CheckpointsLoadSharedOrNotAtAnyCount) {
   for (const Case& c : {kCases[0], kCases[2]})
-    for (int bits : {32, 8}) {
+    for (int bits : {32, 8, 0}) {  // 0: 8-bit for every parameter, one smaller than a block
       SCOPED_TRACE(c.name + ", " + std::to_string(bits) + "-bit");
-      const StateOptions so = StateOptions().state_bits(bits).block_size(64).min_8bit_size(1000);
+      const StateOptions so =
+          StateOptions().state_bits(bits == 0 ? 8 : bits).block_size(64).min_8bit_size(bits == 0 ? 0 : 1000);
       NamedTensors a = make_params(4), b = make_params(4);
       auto plain = c.make(a, so), sharded = c.make(b, so);
       sharded->shard_state(group());
