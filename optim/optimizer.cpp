@@ -234,31 +234,44 @@ Tensor Optimizer::shard_of(const std::string& name, const Tensor& p) const {
 
 void Optimizer::gather_shards(const std::vector<std::pair<std::string, Tensor>>& updated) const {
   if (!shard_group_ || updated.empty()) return;
-  // One all-gather for the step: each rank's ranges, padded to the longest rank's, side by side.
-  const int64_t n = shard_group_->size();
-  std::vector<int64_t> chunk, offset;
-  int64_t total = 0;
-  for (const auto& [pname, p] : updated) {
-    chunk.push_back(shard_chunk(p.numel(), state_options(pname).block_size_, n));
-    offset.push_back(total);
-    total += chunk.back();
-  }
-  const Tensor& first = updated.front().second;
-  Tensor mine = zeros({total}, TensorOptions(first.dtype()).device(first.device()));
-  for (size_t i = 0; i < updated.size(); ++i) {
-    const auto [lo, hi] = shard_range(updated[i].first);
-    if (hi > lo) mine.narrow(0, offset[i], hi - lo).copy_(updated[i].second.view({-1}).narrow(0, lo, hi - lo));
-  }
-  const Tensor all = shard_group_->all_gather(mine);  // [N, total]
-  for (size_t i = 0; i < updated.size(); ++i) {
-    Tensor flat = updated[i].second.view({-1});
-    const int64_t numel = flat.numel();
-    for (int64_t r = 0; r < n; ++r) {
-      const int64_t lo = std::min(numel, chunk[i] * r), hi = std::min(numel, lo + chunk[i]);
-      if (r != shard_group_->rank() && hi > lo)
-        flat.narrow(0, lo, hi - lo).copy_(all.select(0, r).narrow(0, offset[i], hi - lo));
+  // All-gathers of buckets of parameters: each rank's ranges, padded to the longest rank's, side by
+  // side. A bucket's gathered buffer holds about kGatherBucketBytes, so the step's extra memory
+  // stays bounded whatever the model's size (one bucket per parameter that is larger).
+  constexpr int64_t kGatherBucketBytes = int64_t{32} << 20;
+  const int64_t n = shard_group_->size(), elem = static_cast<int64_t>(dtype_size(updated.front().second.dtype()));
+  size_t begin = 0;
+  while (begin < updated.size()) {
+    std::vector<int64_t> chunk, offset;
+    int64_t total = 0;
+    size_t end = begin;
+    for (; end < updated.size(); ++end) {
+      const auto& [pname, p] = updated[end];
+      if (p.dtype() != updated[begin].second.dtype() || p.device() != updated[begin].second.device()) break;
+      const int64_t c = shard_chunk(p.numel(), state_options(pname).block_size_, n);
+      if (end > begin && (total + c) * n * elem > kGatherBucketBytes) break;
+      chunk.push_back(c);
+      offset.push_back(total);
+      total += c;
     }
-    updated[i].second.storage()->bump_version();
+    const Tensor& first = updated[begin].second;
+    Tensor mine = zeros({total}, TensorOptions(first.dtype()).device(first.device()));
+    for (size_t i = begin; i < end; ++i) {
+      const auto [lo, hi] = shard_range(updated[i].first);
+      if (hi > lo)
+        mine.narrow(0, offset[i - begin], hi - lo).copy_(updated[i].second.view({-1}).narrow(0, lo, hi - lo));
+    }
+    const Tensor all = shard_group_->all_gather(mine);  // [N, total]
+    for (size_t i = begin; i < end; ++i) {
+      Tensor flat = updated[i].second.view({-1});
+      const int64_t numel = flat.numel(), c = chunk[i - begin];
+      for (int64_t r = 0; r < n; ++r) {
+        const int64_t lo = std::min(numel, c * r), hi = std::min(numel, lo + c);
+        if (r != shard_group_->rank() && hi > lo)
+          flat.narrow(0, lo, hi - lo).copy_(all.select(0, r).narrow(0, offset[i - begin], hi - lo));
+      }
+      updated[i].second.storage()->bump_version();
+    }
+    begin = end;
   }
 }
 

@@ -107,6 +107,25 @@ TEST(ShardedState, TwentyStepsEqualTheUnshardedOptimizerBitForBit) {
     }
 }
 
+// Parameters large enough that the step's all-gather runs in several buckets (32 MiB each).
+TEST(ShardedState, LargeParametersGatherInBucketsExactly) {
+  auto params = [] {
+    Generator g(9);
+    NamedTensors p;
+    for (const char* name : {"a", "b", "c"}) p.emplace_back(name, randn({3000001}, {}, &g).requires_grad_(true));
+    p.emplace_back("d", randn({5}, {}, &g).requires_grad_(true));
+    return p;
+  };
+  NamedTensors a = params(), b = params();
+  Adam plain(a, AdamOptions(1e-2)), sharded(b, AdamOptions(1e-2));
+  sharded.shard_state(group());
+  for (int step = 0; step < 3; ++step) {
+    set_grads(a, step), set_grads(b, step);
+    plain.step(), sharded.step();
+  }
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(same_bits(a[i].second, b[i].second)) << a[i].first;
+}
+
 TEST(ShardedState, RangesFallOnBlocksAndCoverEachParameterOnce) {
   NamedTensors p = make_params(2);
   Adam opt(p, AdamOptions(1e-3), StateOptions().state_bits(8).block_size(64));
