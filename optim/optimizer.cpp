@@ -237,7 +237,7 @@ void Optimizer::gather_shards(const std::vector<std::pair<std::string, Tensor>>&
   // All-gathers of buckets of parameters: each rank's ranges, padded to the longest rank's, side by
   // side. A bucket's gathered buffer holds about kGatherBucketBytes, so the step's extra memory
   // stays bounded whatever the model's size (one bucket per parameter that is larger).
-  constexpr int64_t kGatherBucketBytes = int64_t{32} << 20;
+  constexpr int64_t kGatherBucketBytes = int64_t{8} << 20;
   const int64_t n = shard_group_->size(), elem = static_cast<int64_t>(dtype_size(updated.front().second.dtype()));
   size_t begin = 0;
   while (begin < updated.size()) {

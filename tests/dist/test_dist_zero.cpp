@@ -107,7 +107,7 @@ TEST(ShardedState, TwentyStepsEqualTheUnshardedOptimizerBitForBit) {
     }
 }
 
-// Parameters large enough that the step's all-gather runs in several buckets (32 MiB each).
+// Parameters large enough that the step's all-gather runs in several buckets (8 MiB each).
 TEST(ShardedState, LargeParametersGatherInBucketsExactly) {
   auto params = [] {
     Generator g(9);
