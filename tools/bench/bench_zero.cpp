@@ -10,11 +10,11 @@
 
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <string>
 
 #include "core/octet.h"
 #include "optim/adam.h"
+#include "tools/bench/bench_util.h"
 
 namespace {
 
@@ -29,24 +29,16 @@ struct Args {
 
 Args parse(int argc, char** argv) {
   Args a;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string k = argv[i];
-    const char* v = argv[i + 1];
-    if (k == "--model")
-      a.model = v;
-    else if (k == "--bits")
-      a.bits = std::atoll(v);
-    else if (k == "--shard")
-      a.shard = std::atoll(v);
-    else if (k == "--batch")
-      a.batch = std::atoll(v);
-    else if (k == "--steps")
-      a.steps = std::atoll(v);
-    else if (k == "--threads")
-      a.threads = std::atoll(v);
-    else
-      OCTET_FAIL("octet_bench_zero: unknown option ", k);
-  }
+  const std::string problem = octet::bench::parse_options(argc, argv,
+                                                          {
+                                                              {"--model", octet::bench::into(a.model)},
+                                                              {"--bits", octet::bench::into(a.bits)},
+                                                              {"--shard", octet::bench::into(a.shard)},
+                                                              {"--batch", octet::bench::into(a.batch)},
+                                                              {"--steps", octet::bench::into(a.steps)},
+                                                              {"--threads", octet::bench::into(a.threads)},
+                                                          });
+  OCTET_CHECK(problem.empty(), "octet_bench_zero: ", problem);
   OCTET_CHECK(a.model == "resnet50" || a.model == "lstm_lm" || a.model == "gpt",
               "--model: lstm_lm, resnet50 or gpt, got ", a.model);
   OCTET_CHECK(a.bits == 32 || a.bits == 8, "--bits: 32 or 8, got ", a.bits);
