@@ -1,6 +1,7 @@
 #include "layers/attention.h"
 
 #include "core/ops/attention.h"
+#include "core/ops/concat.h"
 #include "core/ops/dropout.h"
 #include "core/ops/elementwise.h"
 
@@ -22,9 +23,10 @@ Tensor MultiheadAttention::forward(const Tensor& x, const Tensor& key_padding_ma
   OCTET_CHECK(x.defined() && x.dim() == 3 && x.size(2) == embed_dim_, "MultiheadAttention: expected x [B, T, ",
               embed_dim_, "], got ", x.defined() ? x.shape() : Shape{});
   const int64_t b = x.size(0), t = x.size(1), hd = embed_dim_ / num_heads_;
-  Tensor qkv = (*c_attn_)(x);       // [B, T, 3C]
-  auto heads = [&](int64_t part) {  // [B, T, C] slice -> [B, H, T, C/H]
-    return qkv.narrow(2, part * embed_dim_, embed_dim_).reshape({b, t, num_heads_, hd}).transpose(1, 2);
+  // [B, T, 3C] -> q, k, v [B, T, C] (one node: its backward fills one [B, T, 3C] gradient)
+  const std::vector<Tensor> qkv = split((*c_attn_)(x), embed_dim_, 2);
+  auto heads = [&](int64_t part) {  // [B, T, C] -> [B, H, T, C/H]
+    return qkv[static_cast<size_t>(part)].reshape({b, t, num_heads_, hd}).transpose(1, 2);
   };
   AttentionOptions o = AttentionOptions().causal(causal_);
   if (key_padding_mask.defined()) o.key_padding_mask(key_padding_mask);

@@ -1,5 +1,7 @@
 #include "core/ops/concat.h"
 
+#include <algorithm>
+
 #include "core/autograd.h"
 
 namespace octet {
@@ -42,6 +44,31 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
     return dx;
   });
   return out;
+}
+
+std::vector<Tensor> split(const Tensor& x, int64_t size, int64_t dim) {
+  OCTET_CHECK(x.defined(), "split: undefined tensor");
+  const int64_t d = wrap_dim(dim, x.dim(), "split");
+  OCTET_CHECK(size >= 1, "split: size must be >= 1, got ", size);
+  const int64_t n = x.size(d);
+  std::vector<Tensor> pieces;
+  std::vector<int64_t> starts, lengths;
+  {
+    NoGradGuard ng;  // one node below for all the pieces
+    for (int64_t at = 0; at < n || (n == 0 && pieces.empty()); at += size) {
+      const int64_t len = std::min(size, n - at);
+      pieces.push_back(x.narrow(d, at, len));
+      starts.push_back(at);
+      lengths.push_back(len);
+    }
+  }
+  const Shape shape = x.shape();
+  autograd::record("split", {x}, pieces, [d, starts, lengths, shape](const Grads& g) {
+    Tensor dx = empty(shape, TensorOptions(g[0].dtype()).device(g[0].device()));
+    for (size_t i = 0; i < starts.size(); ++i) dx.narrow(d, starts[i], lengths[i]).copy_(g[i]);
+    return Grads{dx};
+  });
+  return pieces;
 }
 
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {

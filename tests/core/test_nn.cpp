@@ -136,6 +136,22 @@ TEST(Nn, GatherEmbeddingCat) {
   gradcheck([](const auto& v) { return cat({v[0], v[1] * 2.0}, 1); }, {rand_input({2, 3}, 63), rand_input({2, 1}, 64)});
   gradcheck([](const auto& v) { return stack({v[0], v[1]}, 0); }, {rand_input({2, 3}, 65), rand_input({2, 3}, 66)});
   EXPECT_THROW(cat({zeros({2, 3}), zeros({3, 3})}, 1), Error);
+  // split, cat's inverse: views, one node; every piece's gradient (a piece the loss does not use
+  // gives zeros), a shorter last piece, f64 finite differences.
+  gradcheck(
+      [](const auto& v) {
+        const std::vector<Tensor> p = split(v[0], 2, 1);  // [3, 2], [3, 2], [3, 1]
+        return cat({p[0] * 3.0, p[2] * p[2]}, 1);         // p[1] unused
+      },
+      {rand_input({3, 5}, 65)});
+  {
+    Tensor x = rand_input({2, 7}, 66);
+    const std::vector<Tensor> p = split(x, 3, -1);
+    ASSERT_EQ(p.size(), 3u);
+    EXPECT_EQ(p[2].shape(), (Shape{2, 1}));
+    EXPECT_EQ(p[1].raw_data(), x.narrow(1, 3, 3).raw_data());  // a view
+    EXPECT_THROW(split(x, 0, 1), Error);
+  }
 }
 
 TEST(Nn, Dropout) {
