@@ -95,6 +95,8 @@ std::string_view policy_name(Policy p) {
   return "unknown";
 }
 
+bool lowers(std::string_view op, const Tensor& x) { return x.defined() && compute_dtype(op, x.dtype()) == DType::bf16; }
+
 bool widens(std::string_view op, const Tensor& x) {
   return x.defined() && x.dtype() == DType::bf16 && compute_dtype(op, DType::bf16) == DType::f32;
 }

@@ -59,6 +59,10 @@ bool enabled();
 // checks stay exact).
 DType compute_dtype(std::string_view op, DType input);
 
+// Whether `op` (a lower op) computes in bf16 now for input x: compute_dtype(op, x) is bf16.
+//   if (autocast::lowers("mm", a)) ...   // the bf16 path
+bool lowers(std::string_view op, const Tensor& x);
+
 // Whether `op` (an fp32 op) takes its bf16 input x up to f32 now: the op then runs on x.to(f32),
 // differentiable, so x's gradient comes back as bf16.
 //   if (autocast::widens("softmax", x)) return softmax(x.to(DType::f32), dim);

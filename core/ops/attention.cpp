@@ -64,7 +64,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   // autocast (core/autocast.h): q, k, v (and, in the backward, the output's gradient) rounded to
   // bf16, the products accumulated in f32 by the f32 kernel: bf16's numbers, not yet its speed.
   // The backward keeps the bf16 copies and widens them back.
-  const bool bf16 = autocast::compute_dtype("scaled_dot_product_attention", q.dtype()) == DType::bf16;
+  const bool bf16 = autocast::lowers("scaled_dot_product_attention", q);
   const DType compute = q.dtype();
   auto widened = [compute](const Tensor& t) { return autocast::cast(t, compute); };
   Tensor qk = qc, kk = kc, vk = vc;  // what the backward keeps

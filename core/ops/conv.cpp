@@ -55,7 +55,7 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2d
   const bool channels_last = keeps_channels_last(x);
   // autocast (core/autocast.h): x and w in bf16 (w cast once per scope), the bias, output and
   // gradients f32; what the backward keeps is the bf16 copies.
-  const bool bf16 = autocast::compute_dtype("conv2d", x.dtype()) == DType::bf16;
+  const bool bf16 = autocast::lowers("conv2d", x);
   Tensor xc, wc, bc;
   {
     NoGradGuard no_grad;  // the copies feed the kernel only; the node below links x, w, bias

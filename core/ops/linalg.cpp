@@ -91,13 +91,11 @@ Tensor lowered_product(const char* op, const Tensor& a, const Tensor& b, const T
   return out;
 }
 
-bool lowered(const char* op, const Tensor& a) { return autocast::compute_dtype(op, a.dtype()) == DType::bf16; }
-
 }  // namespace
 
 Tensor mm(const Tensor& a, const Tensor& b) {
   check_mm("mm", a, b, 2);
-  if (lowered("mm", a))
+  if (autocast::lowers("mm", a))
     return lowered_product("mm", a, b, autocast::cast(a, DType::bf16), autocast::cast(b, DType::bf16), false);
   Tensor out = empty({a.size(0), b.size(1)}, TensorOptions(a.dtype()).device(a.device()));
   {
@@ -117,7 +115,7 @@ Tensor mm(const Tensor& a, const Tensor& b) {
 Tensor bmm(const Tensor& a, const Tensor& b) {
   check_mm("bmm", a, b, 3);
   OCTET_CHECK(a.size(0) == b.size(0), "bmm: batch sizes differ: ", a.shape(), " x ", b.shape());
-  if (lowered("bmm", a))
+  if (autocast::lowers("bmm", a))
     return lowered_product("bmm", a, b, autocast::cast(a, DType::bf16), autocast::cast(b, DType::bf16), true);
   Tensor out = empty({a.size(0), a.size(1), b.size(2)}, TensorOptions(a.dtype()).device(a.device()));
   {
@@ -166,7 +164,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   OCTET_CHECK(x.defined() && x.dim() >= 1 && x.size(-1) == weight.size(1), "linear: input's last dim must be ",
               weight.size(1), ", got shape ", x.defined() ? x.shape() : Shape{});
   Tensor y;
-  if (lowered("linear", x) && weight.dtype() == x.dtype()) {
+  if (autocast::lowers("linear", x) && weight.dtype() == x.dtype()) {
     // The weight (a leaf) is cast once per autocast scope, then used transposed.
     const int64_t in = weight.size(1);
     Shape out_shape(x.shape().begin(), x.shape().end() - 1);

@@ -101,7 +101,7 @@ std::pair<Tensor, LstmState> lstm_layer(const Tensor& x, const LstmState& state,
   const bool has_state = state.h.defined();
   // autocast (core/autocast.h): the gate products in bf16 (the weights cast once per scope; x and
   // the weights kept for the backward as bf16), the gates, cell and gradients in f32.
-  const bool bf16 = autocast::compute_dtype("lstm_layer", x.dtype()) == DType::bf16;
+  const bool bf16 = autocast::lowers("lstm_layer", x);
   Tensor xc, wih, whh, h0, c0, gates, cs, y, h_last, c_last;
   {
     NoGradGuard ng;

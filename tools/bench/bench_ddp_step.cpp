@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "core/octet.h"
+#include "tools/bench/bench_util.h"
 
 namespace {
 
@@ -56,12 +57,6 @@ Args parse(int argc, char** argv) {
   }
   OCTET_CHECK(a.model == "resnet50" || a.model == "lstm_lm", "--model: resnet50 or lstm_lm, got ", a.model);
   return a;
-}
-
-// The slowest rank's value (the step waits for it).
-double max_over_ranks(double v, const dist::ProcessGroup& pg) {
-  Tensor t = pg.all_gather(full({1}, v, TensorOptions(DType::f64)));
-  return max(t).item();
 }
 
 }  // namespace
@@ -132,8 +127,8 @@ int main(int argc, char** argv) {
     comm_s += now() - t0;
   }
   comm_s /= static_cast<double>(a.steps);
-  step_s = max_over_ranks(step_s, pg), bare_s = max_over_ranks(bare_s, pg);
-  exposed_s = max_over_ranks(exposed_s, pg), comm_s = max_over_ranks(comm_s, pg);
+  step_s = octet::bench::max_over_ranks(step_s, pg), bare_s = octet::bench::max_over_ranks(bare_s, pg);
+  exposed_s = octet::bench::max_over_ranks(exposed_s, pg), comm_s = octet::bench::max_over_ranks(comm_s, pg);
   if (pg.rank() == 0) {
     const std::string overlap = pg.size() > 1 ? std::to_string(1.0 - exposed_s / comm_s).substr(0, 4) : "-";
     std::printf("| %s | %d x %lld | %lld | %.1f | %.3f | %.3f | %.3f | %.3f | %s | %.3f |\n", a.model.c_str(),

@@ -14,6 +14,10 @@
 #include <type_traits>
 #include <utility>
 
+#include "core/distributed.h"
+#include "core/ops/reduce.h"
+#include "core/tensor.h"
+
 namespace octet::bench {
 
 // Best-of-`reps` wall time of fn in seconds, after one warm-up call.
@@ -80,6 +84,12 @@ inline std::string parse_options(int argc, char** argv, const OptionSetters& set
     }
   }
   return "";
+}
+
+// The largest of every rank's `v` (a step waits for its slowest rank), on every rank.
+inline double max_over_ranks(double v, const dist::ProcessGroup& pg) {
+  Tensor t = pg.all_gather(full({1}, v, TensorOptions(DType::f64)));
+  return max(t).item();
 }
 
 }  // namespace octet::bench

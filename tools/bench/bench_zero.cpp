@@ -46,11 +46,6 @@ Args parse(int argc, char** argv) {
   return a;
 }
 
-double max_over_ranks(double v, const dist::ProcessGroup& pg) {
-  Tensor t = pg.all_gather(full({1}, v, TensorOptions(DType::f64)));
-  return max(t).item();
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -99,11 +94,11 @@ int main(int argc, char** argv) {
     step();
     step_s += now() - t0;
   }
-  step_s = max_over_ranks(step_s / static_cast<double>(a.steps), pg);
+  step_s = octet::bench::max_over_ranks(step_s / static_cast<double>(a.steps), pg);
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
-  const double peak_mib = max_over_ranks(static_cast<double>(u.ru_maxrss) / 1024.0, pg);
-  const double state_mb = max_over_ranks(static_cast<double>(opt.state_bytes()) / 1e6, pg);
+  const double peak_mib = octet::bench::max_over_ranks(static_cast<double>(u.ru_maxrss) / 1024.0, pg);
+  const double state_mb = octet::bench::max_over_ranks(static_cast<double>(opt.state_bytes()) / 1e6, pg);
   if (pg.rank() == 0)
     std::printf("| %s | %lld-bit | %d x %lld | %s | %lld | %.1f | %.0f | %.3f |\n", a.model.c_str(),
                 static_cast<long long>(a.bits), pg.size(), static_cast<long long>(a.threads),
