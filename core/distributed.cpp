@@ -158,7 +158,8 @@ struct Work::State {
   int ranks = 1, rank = 0;
   ReduceOp op = ReduceOp::sum;
   double timeout_s = 300;
-  int stage = 0;  // 1: alltoallv in flight, 2: allgatherv (or the NCCL all-reduce) in flight, 3: done
+  int stage = 0;              // 1: alltoallv in flight, 2: allgatherv (or the NCCL all-reduce) in flight, 3: done
+  bool scatter_only = false;  // a reduce-scatter: no second stage
   mpi::Request request;
   nccl::Request gpu_request;  // the NCCL all-reduce of a CUDA tensor (no first stage)
   bool gpu = false;
@@ -170,6 +171,7 @@ struct Work::State {
     const size_t me = static_cast<size_t>(rank);
     char* mine = static_cast<char*>(host.raw_data()) + static_cast<size_t>(displs[me]) * static_cast<size_t>(esize);
     reduce_parts(host.dtype(), recv.data(), ranks, counts[me], op, mine);
+    if (scatter_only) return finish();
     request = mpi::allgatherv_in_place(host.raw_data(), counts.data(), displs.data(), esize);
     stage = 2;
   }
@@ -247,8 +249,18 @@ void Work::wait() {
 
 nccl::Peers ProcessGroup::peers() const { return nccl::Peers{rank_, size_, timeout_s_}; }
 
-Work ProcessGroup::all_reduce_async(const Tensor& t, ReduceOp op) const {
-  const char* what = "all_reduce";
+Work ProcessGroup::all_reduce_async(const Tensor& t, ReduceOp op) const { return reduce_async(t, op, false); }
+
+Work ProcessGroup::reduce_scatter_async(const Tensor& t, ReduceOp op) const {
+  OCTET_CHECK(t.defined() && t.numel() % size_ == 0,
+              "reduce_scatter_async: expected a number of elements divisible by "
+              "the group size ",
+              size_, ", got ", t.defined() ? t.numel() : 0);
+  return reduce_async(t, op, true);
+}
+
+Work ProcessGroup::reduce_async(const Tensor& t, ReduceOp op, bool scatter_only) const {
+  const char* what = scatter_only ? "reduce_scatter" : "all_reduce";
   check_operand(t, what);
   check_op(op, t.dtype(), what);
   Work w;
@@ -256,10 +268,17 @@ Work ProcessGroup::all_reduce_async(const Tensor& t, ReduceOp op) const {
   start_second_stages();
   auto s = std::make_shared<Work::State>();
   s->target = t, s->op = op, s->ranks = size_, s->rank = rank_, s->timeout_s = timeout_s_;
+  s->scatter_only = scatter_only;
   if (on_nccl(t)) {
     s->gpu = true;
-    s->gpu_request =
-        nccl::all_reduce(peers(), t.device().index, t.raw_data(), t.numel(), t.dtype(), op == ReduceOp::average);
+    const bool average = op == ReduceOp::average;
+    if (scatter_only) {  // in place: this rank's part of t receives the reduction
+      const int64_t part = t.numel() / size_;
+      char* mine = static_cast<char*>(t.raw_data()) + rank_ * part * static_cast<int64_t>(dtype_size(t.dtype()));
+      s->gpu_request = nccl::reduce_scatter(peers(), t.device().index, t.raw_data(), mine, part, t.dtype(), average);
+    } else {
+      s->gpu_request = nccl::all_reduce(peers(), t.device().index, t.raw_data(), t.numel(), t.dtype(), average);
+    }
     s->stage = 2;
     w.state_ = std::move(s);
     return w;

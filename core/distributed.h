@@ -63,6 +63,11 @@ class ProcessGroup {
   Tensor all_gather(const Tensor& t) const;
   // t [size * k, ...] -> [k, ...]: this rank's k rows of the reduction of every rank's t.
   Tensor reduce_scatter(const Tensor& t, ReduceOp op = ReduceOp::sum) const;
+  // A reduce-scatter in place, started now and finished by the returned Work: t (its numel a
+  // multiple of size()) is cut into size() equal parts, and part r of rank r's t becomes the
+  // reduction of every rank's part r -- on the CPU the same bits all_reduce gives there. The other
+  // parts keep this rank's values.
+  Work reduce_scatter_async(const Tensor& t, ReduceOp op = ReduceOp::sum) const;
   void barrier() const;
   // The first rank whose `text` differs from rank 0's, or -1 when all agree: start-up checks that
   // every rank built the same thing (a recipe, a model's layout), compared by a 64-bit hash.
@@ -75,11 +80,12 @@ class ProcessGroup {
  private:
   ProcessGroup();
   nccl::Peers peers() const;
+  Work reduce_async(const Tensor& t, ReduceOp op, bool scatter_only) const;
   int rank_ = 0, size_ = 1, local_rank_ = 0;
   double timeout_s_ = 300.0;
 };
 
-// An all-reduce in flight. done() drives it without blocking; wait() finishes it (or throws at
+// An all-reduce (or reduce-scatter) in flight. done() drives it without blocking; wait() finishes it (or throws at
 // the group's time-out). Destroying an unfinished Work finishes it.
 class Work {
  public:

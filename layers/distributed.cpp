@@ -29,7 +29,8 @@ std::string layout_of(const NamedTensors& params) {
 struct DistributedDataParallel::Reducer {
   struct Bucket {
     std::vector<size_t> members;   // parameter indices
-    std::vector<int64_t> offsets;  // of each member in flat
+    std::vector<int64_t> offsets;  // of each member in flat (reduce-scattered: in each rank's section)
+    int64_t section = 0;           // reduce-scattered: elements per rank's section of flat
     Tensor flat;
     int pending = 0;  // members without their gradient yet this step
     dist::Work work;
@@ -43,6 +44,7 @@ struct DistributedDataParallel::Reducer {
   std::vector<std::shared_ptr<Node>> accumulators;  // kept alive: they hold the hooks
   std::vector<Bucket> buckets;
   std::vector<size_t> bucket_of;
+  std::vector<int64_t> shard_sizes;  // reduce-scattered gradients: each parameter's elements per rank
   std::vector<uint8_t> ready;
   Tensor used;  // i32 [params]: 1 where this rank has a gradient this step; summed over ranks
   dist::Work used_work;
@@ -51,6 +53,76 @@ struct DistributedDataParallel::Reducer {
   double wait_s = 0;
 
   bool alone() const { return group->size() == 1; }
+  bool scattered() const { return !shard_sizes.empty(); }
+
+  // Rank r's range [first, last) of parameter k's flattened gradient when reduce-scattered.
+  std::pair<int64_t, int64_t> range_of(size_t k, int64_t r) const {
+    const int64_t n = params[k].numel(), first = std::min(n, shard_sizes[k] * r);
+    return {first, std::min(n, first + shard_sizes[k])};
+  }
+
+  // Each bucket's flat buffer: the members end to end, or (reduce-scattered) one section per rank,
+  // each holding that rank's range of every member, padded to the longest.
+  void lay_out_buckets() {
+    const int64_t ranks = group->size();
+    for (Bucket& bk : buckets) {
+      int64_t n = 0;
+      bk.offsets.clear();
+      for (size_t k : bk.members) {
+        bk.offsets.push_back(n);
+        n += scattered() ? shard_sizes[k] : params[k].numel();
+      }
+      bk.section = n;
+      const Tensor& first = params[bk.members.front()];
+      // Zeros: a section's padding is reduced too, and must stay finite.
+      bk.flat = zeros({scattered() ? n * ranks : n}, TensorOptions(first.dtype()).device(first.device()));
+    }
+  }
+
+  // A member's gradient (zeros where this rank has none) into its slots of the bucket.
+  void pack(Bucket& bk, size_t j) {
+    const Tensor& p = params[bk.members[j]];
+    const Tensor g = p.grad();
+    if (!scattered()) {
+      Tensor slot = bk.flat.narrow(0, bk.offsets[j], p.numel());
+      if (g.defined())
+        slot.copy_(g.reshape({-1}));
+      else
+        slot.fill_(0.0);
+      return;
+    }
+    const Tensor flat_g = g.defined() ? g.reshape({-1}) : Tensor();
+    for (int64_t r = 0; r < group->size(); ++r) {
+      const auto [lo, hi] = range_of(bk.members[j], r);
+      Tensor slot = bk.flat.narrow(0, r * bk.section + bk.offsets[j], hi - lo);
+      if (flat_g.defined())
+        slot.copy_(flat_g.narrow(0, lo, hi - lo));
+      else
+        slot.fill_(0.0);
+    }
+  }
+
+  // The averaged gradient of member j back into its parameter's grad: all of it, or this rank's
+  // range (the rest keeps this rank's own, unaveraged values, which the sharded step never reads).
+  void unpack(Bucket& bk, size_t j) {
+    const size_t k = bk.members[j];
+    const Tensor& p = params[k];
+    Tensor g = p.grad();
+    if (!scattered()) {
+      const Tensor avg = bk.flat.narrow(0, bk.offsets[j], p.numel()).view(p.shape());
+      if (g.defined())
+        g.copy_(avg);
+      else
+        p.set_grad(avg.clone());
+      return;
+    }
+    if (!g.defined() || !g.is_contiguous()) {
+      g = g.defined() ? g.contiguous() : zeros(p.shape(), TensorOptions(p.dtype()).device(p.device()));
+      p.set_grad(g);
+    }
+    const auto [lo, hi] = range_of(k, group->rank());
+    g.view({-1}).narrow(0, lo, hi - lo).copy_(bk.flat.narrow(0, group->rank() * bk.section + bk.offsets[j], hi - lo));
+  }
 
   void build_buckets() {
     const double cap = options.bucket_mb_ * 1024.0 * 1024.0;
@@ -73,17 +145,9 @@ struct DistributedDataParallel::Reducer {
     }
     close();
     bucket_of.assign(params.size(), 0);
-    for (size_t bi = 0; bi < buckets.size(); ++bi) {
-      Bucket& bk = buckets[bi];
-      int64_t n = 0;
-      for (size_t k : bk.members) {
-        bucket_of[k] = bi;
-        bk.offsets.push_back(n);
-        n += params[k].numel();
-      }
-      const Tensor& first = params[bk.members.front()];
-      bk.flat = empty({n}, TensorOptions(first.dtype()).device(first.device()));
-    }
+    for (size_t bi = 0; bi < buckets.size(); ++bi)
+      for (size_t k : buckets[bi].members) bucket_of[k] = bi;
+    lay_out_buckets();
   }
 
   void mark_ready(size_t k) {
@@ -104,16 +168,9 @@ struct DistributedDataParallel::Reducer {
         ++next_launch;
         continue;
       }
-      for (size_t j = 0; j < bk.members.size(); ++j) {
-        const Tensor& p = params[bk.members[j]];
-        Tensor slot = bk.flat.narrow(0, bk.offsets[j], p.numel());
-        const Tensor g = p.grad();
-        if (g.defined())
-          slot.copy_(g.reshape({-1}));
-        else
-          slot.fill_(0.0);
-      }
-      bk.work = group->all_reduce_async(bk.flat, dist::ReduceOp::average);
+      for (size_t j = 0; j < bk.members.size(); ++j) pack(bk, j);
+      bk.work = scattered() ? group->reduce_scatter_async(bk.flat, dist::ReduceOp::average)
+                            : group->all_reduce_async(bk.flat, dist::ReduceOp::average);
       ++next_launch;
       for (size_t b = 0; b + 1 < next_launch; ++b) buckets[b].work.done();  // drive MPI's progress
     }
@@ -129,17 +186,8 @@ struct DistributedDataParallel::Reducer {
     const int32_t* u = used.data<int32_t>();
     for (Bucket& bk : buckets) {
       if (alone()) break;
-      for (size_t j = 0; j < bk.members.size(); ++j) {
-        const size_t k = bk.members[j];
-        if (u[k] == 0) continue;  // no rank has a gradient: it stays undefined, as in PyTorch
-        const Tensor& p = params[k];
-        const Tensor avg = bk.flat.narrow(0, bk.offsets[j], p.numel()).view(p.shape());
-        Tensor g = p.grad();
-        if (g.defined())
-          g.copy_(avg);
-        else
-          p.set_grad(avg.clone());
-      }
+      for (size_t j = 0; j < bk.members.size(); ++j)
+        if (u[bk.members[j]] != 0) unpack(bk, j);  // no rank has a gradient: it stays undefined, as in PyTorch
     }
     if (options.broadcast_buffers_)
       for (const Tensor& b : buffers) group->broadcast(b, 0);
@@ -279,5 +327,22 @@ std::vector<std::vector<size_t>> DistributedDataParallel::bucket_indices() const
 }
 
 double DistributedDataParallel::last_wait_s() const { return reducer_->wait_s; }
+
+void DistributedDataParallel::shard_gradients(const std::function<int64_t(const std::string&)>& shard_size) {
+  Reducer& r = *reducer_;
+  OCTET_CHECK(!r.prepared, "DistributedDataParallel: shard_gradients during a prepared backward");
+  if (r.alone()) return;
+  std::vector<int64_t> sizes;
+  for (size_t k = 0; k < r.params.size(); ++k) {
+    const int64_t c = shard_size(r.names[k]), n = r.params[k].numel();
+    OCTET_CHECK(c >= 0 && c * r.group->size() >= n, "DistributedDataParallel: shard_gradients: parameter '", r.names[k],
+                "' of ", n, " elements gets ", c, " per rank, which do not cover it on ", r.group->size(), " ranks");
+    sizes.push_back(c);
+  }
+  r.shard_sizes = std::move(sizes);
+  r.lay_out_buckets();
+}
+
+bool DistributedDataParallel::gradients_sharded() const { return reducer_->scattered(); }
 
 }  // namespace octet

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -95,6 +96,15 @@ class DistributedDataParallel : public Module {
 
   Module& module() { return *module_; }
   dist::ProcessGroup& group() { return group_; }
+  // ZeRO stage 1's communication: from now on each bucket is reduce-scattered rather than
+  // all-reduced, so each rank receives only its range of every averaged gradient -- rank r the
+  // flattened elements [r c, (r + 1) c) of a parameter with c = shard_size(name) -- at the bytes of
+  // half an all-reduce; the rest of each grad keeps this rank's own values. For a sharded optimizer
+  // (Optimizer::shard_state, whose step reads only this range): pass its shard_size. The values in
+  // the range are the bits the all-reduce gives. A group of one process changes nothing.
+  //   ddp.shard_gradients([&](const std::string& name) { return opt.shard_size(name); });
+  void shard_gradients(const std::function<int64_t(const std::string&)>& shard_size);
+  bool gradients_sharded() const;
   // How the parameters were bucketed: parameter indices (into named_parameters order) per bucket.
   std::vector<std::vector<size_t>> bucket_indices() const;
   // Seconds spent waiting for communication in the last synchronized backward (not overlapped).

@@ -1,5 +1,6 @@
 #include "optim/clip.h"
 
+#include <array>
 #include <cmath>
 #include <map>
 #include <utility>
@@ -9,23 +10,19 @@
 #include "optim/kernels.h"
 
 namespace octet {
+namespace {
 
-double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
-  OCTET_CHECK(max_norm >= 0.0, "clip_grad_norm: expected max_norm >= 0, got ", max_norm);
-  std::vector<Tensor> grads;
-  // By device, the CPU first: each device's sum in a fixed order (optim::dispatch::sum_squares:
-  // serial on the CPU, so the result does not depend on the thread count; a fixed-order reduction
-  // read back once on a GPU).
+// The squares of every gradient, by device (each device's sum in one call, optim::dispatch::sum_squares).
+ExactSum squares_of(const std::vector<Tensor>& grads) {
   std::map<std::pair<DeviceType, int>, std::vector<Tensor>> by_device;
-  for (const Tensor& p : params) {
-    if (!p.defined() || !p.grad().defined()) continue;
-    const Tensor& g = p.grad();
-    grads.push_back(g);
-    by_device[{g.device().type, g.device().index}].push_back(g);
-  }
-  double sum_sq = 0.0;
-  for (const auto& [device, gs] : by_device) sum_sq += optim::dispatch::sum_squares(gs);
-  const double total = std::sqrt(sum_sq);
+  for (const Tensor& g : grads) by_device[{g.device().type, g.device().index}].push_back(g);
+  ExactSum sum;
+  for (const auto& [device, gs] : by_device) sum.merge(optim::dispatch::sum_squares(gs));
+  return sum;
+}
+
+// The clip itself, once the total is known.
+double clip_to(std::vector<Tensor>& grads, double total, double max_norm) {
   if (!std::isfinite(total)) return total;
   const double coef = max_norm / (total + 1e-6);
   if (coef >= 1.0) return total;
@@ -33,6 +30,39 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
   // g * T(coef) on g's device, element by element as an in-place loop would round it.
   for (Tensor& g : grads) g.copy_(g.contiguous() * coef);
   return total;
+}
+
+void check_max_norm(double max_norm) {
+  OCTET_CHECK(max_norm >= 0.0, "clip_grad_norm: expected max_norm >= 0, got ", max_norm);
+}
+
+}  // namespace
+
+double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
+  check_max_norm(max_norm);
+  std::vector<Tensor> grads;
+  for (const Tensor& p : params)
+    if (p.defined() && p.grad().defined()) grads.push_back(p.grad());
+  return clip_to(grads, std::sqrt(squares_of(grads).value()), max_norm);
+}
+
+double clip_grad_norm(const Optimizer& optimizer, double max_norm) {
+  check_max_norm(max_norm);
+  std::vector<Tensor> grads;
+  for (auto& [name, g] : optimizer.shard_grads()) grads.push_back(g);
+  std::array<ExactSum, 1> sum{squares_of(grads)};
+  optimizer.sum_over_shards(sum);
+  return clip_to(grads, std::sqrt(sum[0].value()), max_norm);
+}
+
+std::vector<std::pair<std::string, double>> grad_norms(const Optimizer& optimizer) {
+  const NamedTensors grads = optimizer.shard_grads();
+  std::vector<ExactSum> sums;
+  for (const auto& [name, g] : grads) sums.push_back(squares_of({g}));
+  optimizer.sum_over_shards(sums);
+  std::vector<std::pair<std::string, double>> out;
+  for (size_t i = 0; i < grads.size(); ++i) out.emplace_back(grads[i].first, std::sqrt(sums[i].value()));
+  return out;
 }
 
 }  // namespace octet

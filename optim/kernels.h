@@ -5,7 +5,7 @@
 // (optim/update_rules.h) and call run_rule() or these; no other file of optim/ calls cpu:: or
 // cuda:: kernels or knows whether CUDA is built. Internal: not installed.
 //   dispatch_float(param.dtype(), "SGD", [&]<typename T>() { run_rule(sgd_rule<T>(o), param, grad, state, "SGD"); });
-//   double sum_sq = optim::dispatch::sum_squares(grads_on_one_device);
+//   double sum_sq = optim::dispatch::sum_squares(grads_on_one_device).value();
 #pragma once
 
 #include <cstddef>
@@ -29,6 +29,7 @@
   OCTET_OPTIM_RULE_UPDATE(LambRule<T>)                                                                    \
   OCTET_OPTIM_RULE_UPDATE(LarsRule<T>)                                                                    \
   template void lamb_update(const LambRule<T>&, double, bool, const Tensor&, const Tensor&, ParamState&); \
+  template LayerSums lamb_sums(const LambRule<T>&, const Tensor&, const Tensor&, ParamState&);            \
   template void lars_update(const LarsRule<T>&, double, double, double, const Tensor&, const Tensor&, ParamState&);
 #define OCTET_OPTIM_INSTANTIATE_KERNELS() OCTET_OPTIM_KERNELS_OF(float) OCTET_OPTIM_KERNELS_OF(double)
 

@@ -1,5 +1,6 @@
 // LAMB's update in two passes over the state's blocks (optim::dispatch::lamb_update): the norms,
-// then the scaled update. Both passes compute the update direction with the same rule
+// then the scaled update; with sharded state the norms of each rank's shard are added over the
+// ranks between the passes. Both passes compute the update direction with the same rule
 // (optim/update_rules.h), so the norm is exactly that of the direction applied.
 #include "optim/lamb.h"
 
@@ -47,11 +48,16 @@ void Lamb::update(const OptimizerOptions& options, const Tensor& param, const Te
   OCTET_CHECK(state.buffer_names().size() == 2, "Lamb: expected 2 state buffers, got ", state.buffer_names().size());
   dispatch_float(param.dtype(), "Lamb", [&]<typename T>() {
     LambRule<T> rule = lamb_rule<T>(o, state.step());
-    if (o.layer_adaptation_) {
-      check_rule_state(rule, state, "Lamb");
-      return optim::dispatch::lamb_update(rule, o.lr_, o.trust_clip_, param, grad, state);
+    if (!o.layer_adaptation_) {
+      rule.set_scale(static_cast<T>(o.lr_));
+      return run_rule(rule, param, grad, state, "Lamb");
     }
-    rule.set_scale(static_cast<T>(o.lr_));
+    check_rule_state(rule, state, "Lamb");
+    if (!sharded()) return optim::dispatch::lamb_update(rule, o.lr_, o.trust_clip_, param, grad, state);
+    // This rank's shard: its sums, added over the ranks into the whole parameter's.
+    LayerSums sums = optim::dispatch::lamb_sums(rule, param, grad, state);
+    sum_over_shards(sums);
+    rule.set_scale(static_cast<T>(o.lr_ * lamb_ratio(sums[0].value(), sums[1].value(), o.trust_clip_)));
     run_rule(rule, param, grad, state, "Lamb");
   });
 }

@@ -1,6 +1,7 @@
 // LARS's update: the layer's local lr from the norms of p and g (pass 1, no state), then the
 // SGD-momentum rule of optim/update_rules.h over each block of the state (pass 2), both on the
-// parameter's device (optim::dispatch::lars_update).
+// parameter's device (optim::dispatch::lars_update); with sharded state the norms of each rank's
+// shard are added over the ranks between the passes.
 #include "optim/lars.h"
 
 #include "optim/kernels.h"
@@ -43,7 +44,13 @@ void Lars::update(const OptimizerOptions& options, const Tensor& param, const Te
     LarsRule<T> rule = lars_rule<T>(o, first);
     if (!o.layer_adaptation_) return run_rule(rule, param, grad, state, "LARS");
     check_rule_state(rule, state, "LARS");
-    optim::dispatch::lars_update(rule, o.trust_coefficient_, o.weight_decay_, o.eps_, param, grad, state);
+    if (!sharded())
+      return optim::dispatch::lars_update(rule, o.trust_coefficient_, o.weight_decay_, o.eps_, param, grad, state);
+    LayerSums sums = optim::dispatch::lars_sums(param, grad);  // this rank's shard, then every rank's
+    sum_over_shards(sums);
+    rule.set_scale(
+        static_cast<T>(lars_local_lr(sums[0].value(), sums[1].value(), o.trust_coefficient_, o.weight_decay_, o.eps_)));
+    run_rule(rule, param, grad, state, "LARS");
   });
 }
 

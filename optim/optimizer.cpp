@@ -204,7 +204,6 @@ int64_t shard_chunk(int64_t numel, int64_t block, int64_t n) {
 
 void Optimizer::shard_state(const dist::ProcessGroup& group) {
   OCTET_CHECK(group.size() >= 1, name_, ": shard_state: an empty process group");
-  OCTET_CHECK(elementwise(), name_, ": its state cannot be sharded (its update reads the whole parameter's norms)");
   for (const Group& g : groups_) {
     OCTET_CHECK(g.states.empty(), name_, ": shard_state must come before the first step or state access");
     for (const auto& [pname, p] : g.params)
@@ -213,17 +212,60 @@ void Optimizer::shard_state(const dist::ProcessGroup& group) {
   shard_group_ = group.size() > 1 ? &group : nullptr;
 }
 
-std::pair<int64_t, int64_t> Optimizer::shard_range(const std::string& name) const {
+int64_t Optimizer::numel_of(const std::string& name) const {
   const auto it = group_of_.find(name);
   OCTET_CHECK(it != group_of_.end(), name_, ": no parameter named '", name, "'");
-  int64_t numel = 0;
   for (const auto& [pname, p] : groups_[it->second].params)
-    if (pname == name) numel = p.numel();
+    if (pname == name) return p.numel();
+  return 0;
+}
+
+std::pair<int64_t, int64_t> Optimizer::shard_range(const std::string& name) const {
+  const int64_t numel = numel_of(name);
   if (!shard_group_) return {0, numel};
   // Ranges of whole blocks: ceil(blocks / N) blocks per rank, the last ones shorter or empty.
   const int64_t chunk = shard_chunk(numel, state_options(name).block_size_, shard_group_->size());
   const int64_t first = std::min(numel, chunk * shard_group_->rank());
   return {first, std::min(numel, first + chunk)};
+}
+
+int64_t Optimizer::shard_size(const std::string& name) const {
+  const auto [first, last] = shard_range(name);
+  if (!shard_group_) return last - first;
+  return shard_chunk(numel_of(name), state_options(name).block_size_, shard_group_->size());
+}
+
+NamedTensors Optimizer::shard_grads() const {
+  NamedTensors out;
+  for (const Group& g : groups_)
+    for (const auto& [pname, p] : g.params) {
+      Tensor grad = p.grad();
+      if (!grad.defined()) continue;
+      if (!grad.is_contiguous()) {  // views of it must write into the gradient itself
+        grad = grad.contiguous();
+        Tensor(p).set_grad(grad);
+      }
+      out.emplace_back(pname, shard_of(pname, grad.view({-1})));
+    }
+  return out;
+}
+
+void Optimizer::sum_over_shards(std::span<ExactSum> sums) const {
+  if (!shard_group_ || sums.empty()) return;
+  const int64_t words = ExactSum::kWords, k = static_cast<int64_t>(sums.size());
+  Tensor mine = empty({k, words}, TensorOptions(DType::i64));
+  for (int64_t i = 0; i < k; ++i) {
+    const auto w = sums[static_cast<size_t>(i)].words();
+    std::copy(w.begin(), w.end(), mine.data<int64_t>() + i * words);
+  }
+  const Tensor all = shard_group_->all_gather(mine);  // [N, k, words]
+  const int64_t* v = all.data<int64_t>();
+  for (int64_t i = 0; i < k; ++i) {
+    ExactSum total;
+    for (int64_t r = 0; r < shard_group_->size(); ++r)
+      total.merge(ExactSum::from_words({v + (r * k + i) * words, static_cast<size_t>(words)}));
+    sums[static_cast<size_t>(i)] = total;
+  }
 }
 
 Tensor Optimizer::shard_of(const std::string& name, const Tensor& p) const {
@@ -332,7 +374,7 @@ void Optimizer::step() {
       }
       if (shard_group_) {  // this rank's range of p, in place (p is contiguous: shard_state checked)
         const Tensor work = shard_of(pname, p);
-        if (work.numel() > 0) update(*options, work, shard_of(pname, grad.contiguous()), state);
+        if (work.numel() > 0 || !elementwise()) update(*options, work, shard_of(pname, grad.contiguous()), state);
         updated.emplace_back(pname, p);
         continue;
       }

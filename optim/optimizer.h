@@ -46,14 +46,17 @@
 // the CPU does, and only the order of the layer-wise sums differs.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "core/exact_sum.h"
 #include "core/options.h"
 #include "core/tensor.h"
 
@@ -255,6 +258,9 @@ struct ParamGroup {
 
 // ---- the optimizer
 
+// The two sums of a layer-wise optimizer's first pass (LAMB: ||p||^2, ||u||^2; LARS: ||p||^2, ||g||^2).
+using LayerSums = std::array<ExactSum, 2>;
+
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
@@ -306,21 +312,31 @@ class Optimizer {
   // for N processes in `group`. Each parameter is split, flattened, into N ranges whose bounds fall
   // on its 8-bit block size (an absmax block never straddles two ranks; the last ranges may be
   // shorter or empty); whether a parameter's state is 8-bit is decided on the whole parameter.
-  // step() takes the full, already averaged gradients (DistributedDataParallel's), updates this
-  // rank's range, and all-gathers the updated ranges, so every rank ends with the same weights,
-  // bit for bit those an unsharded optimizer gives (the updates are elementwise, or block-wise on
-  // whole blocks). Call before the first step, with contiguous parameters; every rank calls step()
-  // together. LAMB and LARS (a trust ratio over the whole parameter) are refused. A group of one
-  // process changes nothing. state_dict() gathers the ranks' pieces into what the unsharded
-  // optimizer would hold (every rank calls it together and gets the whole), and load_state_dict()
-  // takes that and keeps this rank's pieces: a checkpoint loads at any process count, sharded or
-  // not.
+  // step() reads this rank's range of each (averaged) gradient -- the whole gradient from
+  // DistributedDataParallel, or only this range when it reduce-scatters (shard_gradients) --,
+  // updates that range, and all-gathers the updated ranges, so every rank ends with the same
+  // weights, bit for bit those an unsharded optimizer gives: the updates are elementwise, or
+  // block-wise on whole blocks, and LAMB's and LARS's whole-parameter norms are exact sums
+  // (ExactSum) of the ranks' pieces (sum_over_shards). Call before the first step, with contiguous
+  // parameters; every rank calls step() together. A group of one process changes nothing.
+  // state_dict() gathers the ranks' pieces into what the unsharded optimizer would hold (every rank
+  // calls it together and gets the whole), and load_state_dict() takes that and keeps this rank's
+  // pieces: a checkpoint loads at any process count, sharded or not.
   //   opt.shard_state(dist::ProcessGroup::world());
   void shard_state(const dist::ProcessGroup& group);
   bool sharded() const { return shard_group_ != nullptr; }
   // The flattened elements [first, second) of parameter `name` this process updates (all of
   // them when not sharded).
   std::pair<int64_t, int64_t> shard_range(const std::string& name) const;
+  // Elements per rank of parameter `name`: rank r holds [r c, (r + 1) c), cut at its size (the
+  // whole size when not sharded).
+  int64_t shard_size(const std::string& name) const;
+  // This rank's range of every gradient that is defined (the whole gradients when not sharded),
+  // as flat views, by parameter name: clip_grad_norm(const Optimizer&, ...) reads and scales them.
+  NamedTensors shard_grads() const;
+  // Sums taken over this rank's ranges, added over the ranks (every rank calls it together, in
+  // the same order), so each holds the whole parameters' sum; nothing to add when not sharded.
+  void sum_over_shards(std::span<ExactSum> sums) const;
 
  protected:
   // `defaults` fills groups without options; group options of the wrong kind are an Error.
@@ -345,8 +361,9 @@ class Optimizer {
   const OptimizerOptions& group_options(size_t group) const;
   OptimizerOptions& group_options(size_t group);
   const char* name() const { return name_; }
-  // Whether update() reads nothing but each element and its own state, so that a parameter may be
-  // updated in pieces (shard_state); false for LAMB and LARS.
+  // Whether update() reads nothing but each element and its own state (false for LAMB and LARS,
+  // which take whole-parameter norms): a sharded step then skips a parameter whose range on this
+  // rank is empty, where a layer-wise optimizer still takes part in sum_over_shards.
   virtual bool elementwise() const { return true; }
 
  private:
@@ -358,6 +375,7 @@ class Optimizer {
     std::vector<std::unique_ptr<ParamState>> states;  // one per param, made by ensure_state()
   };
   void ensure_state() const;
+  int64_t numel_of(const std::string& name) const;  // an unknown name is an Error
   // The parameter as its state and update see it: p, or this rank's flat range of it when sharded.
   Tensor shard_of(const std::string& name, const Tensor& p) const;
   // After the updates of a sharded step: every rank's ranges to every rank.

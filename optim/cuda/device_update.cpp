@@ -135,6 +135,49 @@ void lamb_update(const LambRule<T>& rule, double lr, bool trust_clip, const Tens
   launch_update(rule, param, grad, state, name, static_cast<const T*>(step.data<T>()));
 }
 
+namespace {
+// `count` partials of `terms` doubles each ([chunk][term]) read back and added on the host: the
+// first passes of a sharded layer-wise step, whose sums are then added over the ranks.
+LayerSums host_sums(const Tensor& partials, int64_t count, int terms) {
+  const Tensor host = partials.to(Device::cpu());
+  const double* v = host.data<double>();
+  LayerSums out;
+  for (int64_t c = 0; c < count; ++c)
+    for (int k = 0; k < terms; ++k) out[static_cast<size_t>(k)].add(v[c * terms + k]);
+  return out;
+}
+}  // namespace
+
+template <typename T>
+LayerSums lamb_sums(const LambRule<T>& rule, const Tensor& param, const Tensor& grad, ParamState& state) {
+  const char* name = "Lamb";
+  const auto guard = on_device_of(param);
+  check_on(grad, param, name, "the gradient");
+  const int64_t n = param.numel();
+  Tensor partials = partials_for(n, 2, param);
+  const T* p = param.data<T>();
+  const T* g = grad.data<T>();
+  double* parts = partials.data<double>();
+  with_state<T>(
+      state, param, name,
+      [&](const octet::cuda::DenseView<T>& v) { octet::cuda::lamb_partials(rule, p, g, n, v, parts); },
+      [&](const octet::cuda::QuantView& v) {
+        if constexpr (std::is_same_v<T, float>) octet::cuda::lamb_partials(rule, p, g, n, v, parts);
+      });
+  return host_sums(partials, octet::cuda::sum_chunks(n), 2);
+}
+
+LayerSums lars_sums(const Tensor& param, const Tensor& grad) {
+  const auto guard = on_device_of(param);
+  check_on(grad, param, "LARS", "the gradient");
+  const int64_t n = param.numel();
+  Tensor partials = partials_for(n, 2, param);
+  dispatch_float(param.dtype(), "LARS", [&]<typename T>() {
+    octet::cuda::square_pair_partials(param.data<T>(), grad.data<T>(), n, partials.data<double>());
+  });
+  return host_sums(partials, octet::cuda::sum_chunks(n), 2);
+}
+
 template <typename T>
 void lars_update(const LarsRule<T>& rule, double trust_coefficient, double weight_decay, double eps,
                  const Tensor& param, const Tensor& grad, ParamState& state) {
@@ -149,8 +192,8 @@ void lars_update(const LarsRule<T>& rule, double trust_coefficient, double weigh
   launch_update(rule, param, grad, state, name, static_cast<const T*>(scale.data<T>()));
 }
 
-double sum_squares(const std::vector<Tensor>& xs) {
-  if (xs.empty()) return 0.0;
+ExactSum sum_squares(const std::vector<Tensor>& xs) {
+  if (xs.empty()) return {};
   const Tensor& first = xs.front();
   const auto guard = on_device_of(first);
   // Every tensor's partials side by side, then one fixed-order sum of them all.
@@ -170,7 +213,9 @@ double sum_squares(const std::vector<Tensor>& xs) {
     offset += octet::cuda::sum_chunks(c.numel());
   }
   octet::cuda::sum_finish(parts, total, sum.data<double>());
-  return sum.to(Device::cpu()).item<double>();  // the one host synchronization
+  ExactSum out;
+  out.add(sum.to(Device::cpu()).item<double>());  // the one host synchronization
+  return out;
 }
 
 OCTET_OPTIM_INSTANTIATE_KERNELS()

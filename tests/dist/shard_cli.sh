@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # train.shard_optimizer through the binary as the README writes it: a 2-process `octet train` with
 # sharded 8-bit Adam state says the state is each process's share, its checkpoint resumes in one
-# process and in two (sharded again), `octet inspect` reads it, and an optimizer that cannot shard
-# (lamb) is an error naming the key (exit 2).
+# process and in two (sharded again), and `octet inspect` reads it; LAMB with its gradients clipped,
+# sharded (its norms and the clip's added over the ranks), ends with the weights of the unsharded
+# 2-process job, byte for byte as `octet export --torch` writes them.
 #   bash tests/dist/shard_cli.sh <mpiexec> <octet> <recipe>
 set -uo pipefail
 mpiexec=$1 octet=$2 recipe=$3
@@ -22,9 +23,12 @@ grep -q "resuming run" "$work/resume1.txt" || fail "no resume line"
 "${mpi[@]}" "$octet" train --resume runs_copy train.max_steps=5 >"$work/resume2.txt" 2>&1 ||
   fail "two processes did not resume the sharded checkpoint"
 "$octet" inspect runs/z >"$work/inspect.txt" 2>&1 || fail "inspect failed"
-"${mpi[@]}" "$octet" train "$recipe" "${common[@]}" train.shard_optimizer=true optimizer.name=lamb log.run_name=l \
-  train.max_steps=1 >"$work/lamb.txt" 2>&1
-status=$?
-[ "$status" -ne 0 ] || fail "lamb with train.shard_optimizer trained"
-grep -q "train.shard_optimizer" "$work/lamb.txt" || fail "the lamb error does not name the key"
+lamb=(optimizer.name=lamb optimizer.weight_decay=0.01 train.clip_grad_norm=0.5 train.max_steps=4)
+for shard in true false; do
+  "${mpi[@]}" "$octet" train "$recipe" "${common[@]}" "${lamb[@]}" train.shard_optimizer=$shard log.run_name=l$shard \
+    >"$work/lamb_$shard.txt" 2>&1 || fail "lamb with train.shard_optimizer=$shard failed"
+  "$octet" export --torch runs/l$shard -o "l$shard.safetensors" >"$work/export_$shard.txt" 2>&1 || fail "export failed"
+done
+grep -q "(sharded)" "$work/lamb_true.txt" || fail "the lamb log does not say the state is sharded"
+cmp -s ltrue.safetensors lfalse.safetensors || fail "sharded lamb's weights differ from unsharded lamb's"
 echo "shard_cli: ok"

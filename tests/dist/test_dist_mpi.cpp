@@ -120,14 +120,44 @@ TEST(Collectives, AsyncAllReducesFinishInAnyOrder) {
   }
 }
 
+// A reduce-scatter in place gives each rank the bits of the all-reduce in its part, and leaves the
+// other parts as they were; several in flight finish in any order.
+TEST(Collectives, ReduceScatterAsyncIsTheAllReducesPart) {
+  const int P = pg().size(), me = pg().rank();
+  for (DType dt : {DType::f32, DType::f64, DType::bf16, DType::i32}) {
+    SCOPED_TRACE(::testing::Message() << dt);
+    const dist::ReduceOp op = dt == DType::i32 ? dist::ReduceOp::sum : dist::ReduceOp::average;
+    std::vector<Tensor> xs, whole;
+    std::vector<dist::Work> works;
+    for (int i = 0; i < 3; ++i) {
+      const int64_t n = P * (7 + 50 * i);
+      xs.push_back(values_of(me, {n}, dt, 30 + i));
+      whole.push_back(values_of(me, {n}, dt, 30 + i));
+      works.push_back(pg().reduce_scatter_async(xs.back(), op));
+    }
+    for (int i = 2; i >= 0; --i) works[static_cast<size_t>(i)].wait();
+    for (int i = 0; i < 3; ++i) {
+      const Tensor& x = xs[static_cast<size_t>(i)];
+      const Tensor own = values_of(me, x.shape(), dt, 30 + i);
+      pg().all_reduce(whole[static_cast<size_t>(i)], op);
+      const int64_t part = x.numel() / P;
+      for (int r = 0; r < P; ++r) {
+        const Tensor want = (r == me ? whole[static_cast<size_t>(i)] : own).narrow(0, r * part, part);
+        EXPECT_TRUE(bits_equal(x.narrow(0, r * part, part).contiguous(), want.contiguous())) << "part " << r;
+      }
+    }
+  }
+  EXPECT_THROW(pg().reduce_scatter_async(values_of(me, {P + 1}, DType::f32, 5)), Error);
+}
+
 // CUDA tensors go through NCCL: one GPU per rank of this host (skips where there are fewer GPUs
 // than ranks, e.g. on CI). NCCL adds in its own order, so sums are compared with a tolerance and
 // across ranks bit for bit; moves (broadcast, gather) and integer sums are exact.
 TEST(CudaCollectives, MatchTheCpuAndAgreeAcrossRanks) {
   const int P = pg().size(), me = pg().rank();
   // Every rank decides together, so no rank waits in a collective the others skip.
-  Tensor usable = full({1}, cuda::is_available() && pg().local_rank() < cuda_device_count() ? 1.0 : 0.0,
-                       TensorOptions(DType::i32));
+  Tensor usable =
+      full({1}, cuda::is_available() && pg().local_rank() < cuda_device_count() ? 1.0 : 0.0, TensorOptions(DType::i32));
   pg().all_reduce(usable);
   if (usable.item() < P) GTEST_SKIP() << "needs one GPU per rank of this host";
   const Device gpu = Device::cuda(pg().local_rank());

@@ -1,20 +1,27 @@
 // Sharded optimizer state (ZeRO stage 1, Optimizer::shard_state) across real processes, in the
-// octet_dist_tests program run under `mpirun -np 2` and `-np 3`: 20 steps of each elementwise
-// optimizer, 32-bit and 8-bit state, give weights bit-identical to the unsharded optimizer's on
-// parameters smaller than a block, not divisible by the rank count, and whose 8-bit decision
-// (min_8bit_size) differs between the whole parameter and a shard; each rank holds about 1/N of
-// the state bytes; LAMB and LARS are refused.
+// octet_dist_tests program run under `mpirun -np 2` and `-np 3`: 20 steps of every optimizer (LAMB
+// and LARS with their whole-parameter norms added over the shards), 32-bit and 8-bit state, with
+// the gradients clipped by their global norm, give weights bit-identical to the unsharded
+// optimizer's on parameters smaller than a block, not divisible by the rank count, and whose 8-bit
+// decision (min_8bit_size) differs between the whole parameter and a shard; each rank holds about
+// 1/N of the state bytes. Under DistributedDataParallel with reduce-scattered gradients
+// (shard_gradients) the job equals unsharded DDP bit for bit, and a non-finite gradient on one rank
+// is seen by all.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "core/octet.h"
+#include "layers/distributed.h"
 #include "optim/adagrad.h"
 #include "optim/adam.h"
+#include "optim/clip.h"
 #include "optim/lamb.h"
 #include "optim/lars.h"
 #include "optim/lion.h"
@@ -68,6 +75,12 @@ const std::vector<Case> kCases = {
     {"lion", [](NamedTensors p, const StateOptions& s) { return std::make_unique<Lion>(p, LionOptions(1e-3), s); }},
     {"adagrad",
      [](NamedTensors p, const StateOptions& s) { return std::make_unique<Adagrad>(p, AdagradOptions(1e-2), s); }},
+    {"lamb", [](NamedTensors p,
+                const StateOptions& s) { return std::make_unique<Lamb>(p, LambOptions(1e-2).weight_decay(0.01), s); }},
+    {"lars",
+     [](NamedTensors p, const StateOptions& s) {
+       return std::make_unique<Lars>(p, LarsOptions(0.1).momentum(0.9).weight_decay(1e-4), s);
+     }},
 };
 
 // Every rank's gradient for step `step`: the same on every rank (as DDP's averaged gradients).
@@ -87,6 +100,9 @@ TEST(ShardedState, TwentyStepsEqualTheUnshardedOptimizerBitForBit) {
       for (int step = 0; step < 20; ++step) {
         set_grads(a, step);
         set_grads(b, step);
+        // The global norm: this rank's ranges' squares, added over the ranks (clips every step).
+        const double norm = clip_grad_norm(*plain, 20.0), sharded_norm = clip_grad_norm(*sharded, 20.0);
+        EXPECT_EQ(norm, sharded_norm) << "step " << step;
         plain->step();
         sharded->step();
       }
@@ -142,10 +158,6 @@ TEST(ShardedState, RangesFallOnBlocksAndCoverEachParameterOnce) {
 
 TEST(ShardedState, RefusedWhereItCannotHold) {
   NamedTensors p = make_params(3);
-  Lamb lamb(p, LambOptions(1e-3));
-  EXPECT_THROW(lamb.shard_state(group()), Error);
-  Lars lars(p, LarsOptions(0.1));
-  EXPECT_THROW(lars.shard_state(group()), Error);
   Adam late(p, AdamOptions(1e-3));
   late.state_bytes();  // the state exists now
   EXPECT_THROW(late.shard_state(group()), Error);
@@ -197,6 +209,72 @@ TEST(ShardedState, CheckpointsLoadSharedOrNotAtAnyCount) {
         if (k == "vec.step") t = scalar_tensor(-1.0, DType::i64);
       EXPECT_THROW(sharded2->load_state_dict(bad), Error);
     }
+}
+
+// ---- under DistributedDataParallel, whose buckets are reduce-scattered
+
+constexpr int64_t kBatch = 12;  // divides among 2 and 3 ranks
+
+// Parameters of 3 to 1300 elements; the bias of `unused` never gets a gradient.
+struct Net : Module {
+  Net() {
+    manual_seed(5);
+    a = register_module("a", std::make_shared<Linear>(13, 100));
+    b = register_module("b", std::make_shared<Linear>(100, 3));
+    unused = register_module("unused", std::make_shared<Linear>(2, 2));
+  }
+  Tensor forward(const Tensor& x) override { return (*b)(relu((*a)(x))); }
+  std::string type_name() const override { return "Net"; }
+  std::shared_ptr<Linear> a, b, unused;
+};
+
+// Steps of one rank's share of the global batch with the gradients clipped; `poison` puts a NaN
+// into the last rank's input at that step (-1: never). Returns the weights and each step's norm.
+std::pair<NamedTensors, std::vector<double>> train_ddp(const Case& c, bool sharded, int poison = -1) {
+  auto net = std::make_shared<Net>();
+  auto ddp = std::make_shared<DistributedDataParallel>(net, group(), DdpOptions().bucket_mb(0.002));
+  auto opt = c.make(net->named_parameters(), StateOptions().state_bits(8).block_size(64).min_8bit_size(1000));
+  if (sharded) {
+    opt->shard_state(group());
+    ddp->shard_gradients([&](const std::string& name) { return opt->shard_size(name); });
+    EXPECT_EQ(ddp->gradients_sharded(), group().size() > 1);  // one process: nothing to scatter
+  }
+  std::vector<double> norms;
+  const int64_t per = kBatch / group().size();
+  for (int step = 0; step < 8; ++step) {
+    Generator g(300 + static_cast<uint64_t>(step));
+    Tensor x = randn({kBatch, 13}, {}, &g).narrow(0, per * group().rank(), per).contiguous();
+    const Tensor y = randn({kBatch, 3}, {}, &g).narrow(0, per * group().rank(), per);
+    if (step == poison && group().rank() == group().size() - 1)
+      x.data<float>()[0] = std::numeric_limits<float>::quiet_NaN();
+    opt->zero_grad();
+    mse_loss((*ddp)(x), y).backward();
+    norms.push_back(clip_grad_norm(*opt, 0.5));
+    if (std::isfinite(norms.back())) opt->step();
+  }
+  return {net->named_parameters(), norms};
+}
+
+TEST(ShardedGradients, ReduceScatteredDdpEqualsUnshardedDdpBitForBit) {
+  for (const Case& c : {kCases[0], kCases[6], kCases[7]}) {  // Adam, LAMB, LARS
+    SCOPED_TRACE(c.name);
+    const auto [want, want_norms] = train_ddp(c, false);
+    const auto [got, got_norms] = train_ddp(c, true);
+    EXPECT_EQ(got_norms, want_norms);
+    for (size_t i = 0; i < want.size(); ++i) EXPECT_TRUE(same_bits(got[i].second, want[i].second)) << want[i].first;
+    // Every rank ends with the same weights.
+    for (const auto& [name, p] : got) {
+      const Tensor all = group().all_gather(p.detach().contiguous());
+      for (int r = 1; r < group().size(); ++r) EXPECT_TRUE(same_bits(all.select(0, r), all.select(0, 0))) << name;
+    }
+  }
+}
+
+TEST(ShardedGradients, ANonFiniteGradientOnOneRankIsSeenByAll) {
+  const auto [weights, norms] = train_ddp(kCases[0], true, /*poison=*/3);
+  for (size_t s = 0; s < norms.size(); ++s) EXPECT_EQ(std::isfinite(norms[s]), s != 3) << "step " << s;
+  const auto [clean, clean_norms] = train_ddp(kCases[0], true);
+  EXPECT_EQ(norms[2], clean_norms[2]);
 }
 
 }  // namespace

@@ -137,9 +137,9 @@ const std::vector<SchemaEntry> kStaticSchema = {
      "several processes (mpirun): BatchNorm2d layers normalize with the statistics of the whole global batch "
      "(SyncBatchNorm); false: each process's own share, as PyTorch's plain BatchNorm"},
     {"train.shard_optimizer", K::boolean, "false",
-     "several processes (mpirun): each process keeps and updates 1/N of the optimizer state (ZeRO stage 1), the "
-     "weights bit-identical to unsharded; checkpoints hold the whole state and resume at any process count. Not "
-     "lamb or lars"},
+     "several processes (mpirun): each process keeps and updates 1/N of the optimizer state and receives its 1/N "
+     "of the averaged gradients (ZeRO stage 1), the weights bit-identical to unsharded; checkpoints hold the whole "
+     "state and resume at any process count"},
     {"train.dist_timeout_s", K::real, "300",
      "several processes (mpirun): seconds a rank waits in a collective before it stops the job with an error"},
     // checkpoint

@@ -10,11 +10,6 @@
 
 namespace octet::train {
 
-namespace {
-// Whether an optimizer of the registry can shard its state (Optimizer::shard_state).
-bool optimizer_shards(const std::string& name) { return name != "lamb" && name != "lars"; }
-}  // namespace
-
 RunSetup::RunSetup(const Recipe& r, std::shared_ptr<Module> given, const Checkpoint* resume, dist::ProcessGroup* group)
     : recipe(r), given_model(given != nullptr) {
   device = usable_device(r.text("train.device"), "recipe train.device");
@@ -38,13 +33,7 @@ RunSetup::RunSetup(const Recipe& r, std::shared_ptr<Module> given, const Checkpo
   precision = r.text("train.precision") == "bf16" ? DType::bf16 : DType::f32;
   optimizer = build_optimizer(r, model->named_parameters(), model.get());
   // train.shard_optimizer: ZeRO stage 1, before any state exists (a resume loads into the shards).
-  if (group && group->size() > 1 && r.boolean("train.shard_optimizer")) {
-    OCTET_USAGE_CHECK(optimizer_shards(r.text("optimizer.name")), "recipe train.shard_optimizer: optimizer.name ",
-                      r.text("optimizer.name"),
-                      " cannot shard its state (its update takes whole-parameter norms); use another optimizer or "
-                      "train.shard_optimizer: false");
-    optimizer->shard_state(*group);
-  }
+  if (group && group->size() > 1 && r.boolean("train.shard_optimizer")) optimizer->shard_state(*group);
   schedule = build_schedule(r, &plateau);
   log_every = r.integer("log.every_steps");  // >= 1: the recipe checked it
   max_steps = r.integer("train.max_steps");

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <set>
 
 #include "core/cuda.h"
 #include "core/parallel.h"
@@ -212,14 +213,17 @@ void record_eval(MetricsLog& metrics, TensorBoardWriter* tb, const EvalResult& e
 // What went non-finite at step `step` (epoch and batch 0-based): the loss, and which parameters'
 // gradients. Backward runs from the loss towards the input, so the last parameter in the model's
 // order (the forward order) with a non-finite gradient is the one nearest to where it began.
-std::string nonfinite_text(const Module& model, const Tensor& loss, int64_t step, int64_t epoch, int64_t batch) {
+// The norms are the optimizer's (grad_norms): with sharded state, over every rank's ranges.
+std::string nonfinite_text(const Module& model, const Optimizer& optimizer, const Tensor& loss, int64_t step,
+                           int64_t epoch, int64_t batch) {
+  std::set<std::string> nonfinite;
+  const auto norms = grad_norms(optimizer);
+  for (const auto& [name, norm] : norms)
+    if (!std::isfinite(norm)) nonfinite.insert(name);
   std::string bad_last;
-  int64_t bad = 0, total = 0;
-  for (const auto& [name, p] : model.named_parameters()) {
-    if (!p.grad().defined()) continue;
-    ++total;
-    if (!std::isfinite(clip_grad_norm({p}, kNoClip))) ++bad, bad_last = name;
-  }
+  const auto bad = static_cast<int64_t>(nonfinite.size()), total = static_cast<int64_t>(norms.size());
+  for (const auto& [name, p] : model.named_parameters())
+    if (nonfinite.count(name)) bad_last = name;
   std::string text = fmt::format("step {} (epoch {}, batch {}): loss {}", step, epoch + 1, batch + 1, loss.item());
   if (bad == 0) return text + ", every gradient finite";
   return text +

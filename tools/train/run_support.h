@@ -77,6 +77,7 @@ void log_optimizer(const Optimizer& optimizer, const std::string& name, int64_t 
 inline constexpr double kNoClip = std::numeric_limits<double>::infinity();
 // What went non-finite at step `step` (epoch and batch 0-based): the loss, and which parameters'
 // gradients.
-std::string nonfinite_text(const Module& model, const Tensor& loss, int64_t step, int64_t epoch, int64_t batch);
+std::string nonfinite_text(const Module& model, const Optimizer& optimizer, const Tensor& loss, int64_t step,
+                           int64_t epoch, int64_t batch);
 
 }  // namespace octet::train

@@ -17,7 +17,6 @@ StepRunner::StepRunner(Module& model, Optimizer& optimizer, const LrSchedule& sc
       int8_(int8),
       agree_(agree),
       policy_(std::move(policy)),
-      params_(model.parameters()),
       buffers_(model.buffers()) {}
 
 StepResult StepRunner::run(int64_t epoch, int64_t b, int64_t batches, int64_t step) {
@@ -39,10 +38,11 @@ StepResult StepRunner::run(int64_t epoch, int64_t b, int64_t batches, int64_t st
     ddp_->check_synchronized();
     comm_wait_s_ += ddp_->last_wait_s();
   }
-  // The global gradient norm, accumulated in double, is finite exactly when every gradient is
-  // (clip_grad_norm leaves non-finite gradients unscaled).
+  // The global gradient norm, an exact sum, is finite exactly when every gradient is (clip_grad_norm
+  // leaves non-finite gradients unscaled). Over the optimizer's parameters: with sharded state each
+  // rank holds only its ranges of the averaged gradients, and their sums are added over the ranks.
   const double clip = policy_.clip_grad_norm;
-  const double grad_norm = clip_grad_norm(params_, clip > 0 ? clip : kNoClip);
+  const double grad_norm = clip_grad_norm(optimizer_, clip > 0 ? clip : kNoClip);
   if (!int8_.empty()) {
     agree_.average_int8_distances(int8_);
     int8_.after_backward(step + 1);
@@ -63,7 +63,7 @@ StepResult StepRunner::not_finite(const StepOutput& out, int64_t epoch, int64_t 
                                   const std::vector<Tensor>& buffers_before) {
   StepResult r;
   r.updated = false;
-  r.nonfinite = nonfinite_text(model_, out.loss, step + 1, epoch, b);
+  r.nonfinite = nonfinite_text(model_, optimizer_, out.loss, step + 1, epoch, b);
   if (policy_.on_nonfinite == "stop") {
     r.stop = true;
     return r;

@@ -67,7 +67,7 @@ class StepRunner {
   const DistributedAgreement& agree_;
   StepPolicy policy_;
   std::shared_ptr<DistributedDataParallel> ddp_;
-  std::vector<Tensor> params_, buffers_;
+  std::vector<Tensor> buffers_;
   BatchStatsQueue stats_;
   int64_t skipped_steps_ = 0;
   double comm_wait_s_ = 0;

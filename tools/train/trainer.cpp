@@ -153,7 +153,11 @@ class TrainingLoop {
     if (recipe_.boolean("train.sync_batchnorm"))
       spdlog::info("SyncBatchNorm: {} BatchNorm2d layers use the global batch's statistics",
                    convert_sync_batchnorm(*setup_->model, group));
-    steps_->set_ddp(std::make_shared<DistributedDataParallel>(setup_->model, group));
+    auto ddp = std::make_shared<DistributedDataParallel>(setup_->model, group);
+    // Sharded optimizer state: each rank receives only its ranges of the averaged gradients.
+    if (Optimizer& opt = *setup_->optimizer; opt.sharded())
+      ddp->shard_gradients([&opt](const std::string& name) { return opt.shard_size(name); });
+    steps_->set_ddp(std::move(ddp));
     // Each rank's batch is its block of the global one: dropout masks as one process draws them.
     dropout_shard_ = std::make_unique<DropoutShardGuard>(DropoutShard{group.rank(), group.size()});
   }
