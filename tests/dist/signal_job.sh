@@ -12,6 +12,7 @@
 #   bash tests/dist/signal_job.sh <kill-rank|term-job> <mpiexec> <octet> <recipe>
 set -uo pipefail
 mode=$1 mpiexec=$2 octet=$3 recipe=$4
+source "$(dirname "$0")/job_util.sh"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$work"
@@ -22,10 +23,7 @@ job=$!
 # The rank-1 process of this job (its environment carries our tag and the rank).
 rank1=""
 for _ in $(seq 1 300); do
-  for p in $(pgrep -f "$octet train" || true); do
-    env=$(tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null || true)
-    if grep -qx "OCTET_SIGNAL_TEST_TAG=$work" <<<"$env" && grep -qx "OMPI_COMM_WORLD_RANK=1" <<<"$env"; then rank1=$p; fi
-  done
+  rank1=$(rank_pid "$work" "$octet" 1)
   # Signal once training has started (the first metrics line is written by rank 0).
   if [ -n "$rank1" ] && ls runs/*/metrics.jsonl >/dev/null 2>&1; then break; fi
   sleep 0.1
@@ -45,8 +43,7 @@ wait $job
 rc=$?
 took=$(( $(date +%s) - start ))
 tail -n 12 "$work/out.txt"
-left=$(for p in $(pgrep -f "$octet train" || true); do
-  tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OCTET_SIGNAL_TEST_TAG=$work" && echo "$p"; done)
+left=$(job_pids "$work" "$octet")
 echo "signal_job $mode: job status $rc after $took s; processes left: ${left:-none}"
 limit=60
 [ "$mode" = stop-rank ] && limit=35  # the 20 s time-out, start-up of the abort, a loaded machine
