@@ -64,7 +64,6 @@ struct DistributedDataParallel::Reducer {
   // Each bucket's flat buffer: the members end to end, or (reduce-scattered) one section per rank,
   // each holding that rank's range of every member, padded to the longest.
   void lay_out_buckets() {
-    const int64_t ranks = group->size();
     for (Bucket& bk : buckets) {
       int64_t n = 0;
       bk.offsets.clear();
@@ -73,18 +72,28 @@ struct DistributedDataParallel::Reducer {
         n += scattered() ? shard_sizes[k] : params[k].numel();
       }
       bk.section = n;
-      const Tensor& first = params[bk.members.front()];
-      // Zeros: a section's padding is reduced too, and must stay finite.
-      bk.flat = zeros({scattered() ? n * ranks : n}, TensorOptions(first.dtype()).device(first.device()));
+      bk.flat = Tensor();  // allocated by its first backward, in the layout of then
     }
+  }
+
+  // The bucket's flat buffer, made on first use. Zeros: a section's padding is reduced too, and
+  // must stay finite.
+  Tensor& flat_of(Bucket& bk) {
+    if (!bk.flat.defined()) {
+      const Tensor& first = params[bk.members.front()];
+      const int64_t n = scattered() ? bk.section * group->size() : bk.section;
+      bk.flat = zeros({n}, TensorOptions(first.dtype()).device(first.device()));
+    }
+    return bk.flat;
   }
 
   // A member's gradient (zeros where this rank has none) into its slots of the bucket.
   void pack(Bucket& bk, size_t j) {
     const Tensor& p = params[bk.members[j]];
     const Tensor g = p.grad();
+    const Tensor& flat = flat_of(bk);
     if (!scattered()) {
-      Tensor slot = bk.flat.narrow(0, bk.offsets[j], p.numel());
+      Tensor slot = flat.narrow(0, bk.offsets[j], p.numel());
       if (g.defined())
         slot.copy_(g.reshape({-1}));
       else
@@ -94,7 +103,7 @@ struct DistributedDataParallel::Reducer {
     const Tensor flat_g = g.defined() ? g.reshape({-1}) : Tensor();
     for (int64_t r = 0; r < group->size(); ++r) {
       const auto [lo, hi] = range_of(bk.members[j], r);
-      Tensor slot = bk.flat.narrow(0, r * bk.section + bk.offsets[j], hi - lo);
+      Tensor slot = flat.narrow(0, r * bk.section + bk.offsets[j], hi - lo);
       if (flat_g.defined())
         slot.copy_(flat_g.narrow(0, lo, hi - lo));
       else
@@ -169,8 +178,8 @@ struct DistributedDataParallel::Reducer {
         continue;
       }
       for (size_t j = 0; j < bk.members.size(); ++j) pack(bk, j);
-      bk.work = scattered() ? group->reduce_scatter_async(bk.flat, dist::ReduceOp::average)
-                            : group->all_reduce_async(bk.flat, dist::ReduceOp::average);
+      bk.work = scattered() ? group->reduce_scatter_async(flat_of(bk), dist::ReduceOp::average)
+                            : group->all_reduce_async(flat_of(bk), dist::ReduceOp::average);
       ++next_launch;
       for (size_t b = 0; b + 1 < next_launch; ++b) buckets[b].work.done();  // drive MPI's progress
     }

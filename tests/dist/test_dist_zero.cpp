@@ -277,5 +277,42 @@ TEST(ShardedGradients, ANonFiniteGradientOnOneRankIsSeenByAll) {
   EXPECT_EQ(norms[2], clean_norms[2]);
 }
 
+// The same over NCCL: CUDA parameters, one GPU per rank of this host (skips where there are fewer,
+// e.g. on CI, and on a one-GPU machine: NCCL takes one rank per GPU). Elementwise updates move
+// bytes alone, so sharded Adam equals unsharded Adam bit for bit; NCCL's reduce-scatter may add
+// in another order than its all-reduce, and LAMB's sharded norms are its ranks' device sums added
+// on the host, so those compare with a tolerance.
+TEST(ShardedGradients, OverNcclMatchUnshardedOnTheGpu) {
+  Tensor usable = full({1}, cuda::is_available() && group().local_rank() < cuda_device_count() ? 1.0 : 0.0,
+                       TensorOptions(DType::i32));
+  group().all_reduce(usable);
+  if (usable.item() < group().size()) GTEST_SKIP() << "needs one GPU per rank of this host";
+  const Device gpu = Device::cuda(group().local_rank());
+  for (const Case& c : {kCases[0], kCases[6]}) {  // Adam, LAMB
+    SCOPED_TRACE(c.name);
+    NamedTensors a = make_params(6), b = make_params(6);
+    for (NamedTensors* ps : {&a, &b})
+      for (auto& [name, p] : *ps) p = p.detach().to(gpu).requires_grad_(true);
+    const StateOptions so = StateOptions().state_bits(8).block_size(64).min_8bit_size(1000);
+    auto plain = c.make(a, so), sharded = c.make(b, so);
+    sharded->shard_state(group());
+    for (int step = 0; step < 10; ++step) {
+      for (NamedTensors* ps : {&a, &b}) {
+        set_grads(*ps, step);
+        for (auto& [name, p] : *ps) p.set_grad(p.grad().to(gpu));
+      }
+      plain->step();
+      sharded->step();
+    }
+    for (size_t i = 0; i < a.size(); ++i) {
+      const Tensor want = a[i].second.detach().to(Device::cpu()), got = b[i].second.detach().to(Device::cpu());
+      if (c.name == "adam")
+        EXPECT_TRUE(same_bits(got, want)) << a[i].first;
+      else
+        EXPECT_LT(max(abs(got - want)).item(), 1e-5) << a[i].first;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace octet
