@@ -142,6 +142,12 @@ ProcessGroup& ProcessGroup::world() {
   return group;
 }
 
+int ProcessGroup::num_hosts() const {
+  std::vector<std::string> hosts = mpi::host_names();
+  std::sort(hosts.begin(), hosts.end());
+  return std::max<int>(1, static_cast<int>(std::unique(hosts.begin(), hosts.end()) - hosts.begin()));
+}
+
 void ProcessGroup::set_timeout_s(double seconds) {
   OCTET_CHECK(seconds > 0, "ProcessGroup::set_timeout_s: expected seconds > 0, got ", seconds);
   timeout_s_ = seconds;

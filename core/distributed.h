@@ -48,6 +48,8 @@ class ProcessGroup {
   int size() const { return size_; }
   // This process's rank among those on its host: the GPU it should use.
   int local_rank() const { return local_rank_; }
+  // The number of hosts the job's processes run on (by host name).
+  int num_hosts() const;
 
   // Seconds a collective may wait for the other ranks before it throws (default 300).
   double timeout_s() const { return timeout_s_; }

@@ -30,6 +30,7 @@ bool initialized() { return false; }
 int rank() { return 0; }
 int size() { return 1; }
 int local_rank() { return 0; }
+std::vector<std::string> host_names() { return {}; }
 Request alltoall(const void*, void*, int64_t) { not_built("alltoall"); }
 Request allgather(const void*, void*, int64_t) { not_built("allgather"); }
 Request broadcast(void*, int64_t, int) { not_built("broadcast"); }
@@ -38,6 +39,10 @@ Request allgatherv_in_place(void*, const int*, const int*, int) { not_built("all
 Request barrier() { not_built("barrier"); }
 bool test(Request&) { return true; }
 void wait(Request&, double, const char*) {}
+void throw_timed_out(const char* what, double timeout_s) {
+  OCTET_FAIL(what, ": got no answer from every rank within ", timeout_s, " s (train.dist_timeout_s)");
+}
+void answer_roll_call() {}
 
 void abort(int code, const char* message) {
   std::fprintf(stderr, "%s\n", message);

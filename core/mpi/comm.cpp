@@ -4,9 +4,12 @@
 
 #include <mpi.h>
 
+#include <algorithm>
+#include <array>
 #include <chrono>
 #include <climits>
 #include <cstdio>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -56,6 +59,114 @@ Request fresh_request() {
   return r;
 }
 
+// ---- the roll call: which ranks answer, after a collective timed out
+// A communicator of its own (so its messages never meet a collective's), each rank's host name,
+// and a standing receive for pings: every rank answers pings while it waits in a collective (and
+// while it calls the roll itself), so a live rank stuck in the same collective answers, while a
+// dead rank, or one behind a cut link, does not.
+constexpr int kPing = 1, kAck = 2;
+
+struct RollCall {
+  MPI_Comm comm = MPI_COMM_NULL;
+  std::vector<std::string> hosts;
+  MPI_Request ping = MPI_REQUEST_NULL;
+  int ping_seq = 0;  // the received ping's number, echoed by the answer
+  int seq = 0;       // this rank's roll calls so far
+};
+
+RollCall& roll_call_state() {
+  static RollCall state;
+  return state;
+}
+
+void post_ping_receive(RollCall& rc) { MPI_Irecv(&rc.ping_seq, 1, MPI_INT, MPI_ANY_SOURCE, kPing, rc.comm, &rc.ping); }
+
+void start_roll_call_service() {
+  RollCall& rc = roll_call_state();
+  if (MPI_Comm_dup(MPI_COMM_WORLD, &rc.comm) != MPI_SUCCESS) return;
+  MPI_Comm_set_errhandler(rc.comm, MPI_ERRORS_RETURN);
+  int n = 1, len = 0;
+  MPI_Comm_size(rc.comm, &n);
+  std::array<char, MPI_MAX_PROCESSOR_NAME> name{};
+  MPI_Get_processor_name(name.data(), &len);
+  std::vector<char> all(static_cast<size_t>(n) * name.size());
+  MPI_Allgather(name.data(), static_cast<int>(name.size()), MPI_CHAR, all.data(), static_cast<int>(name.size()),
+                MPI_CHAR, rc.comm);
+  for (int r = 0; r < n; ++r) rc.hosts.emplace_back(all.data() + static_cast<size_t>(r) * name.size());
+  post_ping_receive(rc);
+}
+
+}  // namespace
+
+// Answers every ping that has arrived (the answer's send is left to finish on its own).
+void answer_roll_call() {
+  RollCall& rc = roll_call_state();
+  if (rc.comm == MPI_COMM_NULL) return;
+  for (;;) {
+    int arrived = 0;
+    MPI_Status status;
+    if (MPI_Test(&rc.ping, &arrived, &status) != MPI_SUCCESS || !arrived) return;
+    MPI_Request answer;
+    static int answered_seq;  // MPI reads it after this call returns: one buffer per value is enough
+    answered_seq = rc.ping_seq;
+    MPI_Isend(&answered_seq, 1, MPI_INT, status.MPI_SOURCE, kAck, rc.comm, &answer);
+    MPI_Request_free(&answer);
+    post_ping_receive(rc);
+  }
+}
+
+namespace {
+
+// "rank 2 (host3), rank 5 (host4)": the ranks that do not answer a ping within window_s.
+std::string silent_ranks(double window_s) {
+  RollCall& rc = roll_call_state();
+  if (rc.comm == MPI_COMM_NULL) return "";
+  int n = 1, me = 0;
+  MPI_Comm_size(rc.comm, &n);
+  MPI_Comm_rank(rc.comm, &me);
+  const int seq = ++rc.seq;
+  std::vector<MPI_Request> acks(static_cast<size_t>(n), MPI_REQUEST_NULL);
+  std::vector<int> got(static_cast<size_t>(n), 0);
+  for (int r = 0; r < n; ++r) {
+    if (r == me) continue;
+    MPI_Request ping;
+    MPI_Isend(&seq, 1, MPI_INT, r, kPing, rc.comm, &ping);
+    MPI_Request_free(&ping);
+    MPI_Irecv(&got[static_cast<size_t>(r)], 1, MPI_INT, r, kAck, rc.comm, &acks[static_cast<size_t>(r)]);
+  }
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = Clock::now() + std::chrono::duration<double>(window_s);
+  std::vector<bool> answered(static_cast<size_t>(n), false);
+  answered[static_cast<size_t>(me)] = true;
+  while (Clock::now() < deadline && std::count(answered.begin(), answered.end(), false) > 0) {
+    answer_roll_call();
+    for (int r = 0; r < n; ++r) {
+      auto& a = acks[static_cast<size_t>(r)];
+      if (answered[static_cast<size_t>(r)] || a == MPI_REQUEST_NULL) continue;
+      int done = 0;
+      MPI_Test(&a, &done, MPI_STATUS_IGNORE);
+      if (!done) continue;
+      if (got[static_cast<size_t>(r)] == seq)
+        answered[static_cast<size_t>(r)] = true;
+      else  // the late answer to an earlier roll call: wait for this one's
+        MPI_Irecv(&got[static_cast<size_t>(r)], 1, MPI_INT, r, kAck, rc.comm, &a);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  std::string out;
+  for (int r = 0; r < n; ++r) {
+    auto& a = acks[static_cast<size_t>(r)];
+    if (a != MPI_REQUEST_NULL && !answered[static_cast<size_t>(r)]) {  // withdrawn, so a late answer finds none
+      MPI_Cancel(&a);
+      MPI_Request_free(&a);
+    }
+    if (answered[static_cast<size_t>(r)]) continue;
+    out += (out.empty() ? "" : ", ") + std::string("rank ") + std::to_string(r) + " (" +
+           rc.hosts[static_cast<size_t>(r)] + ")";
+  }
+  return out;
+}
+
 int local_rank_of_world() {
   MPI_Comm local;
   check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local), "local_rank");
@@ -81,6 +192,7 @@ void init() {
   check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread");
   // Errors come back as codes (turned into octet::Error) instead of ending the job at once.
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  start_roll_call_service();
   // MPI_Finalize at exit, so a clean exit is not mistaken for a dead rank.
   std::atexit([] {
     int finalized = 0;
@@ -185,12 +297,31 @@ void wait(Request& r, double timeout_s, const char* what) {
   const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s);
   int spins = 0;
   while (!test(r)) {
-    if (Clock::now() > deadline)
-      OCTET_FAIL(what, ": rank ", rank(), " of ", size(), " got no answer from every rank within ", timeout_s,
-                 " s (train.dist_timeout_s): another rank died, raised an error or is stuck");
+    if (Clock::now() > deadline) throw_timed_out(what, timeout_s);
     // Spin briefly (most collectives finish in microseconds), then yield the core.
-    if (++spins > 1000) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    if (++spins > 1000) {
+      answer_roll_call();
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
   }
+}
+
+std::vector<std::string> host_names() { return roll_call_state().hosts; }
+
+void throw_timed_out(const char* what, double timeout_s) {
+  // The roll call: a quarter of the time-out, 0.5 to 5 s, for the others to answer.
+  const double window = std::clamp(timeout_s / 4, 0.5, 5.0);
+  const std::string silent = silent_ranks(window);
+  const RollCall& rc = roll_call_state();
+  const int me = rank();
+  const std::string where =
+      static_cast<size_t>(me) < rc.hosts.size() ? " (" + rc.hosts[static_cast<size_t>(me)] + ")" : "";
+  if (!silent.empty())
+    OCTET_FAIL(what, ": rank ", me, where, " of ", size(), " got no answer from every rank within ", timeout_s,
+               " s (train.dist_timeout_s); no answer within ", window, " s from ", silent,
+               ": dead, its host or link down, or stuck outside a collective");
+  OCTET_FAIL(what, ": rank ", me, where, " of ", size(), " got no answer from every rank within ", timeout_s,
+             " s (train.dist_timeout_s), though every rank answers a roll call: one is slow, or raised an error");
 }
 
 void abort(int code, const char* message) {

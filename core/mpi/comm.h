@@ -9,6 +9,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <vector>
 
 namespace octet::dist::mpi {
 
@@ -21,6 +23,8 @@ int rank();
 int size();
 // This process's rank among the processes of its host (MPI_COMM_TYPE_SHARED).
 int local_rank();
+// Every rank's host name (MPI_Get_processor_name), by rank; empty before init().
+std::vector<std::string> host_names();
 
 // A collective in flight; wait() or test() finishes it. Destroying an unfinished one waits.
 class Request {
@@ -50,8 +54,16 @@ Request barrier();
 
 // True when r has finished (drives MPI's progress).
 bool test(Request& r);
-// Polls r until it finishes; an octet::Error naming `what` when timeout_s passes first.
+// Polls r until it finishes; an octet::Error naming `what` when timeout_s passes first. The error
+// names the ranks (and their hosts) that then fail to answer a roll call within a quarter of the
+// time-out (0.5 to 5 s): every rank answers it while it waits in a collective, so these are the
+// dead ones, the ones behind a cut link, or the ones stuck elsewhere.
 void wait(Request& r, double timeout_s, const char* what);
+// That error, for a collective of `what` that timed out (the NCCL waits use it too).
+[[noreturn]] void throw_timed_out(const char* what, double timeout_s);
+// Answers the roll calls of other ranks that have arrived: whoever waits for a collective by
+// other means than wait() (the NCCL waits) calls it while polling.
+void answer_roll_call();
 
 // Ends the whole job (every rank) with `code`, after printing `message` on this rank's stderr.
 [[noreturn]] void abort(int code, const char* message);

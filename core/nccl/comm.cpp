@@ -30,13 +30,20 @@ void check(ncclResult_t rc, ncclComm_t comm, const char* what) {
 
 ncclDataType_t nccl_type(DType dtype) {
   switch (dtype) {
-    case DType::f32: return ncclFloat32;
-    case DType::f64: return ncclFloat64;
-    case DType::bf16: return ncclBfloat16;
-    case DType::i8: return ncclInt8;
-    case DType::u8: return ncclUint8;
-    case DType::i32: return ncclInt32;
-    case DType::i64: return ncclInt64;
+    case DType::f32:
+      return ncclFloat32;
+    case DType::f64:
+      return ncclFloat64;
+    case DType::bf16:
+      return ncclBfloat16;
+    case DType::i8:
+      return ncclInt8;
+    case DType::u8:
+      return ncclUint8;
+    case DType::i32:
+      return ncclInt32;
+    case DType::i64:
+      return ncclInt64;
   }
   OCTET_FAIL("nccl: unknown dtype ", static_cast<int>(dtype));
 }
@@ -90,7 +97,7 @@ Request::~Request() {
   if (!impl_) return;
   try {
     impl_->done.wait(cuda::current_stream());  // later work on the caller's stream comes after it
-  } catch (...) {  // a destructor must not throw
+  } catch (...) {                              // a destructor must not throw
   }
 }
 
@@ -137,7 +144,8 @@ Request all_gather(const Peers& p, int device, const void* send, void* recv, int
   });
 }
 
-Request reduce_scatter(const Peers& p, int device, const void* send, void* recv, int64_t count, DType dtype, bool average) {
+Request reduce_scatter(const Peers& p, int device, const void* send, void* recv, int64_t count, DType dtype,
+                       bool average) {
   return enqueue(p, device, "reduce_scatter", [&](ncclComm_t comm, cudaStream_t s) {
     return ncclReduceScatter(send, recv, static_cast<size_t>(count), nccl_type(dtype), red_op(average), comm, s);
   });
@@ -164,10 +172,12 @@ void wait(Request& r, double timeout_s, const char* what) {
     if (Clock::now() > deadline) {
       abort_communicator(r.impl_->comm);
       r.impl_.reset();
-      OCTET_FAIL(what, ": a GPU collective got no answer from every rank within ", timeout_s,
-                 " s (train.dist_timeout_s): another rank died, raised an error or is stuck");
+      mpi::throw_timed_out(what, timeout_s);  // the error names the ranks that do not answer
     }
-    if (++spins > 1000) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    if (++spins > 1000) {
+      mpi::answer_roll_call();
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
   }
   if (r.impl_) r.impl_->done.wait(cuda::current_stream());
   r.impl_.reset();

@@ -7,7 +7,8 @@
 #   int-rank (dist_int_rank): rank 1 alone gets SIGINT (Ctrl-C in its terminal); the job stops as
 #     for term-job and every rank exits 130 (rank 0 exited 0, so mpirun said the job was aborted).
 #   stop-rank (dist_stop_rank): rank 1 is stopped (SIGSTOP: a hung host); rank 0 times out after
-#     train.dist_timeout_s and the job must end then (it waited on the stopped rank for minutes).
+#     train.dist_timeout_s, names rank 1 and its host, and the job must end then (it waited on the
+#     stopped rank for minutes).
 # Either way no process of the job may remain.
 #   bash tests/dist/signal_job.sh <kill-rank|term-job> <mpiexec> <octet> <recipe>
 set -uo pipefail
@@ -48,6 +49,10 @@ echo "signal_job $mode: job status $rc after $took s; processes left: ${left:-no
 limit=60
 [ "$mode" = stop-rank ] && limit=35  # the 20 s time-out, start-up of the abort, a loaded machine
 [ "$rc" -ne 0 ] && [ "$took" -le $limit ] && [ -z "$left" ] || { kill -CONT "$rank1" 2>/dev/null; exit 1; }
+if [ "$mode" = stop-rank ]; then
+  # Rank 0's roll call after its time-out names the stopped rank and its host.
+  grep -q "no answer within .* from rank 1 (" "$work/out.txt" || { echo "signal_job: no error names rank 1"; exit 1; }
+fi
 if [ "$mode" = int-rank ]; then
   # mpirun reports the ranks' common status (it prints its abort notice for any non-zero one).
   [ "$rc" -eq 130 ] || { echo "signal_job: expected status 130 from every rank, got $rc"; exit 1; }

@@ -153,6 +153,7 @@ class TrainingLoop {
     if (recipe_.boolean("train.sync_batchnorm"))
       spdlog::info("SyncBatchNorm: {} BatchNorm2d layers use the global batch's statistics",
                    convert_sync_batchnorm(*setup_->model, group));
+    warn_of_launcher_keepalive(group);
     auto ddp = std::make_shared<DistributedDataParallel>(setup_->model, group);
     // Sharded optimizer state: each rank receives only its ranges of the averaged gradients.
     if (Optimizer& opt = *setup_->optimizer; opt.sharded())
