@@ -38,7 +38,7 @@ launch() {
 # Waits for $job at most $1 s; sets rc (124: it had to be killed) and took.
 finish_within() {
   local limit=$1 start t=0
-  start=$(date +%s.%N)
+  start=$(date +%s%N)
   while kill -0 "$job" 2>/dev/null && [ $t -lt $((limit * 10)) ]; do
     sleep 0.1
     t=$((t + 1))
@@ -51,7 +51,8 @@ finish_within() {
     wait "$job"
     rc=$?
   fi
-  took=$(printf %.1f "$(echo "$(date +%s.%N) - $start" | bc)")
+  local tenths=$((($(date +%s%N) - start) / 100000000))
+  took="$((tenths / 10)).$((tenths % 10))"
 }
 wait_for_checkpoint() {
   for _ in $(seq 1 600); do

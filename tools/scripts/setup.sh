@@ -11,6 +11,7 @@ packages=(
   nlohmann-json3-dev libcli11-dev
   libcurl4-openssl-dev libarchive-dev  # octet data get: downloads (HTTP Range resume) and unpacking
   libopenmpi-dev openmpi-bin  # data-parallel training: mpirun and the CPU collectives
+  iproute2 procps util-linux  # tests/dist: hosts as network namespaces (ip, bridge, tc, unshare), pgrep
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev  # tools/scripts/fuzz.sh: the libFuzzer harnesses (clang 14 on Debian 12)
   dataset-fashion-mnist  # the default recipe's data: /usr/share/datasets/fashion-mnist
