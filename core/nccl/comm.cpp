@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <map>
+#include <string>
 #include <thread>
 
 #include "core/cuda.h"
@@ -55,6 +56,55 @@ std::map<int, Communicator>& communicators() {
   return comms;
 }
 
+// Aborts the communicator of the current device (its kernels stop; later collectives make a new
+// one), so a failed rank leaves no collective running.
+void abort_communicator(ncclComm_t comm) {
+  auto& comms = communicators();
+  for (auto it = comms.begin(); it != comms.end(); ++it)
+    if (it->second.comm == comm) {
+      comms.erase(it);
+      break;
+    }
+  ncclCommAbort(comm);  // also one not in the map yet (a failed init)
+}
+
+// Polls a non-blocking communicator's state until its last call is through (ncclSuccess), against
+// the time-out: an error or the time-out aborts the communicator and throws, naming who does not
+// answer (mpi::throw_timed_out's roll call).
+void settle(ncclComm_t comm, double timeout_s, const char* what) {
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s);
+  for (;;) {
+    ncclResult_t state = ncclInProgress;
+    ncclCommGetAsyncError(comm, &state);
+    if (state == ncclSuccess) return;
+    if (state != ncclInProgress) {
+      const std::string message = std::string(ncclGetErrorString(state)) + " (" + ncclGetLastError(comm) + ")";
+      abort_communicator(comm);
+      OCTET_FAIL(what, ": NCCL error: ", message);
+    }
+    if (Clock::now() > deadline) {
+      abort_communicator(comm);
+      mpi::throw_timed_out(what, timeout_s);
+    }
+    mpi::answer_roll_call();
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
+
+// A non-blocking communicator init (config.blocking = 0), settled against the time-out: a rank
+// that dies between the id's broadcast and its init leaves the others in NCCL's bootstrap, where a
+// blocking init would hang them.
+ncclComm_t init_within(const Peers& p, const ncclUniqueId& id, const char* what) {
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclComm_t comm = nullptr;
+  const ncclResult_t rc = ncclCommInitRankConfig(&comm, p.size, id, p.rank, &config);
+  if (rc != ncclSuccess && rc != ncclInProgress) check(rc, comm, what);
+  settle(comm, p.timeout_s, what);
+  return comm;
+}
+
 Communicator& communicator(const Peers& p, const char* what) {
   const int device = cuda::current_device();
   auto& comms = communicators();
@@ -66,21 +116,9 @@ Communicator& communicator(const Peers& p, const char* what) {
     mpi::wait(r, p.timeout_s, what);
   }
   Communicator c;
-  check(ncclCommInitRank(&c.comm, p.size, id, p.rank), nullptr, what);
+  c.comm = init_within(p, id, what);
   c.stream = cuda::Stream::create(device);
   return comms.emplace(device, std::move(c)).first->second;
-}
-
-// Aborts the communicator of the current device (its kernels stop; later collectives make a new
-// one), so a failed rank leaves no collective running.
-void abort_communicator(ncclComm_t comm) {
-  auto& comms = communicators();
-  for (auto it = comms.begin(); it != comms.end(); ++it)
-    if (it->second.comm == comm) {
-      ncclCommAbort(comm);
-      comms.erase(it);
-      return;
-    }
 }
 
 }  // namespace
@@ -112,7 +150,11 @@ Request enqueue(const Peers& p, int device, const char* what, Call call) {
   cuda::Event ready;
   ready.record(cuda::current_stream());
   ready.wait(c.stream);
-  check(call(c.comm, static_cast<cudaStream_t>(c.stream.handle())), c.comm, what);
+  // A non-blocking communicator may answer ncclInProgress: the call is through once it settles.
+  if (const ncclResult_t rc = call(c.comm, static_cast<cudaStream_t>(c.stream.handle())); rc == ncclInProgress)
+    settle(c.comm, p.timeout_s, what);
+  else
+    check(rc, c.comm, what);
   Request r;
   r.impl_ = std::make_unique<Request::Impl>();
   r.impl_->comm = c.comm;
