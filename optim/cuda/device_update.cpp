@@ -104,6 +104,24 @@ void launch_update(const Rule& rule, const Tensor& param, const Tensor& grad, Pa
       });
 }
 
+// LAMB's pass 1 on the parameter's device (current): ||p||^2 and ||u||^2 partials per chunk.
+template <typename T>
+Tensor lamb_partials_of(const LambRule<T>& rule, const Tensor& param, const Tensor& grad, ParamState& state) {
+  const char* name = "Lamb";
+  check_on(grad, param, name, "the gradient");
+  const int64_t n = param.numel();
+  Tensor partials = partials_for(n, 2, param);
+  const T* p = param.data<T>();
+  const T* g = grad.data<T>();
+  double* parts = partials.data<double>();
+  with_state<T>(
+      state, param, name, [&](const cuda::DenseView<T>& v) { cuda::lamb_partials(rule, p, g, n, v, parts); },
+      [&](const cuda::QuantView& v) {
+        if constexpr (std::is_same_v<T, float>) cuda::lamb_partials(rule, p, g, n, v, parts);
+      });
+  return partials;
+}
+
 }  // namespace
 
 namespace optim::cuda {
@@ -117,22 +135,12 @@ void rule_update(const Rule& rule, const Tensor& param, const Tensor& grad, Para
 template <typename T>
 void lamb_update(const LambRule<T>& rule, double lr, bool trust_clip, const Tensor& param, const Tensor& grad,
                  ParamState& state) {
-  const char* name = "Lamb";
   const auto guard = on_device_of(param);
-  check_on(grad, param, name, "the gradient");
-  const int64_t n = param.numel();
-  Tensor partials = partials_for(n, 2, param), step = device_scalar(param.dtype(), param);
-  const T* p = param.data<T>();
-  const T* g = grad.data<T>();
-  double* parts = partials.data<double>();
-  with_state<T>(
-      state, param, name,
-      [&](const octet::cuda::DenseView<T>& v) { octet::cuda::lamb_partials(rule, p, g, n, v, parts); },
-      [&](const octet::cuda::QuantView& v) {
-        if constexpr (std::is_same_v<T, float>) octet::cuda::lamb_partials(rule, p, g, n, v, parts);
-      });
-  octet::cuda::lamb_finish(parts, octet::cuda::sum_chunks(n), lr, trust_clip, step.data<T>());
-  launch_update(rule, param, grad, state, name, static_cast<const T*>(step.data<T>()));
+  const Tensor partials = lamb_partials_of(rule, param, grad, state);
+  Tensor step = device_scalar(param.dtype(), param);
+  octet::cuda::lamb_finish(partials.data<double>(), octet::cuda::sum_chunks(param.numel()), lr, trust_clip,
+                           step.data<T>());
+  launch_update(rule, param, grad, state, "Lamb", static_cast<const T*>(step.data<T>()));
 }
 
 namespace {
@@ -150,21 +158,8 @@ LayerSums host_sums(const Tensor& partials, int64_t count, int terms) {
 
 template <typename T>
 LayerSums lamb_sums(const LambRule<T>& rule, const Tensor& param, const Tensor& grad, ParamState& state) {
-  const char* name = "Lamb";
   const auto guard = on_device_of(param);
-  check_on(grad, param, name, "the gradient");
-  const int64_t n = param.numel();
-  Tensor partials = partials_for(n, 2, param);
-  const T* p = param.data<T>();
-  const T* g = grad.data<T>();
-  double* parts = partials.data<double>();
-  with_state<T>(
-      state, param, name,
-      [&](const octet::cuda::DenseView<T>& v) { octet::cuda::lamb_partials(rule, p, g, n, v, parts); },
-      [&](const octet::cuda::QuantView& v) {
-        if constexpr (std::is_same_v<T, float>) octet::cuda::lamb_partials(rule, p, g, n, v, parts);
-      });
-  return host_sums(partials, octet::cuda::sum_chunks(n), 2);
+  return host_sums(lamb_partials_of(rule, param, grad, state), octet::cuda::sum_chunks(param.numel()), 2);
 }
 
 LayerSums lars_sums(const Tensor& param, const Tensor& grad) {
