@@ -9,6 +9,9 @@
 #include <chrono>
 #include <climits>
 #include <cstdio>
+#include <deque>
+#include <iterator>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -72,6 +75,21 @@ struct RollCall {
   MPI_Request ping = MPI_REQUEST_NULL;
   int ping_seq = 0;  // the received ping's number, echoed by the answer
   int seq = 0;       // this rank's roll calls so far
+  // Sends in flight (pings and answers) with the buffers they read until they finish; a send to a
+  // dead rank may never finish, and its buffer stays with it.
+  std::deque<std::pair<std::unique_ptr<int>, MPI_Request>> sends;
+
+  void send(int value, int to, int tag) {
+    for (auto it = sends.begin(); it != sends.end();) {  // drop the finished ones
+      int done = 0;
+      MPI_Test(&it->second, &done, MPI_STATUS_IGNORE);
+      it = done ? sends.erase(it) : std::next(it);
+    }
+    auto buffer = std::make_unique<int>(value);
+    MPI_Request r = MPI_REQUEST_NULL;
+    MPI_Isend(buffer.get(), 1, MPI_INT, to, tag, comm, &r);
+    sends.emplace_back(std::move(buffer), r);
+  }
 };
 
 RollCall& roll_call_state() {
@@ -98,7 +116,7 @@ void start_roll_call_service() {
 
 }  // namespace
 
-// Answers every ping that has arrived (the answer's send is left to finish on its own).
+// Answers every ping that has arrived.
 void answer_roll_call() {
   RollCall& rc = roll_call_state();
   if (rc.comm == MPI_COMM_NULL) return;
@@ -106,11 +124,7 @@ void answer_roll_call() {
     int arrived = 0;
     MPI_Status status;
     if (MPI_Test(&rc.ping, &arrived, &status) != MPI_SUCCESS || !arrived) return;
-    MPI_Request answer;
-    static int answered_seq;  // MPI reads it after this call returns: one buffer per value is enough
-    answered_seq = rc.ping_seq;
-    MPI_Isend(&answered_seq, 1, MPI_INT, status.MPI_SOURCE, kAck, rc.comm, &answer);
-    MPI_Request_free(&answer);
+    rc.send(rc.ping_seq, status.MPI_SOURCE, kAck);
     post_ping_receive(rc);
   }
 }
@@ -129,9 +143,7 @@ std::string silent_ranks(double window_s) {
   std::vector<int> got(static_cast<size_t>(n), 0);
   for (int r = 0; r < n; ++r) {
     if (r == me) continue;
-    MPI_Request ping;
-    MPI_Isend(&seq, 1, MPI_INT, r, kPing, rc.comm, &ping);
-    MPI_Request_free(&ping);
+    rc.send(seq, r, kPing);
     MPI_Irecv(&got[static_cast<size_t>(r)], 1, MPI_INT, r, kAck, rc.comm, &acks[static_cast<size_t>(r)]);
   }
   using Clock = std::chrono::steady_clock;
@@ -197,7 +209,13 @@ void init() {
   std::atexit([] {
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (!finalized) MPI_Finalize();
+    if (finalized) return;
+    RollCall& rc = roll_call_state();
+    if (rc.ping != MPI_REQUEST_NULL) {  // no receive may be pending at MPI_Finalize
+      MPI_Cancel(&rc.ping);
+      MPI_Wait(&rc.ping, MPI_STATUS_IGNORE);
+    }
+    MPI_Finalize();
   });
 }
 
