@@ -36,6 +36,28 @@ Tensor MultiheadAttention::forward(const Tensor& x, const Tensor& key_padding_ma
   return dropout((*c_proj_)(y), dropout_, is_training());
 }
 
+Tensor MultiheadAttention::forward_cached(const Tensor& x, KvCache& cache) {
+  OCTET_CHECK(x.defined() && x.dim() == 3 && x.size(2) == embed_dim_, "MultiheadAttention: expected x [B, T, ",
+              embed_dim_, "], got ", x.defined() ? x.shape() : Shape{});
+  const int64_t b = x.size(0), t = x.size(1), hd = embed_dim_ / num_heads_;
+  OCTET_CHECK(cache.length() == 0 || t == 1, "MultiheadAttention::forward_cached: ", t, " new tokens after a cache of ",
+              cache.length(), " (several only on an empty cache)");
+  OCTET_CHECK(cache.length() == 0 || cache.k.size(0) == b, "MultiheadAttention::forward_cached: a batch of ", b,
+              " against a cache of ", cache.k.size(0));
+  const std::vector<Tensor> qkv = split((*c_attn_)(x), embed_dim_, 2);
+  auto heads = [&](int64_t part) {  // [B, T, C] -> [B, H, T, C/H]
+    return qkv[static_cast<size_t>(part)].reshape({b, t, num_heads_, hd}).transpose(1, 2).contiguous();
+  };
+  cache.k = cache.length() == 0 ? heads(1) : cat({cache.k, heads(1)}, 2);
+  cache.v = cache.v.defined() ? cat({cache.v, heads(2)}, 2) : heads(2);
+  // One new token attends every key (nothing masked); a prompt on an empty cache is causal as in
+  // forward(). Dropout is training's, never decoding's.
+  const AttentionOptions o = AttentionOptions().causal(causal_ && t > 1);
+  Tensor y = scaled_dot_product_attention(heads(0), cache.k, cache.v, o);  // [B, H, Tn, C/H]
+  y = y.transpose(1, 2).reshape({b, t, embed_dim_});
+  return (*c_proj_)(y);
+}
+
 std::string MultiheadAttention::extra_repr() const {
   return detail::str_cat("embed_dim=", embed_dim_, ", num_heads=", num_heads_, ", dropout=", dropout_,
                          causal_ ? ", causal" : "");
@@ -60,6 +82,11 @@ TransformerBlock::TransformerBlock(int64_t embed_dim, int64_t num_heads, double 
 
 Tensor TransformerBlock::forward(const Tensor& x) {
   Tensor y = x + (*attn_)((*ln_1_)(x));
+  return y + (*mlp_)((*ln_2_)(y));
+}
+
+Tensor TransformerBlock::forward_cached(const Tensor& x, KvCache& cache) {
+  Tensor y = x + attn_->forward_cached((*ln_1_)(x), cache);
   return y + (*mlp_)((*ln_2_)(y));
 }
 

@@ -16,6 +16,14 @@
 
 namespace octet {
 
+// The keys and values of the tokens a decoder has read so far, one per attention layer, each
+// [B, H, T, C/H]: incremental decoding reads each new token once (forward_cached) instead of the
+// whole prefix again.
+struct KvCache {
+  Tensor k, v;  // undefined while empty
+  int64_t length() const { return k.defined() ? k.size(2) : 0; }
+};
+
 class MultiheadAttention : public Module {
  public:
   // embed_dim must be a multiple of num_heads; dropout in [0, 1).
@@ -24,6 +32,10 @@ class MultiheadAttention : public Module {
   Tensor forward(const Tensor& x) override;
   // The same with a key padding mask [B, T] (u8, nonzero: a padding position no query attends).
   Tensor forward(const Tensor& x, const Tensor& key_padding_mask);
+  // x [B, Tn, C]: the tokens after those in `cache`, whose keys and values are appended to it; each
+  // attends every cached token and (causal) the new ones up to itself. Tn may exceed 1 only on an
+  // empty cache (a prompt). The same numbers as forward() on the whole sequence's last Tn rows.
+  Tensor forward_cached(const Tensor& x, KvCache& cache);
   std::string type_name() const override { return "MultiheadAttention"; }
   std::string extra_repr() const override;
 
@@ -47,6 +59,8 @@ class TransformerBlock : public Module {
  public:
   TransformerBlock(int64_t embed_dim, int64_t num_heads, double dropout = 0.0, bool causal = true);
   Tensor forward(const Tensor& x) override;
+  // forward() of the new tokens x given the keys and values of those before them (KvCache).
+  Tensor forward_cached(const Tensor& x, KvCache& cache);
   std::string type_name() const override { return "TransformerBlock"; }
 
   std::shared_ptr<LayerNorm> ln_1_, ln_2_;

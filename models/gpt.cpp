@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "core/autograd.h"
 #include "core/ops/dropout.h"
 #include "core/ops/elementwise.h"
 #include "layers/init.h"
@@ -46,6 +47,25 @@ Tensor GptTransformer::forward(const Tensor& ids) {
   return (*ln_f_)((*h_)(x));
 }
 
+Tensor GptTransformer::forward_cached(const Tensor& ids, GptCache& cache) {
+  OCTET_CHECK(ids.defined() && ids.dim() == 2 && ids.dtype() == DType::i64, "Gpt: expected ids i64 [B, T], got ",
+              ids.defined() ? ids.shape() : Shape{});
+  const int64_t past = cache.length(), t = ids.size(1);
+  OCTET_CHECK(past + t <= options_.context_length_, "Gpt::forward_cached: ", past, " cached and ", t,
+              " new tokens pass context_length ", options_.context_length_);
+  cache.layers.resize(h_->size());
+  Tensor pos = arange(static_cast<double>(past), static_cast<double>(past + t), 1.0,
+                      TensorOptions(DType::i64).device(ids.device()));
+  Tensor x = (*wte_)(ids) + (*wpe_)(pos);
+  for (size_t i = 0; i < h_->size(); ++i) {
+    auto* block = dynamic_cast<TransformerBlock*>(h_->at(i).get());
+    OCTET_CHECK(block != nullptr, "Gpt::forward_cached: layer transformer.h.", i, " is a ", h_->at(i)->type_name(),
+                ", not a TransformerBlock");
+    x = block->forward_cached(x, cache.layers[i]);
+  }
+  return (*ln_f_)(x);
+}
+
 Gpt::Gpt(const GptOptions& o) : options_(o) {
   transformer_ = register_module("transformer", std::make_shared<GptTransformer>(o));
   lm_head_ = register_module("lm_head", std::make_shared<Linear>(o.width_, o.vocab_size_, /*bias=*/false));
@@ -65,6 +85,11 @@ Gpt::Gpt(const GptOptions& o) : options_(o) {
 }
 
 Tensor Gpt::forward(const Tensor& ids) { return (*lm_head_)((*transformer_)(ids)); }
+
+Tensor Gpt::forward_cached(const Tensor& ids, GptCache& cache) {
+  NoGradGuard no_grad;
+  return (*lm_head_)(transformer_->forward_cached(ids, cache));
+}
 
 std::string Gpt::extra_repr() const {
   const GptOptions& o = options_;

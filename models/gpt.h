@@ -9,9 +9,12 @@
 //   auto gpt =
 //   std::make_shared<Gpt>(GptOptions().vocab_size(65).context_length(256).num_layers(6).num_heads(6).width(384));
 //   Tensor logits = (*gpt)(ids);   // ids i64 [B, T], T <= context_length -> [B, T, V]
+//   GptCache cache;                 // decoding: each token read once, its keys and values kept
+//   Tensor l = gpt->forward_cached(prompt_ids, cache);   // then one id [B, 1] at a time
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "layers/attention.h"
 #include "layers/embedding.h"
@@ -66,12 +69,20 @@ struct GptOptions {
   }
 };
 
+// Every layer's keys and values of the tokens read so far (Gpt::forward_cached).
+struct GptCache {
+  std::vector<KvCache> layers;
+  int64_t length() const { return layers.empty() ? 0 : layers.front().length(); }
+};
+
 // The body under "transformer": embeddings, blocks and the final LayerNorm.
 class GptTransformer : public Module {
  public:
   explicit GptTransformer(const GptOptions& o);
   // ids i64 [B, T] -> hidden states [B, T, C] after ln_f
   Tensor forward(const Tensor& ids) override;
+  // The same for the tokens after those in `cache` (positions cache.length() on), appending theirs.
+  Tensor forward_cached(const Tensor& ids, GptCache& cache);
   std::string type_name() const override { return "GptTransformer"; }
 
   GptOptions options_;
@@ -85,6 +96,13 @@ class Gpt : public Module {
   explicit Gpt(const GptOptions& o);
   // ids i64 [B, T] -> logits [B, T, vocab_size]
   Tensor forward(const Tensor& ids) override;
+  // Incremental decoding with a key/value cache: ids [B, Tn] are the tokens after the cache's
+  // (several only on an empty cache: the prompt, then one at a time); the logits [B, Tn, V] are
+  // forward()'s on the whole sequence's last Tn positions, each token costing O(its context) rather
+  // than a pass over the prefix. The whole sequence stays within context_length (an Error beyond:
+  // the positions are absolute, so a longer text needs the window read again, as `octet generate`
+  // does). Evaluation only: no autograd, no dropout.
+  Tensor forward_cached(const Tensor& ids, GptCache& cache);
   std::string type_name() const override { return "Gpt"; }
   std::string extra_repr() const override;
 

@@ -13,6 +13,7 @@
 #include "core/octet.h"
 #include "data/toy_grammar.h"
 #include "tests/data/temp_dir.h"
+#include "tests/train/octet_process.h"
 #include "tests/train/run_util.h"
 #include "tools/cli/generate.h"
 #include "tools/train/checkpoint.h"
@@ -55,6 +56,33 @@ TEST(GptTrainer, LearnsAndGenerates) {
       cli::generate_text(r.run_dir + "/best.safetensors", cli::GenerateOptions().prompt("the dogs").tokens(12));
   EXPECT_EQ(g.ids.size(), 12u);
   EXPECT_EQ(g.text.rfind("the dogs", 0), 0u) << g.text;
+  // The key/value cache samples the text a full pass per token samples, past context_length (64)
+  // too, where the window is read again; top_k 1 and a tiny top_p are the greedy choice.
+  const std::string best = r.run_dir + "/best.safetensors";
+  const auto sample = [&](cli::GenerateOptions o) { return cli::generate_text(best, o.prompt("the dogs")).ids; };
+  const auto o = cli::GenerateOptions().tokens(90).temperature(0.9).seed(5);
+  EXPECT_EQ(sample(o), sample(cli::GenerateOptions(o).kv_cache(false)));
+  EXPECT_EQ(sample(cli::GenerateOptions(o).top_k(5).top_p(0.8)),
+            sample(cli::GenerateOptions(o).top_k(5).top_p(0.8).kv_cache(false)));
+  const auto greedy = sample(cli::GenerateOptions(o).temperature(0));
+  EXPECT_EQ(sample(cli::GenerateOptions(o).top_k(1)), greedy);
+  EXPECT_EQ(sample(cli::GenerateOptions(o).top_p(1e-9)), greedy);
+  EXPECT_NE(sample(o), greedy);  // sampling at 0.9 is not the greedy text
+  EXPECT_THROW(sample(cli::GenerateOptions(o).top_p(0)), Error);
+  EXPECT_THROW(sample(cli::GenerateOptions(o).top_k(-1)), Error);
+  // Through the binary, as the README writes it.
+  const std::vector<std::string> args = {"generate", best, "--prompt", "the dogs", "--tokens", "20", "--top-k", "3",
+                                         "--top-p", "0.9", "--temperature", "0.8", "--seed", "2"};
+  const OctetRun cached = run_octet(args);
+  std::vector<std::string> full_pass = args;
+  full_pass.push_back("--no-kv-cache");
+  const OctetRun uncached = run_octet(full_pass);
+  EXPECT_EQ(cached.status, 0) << cached.output;
+  EXPECT_EQ(cached.output.rfind("the dogs", 0), 0u) << cached.output;
+  EXPECT_EQ(cached.output, uncached.output);
+  std::vector<std::string> bad = args;
+  bad[9] = "1.5";  // --top-p
+  EXPECT_NE(run_octet(bad).status, 0);
 }
 
 // Stopped in the middle of epoch 2, then resumed: the same losses and learning rates bit for bit

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/octet.h"
@@ -18,20 +19,48 @@ using namespace octet::train;
 namespace {
 
 // The next token from the last position's logits [V]: the argmax at temperature 0, else a draw
-// from softmax(logits / temperature) with the uniform number u in [0, 1).
-int64_t pick_token(const std::vector<float>& logits, double temperature, double u) {
+// with the uniform number u in [0, 1) from softmax(logits / temperature) cut to the top_k most
+// likely tokens (0: all) and then to the fewest of those whose probabilities reach top_p (the
+// nucleus; 1: all). Ties keep the lower id first, so the cut is the same on every machine.
+int64_t pick_token(const std::vector<float>& logits, const GenerateOptions& o, double u) {
   const size_t v = logits.size();
-  size_t best = 0;
-  for (size_t i = 1; i < v; ++i)
-    if (logits[i] > logits[best]) best = i;
-  if (temperature == 0.0) return static_cast<int64_t>(best);
-  std::vector<double> p(v);
+  std::vector<size_t> order(v);
+  for (size_t i = 0; i < v; ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return logits[a] > logits[b]; });
+  if (o.temperature_ == 0.0) return static_cast<int64_t>(order.front());
+  size_t keep = o.top_k_ > 0 ? std::min(v, static_cast<size_t>(o.top_k_)) : v;
+  std::vector<double> p(keep);
   double total = 0;
-  for (size_t i = 0; i < v; ++i) total += p[i] = std::exp((logits[i] - logits[best]) / temperature);
-  double target = u * total, acc = 0;
-  for (size_t i = 0; i < v; ++i)
-    if ((acc += p[i]) > target) return static_cast<int64_t>(i);
-  return static_cast<int64_t>(best);  // only reached through rounding at u close to 1
+  for (size_t r = 0; r < keep; ++r) total += p[r] = std::exp((logits[order[r]] - logits[order[0]]) / o.temperature_);
+  if (o.top_p_ < 1.0) {
+    double acc = 0;
+    size_t n = 0;
+    while (n < keep && (n == 0 || acc < o.top_p_ * total)) acc += p[n++];
+    keep = n;
+    total = acc;
+  }
+  const double target = u * total;
+  double acc = 0;
+  for (size_t r = 0; r < keep; ++r)
+    if ((acc += p[r]) > target) return static_cast<int64_t>(order[r]);
+  return static_cast<int64_t>(order.front());  // only reached through rounding at u close to 1
+}
+
+// The GPT's logits for the last token of `context`: from the cache where the context still fits
+// (the prompt read whole once, then one token at a time), else a full pass over the last
+// context_length tokens (and the cache, its positions now shifted, is dropped).
+Tensor gpt_logits(Gpt& gpt, const std::vector<int64_t>& context, bool use_cache, GptCache& cache,
+                  const Device& device) {
+  const int64_t limit = gpt.options_.context_length_, size = static_cast<int64_t>(context.size());
+  if (use_cache && size <= limit) {
+    const int64_t past = cache.length();
+    const std::vector<int64_t> fresh(context.begin() + past, context.end());
+    return gpt.forward_cached(from_vector(fresh, {1, size - past}).to(device), cache);
+  }
+  cache = GptCache();
+  const int64_t n = std::min(size, limit);
+  const std::vector<int64_t> window(context.end() - n, context.end());
+  return gpt(from_vector(window, {1, n}).to(device));
 }
 
 }  // namespace
@@ -41,6 +70,9 @@ GenerateResult generate_text(const std::string& checkpoint, const GenerateOption
   OCTET_CHECK(opts.temperature_ >= 0 && std::isfinite(opts.temperature_),
               "generate --temperature: expected a number >= 0 (0: always the most likely token), got ",
               opts.temperature_);
+  OCTET_CHECK(opts.top_k_ >= 0, "generate --top-k: expected >= 0 (0: every token), got ", opts.top_k_);
+  OCTET_CHECK(opts.top_p_ > 0 && opts.top_p_ <= 1,
+              "generate --top-p: expected a number in (0, 1] (1: every token), got ", opts.top_p_);
   CheckpointModel m = open_checkpoint_model(checkpoint, opts.threads_, opts.device_, "generate");
   auto* lstm = dynamic_cast<LstmLm*>(m.model.get());
   auto* gpt = dynamic_cast<Gpt*>(m.model.get());
@@ -87,11 +119,11 @@ GenerateResult generate_text(const std::string& checkpoint, const GenerateOption
   out.text = opts.prompt_;
   bool line_start = out.text.empty() || out.text.back() == '\n';
   Generator gen(opts.seed_);
-  // The LSTM reads each token once, carrying its state; the GPT reads the last context_length
-  // tokens again at each step (no key/value cache yet).
+  // The LSTM reads each token once, carrying its state; the GPT keeps its keys and values.
   Tensor input = from_vector(prompt, {1, static_cast<int64_t>(prompt.size())}).to(m.device);
   std::vector<int64_t> context = prompt;
   LstmState state;
+  GptCache cache;
   for (int64_t i = 0; i < opts.tokens_; ++i) {
     Tensor logits;
     if (lstm != nullptr) {
@@ -99,14 +131,12 @@ GenerateResult generate_text(const std::string& checkpoint, const GenerateOption
       state = next;
       logits = l;
     } else {
-      const auto n = static_cast<int64_t>(std::min<size_t>(context.size(), gpt->options_.context_length_));
-      const std::vector<int64_t> window(context.end() - n, context.end());
-      logits = (*gpt)(from_vector(window, {1, n}).to(m.device));
+      logits = gpt_logits(*gpt, context, opts.kv_cache_, cache, m.device);
     }
     const int64_t t = logits.size(1);
     std::vector<float> last = logits.select(1, t - 1).reshape({-1}).to(Device::cpu()).to_vector<float>();
     const std::array<uint32_t, 4> w = philox_at(gen.seed(), gen.advance(1), 0);
-    const int64_t id = pick_token(last, opts.temperature_, uniform_double(w[0], w[1]));
+    const int64_t id = pick_token(last, opts, uniform_double(w[0], w[1]));
     out.ids.push_back(id);
     if (id == Vocabulary::kEos) {
       out.text += "\n";

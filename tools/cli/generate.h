@@ -1,7 +1,10 @@
 // Text generation from a language-model checkpoint: `octet generate`. The prompt is read at the
 // checkpoint vocabulary's level (words or characters; a word the vocabulary lacks becomes <unk>),
 // run through the model, and N tokens are sampled one at a time from softmax(logits / temperature)
-// (temperature 0: the most likely token), seeded, so the same seed gives the same text.
+// (temperature 0: the most likely token), among the top_k most likely and the nucleus of top_p
+// when set, seeded, so the same seed gives the same text. A GPT keeps each layer's keys and values
+// (Gpt::forward_cached): each token costs O(its context) and the text is the one a full pass per
+// token gives; past context_length the window is read again for each token, as without the cache.
 //   GenerateResult g = generate_text("runs/lstm_lm_tiny/best.safetensors",
 //                                    GenerateOptions().prompt("the dogs").tokens(30).temperature(0.8));
 //   std::cout << g.text;
@@ -17,7 +20,10 @@ struct GenerateOptions {
   std::string prompt_;        // empty: start as at the beginning of a line
   int64_t tokens_ = 50;       // tokens to sample
   double temperature_ = 1.0;  // >= 0; 0 is greedy
+  int64_t top_k_ = 0;         // > 0: only the k most likely tokens (0: all)
+  double top_p_ = 1.0;        // in (0, 1]: the fewest most likely tokens whose probability reaches it
   uint64_t seed_ = 0;
+  bool kv_cache_ = true;  // GPT: keep the keys and values (false: a full pass per token)
   int64_t threads_ = 2;
   std::string device_;  // "", cpu, cuda, cuda:N (as `octet eval --device`)
   GenerateOptions& prompt(std::string v) {
@@ -30,6 +36,18 @@ struct GenerateOptions {
   }
   GenerateOptions& temperature(double v) {
     temperature_ = v;
+    return *this;
+  }
+  GenerateOptions& top_k(int64_t v) {
+    top_k_ = v;
+    return *this;
+  }
+  GenerateOptions& top_p(double v) {
+    top_p_ = v;
+    return *this;
+  }
+  GenerateOptions& kv_cache(bool v) {
+    kv_cache_ = v;
     return *this;
   }
   GenerateOptions& seed(uint64_t v) {

@@ -4,7 +4,8 @@
 //   octet export CHECKPOINT_OR_RUN --pbatch w=N,a=K|PLAN.yaml | --int8 | --torch -o OUT.safetensors
 //   octet sweep CHECKPOINT_OR_RUN [--w-bits 1,2,4,8] [--a-bits 8,16,32] [--scheme octet,paper] [--all-layers] [-o DIR]
 //   octet sweep CHECKPOINT_OR_RUN --search [--budget 1%|0.5] [--plan PLAN.yaml]
-//   octet generate CHECKPOINT_OR_RUN [--prompt TEXT] [--tokens N] [--temperature T] [--seed S]
+//   octet generate CHECKPOINT_OR_RUN [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K] [--top-p P]
+//                  [--seed S] [--no-kv-cache]
 //   octet inspect CHECKPOINT_OR_RUN
 //   octet data get NAME [--root DIR]     octet data prepare imagenet --val-tar F --devkit F [--root DIR]
 //   octet selftest            (a tiny model checked against finite differences)
@@ -356,7 +357,16 @@ struct GenerateCommand {
     cmd->add_option("--temperature", opts.temperature_, "softmax temperature; 0: always the most likely token")
         ->capture_default_str()
         ->check(CLI::Range(0.0, 1e6));
+    cmd->add_option("--top-k", opts.top_k_, "sample among the k most likely tokens only (0: all)")
+        ->capture_default_str()
+        ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
+    cmd->add_option("--top-p", opts.top_p_,
+                    "sample among the fewest most likely tokens whose probabilities reach p (nucleus; 1: all)")
+        ->capture_default_str()
+        ->check(CLI::Range(0.0, 1.0));
     cmd->add_option("--seed", opts.seed_, "seed of the sampling")->capture_default_str();
+    cmd->add_flag("!--no-kv-cache", opts.kv_cache_,
+                  "GPT: read the whole context again for every token instead of keeping its keys and values");
     cmd->add_option("--threads", opts.threads_, "CPU threads")->check(CLI::Range(1, 1024));
     cmd->add_option("--device", opts.device_,
                     "cpu, cuda or cuda:N (default: the recipe's train.device if present, else cpu)");
