@@ -71,8 +71,9 @@ TEST(GptTrainer, LearnsAndGenerates) {
   EXPECT_THROW(sample(cli::GenerateOptions(o).top_p(0)), Error);
   EXPECT_THROW(sample(cli::GenerateOptions(o).top_k(-1)), Error);
   // Through the binary, as the README writes it.
-  const std::vector<std::string> args = {"generate", best, "--prompt", "the dogs", "--tokens", "20", "--top-k", "3",
-                                         "--top-p", "0.9", "--temperature", "0.8", "--seed", "2"};
+  const std::vector<std::string> args = {"generate", best, "--prompt", "the dogs", "--tokens",      "20",
+                                         "--top-k",  "3",  "--top-p",  "0.9",      "--temperature", "0.8",
+                                         "--seed",   "2"};
   const OctetRun cached = run_octet(args);
   std::vector<std::string> full_pass = args;
   full_pass.push_back("--no-kv-cache");
@@ -83,6 +84,18 @@ TEST(GptTrainer, LearnsAndGenerates) {
   std::vector<std::string> bad = args;
   bad[9] = "1.5";  // --top-p
   EXPECT_NE(run_octet(bad).status, 0);
+  // Decoding through PrecisionBatching's kernels (every Linear but lm_head), cached or not.
+  const auto pb = cli::GenerateOptions(o).pbatch("w=8,a=16");
+  const auto pb_ids = sample(pb);
+  EXPECT_EQ(pb_ids.size(), 90u);
+  EXPECT_EQ(pb_ids, sample(cli::GenerateOptions(pb).kv_cache(false)));
+  std::vector<std::string> pb_args = args;
+  pb_args.insert(pb_args.end(), {"--pbatch", "w=4,a=16"});
+  const OctetRun pb_run = run_octet(pb_args);
+  EXPECT_EQ(pb_run.status, 0) << pb_run.output;
+  expect_output(pb_run, "quantized inference: transformer.h.0.attn.c_attn: w4a16");
+  pb_args.insert(pb_args.end(), {"--int8"});
+  EXPECT_NE(run_octet(pb_args).status, 0);  // --pbatch and --int8 together
 }
 
 // Stopped in the middle of epoch 2, then resumed: the same losses and learning rates bit for bit

@@ -8,6 +8,8 @@
 #include "core/octet.h"
 #include "models/gpt.h"
 #include "models/lstm_lm.h"
+#include "quant/precision.h"
+#include "tools/cli/quant_plan.h"
 #include "tools/train/lm_task.h"
 #include "tools/train/trainer.h"
 
@@ -114,6 +116,8 @@ GenerateResult generate_text(const std::string& checkpoint, const GenerateOption
                  words ? "word(s)" : "character(s)", list);
   }
 
+  if (const auto plan = cli_plan(opts.pbatch_, opts.int8_))
+    spdlog::info("generate: quantized inference: {}", quant::describe_layers(quant::convert_model(*m.model, *plan)));
   NoGradGuard ng;
   m.model->eval();
   out.text = opts.prompt_;

@@ -5,6 +5,7 @@
 // when set, seeded, so the same seed gives the same text. A GPT keeps each layer's keys and values
 // (Gpt::forward_cached): each token costs O(its context) and the text is the one a full pass per
 // token gives; past context_length the window is read again for each token, as without the cache.
+// pbatch / int8 decode through quantized Linear (and LSTM) layers, as `octet eval` evaluates them.
 //   GenerateResult g = generate_text("runs/lstm_lm_tiny/best.safetensors",
 //                                    GenerateOptions().prompt("the dogs").tokens(30).temperature(0.8));
 //   std::cout << g.text;
@@ -24,6 +25,8 @@ struct GenerateOptions {
   double top_p_ = 1.0;        // in (0, 1]: the fewest most likely tokens whose probability reaches it
   uint64_t seed_ = 0;
   bool kv_cache_ = true;  // GPT: keep the keys and values (false: a full pass per token)
+  std::string pbatch_;    // PrecisionBatching: "w=N,a=K" or a plan file, as `octet eval --pbatch`
+  bool int8_ = false;     // the zero-point int8 inference baseline, as `octet eval --int8`
   int64_t threads_ = 2;
   std::string device_;  // "", cpu, cuda, cuda:N (as `octet eval --device`)
   GenerateOptions& prompt(std::string v) {
@@ -44,6 +47,14 @@ struct GenerateOptions {
   }
   GenerateOptions& top_p(double v) {
     top_p_ = v;
+    return *this;
+  }
+  GenerateOptions& pbatch(std::string v) {
+    pbatch_ = std::move(v);
+    return *this;
+  }
+  GenerateOptions& int8(bool v) {
+    int8_ = v;
     return *this;
   }
   GenerateOptions& kv_cache(bool v) {

@@ -5,7 +5,7 @@
 //   octet sweep CHECKPOINT_OR_RUN [--w-bits 1,2,4,8] [--a-bits 8,16,32] [--scheme octet,paper] [--all-layers] [-o DIR]
 //   octet sweep CHECKPOINT_OR_RUN --search [--budget 1%|0.5] [--plan PLAN.yaml]
 //   octet generate CHECKPOINT_OR_RUN [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K] [--top-p P]
-//                  [--seed S] [--no-kv-cache]
+//                  [--seed S] [--no-kv-cache] [--pbatch w=N,a=K|PLAN.yaml | --int8]
 //   octet inspect CHECKPOINT_OR_RUN
 //   octet data get NAME [--root DIR]     octet data prepare imagenet --val-tar F --devkit F [--root DIR]
 //   octet selftest            (a tiny model checked against finite differences)
@@ -367,6 +367,9 @@ struct GenerateCommand {
     cmd->add_option("--seed", opts.seed_, "seed of the sampling")->capture_default_str();
     cmd->add_flag("!--no-kv-cache", opts.kv_cache_,
                   "GPT: read the whole context again for every token instead of keeping its keys and values");
+    cmd->add_option("--pbatch", opts.pbatch_,
+                    "decode through PrecisionBatching: w=N,a=K or a YAML plan file (as for eval)");
+    cmd->add_flag("--int8", opts.int8_, "decode through the zero-point int8 inference baseline (as for eval)");
     cmd->add_option("--threads", opts.threads_, "CPU threads")->check(CLI::Range(1, 1024));
     cmd->add_option("--device", opts.device_,
                     "cpu, cuda or cuda:N (default: the recipe's train.device if present, else cpu)");
