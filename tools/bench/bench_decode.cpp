@@ -3,9 +3,10 @@
 // beside the bytes each token must read (the weights once, and the cached keys and values) and the
 // floor those bytes set at this machine's read bandwidth, measured in the same run, and the time
 // of a full pass over the context (decoding without the cache). Random weights (speed does not
-// depend on them), f32.
+// depend on them), in f32 and with the blocks' Linear layers in int8 (the zero-point baseline) or
+// PrecisionBatching (lm_head stays float, as `octet eval --pbatch` keeps the final layer).
 //   ./build/tools/bench/octet_bench_decode --width 1024 --layers 12 --heads 16 --contexts 128,1024
-//   [--vocab 8192] [--tokens 16] [--threads 2]
+//   [--precisions f32,int8,w8a8,w4a16,w4a8,w2a8] [--vocab 8192] [--tokens 16] [--threads 2]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -15,6 +16,7 @@
 
 #include "core/octet.h"
 #include "models/gpt.h"
+#include "quant/precision.h"
 #include "tools/bench/bench_util.h"
 
 namespace {
@@ -26,13 +28,27 @@ double now() { return std::chrono::duration<double>(std::chrono::steady_clock::n
 struct Args {
   int64_t width = 1024, layers = 12, heads = 16, vocab = 8192, tokens = 16, threads = 2;
   std::string contexts = "128,1024";
+  std::string precisions = "f32";  // f32, int8, or PrecisionBatching's w8a8, w4a16, ... (quant_spec names)
 };
+
+std::vector<std::string> words_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) out.push_back(item);
+  return out;
+}
 
 std::vector<int64_t> list_of(const std::string& text) {
   std::vector<int64_t> out;
-  std::stringstream in(text);
-  for (std::string item; std::getline(in, item, ',');) out.push_back(std::stoll(item));
+  for (const std::string& w : words_of(text)) out.push_back(std::stoll(w));
   return out;
+}
+
+// Bits per weight of a precision's Linear layers: 32, 8 (int8) or PrecisionBatching's w.
+int weight_bits(const std::string& precision) {
+  if (precision == "f32") return 32;
+  const quant::QuantSpec spec = quant::parse_quant_spec_name(precision, "--precisions");
+  return spec.kind == quant::QuantSpec::Kind::int8 ? 8 : spec.pb.w_bits;
 }
 
 // Read bandwidth (bytes/s): the best of a few sums over a buffer far larger than the caches,
@@ -72,6 +88,7 @@ int main(int argc, char** argv) {
                                                               {"--tokens", octet::bench::into(a.tokens)},
                                                               {"--threads", octet::bench::into(a.threads)},
                                                               {"--contexts", octet::bench::into(a.contexts)},
+                                                              {"--precisions", octet::bench::into(a.precisions)},
                                                           });
   OCTET_CHECK(problem.empty(), "octet_bench_decode: ", problem);
   set_num_threads(static_cast<int>(a.threads));
@@ -86,48 +103,56 @@ int main(int argc, char** argv) {
               .num_heads(a.heads)
               .width(a.width));
   gpt.eval();
-  double weight_bytes = 0;
-  for (const auto& [name, p] : gpt.named_parameters())
-    if (name.find("wpe") == std::string::npos) weight_bytes += 4.0 * static_cast<double>(p.numel());
+  // The blocks' Linear weights (quantized but for f32) and lm_head's (float, as the final layer
+  // stays), read once per token; biases, norms and the token's embedding row are noise.
+  const double block_weights = static_cast<double>(a.layers * 12 * a.width * a.width);
+  const double head_bytes = 4.0 * static_cast<double>(a.vocab * a.width);
   const double bandwidth = read_bandwidth();
   std::printf(
       "GPT width %lld, %lld layers, %lld heads, vocabulary %lld, f32; %lld threads; read bandwidth %.1f GB/s\n\n",
       static_cast<long long>(a.width), static_cast<long long>(a.layers), static_cast<long long>(a.heads),
       static_cast<long long>(a.vocab), static_cast<long long>(a.threads), bandwidth / 1e9);
   std::printf(
-      "| context | ms per token (median of %lld) | tokens/s | weights MB per token | K/V MB per token | "
-      "floor ms | floor / measured | without the cache: ms per token |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+      "| precision | context | ms per token (median of %lld) | tokens/s | weights MB per token | K/V MB per token | "
+      "floor ms | floor / measured | without the cache: ms per token |\n"
+      "|---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
       static_cast<long long>(a.tokens));
   Generator g(1);
-  for (int64_t context : contexts) {
-    const Tensor prompt = (rand({1, context}, DType::f64, &g) * static_cast<double>(a.vocab - 1)).to(DType::i64);
-    GptCache cache;
-    gpt.forward_cached(prompt, cache);
-    std::vector<double> times;
-    for (int64_t t = 0; t < a.tokens; ++t) {
-      const Tensor id = (rand({1, 1}, DType::f64, &g) * static_cast<double>(a.vocab - 1)).to(DType::i64);
-      const double t0 = now();
-      const Tensor logits = gpt.forward_cached(id, cache);
-      (void)logits.data<float>()[0];
-      times.push_back(now() - t0);
+  for (const std::string& precision : words_of(a.precisions)) {
+    quant::reset_to_float(gpt);
+    if (precision != "f32")
+      quant::convert_model(gpt, quant::uniform_plan(quant::parse_quant_spec_name(precision, "--precisions")));
+    const double weight_bytes = block_weights * weight_bits(precision) / 8.0 + head_bytes;
+    for (int64_t context : contexts) {
+      const Tensor prompt = (rand({1, context}, DType::f64, &g) * static_cast<double>(a.vocab - 1)).to(DType::i64);
+      GptCache cache;
+      gpt.forward_cached(prompt, cache);
+      std::vector<double> times;
+      for (int64_t t = 0; t < a.tokens; ++t) {
+        const Tensor id = (rand({1, 1}, DType::f64, &g) * static_cast<double>(a.vocab - 1)).to(DType::i64);
+        const double t0 = now();
+        const Tensor logits = gpt.forward_cached(id, cache);
+        (void)logits.data<float>()[0];
+        times.push_back(now() - t0);
+      }
+      std::sort(times.begin(), times.end());
+      const double median = times[times.size() / 2];
+      // Without the cache: one full pass over the context for the same token (once).
+      double full_s = 0;
+      {
+        NoGradGuard no_grad;
+        const double t0 = now();
+        const Tensor logits = gpt(prompt);
+        (void)logits.data<float>()[0];
+        full_s = now() - t0;
+      }
+      // Each token reads every key and value of its context, once per layer.
+      const double kv_bytes = 2.0 * 4.0 * static_cast<double>(a.layers * (context + a.tokens / 2) * a.width);
+      const double floor_s = (weight_bytes + kv_bytes) / bandwidth;
+      std::printf("| %s | %lld | %.2f | %.1f | %.0f | %.1f | %.2f | %.2f | %.0f |\n", precision.c_str(),
+                  static_cast<long long>(context), median * 1e3, 1.0 / median, weight_bytes / 1e6, kv_bytes / 1e6,
+                  floor_s * 1e3, floor_s / median, full_s * 1e3);
     }
-    std::sort(times.begin(), times.end());
-    const double median = times[times.size() / 2];
-    // Without the cache: one full pass over the context for the same token (once).
-    double full_s = 0;
-    {
-      NoGradGuard no_grad;
-      const double t0 = now();
-      const Tensor logits = gpt(prompt);
-      (void)logits.data<float>()[0];
-      full_s = now() - t0;
-    }
-    // Each token reads every key and value of its context, once per layer.
-    const double kv_bytes = 2.0 * 4.0 * static_cast<double>(a.layers * (context + a.tokens / 2) * a.width);
-    const double floor_s = (weight_bytes + kv_bytes) / bandwidth;
-    std::printf("| %lld | %.2f | %.1f | %.0f | %.1f | %.2f | %.2f | %.0f |\n", static_cast<long long>(context),
-                median * 1e3, 1.0 / median, weight_bytes / 1e6, kv_bytes / 1e6, floor_s * 1e3, floor_s / median,
-                full_s * 1e3);
   }
   return 0;
 }
