@@ -12,10 +12,12 @@
 //   pg.broadcast(weight, /*root=*/0);
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "core/tensor.h"
 
@@ -26,6 +28,14 @@ struct Peers;
 }
 
 enum class ReduceOp : uint8_t { sum, average };
+
+// Rank r's part [first, last) of n elements cut into parts of per_rank, in rank order (the last
+// parts shorter or empty): how sharded optimizer state and reduce-scattered gradients split a
+// flattened parameter.
+inline std::pair<int64_t, int64_t> part_of(int64_t n, int64_t per_rank, int64_t r) {
+  const int64_t first = std::min(n, per_rank * r);
+  return {first, std::min(n, first + per_rank)};
+}
 
 // True when octet was built with MPI (CMake option OCTET_MPI).
 bool mpi_built();

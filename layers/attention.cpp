@@ -19,43 +19,42 @@ MultiheadAttention::MultiheadAttention(int64_t embed_dim, int64_t num_heads, dou
 
 Tensor MultiheadAttention::forward(const Tensor& x) { return forward(x, Tensor()); }
 
-Tensor MultiheadAttention::forward(const Tensor& x, const Tensor& key_padding_mask) {
+std::vector<Tensor> MultiheadAttention::heads_of(const Tensor& x) const {
   OCTET_CHECK(x.defined() && x.dim() == 3 && x.size(2) == embed_dim_, "MultiheadAttention: expected x [B, T, ",
               embed_dim_, "], got ", x.defined() ? x.shape() : Shape{});
   const int64_t b = x.size(0), t = x.size(1), hd = embed_dim_ / num_heads_;
   // [B, T, 3C] -> q, k, v [B, T, C] (one node: its backward fills one [B, T, 3C] gradient)
-  const std::vector<Tensor> qkv = split((*c_attn_)(x), embed_dim_, 2);
-  auto heads = [&](int64_t part) {  // [B, T, C] -> [B, H, T, C/H]
-    return qkv[static_cast<size_t>(part)].reshape({b, t, num_heads_, hd}).transpose(1, 2);
-  };
+  std::vector<Tensor> qkv = split((*c_attn_)(x), embed_dim_, 2);
+  for (Tensor& part : qkv) part = part.reshape({b, t, num_heads_, hd}).transpose(1, 2);  // [B, H, T, C/H]
+  return qkv;
+}
+
+Tensor MultiheadAttention::merge_heads(const Tensor& y) const {
+  return (*c_proj_)(y.transpose(1, 2).reshape({y.size(0), y.size(2), embed_dim_}));  // [B, T, C]
+}
+
+Tensor MultiheadAttention::forward(const Tensor& x, const Tensor& key_padding_mask) {
+  const std::vector<Tensor> qkv = heads_of(x);
   AttentionOptions o = AttentionOptions().causal(causal_);
   if (key_padding_mask.defined()) o.key_padding_mask(key_padding_mask);
   if (is_training() && dropout_ > 0) o.dropout(dropout_);
-  Tensor y = scaled_dot_product_attention(heads(0), heads(1), heads(2), o);  // [B, H, T, C/H]
-  y = y.transpose(1, 2).reshape({b, t, embed_dim_});
-  return dropout((*c_proj_)(y), dropout_, is_training());
+  return dropout(merge_heads(scaled_dot_product_attention(qkv[0], qkv[1], qkv[2], o)), dropout_, is_training());
 }
 
 Tensor MultiheadAttention::forward_cached(const Tensor& x, KvCache& cache) {
-  OCTET_CHECK(x.defined() && x.dim() == 3 && x.size(2) == embed_dim_, "MultiheadAttention: expected x [B, T, ",
-              embed_dim_, "], got ", x.defined() ? x.shape() : Shape{});
-  const int64_t b = x.size(0), t = x.size(1), hd = embed_dim_ / num_heads_;
-  OCTET_CHECK(cache.length() == 0 || t == 1, "MultiheadAttention::forward_cached: ", t, " new tokens after a cache of ",
+  const std::vector<Tensor> qkv = heads_of(x);
+  const int64_t b = x.size(0), t = x.size(1);
+  const bool empty = cache.length() == 0;
+  OCTET_CHECK(empty || t == 1, "MultiheadAttention::forward_cached: ", t, " new tokens after a cache of ",
               cache.length(), " (several only on an empty cache)");
-  OCTET_CHECK(cache.length() == 0 || cache.k.size(0) == b, "MultiheadAttention::forward_cached: a batch of ", b,
+  OCTET_CHECK(empty || cache.k.size(0) == b, "MultiheadAttention::forward_cached: a batch of ", b,
               " against a cache of ", cache.k.size(0));
-  const std::vector<Tensor> qkv = split((*c_attn_)(x), embed_dim_, 2);
-  auto heads = [&](int64_t part) {  // [B, T, C] -> [B, H, T, C/H]
-    return qkv[static_cast<size_t>(part)].reshape({b, t, num_heads_, hd}).transpose(1, 2).contiguous();
-  };
-  cache.k = cache.length() == 0 ? heads(1) : cat({cache.k, heads(1)}, 2);
-  cache.v = cache.v.defined() ? cat({cache.v, heads(2)}, 2) : heads(2);
+  cache.k = empty ? qkv[1].contiguous() : cat({cache.k, qkv[1]}, 2);
+  cache.v = empty ? qkv[2].contiguous() : cat({cache.v, qkv[2]}, 2);
   // One new token attends every key (nothing masked); a prompt on an empty cache is causal as in
   // forward(). Dropout is training's, never decoding's.
   const AttentionOptions o = AttentionOptions().causal(causal_ && t > 1);
-  Tensor y = scaled_dot_product_attention(heads(0), cache.k, cache.v, o);  // [B, H, Tn, C/H]
-  y = y.transpose(1, 2).reshape({b, t, embed_dim_});
-  return (*c_proj_)(y);
+  return merge_heads(scaled_dot_product_attention(qkv[0], cache.k, cache.v, o));
 }
 
 std::string MultiheadAttention::extra_repr() const {

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "layers/layer_norm.h"
 #include "layers/linear.h"
@@ -43,6 +44,12 @@ class MultiheadAttention : public Module {
   double dropout_;
   bool causal_;
   std::shared_ptr<Linear> c_attn_, c_proj_;
+
+ private:
+  // x [B, T, C] (checked) -> q, k, v [B, H, T, C/H] from c_attn; and attention's y [B, H, T, C/H]
+  // back to [B, T, C] through c_proj.
+  std::vector<Tensor> heads_of(const Tensor& x) const;
+  Tensor merge_heads(const Tensor& y) const;
 };
 
 class TransformerMlp : public Module {

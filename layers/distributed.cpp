@@ -57,8 +57,7 @@ struct DistributedDataParallel::Reducer {
 
   // Rank r's range [first, last) of parameter k's flattened gradient when reduce-scattered.
   std::pair<int64_t, int64_t> range_of(size_t k, int64_t r) const {
-    const int64_t n = params[k].numel(), first = std::min(n, shard_sizes[k] * r);
-    return {first, std::min(n, first + shard_sizes[k])};
+    return dist::part_of(params[k].numel(), shard_sizes[k], r);
   }
 
   // Each bucket's flat buffer: the members end to end, or (reduce-scattered) one section per rank,

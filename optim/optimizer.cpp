@@ -221,18 +221,15 @@ int64_t Optimizer::numel_of(const std::string& name) const {
 }
 
 std::pair<int64_t, int64_t> Optimizer::shard_range(const std::string& name) const {
-  const int64_t numel = numel_of(name);
-  if (!shard_group_) return {0, numel};
-  // Ranges of whole blocks: ceil(blocks / N) blocks per rank, the last ones shorter or empty.
-  const int64_t chunk = shard_chunk(numel, state_options(name).block_size_, shard_group_->size());
-  const int64_t first = std::min(numel, chunk * shard_group_->rank());
-  return {first, std::min(numel, first + chunk)};
+  if (!shard_group_) return {0, numel_of(name)};
+  return dist::part_of(numel_of(name), shard_size(name), shard_group_->rank());
 }
 
 int64_t Optimizer::shard_size(const std::string& name) const {
-  const auto [first, last] = shard_range(name);
-  if (!shard_group_) return last - first;
-  return shard_chunk(numel_of(name), state_options(name).block_size_, shard_group_->size());
+  const int64_t numel = numel_of(name);
+  if (!shard_group_) return numel;
+  // Whole blocks: ceil(blocks / N) blocks per rank, the last ranges shorter or empty.
+  return shard_chunk(numel, state_options(name).block_size_, shard_group_->size());
 }
 
 NamedTensors Optimizer::shard_grads() const {
@@ -289,7 +286,7 @@ void Optimizer::gather_shards(const std::vector<std::pair<std::string, Tensor>>&
     for (; end < updated.size(); ++end) {
       const auto& [pname, p] = updated[end];
       if (p.dtype() != updated[begin].second.dtype() || p.device() != updated[begin].second.device()) break;
-      const int64_t c = shard_chunk(p.numel(), state_options(pname).block_size_, n);
+      const int64_t c = shard_size(pname);
       if (end > begin && (total + c) * n * elem > kGatherBucketBytes) break;
       chunk.push_back(c);
       offset.push_back(total);
@@ -305,9 +302,8 @@ void Optimizer::gather_shards(const std::vector<std::pair<std::string, Tensor>>&
     const Tensor all = shard_group_->all_gather(mine);  // [N, total]
     for (size_t i = begin; i < end; ++i) {
       Tensor flat = updated[i].second.view({-1});
-      const int64_t numel = flat.numel(), c = chunk[i - begin];
       for (int64_t r = 0; r < n; ++r) {
-        const int64_t lo = std::min(numel, c * r), hi = std::min(numel, lo + c);
+        const auto [lo, hi] = dist::part_of(flat.numel(), chunk[i - begin], r);
         if (r != shard_group_->rank() && hi > lo)
           flat.narrow(0, lo, hi - lo).copy_(all.select(0, r).narrow(0, offset[i - begin], hi - lo));
       }
@@ -436,15 +432,15 @@ Tensor Optimizer::gathered(const std::string& pname, const Tensor& p, const std:
   const Split split = split_of(suffix);
   if (split == Split::none) return piece.clone();
   const int64_t n = shard_group_->size(), block = state_options(pname).block_size_, numel = p.numel();
-  const int64_t chunk = shard_chunk(numel, block, n), unit = split == Split::block ? block : 1;
-  const int64_t per_rank = chunk / unit, total = (numel + unit - 1) / unit;
+  const int64_t unit = split == Split::block ? block : 1;
+  const int64_t per_rank = shard_size(pname) / unit, total = (numel + unit - 1) / unit;
   // Each rank's piece padded to per_rank, gathered, then the ranks' pieces end to end.
   Tensor mine = zeros({per_rank}, TensorOptions(piece.dtype()).device(piece.device()));
   if (piece.numel() > 0) mine.narrow(0, 0, piece.numel()).copy_(piece.reshape({-1}));
   const Tensor all = shard_group_->all_gather(mine);
   Tensor whole = empty({total}, TensorOptions(piece.dtype()).device(piece.device()));
   for (int64_t r = 0; r < n; ++r) {
-    const int64_t lo = std::min(total, per_rank * r), hi = std::min(total, lo + per_rank);
+    const auto [lo, hi] = dist::part_of(total, per_rank, r);
     if (hi > lo) whole.narrow(0, lo, hi - lo).copy_(all.select(0, r).narrow(0, 0, hi - lo));
   }
   // A 32-bit buffer has the parameter's shape; 8-bit codes and absmax are flat.

@@ -25,11 +25,12 @@ namespace {
 // likely tokens (0: all) and then to the fewest of those whose probabilities reach top_p (the
 // nucleus; 1: all). Ties keep the lower id first, so the cut is the same on every machine.
 int64_t pick_token(const std::vector<float>& logits, const GenerateOptions& o, double u) {
+  if (o.temperature_ == 0.0)  // the first of the largest: the lower id of a tie
+    return static_cast<int64_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
   const size_t v = logits.size();
   std::vector<size_t> order(v);
   for (size_t i = 0; i < v; ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return logits[a] > logits[b]; });
-  if (o.temperature_ == 0.0) return static_cast<int64_t>(order.front());
   size_t keep = o.top_k_ > 0 ? std::min(v, static_cast<size_t>(o.top_k_)) : v;
   std::vector<double> p(keep);
   double total = 0;
