@@ -5,6 +5,7 @@
 #include "core/ops/linalg.h"
 #include "layers/init.h"
 #include "layers/quantized.h"
+#include "quant/int8_linear.h"
 
 namespace octet {
 
@@ -30,12 +31,13 @@ Tensor Linear::forward(const Tensor& x) {
     detail::check_inference_only("Linear", inference_->spec(), is_training(), {x, weight_, bias_});
     return inference_->forward(x);
   }
+  if (int8_) return quant::int8_linear(x, weight_, bias_, int8_);
   return linear(x, weight_, bias_);
 }
 
 std::string Linear::extra_repr() const {
   return detail::str_cat("in_features=", in_features_, ", out_features=", out_features_,
-                         ", bias=", bias_.defined() ? "true" : "false",
+                         ", bias=", bias_.defined() ? "true" : "false", int8_ ? ", int8" : "",
                          inference_ ? ", " + inference_->spec().name() : std::string());
 }
 

@@ -15,6 +15,6 @@
 namespace octet {
 
 // Sets the lr factor of each layer's parameters on `opt` (an Error naming a parameter `opt` lacks).
-void apply_dclr(Optimizer& opt, const std::vector<quant::Int8Conv>& layers);
+void apply_dclr(Optimizer& opt, const std::vector<quant::Int8Module>& layers);
 
 }  // namespace octet

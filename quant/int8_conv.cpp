@@ -1,7 +1,9 @@
-// The INT8 convolution op (quant/int8_conv.h): checks, the clips, the device kernels through
+// The INT8 convolution op (quant/int8_conv.h) and the INT8 Linear, a 1x1 convolution of its rows
+// (quant/int8_linear.h): checks, the clips, the device kernels through
 // quant/kernels.h (quant/cpu/int8_conv.h, or for CUDA tensors quant/cuda/int8_conv.h) and the
 // autograd node with the INT8 backward; the CUDA kernel path setting.
 #include "quant/int8_conv.h"
+#include "quant/int8_linear.h"
 
 #include <atomic>
 #include <cmath>
@@ -12,6 +14,7 @@
 
 #include "core/autograd.h"
 #include "core/kernels.h"
+#include "core/ops/linalg.h"
 #include "core/ops/nn.h"
 #include "core/ops/reduce.h"
 #include "quant/dsgc.h"
@@ -77,9 +80,9 @@ float gradient_clip(const Tensor& dy, Int8Layer& layer) {
   return dsgc_search(dy).clip;
 }
 
-void check_layer(const std::shared_ptr<Int8Layer>& layer) {
-  OCTET_CHECK(layer != nullptr, kOp, ": expected an Int8Layer (layer state), got a null pointer");
-  OCTET_CHECK(layer->config.clip_update_period_ >= 1, kOp, ": expected config.clip_update_period_ >= 1, got ",
+void check_layer(const std::shared_ptr<Int8Layer>& layer, const char* op) {
+  OCTET_CHECK(layer != nullptr, op, ": expected an Int8Layer (layer state), got a null pointer");
+  OCTET_CHECK(layer->config.clip_update_period_ >= 1, op, ": expected config.clip_update_period_ >= 1, got ",
               layer->config.clip_update_period_);
 }
 
@@ -98,44 +101,84 @@ Int8ConvGrads int8_backward(const Conv2dGeometry& g, const Tensor& dy, const Int
   return r;
 }
 
-}  // namespace
-
-Tensor int8_conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2dOptions& opts,
-                   const std::shared_ptr<Int8Layer>& layer) {
-  check_layer(layer);
-  const Conv2dGeometry g = checked_geometry(x, w, bias, opts);
+// The INT8 convolution of geometry g, recorded as `op`: x and w hold g's input and weight
+// elements (in NCHW and KCRS order once contiguous, whatever their shapes), the output gets
+// `out_shape` (g.n * g.k * g.p * g.q elements) and the gradients x's and w's shapes.
+Tensor int8_conv_node(const char* op, const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& bias,
+                      const Shape& out_shape, const std::shared_ptr<Int8Layer>& layer) {
   const bool record = autograd::needs_grad({x, w, bias});
   const bool rx = record && x.requires_grad(), rw = record && w.requires_grad();
   const bool rb = record && bias.defined() && bias.requires_grad();
+  const Shape x4{g.n, g.c, g.h, g.w}, y4{g.n, g.k, g.p, g.q};
 
   Tensor xc, wc, bc;
   {
     NoGradGuard no_grad;  // the copies feed the kernels only; the node below links x, w, bias
-    xc = x.detach().contiguous(), wc = w.detach().contiguous();
+    xc = x.detach().contiguous().reshape(x4);
+    wc = w.detach().contiguous().reshape({g.k, g.c / g.groups, g.r, g.s});
     bc = bias.defined() ? bias.detach().contiguous() : Tensor();
   }
   // Forward operands: round to nearest at clip = max|.|.
   const std::array<float, 2> clips = dispatch::absmax_pair(xc, wc);
   const float clip_x = clips[0], clip_w = clips[1];
   layer->stats.input_clip = clip_x, layer->stats.weight_clip = clip_w;
-  Tensor out = empty({g.n, g.k, g.p, g.q}, TensorOptions(DType::f32).device(x.device()));
-  Int8ConvKept kept = dispatch::int8_conv_forward(g, xc, wc, bc, clip_x, clip_w, out);
+  Tensor out = empty(out_shape, TensorOptions(DType::f32).device(x.device()));
+  Int8ConvKept kept = dispatch::int8_conv_forward(g, xc, wc, bc, clip_x, clip_w, out.reshape(y4));
   if (!record) return out;
   // Keep only what a gradient needs: dx reads w's codes, dw reads x's.
   if (!rx) kept.wq = Tensor();
   if (!rw) kept.x = Tensor();
   const float sx = int8_scale(clip_x), sw = int8_scale(clip_w);
-  autograd::record(kOp, {x, w, bias}, {out}, [=](const Grads& gr) {
-    Tensor dy = gr[0].contiguous();
+  autograd::record(op, {x, w, bias}, {out}, [=, xs = x.shape(), ws = w.shape()](const Grads& gr) {
+    Tensor dy = gr[0].contiguous().reshape(y4);
     Tensor dx, dw, db;
     if (rx || rw) {
       const Int8ConvGrads r = int8_backward(g, dy, kept, *layer, sx, sw, rb);
-      dx = r.dx, dw = r.dw, db = r.db;
+      dx = r.dx.defined() ? r.dx.reshape(xs) : r.dx, dw = r.dw.defined() ? r.dw.reshape(ws) : r.dw, db = r.db;
     }
     if (rb && !db.defined()) db = sum(dy, {0, 2, 3});
     return Grads{dx, dw, db};
   });
   return out;
+}
+
+}  // namespace
+
+Tensor int8_conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2dOptions& opts,
+                   const std::shared_ptr<Int8Layer>& layer) {
+  check_layer(layer, kOp);
+  const Conv2dGeometry g = checked_geometry(x, w, bias, opts);
+  return int8_conv_node(kOp, g, x, w, bias, {g.n, g.k, g.p, g.q}, layer);
+}
+
+Tensor int8_linear(const Tensor& x_in, const Tensor& w, const Tensor& bias, const std::shared_ptr<Int8Layer>& layer) {
+  constexpr const char* op = "int8_linear";
+  check_layer(layer, op);
+  OCTET_CHECK(x_in.defined() && w.defined(), op, ": undefined ", x_in.defined() ? "weight" : "input");
+  // autocast may hand a bf16 activation to a layer that computes in INT8: take it up to f32.
+  const Tensor x = x_in.dtype() == DType::bf16 ? x_in.to(DType::f32) : x_in;
+  OCTET_CHECK(x.dim() >= 1, op, ": expected an input [..., in], got a scalar");
+  OCTET_CHECK(w.dim() == 2, op, ": expected a 2-D weight [out, in], got ", w.shape());
+  OCTET_CHECK(x.dtype() == DType::f32, op, ": expected an f32 input, got ", x.dtype());
+  OCTET_CHECK(w.dtype() == DType::f32, op, ": expected an f32 weight, got ", w.dtype());
+  OCTET_CHECK(w.device() == x.device(), op, ": input is on ", x.device(), " but weight is on ", w.device());
+  check_int8_device(x.device(), op);
+  const int64_t in = w.size(1), out = w.size(0);
+  OCTET_CHECK(x.size(-1) == in, op, ": expected input [..., ", in, "] for weight ", w.shape(), ", got ", x.shape());
+  OCTET_CHECK(in > 0 && out > 0, op, ": expected a nonempty weight, got ", w.shape());
+  if (bias.defined()) {
+    OCTET_CHECK(bias.dim() == 1 && bias.size(0) == out, op, ": expected bias of shape [", out, "], got ", bias.shape());
+    OCTET_CHECK(bias.dtype() == DType::f32, op, ": expected an f32 bias, got ", bias.dtype());
+    OCTET_CHECK(bias.device() == x.device(), op, ": input is on ", x.device(), " but bias is on ", bias.device());
+  }
+  Shape out_shape = x.shape();
+  out_shape.back() = out;
+  const int64_t rows = x.numel() / in;
+  if (rows == 0) return linear(x, w, bias);  // nothing to quantize: an empty batch, as the float layer gives it
+  Conv2dGeometry g{};
+  g.n = rows, g.c = in, g.h = 1, g.w = 1, g.k = out, g.r = 1, g.s = 1, g.p = 1, g.q = 1;
+  g.stride_h = 1, g.stride_w = 1, g.pad_h = 0, g.pad_w = 0, g.dil_h = 1, g.dil_w = 1, g.groups = 1;
+  return int8_conv_node(op, g, x, w, bias, out_shape, layer);
 }
 
 Tensor int8_conv2d_batch_norm(const Tensor& z, const BatchNormArgs& bn, const Tensor& w, const Tensor& bias,
@@ -152,7 +195,7 @@ Tensor int8_conv2d_batch_norm(const Tensor& z, const BatchNormArgs& bn, const Te
                                       .eps = bn.eps,
                                       .act = bn.act}),
                        w, bias, opts, layer);
-  check_layer(layer);
+  check_layer(layer, kOp);
   const Conv2dGeometry g = checked_geometry(z, w, bias, opts);  // z has the activation's shape
   const int64_t c = g.c, count = g.n * g.h * g.w;
   for (const Tensor* t : {&bn.running_mean, &bn.running_var, &bn.weight, &bn.bias})

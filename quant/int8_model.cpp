@@ -12,50 +12,81 @@ uint64_t int8_layer_seed(uint64_t seed, uint64_t index) {
   return (static_cast<uint64_t>(w[0]) << 32) | w[1];
 }
 
-std::vector<Int8Conv> enable_int8(Module& model, const Int8Config& config, bool keep_first_last_float, uint64_t seed) {
-  OCTET_CHECK(config.clip_update_period_ >= 1, "enable_int8: clip_update_period must be >= 1, got ",
+namespace {
+
+void check_config(const Int8Config& config, const char* fn) {
+  OCTET_CHECK(config.clip_update_period_ >= 1, fn, ": clip_update_period must be >= 1, got ",
               config.clip_update_period_);
-  OCTET_CHECK(config.dclr_beta_ > 0.0 && config.dclr_beta_ <= 1.0, "enable_int8: dclr_beta must be in (0, 1], got ",
+  OCTET_CHECK(config.dclr_beta_ > 0.0 && config.dclr_beta_ <= 1.0, fn, ": dclr_beta must be in (0, 1], got ",
               config.dclr_beta_);
-  OCTET_CHECK(config.dclr_alpha_ >= 0.0, "enable_int8: dclr_alpha must be >= 0, got ", config.dclr_alpha_);
+  OCTET_CHECK(config.dclr_alpha_ >= 0.0, fn, ": dclr_alpha must be >= 0, got ", config.dclr_alpha_);
+}
+
+// Turns the `Layer` modules of `model` (Conv2d or Linear) INT8 but those `keep(i, name)` keeps
+// float; layer i gets seed int8_layer_seed(seed, index_base + i).
+template <typename Layer, typename Keep>
+std::vector<Int8Module> convert(Module& model, const Int8Config& config, uint64_t seed, uint64_t index_base,
+                                const char* fn, const char* kinds, Keep keep) {
   // Parameter names as the optimizer sees them: a tensor listed once, under its first name.
   const NamedTensors all_params = model.named_parameters();
   auto param_name = [&](const Tensor& t) -> std::string {
     for (const auto& [n, p] : all_params)
       if (p.same(t)) return n;
-    OCTET_FAIL("enable_int8: a convolution's parameter is not among the model's parameters");
+    OCTET_FAIL(fn, ": a layer's parameter is not among the model's parameters");
   };
-
-  std::vector<std::pair<std::string, std::shared_ptr<Conv2d>>> convs;
-  std::string last_layer;  // the last Conv2d or Linear: the model's final layer
-  for (const auto& [name, m] : model.named_modules()) {
-    if (auto conv = std::dynamic_pointer_cast<Conv2d>(m)) {
-      OCTET_CHECK(!conv->int8(), "enable_int8: ", name, " is INT8 already");
-      convs.emplace_back(name, conv);
-      last_layer = name;
-    } else if (std::dynamic_pointer_cast<Linear>(m)) {
-      last_layer = name;
+  std::vector<std::pair<std::string, std::shared_ptr<Layer>>> found;
+  for (const auto& [name, m] : model.named_modules())
+    if (auto l = std::dynamic_pointer_cast<Layer>(m)) {
+      OCTET_CHECK(!l->int8(), fn, ": ", name, " is INT8 already");
+      found.emplace_back(name, l);
     }
-  }
-  OCTET_CHECK(!convs.empty(), "enable_int8: the model (", model.type_name(),
-              ") has no Conv2d layers; INT8 training applies to convolutions only");
-
-  std::vector<Int8Conv> out;
-  for (size_t i = 0; i < convs.size(); ++i) {
-    const auto& [name, conv] = convs[i];
-    if (keep_first_last_float && (i == 0 || name == last_layer)) continue;
+  OCTET_CHECK(!found.empty(), fn, ": the model (", model.type_name(), ") has no ", kinds, " layers to train in INT8");
+  std::vector<Int8Module> out;
+  for (size_t i = 0; i < found.size(); ++i) {
+    const auto& [name, l] = found[i];
+    if (keep(i, name)) continue;
     auto layer = std::make_shared<Int8Layer>();
     layer->config = config;
-    layer->seed = int8_layer_seed(seed, i);
-    Int8Conv entry{name, layer, {param_name(conv->weight_)}};
-    if (conv->bias_.defined()) entry.params.push_back(param_name(conv->bias_));
-    conv->set_int8(layer);
+    layer->seed = int8_layer_seed(seed, index_base + i);
+    Int8Module entry{name, layer, {param_name(l->weight_)}};
+    if (l->bias_.defined()) entry.params.push_back(param_name(l->bias_));
+    l->set_int8(layer);
     out.push_back(std::move(entry));
   }
-  OCTET_CHECK(!out.empty(), "enable_int8: with keep_first_last_float every convolution of the model stays float (",
-              convs.size(), " Conv2d: the first, and the last when it is the final layer); set it false to train them ",
-              "in INT8");
+  OCTET_CHECK(!out.empty(), fn, ": with keep_first_last_float every ", kinds, " layer of the model stays float (",
+              found.size(), " of them: the model's first and final layers); set it false to train them in INT8");
   return out;
+}
+
+// The name of the model's final layer: its last Conv2d or Linear.
+std::string final_layer(Module& model) {
+  std::string last;
+  for (const auto& [name, m] : model.named_modules())
+    if (std::dynamic_pointer_cast<Conv2d>(m) || std::dynamic_pointer_cast<Linear>(m)) last = name;
+  return last;
+}
+
+}  // namespace
+
+std::vector<Int8Module> enable_int8(Module& model, const Int8Config& config, bool keep_first_last_float,
+                                    uint64_t seed) {
+  check_config(config, "enable_int8");
+  const std::string last = final_layer(model);
+  return convert<Conv2d>(model, config, seed, 0, "enable_int8", "Conv2d", [&](size_t i, const std::string& name) {
+    return keep_first_last_float && (i == 0 || name == last);
+  });
+}
+
+std::vector<Int8Module> enable_int8_linear(Module& model, const Int8Config& config, bool keep_first_last_float,
+                                           uint64_t seed) {
+  check_config(config, "enable_int8_linear");
+  const std::string last = final_layer(model);
+  // The input layer: the module that owns the model's first parameter.
+  const NamedTensors params = model.named_parameters();
+  const std::string first = params.empty() ? "" : params.front().first.substr(0, params.front().first.rfind('.'));
+  return convert<Linear>(
+      model, config, seed, kInt8LinearIndex, "enable_int8_linear", "Linear",
+      [&](size_t, const std::string& name) { return keep_first_last_float && (name == first || name == last); });
 }
 
 }  // namespace octet::quant

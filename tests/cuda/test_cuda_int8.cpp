@@ -22,6 +22,7 @@
 #include "models/registry.h"
 #include "quant/dsgc.h"
 #include "quant/int8_conv.h"
+#include "quant/int8_linear.h"
 #include "quant/int8_model.h"
 #include "quant/int8_tensor.h"
 #include "tests/cuda/parity.h"
@@ -236,6 +237,46 @@ INSTANTIATE_TEST_SUITE_P(Paths, CudaInt8Conv,
 
 class CudaInt8ConvOp : public testing::CudaParityTest {};
 
+// The INT8 Linear (quant/int8_linear.h, the pointwise INT8 convolution of its rows) on the GPU
+// against the CPU, through each kernel path: 3-D input, odd sizes (rows, in and out not multiples
+// of 4 or 16, which the tensor-core path pads), stochastic rounding, two backward passes.
+TEST_F(CudaInt8ConvOp, Int8LinearMatchesCpuBitForBit) {
+  for (Int8ConvPath path : {Int8ConvPath::automatic, Int8ConvPath::dp4a, Int8ConvPath::tensor_core}) {
+    for (const Shape& xs : {Shape{3, 7, 33}, Shape{130, 64}}) {
+      const std::string tag = std::string(int8_conv_path_name(path)) + " x " + detail::str_cat(xs);
+      const int64_t out = xs.back() == 33 ? 19 : 96;
+      auto run = [&](Device d, Tensor& dx, Tensor& dw, Tensor& db, Int8Stats& stats) {
+        PathGuard on(path);
+        Tensor x = randn_cpu(xs, 41).to(d).requires_grad_(true);
+        Tensor w = randn_cpu({out, xs.back()}, 42, 0.3).to(d).requires_grad_(true);
+        Tensor b = randn_cpu({out}, 43).to(d).requires_grad_(true);
+        auto layer = std::make_shared<Int8Layer>();
+        layer->config.dsgc_ = false;
+        layer->seed = 5;
+        Tensor y;
+        for (int pass = 0; pass < 2; ++pass) {
+          y = int8_linear(x, w, b, layer);
+          y.backward(randn_cpu(y.shape(), 44 + pass, 1e-2).to(d));
+        }
+        dx = x.grad(), dw = w.grad(), db = b.grad(), stats = layer->stats;
+        return y.detach();
+      };
+      Tensor dx, dw, db, gdx, gdw, gdb;
+      Int8Stats st, gst;
+      const Tensor want = run(Device::cpu(), dx, dw, db, st);
+      const Tensor got = run(gpu(), gdx, gdw, gdb, gst);
+      EXPECT_EQ(got.device(), gpu());
+      EXPECT_TRUE(bits_equal(got, want, tag + " forward"));
+      EXPECT_TRUE(bits_equal(gdx, dx, tag + " dx"));
+      EXPECT_TRUE(bits_equal(gdw, dw, tag + " dw"));
+      EXPECT_TRUE(all_close(gdb, db, kFloatOfDoubleSum, tag + " db"));
+      EXPECT_EQ(gst.grad_clip, st.grad_clip) << tag;
+      EXPECT_NEAR(gst.cos_distance, st.cos_distance, kCosDistance) << tag;
+      EXPECT_EQ(gst.backward_steps, 2) << tag;
+    }
+  }
+}
+
 TEST_F(CudaInt8ConvOp, DsgcAndTwoStepsAsOnTheCpu) {
   // Default config (DSGC, stochastic rounding) for three backward passes with a period of 2: the
   // clips searched on each device give the same d_c, and stats advance alike.
@@ -320,7 +361,7 @@ std::vector<float> train_steps(Device device, const StepsCase& c) {
   config.dsgc_ = c.dsgc;
   config.clip_update_period_ = 2;
   train::Int8Run int8(c.int8 ? enable_int8(*net, config, /*keep_first_last_float=*/false, 3)
-                             : std::vector<quant::Int8Conv>{});
+                             : std::vector<quant::Int8Module>{});
   net->to(device);
   SGD opt(net->named_parameters(), SGDOptions(0.05).momentum(0.9));
   std::vector<float> losses;

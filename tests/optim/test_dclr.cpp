@@ -17,7 +17,7 @@ namespace {
 using octet::testing::layer_with;
 using octet::testing::set_backward;
 using octet::testing::two_layers;
-using quant::Int8Conv;
+using quant::Int8Module;
 
 TEST(Dclr, SetsEachLayersLrFactor) {
   NamedTensors params = {{"conv_a.weight", zeros({4})},
@@ -25,7 +25,7 @@ TEST(Dclr, SetsEachLayersLrFactor) {
                          {"conv_b.weight", zeros({4})},
                          {"fc.weight", zeros({3})}};
   SGD opt(params, SGDOptions(0.1));
-  std::vector<Int8Conv> layers = two_layers();
+  std::vector<Int8Module> layers = two_layers();
   apply_dclr(opt, layers);  // no backward yet: d_c is NaN, factor 1
   for (const auto& [n, t] : params) EXPECT_EQ(opt.lr_scale(n), 1.0) << n;
 
@@ -48,7 +48,7 @@ TEST(Dclr, SetsEachLayersLrFactor) {
   apply_dclr(opt, layers);
   EXPECT_EQ(opt.lr_scale("conv_a.weight"), 0.1);
 
-  const std::vector<Int8Conv> unknown = {{"conv_x", layer_with(0.0), {"conv_x.weight"}}};
+  const std::vector<Int8Module> unknown = {{"conv_x", layer_with(0.0), {"conv_x.weight"}}};
   EXPECT_THROW(apply_dclr(opt, unknown), Error);  // a parameter the optimizer does not have
 }
 

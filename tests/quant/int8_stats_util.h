@@ -26,7 +26,7 @@ inline void set_backward(quant::Int8Stats& s, double cos_distance, int64_t steps
 }
 
 // Two INT8 layers with no backward pass yet: "conv_a" (weight and bias) and "conv_b" (weight).
-inline std::vector<quant::Int8Conv> two_layers() {
+inline std::vector<quant::Int8Module> two_layers() {
   return {{"conv_a", layer_with(NAN), {"conv_a.weight", "conv_a.bias"}},
           {"conv_b", layer_with(NAN), {"conv_b.weight"}}};
 }

@@ -25,7 +25,7 @@ std::vector<std::pair<std::string, bool>> convs_of(const Module& m) {
   return out;
 }
 
-std::vector<std::string> names_of(const std::vector<Int8Conv>& layers) {
+std::vector<std::string> names_of(const std::vector<Int8Module>& layers) {
   std::vector<std::string> out;
   for (const auto& l : layers) out.push_back(l.name);
   return out;
@@ -161,7 +161,7 @@ TEST(Int8Model, Errors) {
   expect_error([&] { enable_int8(*mlp, Int8Config{}, true, 0); }, "has no Conv2d layers");
   auto one = std::make_shared<Sequential>(
       std::vector<std::shared_ptr<Module>>{std::make_shared<Conv2d>(1, 2, 3), std::make_shared<Linear>(2, 2)});
-  expect_error([&] { enable_int8(*one, Int8Config{}, true, 0); }, "every convolution of the model stays float");
+  expect_error([&] { enable_int8(*one, Int8Config{}, true, 0); }, "every Conv2d layer of the model stays float");
   EXPECT_EQ(enable_int8(*one, Int8Config{}, false, 0).size(), 1u);
   expect_error([&] { enable_int8(*one, Int8Config{}, false, 0); }, "0 is INT8 already");
   Int8Config bad;

@@ -101,14 +101,17 @@ TEST(GptTrainer, LearnsAndGenerates) {
 // Stopped in the middle of epoch 2, then resumed: the same losses and learning rates bit for bit
 // (dropout draws and the warm-up/cosine schedule from the checkpoint; no state between segments),
 // in f32 and in bf16 mixed precision (train.precision: the checkpoint keeps the f32 weights).
-void expect_resumes_exactly(const std::string& precision) {
+void expect_resumes_exactly(const std::vector<std::string>& keys) {
   TempDir dir;
   write_toy_grammar(dir.path() + "/toy", kCorpus);
-  const std::string p = "train.precision=" + precision;
-  TrainResult full = train(gpt_recipe(dir, {"log.run_name=full", "train.epochs=2", p}), {});
+  const auto recipe = [&](std::vector<std::string> o) {
+    o.insert(o.end(), keys.begin(), keys.end());
+    return gpt_recipe(dir, o);
+  };
+  TrainResult full = train(recipe({"log.run_name=full", "train.epochs=2"}), {});
   const auto want = records_of(full.run_dir, "train");
   ASSERT_EQ(want.size(), 2u * 30u);
-  TrainResult part = train(gpt_recipe(dir, {"log.run_name=part", "train.epochs=2", "train.max_steps=40", p}), {});
+  TrainResult part = train(recipe({"log.run_name=part", "train.epochs=2", "train.max_steps=40"}), {});
   ASSERT_TRUE(part.stopped);
   for (const auto& [name, t] : load_checkpoint(part.run_dir + "/last.safetensors").model)
     EXPECT_EQ(t.dtype(), DType::f32) << name;
@@ -123,8 +126,67 @@ void expect_resumes_exactly(const std::string& precision) {
   EXPECT_EQ(rest.final_test.loss, full.final_test.loss);
 }
 
-TEST(GptTrainer, ResumesInTheMiddleOfAnEpochExactly) { expect_resumes_exactly("fp32"); }
-TEST(GptTrainer, ResumesInTheMiddleOfAnEpochExactlyInBf16) { expect_resumes_exactly("bf16"); }
+TEST(GptTrainer, ResumesInTheMiddleOfAnEpochExactly) { expect_resumes_exactly({}); }
+TEST(GptTrainer, ResumesInTheMiddleOfAnEpochExactlyInBf16) { expect_resumes_exactly({"train.precision=bf16"}); }
+// INT8 Linear layers: the DSGC schedule (a search every 7 backward passes: the stop at 40 falls
+// inside a period) and the stochastic-rounding draws continue from the checkpoint's layer stats.
+TEST(GptTrainer, ResumesInTheMiddleOfAnEpochExactlyWithInt8Linear) {
+  expect_resumes_exactly({"quant.int8_linear=true", "quant.clip_update_period=7"});
+}
+
+// quant.int8_linear: every block's QKV, output and MLP projections train in INT8 (the embeddings,
+// final norm and LM head float), through the binary as the README writes it; the run learns close
+// to the float run, logs each INT8 layer's d_c and clips, keeps their stats in the checkpoint, and
+// the checkpoint evaluates through its INT8 layers to the run's own final numbers.
+TEST(GptTrainer, Int8LinearLayersTrainThroughTheBinary) {
+  TempDir dir;
+  write_toy_grammar(dir.path() + "/toy", kCorpus);
+  const double f32 = records_of(train(gpt_recipe(dir, {"log.run_name=f32"}), {}).run_dir, "valid").back()["ppl"];
+  const std::vector<std::string> args = {"train",
+                                         kRecipes + "gpt_tiny.yaml",
+                                         "data.dataset=text",
+                                         "data.root=" + dir.path() + "/toy",
+                                         "model.embed_dim=32",
+                                         "train.epochs=3",
+                                         "log.every_steps=10",
+                                         "log.progress=false",
+                                         "train.threads=1",
+                                         "checkpoint.dir=" + dir.path() + "/runs",
+                                         "log.run_name=int8",
+                                         "quant.int8_linear=true"};
+  const OctetRun r = run_octet(args);
+  ASSERT_EQ(r.status, 0) << r.output;
+  const std::string run = dir.path() + "/runs/int8";
+  const std::string log = file_text(run + "/train.log");
+  EXPECT_NE(log.find("INT8 training of 8 layers (transformer.h.0.attn.c_attn, transformer.h.0.attn.c_proj, "
+                     "transformer.h.0.mlp.c_fc, transformer.h.0.mlp.c_proj, transformer.h.1.attn.c_attn"),
+            std::string::npos)
+      << log;
+  const double int8 = records_of(run, "valid").back()["ppl"];
+  std::printf("toy grammar, gpt: validation perplexity after 3 epochs f32 %.3f, INT8 Linear layers %.3f\n", f32, int8);
+  EXPECT_LT(std::abs(int8 - f32) / f32, 0.05);
+  const auto stats = records_of(run, "int8");
+  ASSERT_FALSE(stats.empty());
+  for (const char* stat : {"cos_distance", "grad_clip", "input_clip", "weight_clip", "lr_scale"}) {
+    const std::string key = std::string("transformer.h.1.mlp.c_proj.") + stat;
+    ASSERT_TRUE(stats.back().contains(key) && stats.back()[key].is_number()) << key << ": " << stats.back().dump();
+  }
+  EXPECT_FALSE(stats.back().contains("lm_head.cos_distance"));
+  const Checkpoint c = load_checkpoint(run + "/last.safetensors");
+  EXPECT_EQ(c.int8.size(), 8u * 6u);  // six stats per layer
+  // The run's final test evaluation is of best.safetensors.
+  const std::vector<EvalResult> evals = evaluate_checkpoint_splits(run + "/best.safetensors", "", 1);
+  ASSERT_FALSE(evals.empty());
+  EXPECT_EQ(evals.back().split, "test");
+  EXPECT_NEAR(evals.back().loss, records_of(run, "test").back()["loss"].get<double>(), 1e-9);
+  // A model without Linear layers to convert: an error naming the key, exit status 2 or 1, no crash.
+  std::vector<std::string> bad = args;
+  bad.back() = "quant.keep_first_last_float=false";
+  bad.push_back("quant.int8_conv=true");
+  const OctetRun refused = run_octet(bad);
+  EXPECT_NE(refused.status, 0);
+  expect_output(refused, "recipe quant.int8_conv: cannot train model 'gpt' in INT8");
+}
 
 // bf16 mixed precision learns as f32 does: the same recipe, validation perplexity within 3%.
 TEST(GptTrainer, Bf16LearnsAsF32Does) {

@@ -20,8 +20,8 @@ using octet::testing::layer_with;
 using octet::testing::set_backward;
 using octet::testing::TempDir;
 using octet::testing::two_layers;
-using quant::Int8Conv;
 using quant::Int8Layer;
+using quant::Int8Module;
 
 TEST(Int8Run, DclrThroughTheRun) {
   // The factors themselves: tests/optim/test_dclr.cpp. The run sets them for its layers.
@@ -100,7 +100,7 @@ TEST(Int8Run, RecordScalarsAndCurves) {
   }
 
   // The curves show the INT8 layers with the largest d_c (at most 8 of them).
-  std::vector<Int8Conv> many;
+  std::vector<Int8Module> many;
   for (int i = 0; i < 10; ++i) many.push_back({"layer" + std::to_string(i), layer_with(0.01 * i), {}});
   std::vector<MetricRecord> records = {{"train", {{"step", 1}, {"epoch", 0.1}, {"loss", 2.0}}},
                                        Int8Run(many).record(1, 0.1)};

@@ -180,10 +180,10 @@ struct EvalCommand {
         "eval", "evaluate a checkpoint on its recipe's test split (a language model: valid and test perplexity)");
     cmd->add_option("checkpoint", ckpt, "checkpoint file (.safetensors) or run folder (its best checkpoint)")
         ->required();
-    cmd->add_option(
-        "overrides", overrides,
-        "section.key=value overrides of the checkpoint's recipe (data.limit_test=0, "
-        "train.eval_batch_size=64, ...), except the keys that shape the weights (model.*, quant.int8_conv)");
+    cmd->add_option("overrides", overrides,
+                    "section.key=value overrides of the checkpoint's recipe (data.limit_test=0, "
+                    "train.eval_batch_size=64, ...), except the keys that shape the weights (model.*, quant.int8_conv, "
+                    "quant.int8_linear)");
     cmd->add_option("--data", data_root, "data folder to use instead of the recipe's data.root")
         ->check(CLI::ExistingDirectory);
     cmd->add_option("--threads", threads, "CPU threads")->check(CLI::Range(1, 1024));

@@ -329,14 +329,21 @@ quant::Int8Config int8_config_from(const Recipe& r) {
   return c;
 }
 
-std::vector<quant::Int8Conv> build_int8(const Recipe& r, Module& model) {
-  if (!r.boolean("quant.int8_conv")) return {};
-  try {
-    return quant::enable_int8(model, int8_config_from(r), r.boolean("quant.keep_first_last_float"),
-                              static_cast<uint64_t>(r.integer("train.seed")));
-  } catch (const Error& e) {
-    OCTET_FAIL("recipe quant.int8_conv: cannot train model '", r.text("model.name"), "' in INT8: ", e.what());
-  }
+std::vector<quant::Int8Module> build_int8(const Recipe& r, Module& model) {
+  std::vector<quant::Int8Module> layers;
+  const bool keep = r.boolean("quant.keep_first_last_float");
+  const auto seed = static_cast<uint64_t>(r.integer("train.seed"));
+  const auto convert = [&](const char* key, auto enable) {
+    if (!r.boolean(key)) return;
+    try {
+      for (quant::Int8Module& l : enable(model, int8_config_from(r), keep, seed)) layers.push_back(std::move(l));
+    } catch (const Error& e) {
+      OCTET_FAIL(r.where(key), ": cannot train model '", r.text("model.name"), "' in INT8: ", e.what());
+    }
+  };
+  convert("quant.int8_conv", quant::enable_int8);
+  convert("quant.int8_linear", quant::enable_int8_linear);
+  return layers;
 }
 
 }  // namespace octet::train

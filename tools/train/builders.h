@@ -34,8 +34,9 @@ std::shared_ptr<LrSchedule> build_schedule(const Recipe& r, std::shared_ptr<Plat
 // The quant.* keys as an INT8 layer configuration.
 quant::Int8Config int8_config_from(const Recipe& r);
 // With quant.int8_conv, turns the model's convolutions INT8 (quant::enable_int8, seeded from
-// train.seed) and returns them; without it, nothing. A model it cannot convert is an Error
-// naming quant.int8_conv.
-std::vector<quant::Int8Conv> build_int8(const Recipe& r, Module& model);
+// train.seed), with quant.int8_linear its Linear layers (quant::enable_int8_linear), and returns
+// them (convolutions first); without either, nothing. A model it cannot convert is an Error naming
+// the key.
+std::vector<quant::Int8Module> build_int8(const Recipe& r, Module& model);
 
 }  // namespace octet::train

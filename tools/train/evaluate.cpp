@@ -38,7 +38,7 @@ namespace {
 
 // The overrides of `m.recipe` leave the keys that shape the checkpoint's weights as they are.
 void check_weights_kept(const CheckpointModel& m, const std::string& command) {
-  std::vector<std::string> keys = {"quant.int8_conv", "quant.keep_first_last_float"};
+  std::vector<std::string> keys = {"quant.int8_conv", "quant.int8_linear", "quant.keep_first_last_float"};
   for (const std::string& k : keys_fixed_on_resume())
     if (k.rfind("model.", 0) == 0) keys.push_back(k);
   const Recipe stored = parse_stored_recipe(m.checkpoint.recipe_yaml, m.path + " (recipe)");

@@ -42,7 +42,7 @@ constexpr const char* kTelemetry[] = {"cos_distance", "grad_clip", "input_clip",
 
 }  // namespace
 
-Int8Run::Int8Run(std::vector<quant::Int8Conv> layers) : layers_(std::move(layers)), above_warn_(layers_.size()) {}
+Int8Run::Int8Run(std::vector<quant::Int8Module> layers) : layers_(std::move(layers)), above_warn_(layers_.size()) {}
 
 double Int8Run::lr_scale(size_t i) const { return quant::dclr_scale(*layers_.at(i).layer); }
 
@@ -115,7 +115,7 @@ std::string Int8Run::summary() const {
 
 NamedTensors Int8Run::state_dict() const {
   NamedTensors out;
-  for (const quant::Int8Conv& l : layers_)
+  for (const quant::Int8Module& l : layers_)
     for (const StatField& f : kStatFields)
       out.emplace_back(l.name + "." + f.name, scalar_tensor(stat_value(l.layer->stats, f.name), f.dtype));
   return out;
@@ -129,7 +129,7 @@ void Int8Run::load_state_dict(const NamedTensors& state) {
   }
   // Check everything first, so a bad checkpoint changes nothing.
   std::map<std::string, std::pair<quant::Int8Stats*, std::string>> targets;
-  for (const quant::Int8Conv& l : layers_)
+  for (const quant::Int8Module& l : layers_)
     for (const StatField& f : kStatFields) {
       const std::string key = l.name + "." + f.name;
       auto it = given.find(key);

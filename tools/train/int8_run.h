@@ -22,9 +22,9 @@ namespace octet::train {
 
 class Int8Run {
  public:
-  explicit Int8Run(std::vector<quant::Int8Conv> layers);
+  explicit Int8Run(std::vector<quant::Int8Module> layers);
   bool empty() const { return layers_.empty(); }
-  const std::vector<quant::Int8Conv>& layers() const { return layers_; }
+  const std::vector<quant::Int8Module>& layers() const { return layers_; }
 
   // Layer i's lr factor now: quant::dclr_scale(layer) (1 before its first backward pass or with
   // DCLR off; beta after a non-finite gradient).
@@ -53,7 +53,7 @@ class Int8Run {
   void load_state_dict(const NamedTensors& state);
 
  private:
-  std::vector<quant::Int8Conv> layers_;
+  std::vector<quant::Int8Module> layers_;
   std::vector<bool> above_warn_;  // per layer: d_c was above cos_distance_warn at the last check
 };
 

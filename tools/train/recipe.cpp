@@ -95,11 +95,15 @@ const std::vector<SchemaEntry> kStaticSchema = {
      false, false, kNonNegative},
     {"schedule.milestones", K::real_list, "[]", "multistep: epochs at which lr decays"},
     {"schedule.eta_min", K::real, "0.0", "cosine: final learning rate"},
-    // quant: INT8 training of convolutions (Unified INT8; quant/int8.h, quant/int8_model.h)
+    // quant: INT8 training of convolutions and Linear layers (Unified INT8; quant/int8.h, quant/int8_model.h)
     {"quant.int8_conv", K::boolean, "false",
      "train the model's Conv2d layers in INT8: input and weight (forward) and output gradient (backward) quantized"},
+    {"quant.int8_linear", K::boolean, "false",
+     "train the model's Linear layers in INT8 as int8_conv does its convolutions (a GPT: every block's QKV, output "
+     "and MLP projections; the embeddings, final norm and LM head stay float)"},
     {"quant.keep_first_last_float", K::boolean, "true",
-     "keep the first convolution (and the final layer, if it is a convolution) in float, as the paper does"},
+     "keep the first and final layers in float, as the paper does: the first convolution (and the final layer, if "
+     "it is a convolution); with int8_linear the input and final layers when they are Linear"},
     // here schema() inserts quant::Int8Config's declared options (quant/int8.h)
     // train
     {"train.epochs", K::integer, "10", "epochs to train", false, false, kAtLeastOne},

@@ -83,7 +83,9 @@ void log_run_start(const RunSetup& s, const std::string& dir, const std::string&
                  kept.empty() ? "" : "; left as initialized: " + kept);
   }
   if (s.dropped_int8_stats)
-    spdlog::warn("the checkpoint was trained with INT8 layers; this run (quant.int8_conv: false) continues in float");
+    spdlog::warn(
+        "the checkpoint was trained with INT8 layers; this run (quant.int8_conv and quant.int8_linear false) "
+        "continues in float");
   log_optimizer(*s.optimizer, s.recipe.text("optimizer.name"), s.model->num_parameters());
 }
 

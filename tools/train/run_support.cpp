@@ -241,7 +241,7 @@ void log_int8_training(const Int8Run& int8) {
   std::string names;
   for (const auto& l : int8.layers()) names += (names.empty() ? "" : ", ") + l.name;
   const quant::Int8Config& c = int8.layers()[0].layer->config;
-  spdlog::info("INT8 training of {} convolutions ({}); DSGC {} (every {} steps), stochastic rounding {}, DCLR {}",
+  spdlog::info("INT8 training of {} layers ({}); DSGC {} (every {} steps), stochastic rounding {}, DCLR {}",
                int8.layers().size(), names, c.dsgc_ ? "on" : "off", c.clip_update_period_,
                c.stochastic_rounding_ ? "on" : "off", c.dclr_ ? "on" : "off");
 }

@@ -5,7 +5,8 @@
 // last.safetensors (`resume`): same batches, same dropout masks, same losses on the CPU.
 // train.device picks the CPU or a GPU (cuda, cuda:N): the model and batches live there, batches
 // are copied ahead of the step that needs them, and metrics.jsonl adds the GPU's memory counters.
-// With quant.int8_conv the model's convolutions train in INT8 (tools/train/int8_run.h: DCLR before each
+// With quant.int8_conv (quant.int8_linear) the model's convolutions (Linear layers) train in INT8
+// (tools/train/int8_run.h: DCLR before each
 // optimizer step, per-layer telemetry, the layers' stats in checkpoints); `octet eval` evaluates
 // such a checkpoint through its INT8 layers, and an export (`octet export`, tools/cli/quant_run.h)
 // through its quantized inference layers. A language model's run logs perplexity, keeps the
@@ -75,7 +76,8 @@ struct CheckpointModel {
 // An export holds no float weights for its quantized layers, so `command` "export" or "sweep..."
 // (which quantize the float model) refuse one, saying to use the checkpoint it came from.
 // `overrides` ("section.key=value") change the stored recipe, except the keys that shape the
-// weights (model.* but model.dropout, quant.int8_conv and quant.keep_first_last_float): a UsageError.
+// weights (model.* but model.dropout, quant.int8_conv, quant.int8_linear and quant.keep_first_last_float): a
+// UsageError.
 CheckpointModel open_checkpoint_model(const std::string& path, int64_t threads, const std::string& device = "",
                                       const std::string& command = "eval",
                                       const std::vector<std::string>& overrides = {});
