@@ -172,6 +172,8 @@ TEST(GptTrainer, Int8LinearLayersTrainThroughTheBinary) {
     ASSERT_TRUE(stats.back().contains(key) && stats.back()[key].is_number()) << key << ": " << stats.back().dump();
   }
   EXPECT_FALSE(stats.back().contains("lm_head.cos_distance"));
+  const std::string page = file_text(run + "/curves.html");  // the d_c heat map and per-layer charts
+  EXPECT_NE(page.find("gradient cosine distance d_c of the 8 INT8 layers"), std::string::npos);
   const Checkpoint c = load_checkpoint(run + "/last.safetensors");
   EXPECT_EQ(c.int8.size(), 8u * 6u);  // six stats per layer
   // The run's final test evaluation is of best.safetensors.
