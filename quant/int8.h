@@ -72,6 +72,9 @@ inline constexpr OptionRange kDclrBetaRange{0.0, 1.0, true, false, "in (0, 1]"};
   X(bool, dsgc, true, ::octet::kAnyValue,                                                                           \
     "gradient clip by the cosine-distance search (DSGC); false: clip = max|gradient|")                              \
   X(int64_t, clip_update_period, 100, ::octet::kAtLeastOne, "backward passes between two DSGC searches")            \
+  X(bool, clip_relative, false, ::octet::kAnyValue,                                                                 \
+    "between two DSGC searches, scale the searched clip with the gradient (clip = its ratio to max|gradient| at "   \
+    "the search times max|gradient| now); false: the searched clip itself, as the paper")                           \
   X(bool, stochastic_rounding, true, ::octet::kAnyValue,                                                            \
     "stochastic rounding of the INT8 gradients (forward tensors always round to nearest); false: round to nearest") \
   X(bool, dclr, true, ::octet::kAnyValue,                                                                           \
@@ -95,6 +98,8 @@ struct Int8Stats {
   double cos_distance = std::numeric_limits<double>::quiet_NaN();
   int64_t backward_steps = 0;  // backward passes so far (DSGC runs when it is a multiple of the period)
   int64_t searches = 0;        // DSGC searches so far
+  // clip / max|gradient| at the latest DSGC search, with config.clip_relative (0: none yet)
+  float clip_ratio = 0.0f;
 };
 
 // The state an INT8 layer shares with its autograd nodes (a std::shared_ptr held by the layer):

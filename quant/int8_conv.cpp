@@ -74,10 +74,17 @@ float gradient_clip(const Tensor& dy, Int8Layer& layer) {
   const Int8Config& cfg = layer.config;
   Int8Stats& st = layer.stats;
   if (!cfg.dsgc_) return int8_absmax(dy);
-  const bool stale = !(st.grad_clip > 0.0f && std::isfinite(st.grad_clip));
-  if (st.backward_steps % cfg.clip_update_period_ != 0 && !stale) return st.grad_clip;
+  const auto usable = [](float v) { return v > 0.0f && std::isfinite(v); };
+  const bool stale = !usable(st.grad_clip) || (cfg.clip_relative_ && !usable(st.clip_ratio));
+  if (st.backward_steps % cfg.clip_update_period_ != 0 && !stale)
+    return cfg.clip_relative_ ? st.clip_ratio * int8_absmax(dy) : st.grad_clip;
   ++st.searches;
-  return dsgc_search(dy).clip;
+  const float clip = dsgc_search(dy).clip;
+  if (cfg.clip_relative_) {
+    const float m = int8_absmax(dy);
+    st.clip_ratio = usable(m) && usable(clip) ? clip / m : 0.0f;
+  }
+  return clip;
 }
 
 void check_layer(const std::shared_ptr<Int8Layer>& layer, const char* op) {

@@ -13,7 +13,10 @@
 //   clip: config.dsgc_: dsgc_search(dy) when t % config.clip_update_period_ == 0 (so at t = 0), or
 //         when the stored clip is 0 or not finite (an all-zero or diverged gradient at the search
 //         step would otherwise zero or poison the next period); the stored stats.grad_clip in
-//         between. Without dsgc: max|dy| every step.
+//         between. With config.clip_relative_ the search also stores stats.clip_ratio = clip /
+//         max|dy| and the steps in between use clip_ratio * max|dy| (float product), so the clip
+//         follows the gradient's scale (a short last batch, a warm-up); a ratio that is 0 or not
+//         finite makes the step search. Without dsgc: max|dy| every step.
 //   rounding: stochastic with seed int8_backward_seed(layer->seed, t) if
 //         config.stochastic_rounding_, else to nearest;
 // stats.cos_distance = d_c of the codes actually used, grad_clip = the clip, backward_steps + 1

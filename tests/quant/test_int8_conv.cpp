@@ -306,6 +306,44 @@ TEST(Int8Conv, StatsAndSearchSchedule) {
   EXPECT_GT(layer->stats.weight_clip, 0.0f);
 }
 
+// quant.clip_relative: between two searches the clip is the searched clip's ratio to max|dy| times
+// max|dy| now, so it follows a gradient whose scale drifts; a layer without a ratio (a checkpoint
+// from before it) searches at once.
+TEST(Int8Conv, RelativeClipFollowsTheGradientsScale) {
+  Tensor x = random({2, 3, 8, 8}, 31).requires_grad_(true), w = random({4, 3, 3, 3}, 32).requires_grad_(true);
+  auto layer = std::make_shared<Int8Layer>();
+  layer->config.clip_update_period_ = 3;
+  layer->config.clip_relative_ = true;
+  layer->seed = 17;
+  float ratio = 0.0f;
+  for (int t = 0; t < 5; ++t) {
+    Tensor y = int8_conv2d(x, w, {}, Conv2dOptions().padding(1), layer);
+    Tensor dy = random(y.shape(), 40 + t, std::pow(8.0, t));  // the gradient's scale grows 8x a step
+    y.backward(dy);
+    const float m = int8_absmax(dy);
+    float want_clip = 0.0f;
+    if (t % 3 == 0) {
+      want_clip = dsgc_search(dy).clip;
+      ratio = want_clip / m;
+    } else {
+      want_clip = ratio * m;
+    }
+    EXPECT_EQ(layer->stats.grad_clip, want_clip) << "step " << t;
+    EXPECT_EQ(layer->stats.clip_ratio, ratio) << "step " << t;
+    const double d = cosine_distance(dy, want_clip, Int8Rounding::stochastic, int8_backward_seed(17, t));
+    EXPECT_NEAR(layer->stats.cos_distance, d, 1e-12);
+    EXPECT_LT(d, 0.05) << "step " << t;  // an absolute clip 8x too small would saturate most of dy
+  }
+  EXPECT_EQ(layer->stats.searches, 2);  // steps 0 and 3
+  // No ratio (e.g. restored from an older checkpoint) at a step between searches: it searches.
+  layer->stats.clip_ratio = 0.0f;
+  Tensor y = int8_conv2d(x, w, {}, Conv2dOptions().padding(1), layer);
+  Tensor dy = random(y.shape(), 60, 1.0);
+  y.backward(dy);
+  EXPECT_EQ(layer->stats.searches, 3);
+  EXPECT_EQ(layer->stats.grad_clip, dsgc_search(dy).clip);
+}
+
 TEST(Int8Conv, ZeroGradientAtSearchStepSearchesAgain) {
   Tensor x = random({1, 2, 5, 5}, 51).requires_grad_(true), w = random({3, 2, 3, 3}, 52);
   auto layer = std::make_shared<Int8Layer>();

@@ -175,7 +175,7 @@ TEST(GptTrainer, Int8LinearLayersTrainThroughTheBinary) {
   const std::string page = file_text(run + "/curves.html");  // the d_c heat map and per-layer charts
   EXPECT_NE(page.find("gradient cosine distance d_c of the 8 INT8 layers"), std::string::npos);
   const Checkpoint c = load_checkpoint(run + "/last.safetensors");
-  EXPECT_EQ(c.int8.size(), 8u * 6u);  // six stats per layer
+  EXPECT_EQ(c.int8.size(), 8u * 7u);  // seven stats per layer
   // The run's final test evaluation is of best.safetensors.
   const std::vector<EvalResult> evals = evaluate_checkpoint_splits(run + "/best.safetensors", "", 1);
   ASSERT_FALSE(evals.empty());

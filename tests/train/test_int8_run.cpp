@@ -124,12 +124,13 @@ TEST(Int8Run, StatsThroughACheckpoint) {
        .grad_clip = 1e-3f,
        .cos_distance = 0.0123456789,
        .backward_steps = 1234,
-       .searches = 13};
+       .searches = 13,
+       .clip_ratio = 0.375f};
   TempDir dir;
   const std::string path = dir.path() + "/c.safetensors";
   save_checkpoint(path, {{"w", zeros({2})}}, {}, TrainState{}, "model: {}\n", run.state_dict());
   Checkpoint c = load_checkpoint(path);
-  EXPECT_EQ(c.int8.size(), 12u);  // 6 stats x 2 layers
+  EXPECT_EQ(c.int8.size(), 14u);  // 7 stats x 2 layers
 
   Int8Run back(two_layers());
   back.load_state_dict(c.int8);
@@ -140,6 +141,7 @@ TEST(Int8Run, StatsThroughACheckpoint) {
   EXPECT_EQ(got.cos_distance, 0.0123456789);
   EXPECT_EQ(got.backward_steps, 1234);
   EXPECT_EQ(got.searches, 13);
+  EXPECT_EQ(got.clip_ratio, 0.375f);
   EXPECT_TRUE(std::isnan(back.layers()[1].layer->stats.cos_distance));
 
   // Strict: a missing, unexpected or mistyped key is an error, and nothing changes.
@@ -163,6 +165,14 @@ TEST(Int8Run, StatsThroughACheckpoint) {
     if (k == "conv_a.backward_steps") t = scalar_tensor(3.0, DType::f32);
   expect_error(typed, "key 'conv_a.backward_steps' expected a i64 scalar");
   expect_error({}, "missing 'conv_a.input_clip'");
+  // A checkpoint from before clip_ratio loads, with ratio 0 (the next backward pass searches).
+  NamedTensors older;
+  for (const auto& [k, t] : c.int8)
+    if (k.find(".clip_ratio") == std::string::npos) older.emplace_back(k, t);
+  Int8Run old_run(two_layers());
+  old_run.load_state_dict(older);
+  EXPECT_EQ(old_run.layers()[0].layer->stats.clip_ratio, 0.0f);
+  EXPECT_EQ(old_run.layers()[0].layer->stats.backward_steps, 1234);
   // A checkpoint without INT8 stats still loads, with none.
   save_checkpoint(path, {{"w", zeros({2})}}, {}, TrainState{}, "model: {}\n");
   EXPECT_TRUE(load_checkpoint(path).int8.empty());

@@ -132,20 +132,20 @@ TEST_P(TrainerResume, ContinuesExactly) {
 // fifth: bf16 mixed precision with INT8 convolutions (the other layers in bf16) and 8-bit Adam.
 INSTANTIATE_TEST_SUITE_P(
     Trainer, TrainerResume,
-    ::testing::Values(
-        std::vector<std::string>{},
-        std::vector<std::string>{"optimizer.name=adam", "optimizer.lr=0.001", "optimizer.state_bits=8",
-                                 "optimizer.min_8bit_size=0", "optimizer.block_size=256"},
-        std::vector<std::string>{"quant.int8_conv=true", "quant.keep_first_last_float=false",
-                                 "quant.clip_update_period=4"},
-        std::vector<std::string>{
-            "optimizer.name=adamw", "optimizer.lr=0.002", "optimizer.weight_decay=0.05", "optimizer.state_bits=8",
-            "optimizer.min_8bit_size=0",
-            "optimizer.param_groups=[{params: \"*.bias\", weight_decay: 0, lr: 0.004}, "
-            "{params: \"features.1.*\", state_bits: 32}, {params: classifier.1.weight, block_size: 64}]"},
-        std::vector<std::string>{"train.precision=bf16", "quant.int8_conv=true", "quant.clip_update_period=4",
-                                 "optimizer.name=adam", "optimizer.lr=0.001", "optimizer.state_bits=8",
-                                 "optimizer.min_8bit_size=0", "optimizer.block_size=256"}));
+    ::testing::Values(std::vector<std::string>{},
+                      std::vector<std::string>{"optimizer.name=adam", "optimizer.lr=0.001", "optimizer.state_bits=8",
+                                               "optimizer.min_8bit_size=0", "optimizer.block_size=256"},
+                      std::vector<std::string>{"quant.int8_conv=true", "quant.keep_first_last_float=false",
+                                               "quant.clip_update_period=4"},
+                      std::vector<std::string>{
+                          "optimizer.name=adamw", "optimizer.lr=0.002", "optimizer.weight_decay=0.05",
+                          "optimizer.state_bits=8", "optimizer.min_8bit_size=0",
+                          "optimizer.param_groups=[{params: \"*.bias\", weight_decay: 0, lr: 0.004}, "
+                          "{params: \"features.1.*\", state_bits: 32}, {params: classifier.1.weight, block_size: 64}]"},
+                      std::vector<std::string>{"train.precision=bf16", "quant.int8_conv=true",
+                                               "quant.clip_update_period=4", "optimizer.name=adam",
+                                               "optimizer.lr=0.001", "optimizer.state_bits=8",
+                                               "optimizer.min_8bit_size=0", "optimizer.block_size=256"}));
 
 // A few steps of the INT8 Fashion-MNIST recipe on generated data: it learns, logs every INT8
 // layer's stats and saves them in its checkpoints. (The accuracy comparison with the FP32 twin on
@@ -193,7 +193,7 @@ TEST(TrainerInt8, FashionMnistRecipeSmoke) {
   // The stats in the checkpoint: 12 backward passes, a DSGC search every 5.
   Checkpoint c = load_checkpoint(res.run_dir + "/last.safetensors");
   std::map<std::string, Tensor> stats(c.int8.begin(), c.int8.end());
-  ASSERT_EQ(stats.size(), 6u);
+  ASSERT_EQ(stats.size(), 7u);
   EXPECT_EQ(stats.at("features.4.backward_steps").item<int64_t>(), 12);
   EXPECT_GE(stats.at("features.4.searches").item<int64_t>(), 2);
   std::ifstream html(res.run_dir + "/curves.html");
@@ -219,7 +219,7 @@ TEST(TrainerInt8, ResumeSwitchingInt8) {
       "missing 'features.4.input_clip' (the checkpoint is not of an INT8 run");
   TrainResult q =
       train(mnist_recipe(dir, {"log.run_name=q", "train.max_steps=2", "train.threads=1", "quant.int8_conv=true"}), {});
-  EXPECT_EQ(load_checkpoint(q.run_dir + "/last.safetensors").int8.size(), 6u);
+  EXPECT_EQ(load_checkpoint(q.run_dir + "/last.safetensors").int8.size(), 7u);
   TrainResult rest = Run::resume(q.run_dir, {"quant.int8_conv=false", "train.max_steps=0"}).fit();
   EXPECT_EQ(rest.steps, 6);  // 2 epochs x 3 batches
   EXPECT_TRUE(load_checkpoint(q.run_dir + "/last.safetensors").int8.empty());

@@ -11,13 +11,17 @@ namespace octet::train {
 namespace {
 
 // The stats a checkpoint stores, with their dtypes; the order of state_dict().
+// An optional one (clip_ratio, which came later) may be missing from a checkpoint: it then loads
+// as 0, and a layer with quant.clip_relative searches at its next backward pass.
 struct StatField {
   const char* name;
   DType dtype;
+  bool optional = false;
 };
-constexpr StatField kStatFields[] = {{"input_clip", DType::f32},     {"weight_clip", DType::f32},
-                                     {"grad_clip", DType::f32},      {"cos_distance", DType::f64},
-                                     {"backward_steps", DType::i64}, {"searches", DType::i64}};
+constexpr StatField kStatFields[] = {{"input_clip", DType::f32},      {"weight_clip", DType::f32},
+                                     {"grad_clip", DType::f32},       {"cos_distance", DType::f64},
+                                     {"backward_steps", DType::i64},  {"searches", DType::i64},
+                                     {"clip_ratio", DType::f32, true}};
 
 double stat_value(const quant::Int8Stats& s, const std::string& field) {
   if (field == "input_clip") return s.input_clip;
@@ -25,6 +29,7 @@ double stat_value(const quant::Int8Stats& s, const std::string& field) {
   if (field == "grad_clip") return s.grad_clip;
   if (field == "cos_distance") return s.cos_distance;
   if (field == "backward_steps") return static_cast<double>(s.backward_steps);
+  if (field == "clip_ratio") return s.clip_ratio;
   return static_cast<double>(s.searches);
 }
 
@@ -35,6 +40,7 @@ void set_stat(quant::Int8Stats& s, const std::string& field, const Tensor& t) {
   if (field == "cos_distance") s.cos_distance = t.item<double>();
   if (field == "backward_steps") s.backward_steps = t.item<int64_t>();
   if (field == "searches") s.searches = t.item<int64_t>();
+  if (field == "clip_ratio") s.clip_ratio = t.item<float>();
 }
 
 // The per-layer values of the telemetry, in this order.
@@ -133,6 +139,10 @@ void Int8Run::load_state_dict(const NamedTensors& state) {
     for (const StatField& f : kStatFields) {
       const std::string key = l.name + "." + f.name;
       auto it = given.find(key);
+      if (it == given.end() && f.optional) {
+        targets.emplace(key, std::make_pair(&l.layer->stats, std::string(f.name)));
+        continue;
+      }
       OCTET_CHECK(it != given.end(), "INT8 layer stats: missing '", key,
                   "' (the checkpoint is not of an INT8 run with the same INT8 layers)");
       const Tensor& t = *it->second;
@@ -142,7 +152,13 @@ void Int8Run::load_state_dict(const NamedTensors& state) {
     }
   for (const auto& [k, t] : given)
     OCTET_CHECK(targets.count(k), "INT8 layer stats: unexpected key '", k, "' (no such INT8 layer in this run)");
-  for (auto& [key, target] : targets) set_stat(*target.first, target.second, *given.at(key));
+  for (auto& [key, target] : targets) {
+    const auto it = given.find(key);
+    if (it != given.end())
+      set_stat(*target.first, target.second, *it->second);
+    else
+      set_stat(*target.first, target.second, scalar_tensor(0.0, DType::f32));  // an optional stat left out
+  }
 }
 
 }  // namespace octet::train

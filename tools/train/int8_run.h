@@ -46,10 +46,10 @@ class Int8Run {
   std::string summary() const;
 
   // Every layer's Int8Stats as "<layer>.<stat>" scalars: input_clip, weight_clip, grad_clip
-  // (f32), cos_distance (f64), backward_steps, searches (i64).
+  // (f32), cos_distance (f64), backward_steps, searches (i64), clip_ratio (f32).
   NamedTensors state_dict() const;
   // Strict: exactly the keys of state_dict(), with their dtypes; otherwise an Error naming the key,
-  // and nothing is changed.
+  // and nothing is changed. Only clip_ratio may be missing (checkpoints from before it): it is 0.
   void load_state_dict(const NamedTensors& state);
 
  private:
