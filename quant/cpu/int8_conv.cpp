@@ -148,6 +148,21 @@ void rescale_rows(const Conv2dGeometry& g, const int32_t* y, int64_t j0, int64_t
                   float* out, int64_t k0, int64_t k1) {
   return octet::cpu::simd_dispatch([=] {
     const int64_t nc = j1 - j0, pq = g.p * g.q;
+    if (pq == 1) {
+      // One position per sample (a Linear's rows): out [N, K] is y [K, nc] transposed. Tiles of
+      // positions keep the rows being written in L1 across the k loop.
+      constexpr int64_t kTile = 256;
+      for (int64_t t0 = 0; t0 < nc; t0 += kTile) {
+        const int64_t t1 = std::min(nc, t0 + kTile);
+        for (int64_t k = k0; k < k1; ++k) {
+          const float b = bias ? bias[k] : 0.0f;
+          const int32_t* yk = y + k * nc;
+          float* o = out + j0 * g.k + k;
+          for (int64_t j = t0; j < t1; ++j) o[j * g.k] = static_cast<float>(yk[j]) * scale + b;
+        }
+      }
+      return;
+    }
     for (int64_t k = k0; k < k1; ++k) {
       const float b = bias ? bias[k] : 0.0f;
       for_sample_runs(g, j0, j1, [&](int64_t n, int64_t pq0, int64_t pq1, int64_t off) {

@@ -325,6 +325,33 @@ void quantize_transposed(const float* src, int64_t outer, int64_t inner, int64_t
   // feature maps), too short to be work items of their own.
   const int64_t n = outer * inner * len, blocks = num_blocks(n);
   const bool in_place = outer == 1 || inner == 1;  // the transposition is the identity
+  if (len == 1 && !in_place) {
+    // Planes of one element (a Linear's rows: [N, K] -> [K, N]): a plain transposition of each
+    // block's codes, and each inner index's sum over outer in order (what the pieces below add).
+    std::vector<CosineSums> part1(sums ? static_cast<size_t>(blocks) : 0);
+    parallel_for(0, blocks, 1, [&](int64_t b0, int64_t b1) {
+      std::vector<int8_t> q(static_cast<size_t>(kQuantBlock));
+      for (int64_t b = b0; b < b1; ++b) {
+        const int64_t begin = b * kQuantBlock, end = std::min(n, begin + kQuantBlock);
+        quantize_run(src + begin, end - begin, inv, rounding, seed, static_cast<uint64_t>(begin), q.data());
+        if (sums) part1[b] = sums_run(src + begin, q.data(), end - begin);
+        for (int64_t j = begin, o = begin / inner, i = begin % inner; j < end; ++j) {
+          dst[i * outer + o] = q[j - begin];
+          if (++i == inner) i = 0, ++o;
+        }
+      }
+    });
+    if (sums) {
+      *sums = CosineSums();
+      for (const CosineSums& p : part1) *sums += p;
+    }
+    if (inner_sums) {
+      std::fill(inner_sums, inner_sums + inner, 0.0);
+      for (int64_t o = 0; o < outer; ++o)
+        for (int64_t i = 0; i < inner; ++i) inner_sums[i] += static_cast<double>(src[o * inner + i]);
+    }
+    return;
+  }
   std::vector<CosineSums> part(sums ? static_cast<size_t>(blocks) : 0);
   // A block [b*B, (b+1)*B) meets planes first_plane(b) .. its last one; their partial sums.
   auto first_plane = [&](int64_t b) { return b * kQuantBlock / len; };

@@ -123,6 +123,30 @@ TEST_P(Int8LinearValues, SameBitsAsThePointwiseInt8Conv) {
   EXPECT_EQ(lin->stats.searches, 2);  // passes 0 and 2
 }
 
+// The CPU kernels' one-position-per-sample paths (a transposition of the codes, a transposed
+// rescale) against the general ones: the same rows laid out as one sample of M positions,
+// [1, in, M, 1], give the same integer sums, so the same output, dx and dw bits (round to nearest
+// and the max|dy| clip, whose codes do not depend on the element order; the bias gradient is a sum
+// in another order).
+TEST_P(Int8LinearValues, SameBitsAsTheRowsAsOneSample) {
+  const LinearCase& lc = GetParam();
+  const int64_t in = lc.x.back();
+  const Tensor xv = random(lc.x, 21), wv = random({lc.out, in}, 22, 0.3);
+  const int64_t rows = xv.numel() / in;
+  Tensor x = xv.clone().requires_grad_(true), w = wv.clone().requires_grad_(true);
+  Tensor xt = xv.reshape({rows, in}).t().contiguous().reshape({1, in, rows, 1}).requires_grad_(true);
+  Tensor w4 = wv.reshape({lc.out, in, 1, 1}).clone().requires_grad_(true);
+  Tensor y = int8_linear(x, w, Tensor(), layer_with(false, false, 0));
+  Tensor yt = int8_conv2d(xt, w4, Tensor(), Conv2dOptions(), layer_with(false, false, 0));
+  expect_same(y.reshape({rows, lc.out}), yt.reshape({lc.out, rows}).t().contiguous(), std::string(lc.name) + " y");
+  Tensor dy = random(y.shape(), 23, 0.01);
+  y.backward(dy);
+  yt.backward(dy.reshape({rows, lc.out}).t().contiguous().reshape(yt.shape()));
+  expect_same(x.grad().reshape({rows, in}), xt.grad().reshape({in, rows}).t().contiguous(),
+              std::string(lc.name) + " dx");
+  expect_same(w.grad(), w4.grad().reshape(w.shape()), std::string(lc.name) + " dw");
+}
+
 TEST_P(Int8LinearValues, MatchesFloatProductsOfDequantized) {
   const LinearCase& lc = GetParam();
   const int64_t in = lc.x.back();
