@@ -335,10 +335,14 @@ void quantize_transposed(const float* src, int64_t outer, int64_t inner, int64_t
         const int64_t begin = b * kQuantBlock, end = std::min(n, begin + kQuantBlock);
         quantize_run(src + begin, end - begin, inv, rounding, seed, static_cast<uint64_t>(begin), q.data());
         if (sums) part1[b] = sums_run(src + begin, q.data(), end - begin);
-        for (int64_t j = begin, o = begin / inner, i = begin % inner; j < end; ++j) {
-          dst[i * outer + o] = q[j - begin];
-          if (++i == inner) i = 0, ++o;
-        }
+        // Column by column (inner index i), the block's rows o in order: the writes run along dst's
+        // rows, the reads stride through the block's codes (in L1).
+        const int64_t o0 = begin / inner, o1 = (end - 1) / inner;
+        for (int64_t i = 0; i < inner; ++i)
+          for (int64_t o = o0; o <= o1; ++o) {
+            const int64_t j = o * inner + i;
+            if (j >= begin && j < end) dst[i * outer + o] = q[j - begin];
+          }
       }
     });
     if (sums) {
