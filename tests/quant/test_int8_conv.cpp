@@ -21,15 +21,12 @@
 #include "quant/int8_conv.h"
 #include "quant/int8_tensor.h"
 #include "tests/quant/int8_conv_cases.h"
+#include "tests/quant/int8_reference.h"
 
 namespace octet::quant {
 namespace {
 
-// The op computes fl(fl(float(acc) * fl(sa * sb)) + bias) from an exact int32 sum: at most four
-// float roundings (2^-24 relative each) of quantities bounded by sum|terms| + |bias|; the f64
-// reference multiplies dequantized operands, each already rounded once to float (two more).
-// Compared against sum|terms| (computed by the same convolution on absolute values): 8 * 2^-24.
-constexpr double kRoundings = 8.0 * 0x1p-24;
+using namespace testing;  // int8_reference.h
 
 using ConvCase = Int8ConvCase;
 
@@ -47,30 +44,11 @@ std::vector<ConvCase> conv_cases() {
   return all;
 }
 
-Tensor random(const Shape& shape, uint64_t seed, double scale = 1.0) {
-  Generator g(seed);
-  return randn(shape, {}, &g) * scale;
-}
-
-// The values the op computes with: dequant(quant(t)) in f64.
-Tensor dequantized64(const Tensor& t, float clip, Int8Rounding r = Int8Rounding::nearest, uint64_t seed = 0) {
-  return int8_dequantize(int8_quantize(t, clip, r, seed), clip).to(DType::f64);
-}
-
 std::shared_ptr<Int8Layer> rtn_layer() {
   auto layer = std::make_shared<Int8Layer>();
   layer->config.stochastic_rounding_ = false;
   layer->config.dsgc_ = false;
   return layer;
-}
-
-// |got - want| <= kRoundings * bound, elementwise.
-void expect_within(const Tensor& got, const Tensor& want, const Tensor& bound, const std::string& what) {
-  ASSERT_EQ(got.shape(), want.shape()) << what;
-  std::vector<double> g = got.to_vector<double>(), w = want.to_vector<double>(), b = bound.to_vector<double>();
-  for (size_t i = 0; i < g.size(); ++i)
-    ASSERT_LE(std::abs(g[i] - w[i]), kRoundings * b[i] + 1e-30)
-        << what << " element " << i << ": " << g[i] << " vs " << w[i] << " (bound " << b[i] << ")";
 }
 
 class Int8ConvValues : public ::testing::TestWithParam<ConvCase> {};
@@ -117,14 +95,7 @@ TEST_P(Int8ConvValues, BackwardMatchesFloatConvOfDequantized) {
     const std::string tag = cc.name + (sr ? " (SR, DSGC)" : " (RTN)");
     expect_within(x.grad(), xh.grad(), xa.grad(), tag + " dx");
     expect_within(w.grad(), wh.grad(), wa.grad(), tag + " dw");
-    if (cc.bias) {
-      std::vector<double> db = b.grad().to_vector<double>(),
-                          want = sum(dy.to(DType::f64), {0, 2, 3}).to_vector<double>();
-      std::vector<double> bound = sum(abs(dy.to(DType::f64)), {0, 2, 3}).to_vector<double>();
-      // A float sum of N*P*Q terms: within N*P*Q roundings of sum|dy|, whatever the order.
-      const double terms = double(y.numel() / cc.k);
-      for (size_t i = 0; i < db.size(); ++i) ASSERT_NEAR(db[i], want[i], terms * 0x1p-24 * bound[i]) << tag << " db";
-    }
+    if (cc.bias) expect_bias_grad(b.grad(), dy, {0, 2, 3}, tag);
     EXPECT_EQ(layer->stats.backward_steps, 1);
     EXPECT_EQ(layer->stats.searches, sr ? 1 : 0);
     EXPECT_NEAR(layer->stats.cos_distance, cosine_distance(dy, clip, r, seed), 1e-12) << tag;

@@ -22,29 +22,12 @@
 #include "quant/int8_linear.h"
 #include "quant/int8_model.h"
 #include "quant/int8_tensor.h"
+#include "tests/quant/int8_reference.h"
 
 namespace octet::quant {
 namespace {
 
-// As tests/quant/test_int8_conv.cpp: at most eight float roundings relative to sum|terms|.
-constexpr double kRoundings = 8.0 * 0x1p-24;
-
-Tensor random(const Shape& shape, uint64_t seed, double scale = 1.0) {
-  Generator g(seed);
-  return randn(shape, {}, &g) * scale;
-}
-
-Tensor dequantized64(const Tensor& t, float clip, Int8Rounding r = Int8Rounding::nearest, uint64_t seed = 0) {
-  return int8_dequantize(int8_quantize(t, clip, r, seed), clip).to(DType::f64);
-}
-
-void expect_within(const Tensor& got, const Tensor& want, const Tensor& bound, const std::string& what) {
-  ASSERT_EQ(got.shape(), want.shape()) << what;
-  std::vector<double> g = got.to_vector<double>(), w = want.to_vector<double>(), b = bound.to_vector<double>();
-  for (size_t i = 0; i < g.size(); ++i)
-    ASSERT_LE(std::abs(g[i] - w[i]), kRoundings * b[i] + 1e-30)
-        << what << " element " << i << ": " << g[i] << " vs " << w[i] << " (bound " << b[i] << ")";
-}
+using namespace testing;  // int8_reference.h
 
 void expect_same(const Tensor& a, const Tensor& b, const std::string& what) {
   ASSERT_EQ(a.defined(), b.defined()) << what;
@@ -175,13 +158,7 @@ TEST_P(Int8LinearValues, MatchesFloatProductsOfDequantized) {
     linear(xa, wa, Tensor()).backward(abs(dyh));
     expect_within(x.grad(), xh.grad(), xa.grad(), tag + " dx");
     expect_within(w.grad(), wh.grad(), wa.grad(), tag + " dw");
-    if (lc.bias) {
-      Tensor dy2 = dy.to(DType::f64).reshape({-1, lc.out});
-      std::vector<double> db = b.grad().to_vector<double>(), want = sum(dy2, {0}).to_vector<double>(),
-                          bound = sum(abs(dy2), {0}).to_vector<double>();
-      const double terms = double(dy2.size(0));
-      for (size_t i = 0; i < db.size(); ++i) ASSERT_NEAR(db[i], want[i], terms * 0x1p-24 * bound[i]) << tag << " db";
-    }
+    if (lc.bias) expect_bias_grad(b.grad(), dy.reshape({-1, lc.out}), {0}, tag);
     EXPECT_EQ(layer->stats.backward_steps, 1);
     EXPECT_EQ(layer->stats.searches, sr ? 1 : 0);
     EXPECT_NEAR(layer->stats.cos_distance, cosine_distance(dy, clip, r, seed), 1e-12) << tag;
