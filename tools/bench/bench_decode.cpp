@@ -7,6 +7,9 @@
 // PrecisionBatching (lm_head stays float, as `octet eval --pbatch` keeps the final layer).
 //   ./build/tools/bench/octet_bench_decode --width 1024 --layers 12 --heads 16 --contexts 128,1024
 //   [--precisions f32,int8,w8a8,w4a16,w4a8,w2a8] [--vocab 8192] [--tokens 16] [--threads 2]
+//   [--python python3] [--torch-script PATH|none]
+// With f32, PyTorch decodes the same model shape with its own cache (bench_decode_torch.py) right
+// after octet's row of each context: a "PyTorch f32" row.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -29,7 +32,30 @@ struct Args {
   int64_t width = 1024, layers = 12, heads = 16, vocab = 8192, tokens = 16, threads = 2;
   std::string contexts = "128,1024";
   std::string precisions = "f32";  // f32, int8, or PrecisionBatching's w8a8, w4a16, ... (quant_spec names)
+  std::string python = "python3", script = std::string(OCTET_BENCH_DIR) + "/bench_decode_torch.py";
 };
+
+// PyTorch's median ms per token at `context` (bench_decode_torch.py, the same model shape), or a
+// negative number with `about` saying why there is none.
+double torch_ms(const Args& a, int64_t context, std::string& about) {
+  const std::string cmd = octet::bench::shell_quote(a.python) + " " + octet::bench::shell_quote(a.script) +
+                          " --width " + std::to_string(a.width) + " --layers " + std::to_string(a.layers) +
+                          " --heads " + std::to_string(a.heads) + " --vocab " + std::to_string(a.vocab) + " --tokens " +
+                          std::to_string(a.tokens) + " --threads " + std::to_string(a.threads) + " --contexts " +
+                          std::to_string(context);
+  const auto [text, status] = octet::bench::run_capture(cmd);
+  std::stringstream in(text);
+  double ms = -1;
+  std::string last;
+  for (std::string line; std::getline(in, line);) {
+    long long c = 0;
+    if (line.rfind("pytorch ", 0) == 0) about = line;
+    if (std::sscanf(line.c_str(), "RESULT,%lld,%lf", &c, &ms) == 2) return ms;
+    if (!line.empty()) last = line;
+  }
+  about = "PyTorch " + std::string(status == -1 ? "not run" : "failed") + ": " + last;
+  return -1;
+}
 
 std::vector<std::string> words_of(const std::string& text) {
   std::vector<std::string> out;
@@ -89,6 +115,8 @@ int main(int argc, char** argv) {
                                                               {"--threads", octet::bench::into(a.threads)},
                                                               {"--contexts", octet::bench::into(a.contexts)},
                                                               {"--precisions", octet::bench::into(a.precisions)},
+                                                              {"--python", octet::bench::into(a.python)},
+                                                              {"--torch-script", octet::bench::into(a.script)},
                                                           });
   OCTET_CHECK(problem.empty(), "octet_bench_decode: ", problem);
   set_num_threads(static_cast<int>(a.threads));
@@ -118,6 +146,7 @@ int main(int argc, char** argv) {
       "|---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
       static_cast<long long>(a.tokens));
   Generator g(1);
+  std::string torch_about;
   for (const std::string& precision : words_of(a.precisions)) {
     quant::reset_to_float(gpt);
     if (precision != "f32")
@@ -152,7 +181,18 @@ int main(int argc, char** argv) {
       std::printf("| %s | %lld | %.2f | %.1f | %.0f | %.1f | %.2f | %.2f | %.0f |\n", precision.c_str(),
                   static_cast<long long>(context), median * 1e3, 1.0 / median, weight_bytes / 1e6, kv_bytes / 1e6,
                   floor_s * 1e3, floor_s / median, full_s * 1e3);
+      // The peer, right after octet's f32 row of the same context (the two alternate by context).
+      if (precision == "f32" && a.script != "none") {
+        std::string about;
+        const double ms = torch_ms(a, context, about);
+        if (ms > 0)
+          std::printf("| PyTorch f32 | %lld | %.2f | %.1f | %.0f | %.1f | %.2f | %.2f | |\n",
+                      static_cast<long long>(context), ms, 1e3 / ms, weight_bytes / 1e6, kv_bytes / 1e6, floor_s * 1e3,
+                      floor_s / (ms / 1e3));
+        torch_about = about;
+      }
     }
   }
+  if (!torch_about.empty()) std::printf("\n%s\n", torch_about.c_str());
   return 0;
 }
