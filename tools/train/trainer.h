@@ -6,8 +6,8 @@
 // train.device picks the CPU or a GPU (cuda, cuda:N): the model and batches live there, batches
 // are copied ahead of the step that needs them, and metrics.jsonl adds the GPU's memory counters.
 // With quant.int8_conv (quant.int8_linear) the model's convolutions (Linear layers) train in INT8
-// (tools/train/int8_run.h: DCLR before each
-// optimizer step, per-layer telemetry, the layers' stats in checkpoints); `octet eval` evaluates
+// (tools/train/int8_run.h: DCLR before each optimizer step, per-layer telemetry, the layers' stats
+// in checkpoints); `octet eval` evaluates
 // such a checkpoint through its INT8 layers, and an export (`octet export`, tools/cli/quant_run.h)
 // through its quantized inference layers. A language model's run logs perplexity, keeps the
 // checkpoint of the best validation loss as best.safetensors, and evaluates it on the test split
