@@ -11,43 +11,8 @@ import argparse
 import time
 
 import torch
-import torch.nn as nn
-import torch.nn.functional as F
 
-
-class Block(nn.Module):
-    def __init__(self, c, heads):
-        super().__init__()
-        self.heads = heads
-        self.ln_1, self.ln_2 = nn.LayerNorm(c), nn.LayerNorm(c)
-        self.c_attn, self.c_proj = nn.Linear(c, 3 * c), nn.Linear(c, c)
-        self.c_fc, self.c_proj2 = nn.Linear(c, 4 * c), nn.Linear(4 * c, c)
-
-    def forward(self, x, cache):
-        b, t, c = x.shape
-        q, k, v = self.c_attn(self.ln_1(x)).split(c, dim=2)
-        q, k, v = (z.view(b, t, self.heads, c // self.heads).transpose(1, 2) for z in (q, k, v))
-        if cache:
-            k, v = torch.cat([cache[0], k], dim=2), torch.cat([cache[1], v], dim=2)
-        cache[:] = [k, v]
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=t > 1).transpose(1, 2).reshape(b, t, c)
-        x = x + self.c_proj(y)
-        return x + self.c_proj2(F.gelu(self.c_fc(self.ln_2(x))))
-
-
-class Gpt(nn.Module):
-    def __init__(self, vocab, context, layers, width, heads):
-        super().__init__()
-        self.wte, self.wpe = nn.Embedding(vocab, width), nn.Embedding(context, width)
-        self.h = nn.ModuleList([Block(width, heads) for _ in range(layers)])
-        self.ln_f = nn.LayerNorm(width)
-
-    def forward(self, ids, caches, start):
-        pos = torch.arange(start, start + ids.shape[1])
-        x = self.wte(ids) + self.wpe(pos)
-        for block, cache in zip(self.h, caches):
-            x = block(x, cache)
-        return self.ln_f(x) @ self.wte.weight.t()
+from bench_gpt_torch import Gpt  # the same model, its blocks decoding with a cache
 
 
 def main():

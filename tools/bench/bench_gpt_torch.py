@@ -23,11 +23,17 @@ class Block(nn.Module):
         self.c_attn, self.c_proj = nn.Linear(c, 3 * c), nn.Linear(c, c)
         self.c_fc, self.c_proj2 = nn.Linear(c, 4 * c), nn.Linear(4 * c, c)
 
-    def forward(self, x):
+    def forward(self, x, cache=None):
+        """cache: None (training), or a list holding this block's keys and values so far (decoding,
+        bench_decode_torch.py): the new ones are appended by concatenation."""
         b, t, c = x.shape
         q, k, v = self.c_attn(self.ln_1(x)).split(c, dim=2)
         q, k, v = (z.view(b, t, self.heads, c // self.heads).transpose(1, 2) for z in (q, k, v))
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(b, t, c)
+        if cache is not None:
+            if cache:
+                k, v = torch.cat([cache[0], k], dim=2), torch.cat([cache[1], v], dim=2)
+            cache[:] = [k, v]
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=t > 1).transpose(1, 2).reshape(b, t, c)
         x = x + self.c_proj(y)
         return x + self.c_proj2(F.gelu(self.c_fc(self.ln_2(x))))
 
@@ -39,10 +45,11 @@ class Gpt(nn.Module):
         self.h = nn.ModuleList([Block(width, heads) for _ in range(layers)])
         self.ln_f = nn.LayerNorm(width)
 
-    def forward(self, ids):
-        x = self.wte(ids) + self.wpe(torch.arange(ids.shape[1], device=ids.device))
-        for b in self.h:
-            x = b(x)
+    def forward(self, ids, caches=None, start=0):
+        """caches: None, or one list per block (see Block); start: the position of ids' first token."""
+        x = self.wte(ids) + self.wpe(torch.arange(start, start + ids.shape[1], device=ids.device))
+        for i, b in enumerate(self.h):
+            x = b(x, None if caches is None else caches[i])
         return self.ln_f(x) @ self.wte.weight.t()
 
 
