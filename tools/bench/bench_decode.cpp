@@ -44,15 +44,9 @@ double torch_ms(const Args& a, int64_t context, std::string& about) {
                           std::to_string(a.tokens) + " --threads " + std::to_string(a.threads) + " --contexts " +
                           std::to_string(context);
   const auto [text, status] = octet::bench::run_capture(cmd);
-  std::stringstream in(text);
-  double ms = -1;
   std::string last;
-  for (std::string line; std::getline(in, line);) {
-    long long c = 0;
-    if (line.rfind("pytorch ", 0) == 0) about = line;
-    if (std::sscanf(line.c_str(), "RESULT,%lld,%lf", &c, &ms) == 2) return ms;
-    if (!line.empty()) last = line;
-  }
+  const auto lines = octet::bench::result_lines(text, 3, last, &about);  // RESULT,context,ms
+  if (!lines.empty()) return std::stod(lines[0][2]);
   about = "PyTorch " + std::string(status == -1 ? "not run" : "failed") + ": " + last;
   return -1;
 }

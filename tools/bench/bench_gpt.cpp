@@ -75,13 +75,9 @@ Result time_torch(const Args& a) {
   const auto [text, status] = run_capture(cmd);
   Result r;
   std::string last;
-  for (size_t at = 0; at < text.size();) {
-    const size_t end = text.find('\n', at);
-    const std::string line = text.substr(at, end == std::string::npos ? std::string::npos : end - at);
-    at = end == std::string::npos ? text.size() : end + 1;
-    if (!line.empty()) last = line;
-    if (line.rfind("pytorch ", 0) == 0) r.about = line;
-    if (std::sscanf(line.c_str(), "RESULT,%lf,%lf,%lf", &r.tokens_per_s, &r.step_ms, &r.peak_mib) == 3) r.ok = true;
+  for (const auto& f : octet::bench::result_lines(text, 4, last, &r.about)) {  // RESULT,tokens/s,step ms,peak MiB
+    r.tokens_per_s = std::stod(f[1]), r.step_ms = std::stod(f[2]), r.peak_mib = std::stod(f[3]);
+    r.ok = true;
   }
   if (!r.ok) r.about = "PyTorch " + std::string(status == -1 ? "not run" : "failed") + ": " + last;
   return r;

@@ -45,6 +45,7 @@ using namespace octet;
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using octet::bench::result_lines;
 using octet::bench::run_capture;
 using octet::bench::shell_quote;
 
@@ -54,24 +55,6 @@ Tensor cyclic_labels(int64_t batch, int64_t classes) {
   std::vector<int64_t> labels(static_cast<size_t>(batch));
   for (int64_t i = 0; i < batch; ++i) labels[static_cast<size_t>(i)] = i % classes;
   return from_vector(labels, {batch});
-}
-
-// The comma-separated fields of the script's first line that starts with "RESULT," and has `n`
-// fields (empty if none); `last` gets the last non-empty line, to say why when there is none.
-std::vector<std::vector<std::string>> result_lines(const std::string& text, size_t n, std::string& last,
-                                                   std::string* about = nullptr) {
-  std::vector<std::vector<std::string>> out;
-  std::istringstream lines(text);
-  for (std::string line; std::getline(lines, line);) {
-    if (about && line.rfind("pytorch ", 0) == 0) *about = line;
-    if (!line.empty()) last = line;
-    if (line.rfind("RESULT,", 0) != 0) continue;
-    std::vector<std::string> f;
-    std::stringstream ss(line);
-    for (std::string x; std::getline(ss, x, ',');) f.push_back(x);
-    if (f.size() == n) out.push_back(f);
-  }
-  return out;
 }
 
 // One CPU training setup: a model, its optimizer and a step on fixed inputs.

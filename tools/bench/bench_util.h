@@ -9,10 +9,12 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "core/distributed.h"
 #include "core/ops/reduce.h"
@@ -50,6 +52,25 @@ inline std::pair<std::string, int> run_capture(const std::string& cmd) {
   while (std::fgets(buf, sizeof(buf), p)) text += buf;
   const int status = pclose(p);
   return {text, WIFEXITED(status) ? WEXITSTATUS(status) : status};
+}
+
+// The comma-separated fields of each line of a peer script's output `text` that starts with
+// "RESULT," and has `n` fields (empty if none); `last` gets the last non-empty line, to say why
+// when there is none, and `about` (if given) the script's "pytorch ..." version line.
+inline std::vector<std::vector<std::string>> result_lines(const std::string& text, size_t n, std::string& last,
+                                                          std::string* about = nullptr) {
+  std::vector<std::vector<std::string>> out;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    if (about && line.rfind("pytorch ", 0) == 0) *about = line;
+    if (!line.empty()) last = line;
+    if (line.rfind("RESULT,", 0) != 0) continue;
+    std::vector<std::string> f;
+    std::stringstream ss(line);
+    for (std::string x; std::getline(ss, x, ',');) f.push_back(x);
+    if (f.size() == n) out.push_back(f);
+  }
+  return out;
 }
 
 // Options given as "--name value" pairs: each name's setter takes the value. Returns "" when all
