@@ -24,11 +24,11 @@ void check_config(const Int8Config& config, const char* fn) {
 
 // Turns the `Layer` modules of `model` (Conv2d or Linear) INT8 but those `keep(i, name)` keeps
 // float; layer i gets seed int8_layer_seed(seed, index_base + i).
+// all_params: model.named_parameters(), the names as the optimizer sees them (a tensor listed once,
+// under its first name).
 template <typename Layer, typename Keep>
-std::vector<Int8Module> convert(Module& model, const Int8Config& config, uint64_t seed, uint64_t index_base,
-                                const char* fn, const char* kinds, Keep keep) {
-  // Parameter names as the optimizer sees them: a tensor listed once, under its first name.
-  const NamedTensors all_params = model.named_parameters();
+std::vector<Int8Module> convert(Module& model, const NamedTensors& all_params, const Int8Config& config, uint64_t seed,
+                                uint64_t index_base, const char* fn, const char* kinds, Keep keep) {
   auto param_name = [&](const Tensor& t) -> std::string {
     for (const auto& [n, p] : all_params)
       if (p.same(t)) return n;
@@ -72,9 +72,9 @@ std::vector<Int8Module> enable_int8(Module& model, const Int8Config& config, boo
                                     uint64_t seed) {
   check_config(config, "enable_int8");
   const std::string last = final_layer(model);
-  return convert<Conv2d>(model, config, seed, 0, "enable_int8", "Conv2d", [&](size_t i, const std::string& name) {
-    return keep_first_last_float && (i == 0 || name == last);
-  });
+  return convert<Conv2d>(
+      model, model.named_parameters(), config, seed, 0, "enable_int8", "Conv2d",
+      [&](size_t i, const std::string& name) { return keep_first_last_float && (i == 0 || name == last); });
 }
 
 std::vector<Int8Module> enable_int8_linear(Module& model, const Int8Config& config, bool keep_first_last_float,
@@ -85,7 +85,7 @@ std::vector<Int8Module> enable_int8_linear(Module& model, const Int8Config& conf
   const NamedTensors params = model.named_parameters();
   const std::string first = params.empty() ? "" : params.front().first.substr(0, params.front().first.rfind('.'));
   return convert<Linear>(
-      model, config, seed, kInt8LinearIndex, "enable_int8_linear", "Linear",
+      model, params, config, seed, kInt8LinearIndex, "enable_int8_linear", "Linear",
       [&](size_t, const std::string& name) { return keep_first_last_float && (name == first || name == last); });
 }
 
