@@ -23,6 +23,7 @@
 #include "quant/int8_model.h"
 #include "quant/int8_tensor.h"
 #include "tests/quant/int8_reference.h"
+#include "tests/train/run_util.h"
 
 namespace octet::quant {
 namespace {
@@ -203,14 +204,7 @@ TEST(Int8Linear, EmptyBatch) {
   EXPECT_EQ(layer->stats.backward_steps, 0);
 }
 
-void expect_error(const std::function<void()>& fn, const std::string& fragment) {
-  try {
-    fn();
-    ADD_FAILURE() << "no error; expected one containing: " << fragment;
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
-  }
-}
+using train::expect_error;  // tests/train/run_util.h
 
 TEST(Int8Linear, RejectsBadInputs) {
   auto layer = layer_with(true, true, 0);

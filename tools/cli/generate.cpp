@@ -69,13 +69,11 @@ Tensor gpt_logits(Gpt& gpt, const std::vector<int64_t>& context, bool use_cache,
 }  // namespace
 
 GenerateResult generate_text(const std::string& checkpoint, const GenerateOptions& opts) {
-  OCTET_CHECK(opts.tokens_ >= 0, "generate --tokens: expected >= 0, got ", opts.tokens_);
-  OCTET_CHECK(opts.temperature_ >= 0 && std::isfinite(opts.temperature_),
-              "generate --temperature: expected a number >= 0 (0: always the most likely token), got ",
-              opts.temperature_);
-  OCTET_CHECK(opts.top_k_ >= 0, "generate --top-k: expected >= 0 (0: every token), got ", opts.top_k_);
-  OCTET_CHECK(opts.top_p_ > 0 && opts.top_p_ <= 1,
-              "generate --top-p: expected a number in (0, 1] (1: every token), got ", opts.top_p_);
+  if (const auto p = opts.range_problem()) {
+    std::string flag = p->key;
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    OCTET_FAIL("generate --", flag, ": ", p->text);
+  }
   CheckpointModel m = open_checkpoint_model(checkpoint, opts.threads_, opts.device_, "generate");
   auto* lstm = dynamic_cast<LstmLm*>(m.model.get());
   auto* gpt = dynamic_cast<Gpt*>(m.model.get());
@@ -123,7 +121,7 @@ GenerateResult generate_text(const std::string& checkpoint, const GenerateOption
   m.model->eval();
   out.text = opts.prompt_;
   bool line_start = out.text.empty() || out.text.back() == '\n';
-  Generator gen(opts.seed_);
+  Generator gen(static_cast<uint64_t>(opts.seed_));
   // The LSTM reads each token once, carrying its state; the GPT keeps its keys and values.
   Tensor input = from_vector(prompt, {1, static_cast<int64_t>(prompt.size())}).to(m.device);
   std::vector<int64_t> context = prompt;

@@ -15,64 +15,31 @@
 #include <string>
 #include <vector>
 
+#include "core/options.h"
+
 namespace octet::cli {
 
+// The options, declared once (core/options.h): members (`top_k_`), fluent setters (`.top_k(5)`)
+// and their ranges, which generate_text checks, naming the command-line flag.
+#define OCTET_GENERATE_OPTIONS(X)                                                                                     \
+  X(std::string, prompt, "", ::octet::kAnyValue, "the text to continue (empty: start as at the beginning of a line)") \
+  X(int64_t, tokens, 50, ::octet::kNonNegative, "tokens to sample")                                                   \
+  X(double, temperature, 1.0, ::octet::kNonNegative, "softmax temperature (0: always the most likely token)")         \
+  X(int64_t, top_k, 0, ::octet::kNonNegative, "only the k most likely tokens (0: every token)")                       \
+  X(double, top_p, 1.0, ::octet::cli::kTopPRange,                                                                     \
+    "the fewest most likely tokens whose probability reaches it (1: every token)")                                    \
+  X(int64_t, seed, 0, ::octet::kNonNegative, "seed of the sampling")                                                  \
+  X(bool, kv_cache, true, ::octet::kAnyValue, "GPT: keep the keys and values (false: a full pass per token)")         \
+  X(std::string, pbatch, "", ::octet::kAnyValue,                                                                      \
+    "PrecisionBatching: w=N,a=K or a plan file, as `octet eval --pbatch`")                                            \
+  X(bool, int8, false, ::octet::kAnyValue, "the zero-point int8 inference baseline, as `octet eval --int8`")          \
+  X(int64_t, threads, 2, ::octet::kAnyValue, "CPU threads")                                                           \
+  X(std::string, device, "", ::octet::kAnyValue, "\"\", cpu, cuda or cuda:N (as `octet eval --device`)")
+
+inline constexpr OptionRange kTopPRange{0.0, 1.0, true, false, "in (0, 1]"};
+
 struct GenerateOptions {
-  std::string prompt_;        // empty: start as at the beginning of a line
-  int64_t tokens_ = 50;       // tokens to sample
-  double temperature_ = 1.0;  // >= 0; 0 is greedy
-  int64_t top_k_ = 0;         // > 0: only the k most likely tokens (0: all)
-  double top_p_ = 1.0;        // in (0, 1]: the fewest most likely tokens whose probability reaches it
-  uint64_t seed_ = 0;
-  bool kv_cache_ = true;  // GPT: keep the keys and values (false: a full pass per token)
-  std::string pbatch_;    // PrecisionBatching: "w=N,a=K" or a plan file, as `octet eval --pbatch`
-  bool int8_ = false;     // the zero-point int8 inference baseline, as `octet eval --int8`
-  int64_t threads_ = 2;
-  std::string device_;  // "", cpu, cuda, cuda:N (as `octet eval --device`)
-  GenerateOptions& prompt(std::string v) {
-    prompt_ = std::move(v);
-    return *this;
-  }
-  GenerateOptions& tokens(int64_t v) {
-    tokens_ = v;
-    return *this;
-  }
-  GenerateOptions& temperature(double v) {
-    temperature_ = v;
-    return *this;
-  }
-  GenerateOptions& top_k(int64_t v) {
-    top_k_ = v;
-    return *this;
-  }
-  GenerateOptions& top_p(double v) {
-    top_p_ = v;
-    return *this;
-  }
-  GenerateOptions& pbatch(std::string v) {
-    pbatch_ = std::move(v);
-    return *this;
-  }
-  GenerateOptions& int8(bool v) {
-    int8_ = v;
-    return *this;
-  }
-  GenerateOptions& kv_cache(bool v) {
-    kv_cache_ = v;
-    return *this;
-  }
-  GenerateOptions& seed(uint64_t v) {
-    seed_ = v;
-    return *this;
-  }
-  GenerateOptions& threads(int64_t v) {
-    threads_ = v;
-    return *this;
-  }
-  GenerateOptions& device(std::string v) {
-    device_ = std::move(v);
-    return *this;
-  }
+  OCTET_OPTIONS(GenerateOptions, OCTET_GENERATE_OPTIONS)
 };
 
 struct GenerateResult {
