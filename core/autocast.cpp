@@ -32,22 +32,22 @@ State& state() {
 struct Entry {
   std::string_view op;
   autocast::Policy policy;
-  // An fp32 op whose backward keeps its input in bf16 (the backward then widens it back): the
-  // bytes PyTorch's bf16 activations take, where the input arrives in f32 here.
-  bool saves_bf16 = false;
 };
 
 // The policy, op by op (names as the ops record them in autograd). As torch.autocast's CPU lists:
-// the products run in bf16; what sums many terms or exponentiates stays f32.
+// the products run in bf16 and write bf16; what sums many terms or exponentiates stays f32. Every
+// op not listed (batch norm and layer norm, activations, adds, pools, dropout, copies) runs in
+// its input's dtype: on bf16 activations it loads bf16, computes in f32 (norm statistics
+// included) and writes bf16.
 constexpr std::array kTable{
-    // lower: bf16 inputs and weights, f32 accumulation and output
+    // lower: bf16 inputs and weights, f32 accumulation, bf16 output
     Entry{"mm", autocast::Policy::lower},
     Entry{"bmm", autocast::Policy::lower},
     Entry{"linear", autocast::Policy::lower},
     Entry{"conv2d", autocast::Policy::lower},
     Entry{"scaled_dot_product_attention", autocast::Policy::lower},
     Entry{"lstm_layer", autocast::Policy::lower},
-    // fp32: reductions, softmax, losses, norm statistics
+    // fp32: reductions, softmax, losses
     Entry{"sum", autocast::Policy::fp32},
     Entry{"mean", autocast::Policy::fp32},
     Entry{"softmax", autocast::Policy::fp32},
@@ -55,8 +55,6 @@ constexpr std::array kTable{
     Entry{"cross_entropy", autocast::Policy::fp32},
     Entry{"nll_loss", autocast::Policy::fp32},
     Entry{"mse_loss", autocast::Policy::fp32},
-    Entry{"batch_norm", autocast::Policy::fp32, true},
-    Entry{"layer_norm", autocast::Policy::fp32},
 };
 
 }  // namespace
@@ -98,15 +96,10 @@ std::string_view policy_name(Policy p) {
 bool lowers(std::string_view op, const Tensor& x) { return x.defined() && compute_dtype(op, x.dtype()) == DType::bf16; }
 
 bool widens(std::string_view op, const Tensor& x) {
-  return x.defined() && x.dtype() == DType::bf16 && compute_dtype(op, DType::bf16) == DType::f32;
+  return x.defined() && x.dtype() == DType::bf16 && policy(op) == Policy::fp32;
 }
 
-DType saved_dtype(std::string_view op, DType input) {
-  if (!enabled() || input != DType::f32) return input;
-  for (const Entry& e : kTable)
-    if (e.op == op) return e.policy == Policy::lower || e.saves_bf16 ? dtype() : input;
-  return input;
-}
+DType output_dtype(const Device& device) { return device.is_cuda() ? DType::f32 : DType::bf16; }
 
 DType dtype() { return state().dtype; }
 bool enabled() { return state().dtype != DType::f32; }

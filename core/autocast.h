@@ -1,16 +1,19 @@
 // bf16 mixed precision, as torch.autocast defines it. Inside an AutocastGuard(DType::bf16):
 //   - the ops of the "lower" list (convolutions, matmuls and linear layers, attention, LSTM gates)
 //     compute in bf16: their f32 inputs and weights are rounded to bf16 (round to nearest even),
-//     the products accumulate in f32 and the output is f32. Their backward runs the same way, and
-//     what they save for it is the bf16 copy, half the bytes of the f32 input;
-//   - the ops of the "fp32" list (reductions, softmax and log-softmax, losses, norm statistics)
-//     compute in f32, casting a bf16 input up; batch norm keeps its input for the backward in
-//     bf16, the bytes PyTorch's bf16 activations take;
-//   - every other op runs in its inputs' dtype.
+//     the products accumulate in f32 and the output is rounded once to bf16 (on the CPU; on CUDA
+//     it stays f32 until the CUDA elementwise kernels take bf16: output_dtype()). Their backward
+//     runs the same way;
+//   - the ops of the "fp32" list (reductions, softmax and log-softmax, losses) compute in f32,
+//     casting a bf16 input up;
+//   - every other op runs in its inputs' dtype: on bf16 activations, batch norm, layer norm,
+//     activations, adds, pools and dropout load bf16, compute in f32 (norm statistics included)
+//     and write bf16, so the activations between the products, and what the backward keeps of
+//     them, take half FP32's bytes. bf16 with f32 (a residual stream) gives f32.
 // Weights, their gradients and the optimizer state stay f32 (the master copies): a gradient has
-// its input's dtype. A tensor that requires grad and has no history (a weight) is cast once per
-// outermost guard, then reused by every op that reads it. The table of ops and policies lives in
-// one place (core/autocast.cpp); ops ask it at their entry.
+// its input's dtype (the autograd engine casts it). A tensor that requires grad and has no history
+// (a weight) is cast once per outermost guard, then reused by every op that reads it. The table of
+// ops and policies lives in one place (core/autocast.cpp); ops ask it at their entry.
 //   {
 //     AutocastGuard autocast(DType::bf16);   // the trainer holds one around each step's forward
 //     Tensor loss = cross_entropy(model.forward(x), y);
@@ -63,14 +66,15 @@ DType compute_dtype(std::string_view op, DType input);
 //   if (autocast::lowers("mm", a)) ...   // the bf16 path
 bool lowers(std::string_view op, const Tensor& x);
 
-// Whether `op` (an fp32 op) takes its bf16 input x up to f32 now: the op then runs on x.to(f32),
-// differentiable, so x's gradient comes back as bf16.
+// Whether `op` (an fp32 op) takes its bf16 input x up to f32, inside a guard or not (a backward's
+// sum of a bf16 gradient): the op then runs on x.to(f32), differentiable, so x's gradient comes
+// back as bf16.
 //   if (autocast::widens("softmax", x)) return softmax(x.to(DType::f32), dim);
 bool widens(std::string_view op, const Tensor& x);
 
-// The dtype `op` keeps its f32 input in for the backward now: bf16 under autocast for the lower
-// ops and for batch norm (its backward widens it; the statistics stay f32), else the input's.
-DType saved_dtype(std::string_view op, DType input);
+// The dtype a lower op writes on `device`: bf16 on the CPU, f32 on CUDA (its elementwise, norm and
+// pool kernels take f32 only for now, so a CUDA model keeps f32 activations between bf16 products).
+DType output_dtype(const Device& device);
 
 // x as dtype, without autograd history (the op that calls it records its own node against x). A
 // weight (requires grad, no history) is cast once per outermost guard and cached.

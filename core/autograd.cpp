@@ -192,6 +192,9 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
                     dx[i].shape(), ", expected ", m.shape);
         OCTET_CHECK(dx[i].device() == m.device, "backward of ", node->name(), ": gradient ", i, " is on ",
                     dx[i].device(), ", expected ", m.device);
+        // A gradient takes its input's dtype (as PyTorch's engine casts it): an op computing in
+        // another dtype (autocast's bf16 products of an f32 input, or the reverse) need not cast.
+        if (dx[i].dtype() != m.dtype && is_floating(m.dtype)) dx[i] = dx[i].to(m.dtype);
         Grads& buf = pending[e.node.get()];
         buf.resize(e.node->outputs().size());
         buf[e.input_nr] = buf[e.input_nr].defined() ? add(buf[e.input_nr], dx[i]) : dx[i];

@@ -7,6 +7,8 @@
 #include <cstring>
 #include <ostream>
 #include <string_view>
+#include <type_traits>
+#include <utility>
 
 #include "core/error.h"
 
@@ -128,6 +130,21 @@ decltype(auto) dispatch_float(DType t, std::string_view op, Fn&& fn) {
       OCTET_FAIL(op, ": expected dtype f32 or f64, got ", t);
   }
 }
+
+// The float types activations are stored in: f32, f64, and bf16 (autocast's activations, whose
+// kernels load bf16, compute in opmath_t<T> = f32 and round once on the store, as PyTorch's).
+template <typename Fn>
+decltype(auto) dispatch_activation(DType t, std::string_view op, Fn&& fn) {
+  if (t == DType::bf16) return fn.template operator()<BFloat16>();
+  return dispatch_float(t, op, std::forward<Fn>(fn));
+}
+
+// The type a kernel computes in for storage type T: f32 for bf16, T itself otherwise.
+template <typename T>
+using opmath_t = std::conditional_t<std::is_same_v<T, BFloat16>, float, T>;
+
+// opmath_t's dtype: what a kernel computes in, and keeps statistics in, for activations of dtype t.
+constexpr DType opmath_dtype(DType t) { return t == DType::bf16 ? DType::f32 : t; }
 
 template <typename Fn>
 decltype(auto) dispatch_all(DType t, Fn&& fn) {

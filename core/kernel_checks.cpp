@@ -39,8 +39,8 @@ void check_bn(const char* op, const Tensor& x, std::initializer_list<Tensor> per
               allowed == ChannelsLast::yes ? "contiguous or channels-last" : "contiguous", " [N, C, S] input, got ",
               x.shape(), " with strides ", x.strides());
   for (const Tensor& t : per_channel)
-    OCTET_CHECK(!t.defined() || (t.numel() == x.size(1) && t.is_contiguous() && t.dtype() == x.dtype()), op,
-                ": per-channel tensors must be contiguous ", x.dtype(), " [", x.size(1), "]");
+    OCTET_CHECK(!t.defined() || (t.numel() == x.size(1) && t.is_contiguous() && t.dtype() == opmath_dtype(x.dtype())),
+                op, ": per-channel tensors must be contiguous ", opmath_dtype(x.dtype()), " [", x.size(1), "]");
 }
 
 void check_bn_like_x(const char* op, const Tensor& x, std::initializer_list<Tensor> like_x) {
@@ -68,8 +68,11 @@ void check_conv_grads(const char* op, const Conv2dGeometry& g, const Tensor& x, 
   OCTET_CHECK(in_kernel_layout(dout, allowed) && dout.dtype() == x.dtype() && dout.numel() == g.n * g.k * g.p * g.q, op,
               ": expected a ", x.dtype(), " dout of ", g.n * g.k * g.p * g.q, " elements, got ", dout.dtype(), " ",
               dout.shape());
-  OCTET_CHECK(!dx.defined() || (in_kernel_layout(dx, allowed) && dx.dtype() == grad_t && dx.numel() == x.numel()), op,
-              ": dx must be ", grad_t, ", laid out as the kernel takes it and match the input ", x.shape());
+  // autocast's bf16 activations: dx in bf16 (the CPU) or f32 (CUDA)
+  const bool dx_dtype = dx.defined() && (dx.dtype() == grad_t || (x.dtype() == DType::bf16 && dx.dtype() == x.dtype()));
+  OCTET_CHECK(!dx.defined() || (in_kernel_layout(dx, allowed) && dx_dtype && dx.numel() == x.numel()), op, ": dx must be ",
+              grad_t, x.dtype() == DType::bf16 ? " or bf16" : "", ", laid out as the kernel takes it and match the input ",
+              x.shape());
   OCTET_CHECK(!dw.defined() || (dw.is_contiguous() && dw.dtype() == grad_t && dw.numel() == w.numel()), op,
               ": dw must be a contiguous ", grad_t, " and match the weight ", w.shape());
 }

@@ -29,7 +29,7 @@ enum class ChannelsLast : bool { no, yes };
 bool in_kernel_layout(const Tensor& t, ChannelsLast allowed);
 
 // Batch norm: x a [N, C, S] in a layout the kernel takes; each defined per-channel tensor
-// contiguous [C] of x's dtype.
+// contiguous [C] of x's opmath dtype (f32 for bf16 x: the statistics and parameters stay f32).
 void check_bn(const char* op, const Tensor& x, std::initializer_list<Tensor> per_channel,
               ChannelsLast allowed = ChannelsLast::no);
 // Tensors that share x's layout (a fused batch norm's residual, dout, dx), where defined: x's

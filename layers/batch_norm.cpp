@@ -47,8 +47,9 @@ void BatchNorm2d::clear_fusion() {
 void BatchNorm2d::check_input(const Tensor& x) const {
   OCTET_CHECK(x.defined() && x.dim() == 4 && x.size(1) == num_features_, "BatchNorm2d: expected input [N, ",
               num_features_, ", H, W], got ", x.defined() ? x.shape() : Shape{});
-  OCTET_CHECK(x.dtype() == weight_.dtype(), "BatchNorm2d: input dtype ", x.dtype(), " differs from the parameters' ",
-              weight_.dtype(), " (convert the module with Module::to)");
+  // bf16 activations (autocast) normalize with f32 parameters
+  OCTET_CHECK(opmath_dtype(x.dtype()) == weight_.dtype(), "BatchNorm2d: input dtype ", x.dtype(),
+              " differs from the parameters' ", weight_.dtype(), " (convert the module with Module::to)");
 }
 
 void BatchNorm2d::count_batch() {
@@ -86,6 +87,7 @@ Tensor BatchNorm2d::forward(const Tensor& x, NormActivation act, const Tensor& r
 // differentiably (dist_sum: the backward adds the ranks' gradients), so the backward is the
 // global batch's. The running statistics are updated as batch_norm updates them.
 Tensor BatchNorm2d::sync_forward(const Tensor& x) {
+  if (x.dtype() == DType::bf16) return sync_forward(x.to(DType::f32)).to(DType::bf16);  // computed in f32
   const int64_t c = num_features_;
   const Shape b{1, c, 1, 1};
   const Tensor count = full({1}, static_cast<double>(x.numel() / c), TensorOptions(x.dtype()).device(x.device()));

@@ -153,6 +153,8 @@ Tensor int8_conv_node(const char* op, const Conv2dGeometry& g, const Tensor& x, 
 
 Tensor int8_conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2dOptions& opts,
                    const std::shared_ptr<Int8Layer>& layer) {
+  // autocast's bf16 activations reach a layer that computes in INT8: taken up to f32 (exact).
+  if (x.defined() && x.dtype() == DType::bf16) return int8_conv2d(x.to(DType::f32), w, bias, opts, layer);
   check_layer(layer, kOp);
   const Conv2dGeometry g = checked_geometry(x, w, bias, opts);
   return int8_conv_node(kOp, g, x, w, bias, {g.n, g.k, g.p, g.q}, layer);

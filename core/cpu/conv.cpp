@@ -271,13 +271,20 @@ bool native_bf16() {
 void conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& out) {
   check_cpu("conv2d_forward", {x, w, bias, out});
   check_conv_operands("conv2d_forward", g, x, w, ChannelsLast::yes);
-  const DType out_t = x.dtype() == DType::bf16 ? DType::f32 : x.dtype();  // autocast: bf16 in, f32 out
-  OCTET_CHECK(in_kernel_layout(out, ChannelsLast::yes) && out.dtype() == out_t && out.numel() == g.n * g.k * g.p * g.q,
-              "conv2d_forward: expected a contiguous or channels-last ", out_t, " output of ", g.n * g.k * g.p * g.q,
-              " elements, got ", out.dtype(), " ", out.shape());
-  OCTET_CHECK(!bias.defined() || (bias.is_contiguous() && bias.dtype() == out_t && bias.numel() == g.k),
-              "conv2d_forward: expected a contiguous ", out_t, " bias of ", g.k, " elements");
-  if (x.dtype() == DType::bf16 && !native_bf16()) return cpu::conv2d_forward(g, widened(x), widened(w), bias, out);
+  // autocast: bf16 in, an f32 sum rounded to a bf16 output (or kept f32)
+  const bool bf16 = x.dtype() == DType::bf16;
+  const DType acc_t = bf16 ? DType::f32 : x.dtype();
+  const bool out_dtype = out.dtype() == acc_t || (bf16 && out.dtype() == DType::bf16);
+  OCTET_CHECK(in_kernel_layout(out, ChannelsLast::yes) && out_dtype && out.numel() == g.n * g.k * g.p * g.q,
+              "conv2d_forward: expected a contiguous or channels-last ", acc_t, bf16 ? " or bf16" : "", " output of ",
+              g.n * g.k * g.p * g.q, " elements, got ", out.dtype(), " ", out.shape());
+  OCTET_CHECK(!bias.defined() || (bias.is_contiguous() && bias.dtype() == acc_t && bias.numel() == g.k),
+              "conv2d_forward: expected a contiguous ", acc_t, " bias of ", g.k, " elements");
+  if (bf16 && !native_bf16()) {
+    Tensor o = out.dtype() == DType::f32 ? out : widened(out);
+    cpu::conv2d_forward(g, widened(x), widened(w), bias, o);
+    return copy_back(out, o);
+  }
   if ((x.dtype() == DType::f32 || x.dtype() == DType::bf16) && conv2d_selector().active() == Conv2dPath::dnnl)
     return dnnl_conv2d_forward(g, x, w, bias, out);
   if (!x.is_contiguous() || !out.is_contiguous()) {
@@ -299,8 +306,11 @@ void conv2d_backward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, 
   check_conv_operands("conv2d_backward", g, x, w, ChannelsLast::yes);
   check_conv_grads("conv2d_backward", g, x, w, dout, dx, dw, ChannelsLast::yes);
   if (!dx.defined() && !dw.defined()) return;
-  if (x.dtype() == DType::bf16 && !native_bf16())
-    return cpu::conv2d_backward(g, widened(x), widened(w), widened(dout), dx, dw);
+  if (x.dtype() == DType::bf16 && !native_bf16()) {
+    Tensor d = dx.defined() && dx.dtype() == DType::bf16 ? widened(dx) : dx;
+    cpu::conv2d_backward(g, widened(x), widened(w), widened(dout), d, dw);
+    return copy_back(dx, d);
+  }
   if ((x.dtype() == DType::f32 || x.dtype() == DType::bf16) && conv2d_selector().active() == Conv2dPath::dnnl)
     return dnnl_conv2d_backward(g, x, w, dout, dx, dw);
   if (!x.is_contiguous() || !dout.is_contiguous() || (dx.defined() && !dx.is_contiguous())) {

@@ -15,7 +15,7 @@ namespace {
 using dnnl::memory;
 using Tag = memory::format_tag;
 using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-                       int64_t, int64_t, int64_t, int64_t, bool, bool, bool>;
+                       int64_t, int64_t, int64_t, int64_t, bool, bool, bool, bool>;
 
 dnnl::engine& engine() {
   static dnnl::engine eng(dnnl::engine::kind::cpu, 0);
@@ -43,15 +43,17 @@ Tag wei_tag(const Conv2dGeometry& g) { return g.groups == 1 ? Tag::oihw : Tag::g
 // Activations: an NCHW tensor is reordered into the layout oneDNN picks (`any`: blocked, nChw8c on
 // AVX2) and back; a channels-last one is taken as it is (nhwc kernels), since a network that stays
 // channels-last then never reorders.
-// bf16 (autocast): the forward reads bf16 x and w and writes f32 out; the backward reads bf16 x,
-// w and dout and writes f32 dx and dw, accumulating in f32 throughout.
-std::unique_ptr<ConvPrimitives> create(const Conv2dGeometry& g, bool with_bias, bool nhwc, bool bf16) {
+// bf16 (autocast): the forward reads bf16 x and w and writes out (bf16 with `bf16_out`, else f32);
+// the backward reads bf16 x, w and dout and writes dx (bf16 with `bf16_out`, else f32) and f32 dw,
+// accumulating in f32 throughout.
+std::unique_ptr<ConvPrimitives> create(const Conv2dGeometry& g, bool with_bias, bool nhwc, bool bf16, bool bf16_out) {
   using dnnl::algorithm;
   using dnnl::prop_kind;
   const auto f32 = memory::data_type::f32, in = bf16 ? memory::data_type::bf16 : f32;
+  const auto out = bf16_out ? memory::data_type::bf16 : f32;
   const Tag act = nhwc ? Tag::nhwc : Tag::any;
-  memory::desc src(src_dims(g), in, act), dst(dst_dims(g), f32, act), wei(wei_dims(g), in, Tag::any);
-  memory::desc diff_src(src_dims(g), f32, act), diff_dst(dst_dims(g), in, act), diff_wei(wei_dims(g), f32, Tag::any);
+  memory::desc src(src_dims(g), in, act), dst(dst_dims(g), out, act), wei(wei_dims(g), in, Tag::any);
+  memory::desc diff_src(src_dims(g), out, act), diff_dst(dst_dims(g), in, act), diff_wei(wei_dims(g), f32, Tag::any);
   memory::desc bias({g.k}, f32, Tag::x);
   memory::dims strides{g.stride_h, g.stride_w}, dil{g.dil_h - 1, g.dil_w - 1}, pad{g.pad_h, g.pad_w};
   // Right/bottom padding that makes oneDNN's exact size equation give PyTorch's floored output.
@@ -77,14 +79,14 @@ std::unique_ptr<ConvPrimitives> create(const Conv2dGeometry& g, bool with_bias, 
 // The cache lock also serializes execution: the primitives are shared, and kernels run one op at a time.
 std::mutex cache_mutex;
 
-ConvPrimitives& lookup(const Conv2dGeometry& g, bool with_bias, bool nhwc, bool bf16) {
+ConvPrimitives& lookup(const Conv2dGeometry& g, bool with_bias, bool nhwc, bool bf16, bool bf16_out) {
   static std::map<Key, std::unique_ptr<ConvPrimitives>> cache;
   Key key{g.n,     g.c,     g.h,     g.w,     g.k,      g.r,       g.s,  g.stride_h, g.stride_w,
-          g.pad_h, g.pad_w, g.dil_h, g.dil_w, g.groups, with_bias, nhwc, bf16};
+          g.pad_h, g.pad_w, g.dil_h, g.dil_w, g.groups, with_bias, nhwc, bf16, bf16_out};
   auto it = cache.find(key);
   if (it == cache.end()) {
     try {
-      it = cache.emplace(key, create(g, with_bias, nhwc, bf16)).first;
+      it = cache.emplace(key, create(g, with_bias, nhwc, bf16, bf16_out)).first;
     } catch (const dnnl::error& e) {
       OCTET_FAIL("conv2d: oneDNN could not create a convolution for input [", g.n, ", ", g.c, ", ", g.h, ", ", g.w,
                  "], weight [", g.k, ", ", g.c / g.groups, ", ", g.r, ", ", g.s, "]: ", e.what());
@@ -134,7 +136,8 @@ memory wrap_activation(const memory::dims& dims, const Tensor& t) {
 void dnnl_conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& bias,
                          const Tensor& out) {
   std::lock_guard<std::mutex> lock(cache_mutex);
-  ConvPrimitives& p = lookup(g, bias.defined(), !x.is_contiguous(), x.dtype() == DType::bf16);
+  ConvPrimitives& p =
+      lookup(g, bias.defined(), !x.is_contiguous(), x.dtype() == DType::bf16, out.dtype() == DType::bf16);
   dnnl::stream s(engine());
   Scratch keep;
   memory xs = to_layout(wrap_activation(src_dims(g), x), p.fwd_pd.src_desc(), s, keep);
@@ -151,7 +154,8 @@ void dnnl_conv2d_backward(const Conv2dGeometry& g, const Tensor& x, const Tensor
                           const Tensor& dx, const Tensor& dw) {
   std::lock_guard<std::mutex> lock(cache_mutex);
   // Bias does not change the backward primitives; reuse whichever entry exists for this geometry.
-  ConvPrimitives& p = lookup(g, false, !x.is_contiguous(), x.dtype() == DType::bf16);
+  const bool bf16 = x.dtype() == DType::bf16;
+  ConvPrimitives& p = lookup(g, false, !x.is_contiguous(), bf16, dx.defined() ? dx.dtype() == DType::bf16 : bf16);
   dnnl::stream s(engine());
   Scratch keep;
   memory dys = to_layout(wrap_activation(dst_dims(g), dout), p.bwd_data_pd.diff_dst_desc(), s, keep);

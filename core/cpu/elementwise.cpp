@@ -101,6 +101,14 @@ T sigmoid(T x) {
   return e / (T(1) + e);
 }
 
+// The numeric dtypes of dispatch_numeric and bf16: arithmetic on integers and floats, bf16 loaded
+// into f32 (opmath_t) and rounded once on the store.
+template <typename Fn>
+void dispatch_arith(DType t, std::string_view op, Fn&& fn) {
+  if (t == DType::bf16) return fn.template operator()<BFloat16>();
+  dispatch_numeric(t, op, std::forward<Fn>(fn));
+}
+
 }  // namespace
 
 void copy(const Tensor& dst, const Tensor& src) {
@@ -165,125 +173,145 @@ void normal(const Tensor& dst, double mean, double std, uint64_t seed, uint64_t 
 void unary(UnaryOp op, const Tensor& x, const Tensor& out, double a, double b) {
   check_cpu("unary", {x, out});
   if (op == UnaryOp::neg || op == UnaryOp::abs || op == UnaryOp::mul_scalar || op == UnaryOp::add_scalar) {
-    dispatch_numeric(x.dtype(), "unary", [&]<typename T>() {
+    dispatch_arith(x.dtype(), "unary", [&]<typename T>() {
+      using C = opmath_t<T>;
       switch (op) {
         case UnaryOp::neg:
-          return map1<T, T>(out, x, [](T v) { return static_cast<T>(-v); });
+          return map1<T, T>(out, x, [](C v) { return static_cast<C>(-v); });
         case UnaryOp::abs:
-          return map1<T, T>(out, x, [](T v) { return static_cast<T>(v < 0 ? -v : v); });
+          return map1<T, T>(out, x, [](C v) { return static_cast<C>(v < 0 ? -v : v); });
         case UnaryOp::mul_scalar:
-          return map1<T, T>(out, x, [s = static_cast<T>(a)](T v) { return static_cast<T>(v * s); });
+          return map1<T, T>(out, x, [s = static_cast<C>(a)](C v) { return static_cast<C>(v * s); });
         default:
-          return map1<T, T>(out, x, [s = static_cast<T>(a)](T v) { return static_cast<T>(v + s); });
+          return map1<T, T>(out, x, [s = static_cast<C>(a)](C v) { return static_cast<C>(v + s); });
       }
     });
     return;
   }
-  dispatch_float(x.dtype(), "unary", [&]<typename T>() {
-    const T ta = static_cast<T>(a), tb = static_cast<T>(b);
+  dispatch_activation(x.dtype(), "unary", [&]<typename T>() {
+    using C = opmath_t<T>;
+    const C ta = static_cast<C>(a), tb = static_cast<C>(b);
     switch (op) {
       case UnaryOp::exp:
-        return map1<T, T>(out, x, [](T v) { return std::exp(v); });
+        return map1<T, T>(out, x, [](C v) { return std::exp(v); });
       case UnaryOp::log:
-        return map1<T, T>(out, x, [](T v) { return std::log(v); });
+        return map1<T, T>(out, x, [](C v) { return std::log(v); });
       case UnaryOp::sqrt:
-        return map1<T, T>(out, x, [](T v) { return std::sqrt(v); });
+        return map1<T, T>(out, x, [](C v) { return std::sqrt(v); });
       case UnaryOp::rsqrt:
-        return map1<T, T>(out, x, [](T v) { return T(1) / std::sqrt(v); });
+        return map1<T, T>(out, x, [](C v) { return C(1) / std::sqrt(v); });
       case UnaryOp::sign:
-        return map1<T, T>(out, x, [](T v) { return static_cast<T>((v > 0) - (v < 0)); });
+        return map1<T, T>(out, x, [](C v) { return static_cast<C>((v > 0) - (v < 0)); });
       case UnaryOp::relu:
-        return map1<T, T>(out, x, [](T v) { return v > 0 ? v : T(0); });
+        return map1<T, T>(out, x, [](C v) { return v > 0 ? v : C(0); });
       case UnaryOp::relu6:
-        return map1<T, T>(out, x, [](T v) { return v > 0 ? (v < 6 ? v : T(6)) : T(0); });
+        return map1<T, T>(out, x, [](C v) { return v > 0 ? (v < 6 ? v : C(6)) : C(0); });
       case UnaryOp::sigmoid:
-        return map1<T, T>(out, x, [](T v) { return sigmoid(v); });
+        return map1<T, T>(out, x, [](C v) { return sigmoid(v); });
       case UnaryOp::tanh:
-        return map1<T, T>(out, x, [](T v) { return std::tanh(v); });
+        return map1<T, T>(out, x, [](C v) { return std::tanh(v); });
       case UnaryOp::gelu:
-        return map1<T, T>(out, x, [](T v) { return gelu_erf(v); });
+        return map1<T, T>(out, x, [](C v) { return gelu_erf(v); });
       case UnaryOp::gelu_tanh:
-        return map1<T, T>(out, x, [](T v) { return gelu_tanh(v); });
+        return map1<T, T>(out, x, [](C v) { return gelu_tanh(v); });
       case UnaryOp::gelu_grad:
-        return map1<T, T>(out, x, [](T v) { return gelu_erf_grad(v); });
+        return map1<T, T>(out, x, [](C v) { return gelu_erf_grad(v); });
       case UnaryOp::gelu_tanh_grad:
-        return map1<T, T>(out, x, [](T v) { return gelu_tanh_grad(v); });
+        return map1<T, T>(out, x, [](C v) { return gelu_tanh_grad(v); });
       case UnaryOp::reciprocal:
-        return map1<T, T>(out, x, [](T v) { return T(1) / v; });
+        return map1<T, T>(out, x, [](C v) { return C(1) / v; });
       case UnaryOp::square:
-        return map1<T, T>(out, x, [](T v) { return v * v; });
+        return map1<T, T>(out, x, [](C v) { return v * v; });
       case UnaryOp::clamp:
-        return map1<T, T>(out, x, [=](T v) {
+        return map1<T, T>(out, x, [=](C v) {
           if (std::isnan(v)) return v;
           if (!std::isnan(ta) && v < ta) v = ta;
           if (!std::isnan(tb) && v > tb) v = tb;
           return v;
         });
       case UnaryOp::pow_scalar:
-        if (a == 2.0) return map1<T, T>(out, x, [](T v) { return v * v; });
-        return map1<T, T>(out, x, [ta](T v) { return std::pow(v, ta); });
+        if (a == 2.0) return map1<T, T>(out, x, [](C v) { return v * v; });
+        return map1<T, T>(out, x, [ta](C v) { return std::pow(v, ta); });
       default:
         OCTET_FAIL("unary: unhandled op ", static_cast<int>(op));
     }
   });
 }
 
+namespace {
+// out = op(a, b) stored as TO, computed in opmath_t<TO> from a's TA and b's TB values.
+template <typename TO, typename TA, typename TB>
+void binary_as(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
+  using C = opmath_t<TO>;
+  switch (op) {
+    case BinaryOp::add:
+      return map2<TO, TA, TB>(out, a, b, [](C x, C y) { return static_cast<C>(x + y); });
+    case BinaryOp::sub:
+      return map2<TO, TA, TB>(out, a, b, [](C x, C y) { return static_cast<C>(x - y); });
+    case BinaryOp::mul:
+      return map2<TO, TA, TB>(out, a, b, [](C x, C y) { return static_cast<C>(x * y); });
+    case BinaryOp::div:
+      if constexpr (std::is_integral_v<TO>) {
+        // Kernel bodies run on worker threads and must not throw: look for a zero first.
+        std::atomic<bool> has_zero{false};
+        const TB* pb = static_cast<const TB*>(b.raw_data());
+        strided_loop<1>(b.shape(), {b.strides()},
+                        [&](int64_t n, const std::array<int64_t, 1>& off, const std::array<int64_t, 1>& st) {
+                          for (int64_t j = 0; j < n; ++j)
+                            if (pb[off[0] + j * st[0]] == 0) has_zero = true;
+                        });
+        OCTET_CHECK(!has_zero, "div: integer division by zero");
+        return map2<TO, TA, TB>(out, a, b, [](C x, C y) { return static_cast<C>(x / y); });
+      } else {
+        return map2<TO, TA, TB>(out, a, b, [](C x, C y) { return x / y; });
+      }
+    case BinaryOp::pow:
+      return map2<TO, TA, TB>(out, a, b, [](C x, C y) { return static_cast<C>(std::pow(x, y)); });
+    case BinaryOp::maximum:
+      return map2<TO, TA, TB>(out, a, b, [](C x, C y) { return (x != x || x > y) ? x : y; });
+    case BinaryOp::minimum:
+      return map2<TO, TA, TB>(out, a, b, [](C x, C y) { return (x != x || x < y) ? x : y; });
+    case BinaryOp::relu_grad:
+      return map2<TO, TA, TB>(out, a, b, [](C g, C y) { return y > C(0) ? g : C(0); });
+    case BinaryOp::relu6_grad:
+      return map2<TO, TA, TB>(out, a, b, [](C g, C x) { return x > C(0) && x < C(6) ? g : C(0); });
+  }
+}
+}  // namespace
+
 void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
   check_cpu("binary", {a, b, out});
-  dispatch_numeric(a.dtype(), "binary", [&]<typename T>() {
-    switch (op) {
-      case BinaryOp::add:
-        return map2<T, T, T>(out, a, b, [](T x, T y) { return static_cast<T>(x + y); });
-      case BinaryOp::sub:
-        return map2<T, T, T>(out, a, b, [](T x, T y) { return static_cast<T>(x - y); });
-      case BinaryOp::mul:
-        return map2<T, T, T>(out, a, b, [](T x, T y) { return static_cast<T>(x * y); });
-      case BinaryOp::div:
-        if constexpr (std::is_integral_v<T>) {
-          // Kernel bodies run on worker threads and must not throw: look for a zero first.
-          std::atomic<bool> has_zero{false};
-          const T* pb = static_cast<const T*>(b.raw_data());
-          strided_loop<1>(b.shape(), {b.strides()},
-                          [&](int64_t n, const std::array<int64_t, 1>& off, const std::array<int64_t, 1>& st) {
-                            for (int64_t j = 0; j < n; ++j)
-                              if (pb[off[0] + j * st[0]] == 0) has_zero = true;
-                          });
-          OCTET_CHECK(!has_zero, "div: integer division by zero");
-          return map2<T, T, T>(out, a, b, [](T x, T y) { return static_cast<T>(x / y); });
-        } else {
-          return map2<T, T, T>(out, a, b, [](T x, T y) { return x / y; });
-        }
-      case BinaryOp::pow:
-        return map2<T, T, T>(out, a, b, [](T x, T y) { return static_cast<T>(std::pow(x, y)); });
-      case BinaryOp::maximum:
-        return map2<T, T, T>(out, a, b, [](T x, T y) { return (x != x || x > y) ? x : y; });
-      case BinaryOp::minimum:
-        return map2<T, T, T>(out, a, b, [](T x, T y) { return (x != x || x < y) ? x : y; });
-      case BinaryOp::relu_grad:
-        return map2<T, T, T>(out, a, b, [](T g, T y) { return y > T(0) ? g : T(0); });
-      case BinaryOp::relu6_grad:
-        return map2<T, T, T>(out, a, b, [](T g, T x) { return x > T(0) && x < T(6) ? g : T(0); });
-    }
-  });
+  // Mixed f32 and bf16, computed in f32 (autocast's activations): bf16 with f32 to f32, as PyTorch
+  // promotes; f32 with f32 to bf16, an f32 sum rounded once (a bf16 product's bias).
+  const DType f32 = DType::f32, bf16 = DType::bf16;
+  if (a.dtype() == bf16 && b.dtype() == f32 && out.dtype() == f32)
+    return binary_as<float, BFloat16, float>(op, a, b, out);
+  if (a.dtype() == f32 && b.dtype() == bf16 && out.dtype() == f32)
+    return binary_as<float, float, BFloat16>(op, a, b, out);
+  if (a.dtype() == f32 && b.dtype() == f32 && out.dtype() == bf16) return binary_as<BFloat16, float, float>(op, a, b, out);
+  OCTET_CHECK(a.dtype() == b.dtype() && out.dtype() == a.dtype(), "binary: dtypes ", a.dtype(), " and ", b.dtype(),
+              " to ", out.dtype(), " (mixed only as bf16 with f32 to f32, or f32 with f32 to bf16)");
+  dispatch_arith(a.dtype(), "binary", [&]<typename T>() { binary_as<T, T, T>(op, a, b, out); });
 }
 
 void compare(CompareOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
   check_cpu("compare", {a, b, out});
-  dispatch_numeric(a.dtype(), "compare", [&]<typename T>() {
-    auto run = [&](auto f) { map2<uint8_t, T, T>(out, a, b, [f](T x, T y) { return static_cast<uint8_t>(f(x, y)); }); };
+  dispatch_arith(a.dtype(), "compare", [&]<typename T>() {
+    using C = opmath_t<T>;
+    auto run = [&](auto f) { map2<uint8_t, T, T>(out, a, b, [f](C x, C y) { return static_cast<uint8_t>(f(x, y)); }); };
     switch (op) {
       case CompareOp::eq:
-        return run([](T x, T y) { return x == y; });
+        return run([](C x, C y) { return x == y; });
       case CompareOp::ne:
-        return run([](T x, T y) { return x != y; });
+        return run([](C x, C y) { return x != y; });
       case CompareOp::lt:
-        return run([](T x, T y) { return x < y; });
+        return run([](C x, C y) { return x < y; });
       case CompareOp::le:
-        return run([](T x, T y) { return x <= y; });
+        return run([](C x, C y) { return x <= y; });
       case CompareOp::gt:
-        return run([](T x, T y) { return x > y; });
+        return run([](C x, C y) { return x > y; });
       case CompareOp::ge:
-        return run([](T x, T y) { return x >= y; });
+        return run([](C x, C y) { return x >= y; });
     }
   });
 }

@@ -1,8 +1,9 @@
 // CPU GEMM: f32 through oneDNN's sgemm (measured faster than Eigen here, see DESIGN.md and
 // tools/bench/RESULTS.md), f64 through Eigen (oneDNN has no f64 GEMM; f64 is for gradient checks).
-// bf16 A and B with an f32 C (autocast's products, core/autocast.h): oneDNN's bf16 matmul where
-// the CPU has native bf16 (cpu::bf16_selector()), else the operands widened to f32 and sgemm: the
-// same products (a bf16 times a bf16 is exact in f32), summed in f32 either way.
+// bf16 A and B with an f32 C, or a bf16 C when beta is 0 (autocast's products, core/autocast.h):
+// oneDNN's bf16 matmul where the CPU has native bf16 (cpu::bf16_selector()), else the operands
+// widened to f32 and sgemm: the same products (a bf16 times a bf16 is exact in f32), summed in f32
+// either way, and a bf16 C rounded once from the f32 sum.
 #include <oneapi/dnnl/dnnl.h>
 
 #include <Eigen/Core>
@@ -32,24 +33,24 @@ void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double a
 // The elements a row-major [rows, cols] matrix with leading dimension ld spans.
 int64_t span(int64_t rows, int64_t cols, int64_t ld) { return rows == 0 || cols == 0 ? 0 : (rows - 1) * ld + cols; }
 
-using MatmulKey = std::tuple<int64_t, int64_t, int64_t, bool, bool, int64_t, int64_t, int64_t, double, double>;
+using MatmulKey = std::tuple<int64_t, int64_t, int64_t, bool, bool, int64_t, int64_t, int64_t, double, double, bool>;
 
 dnnl::engine& engine() {
   static dnnl::engine eng(dnnl::engine::kind::cpu, 0);
   return eng;
 }
 
-// oneDNN's bf16 x bf16 -> f32 matmul for one shape, created once (creation JIT-compiles). alpha
-// is an output scale, beta a sum post-op.
+// oneDNN's bf16 x bf16 -> f32 (or, with the key's last flag, bf16) matmul for one shape, created
+// once (creation JIT-compiles). alpha is an output scale, beta a sum post-op.
 dnnl::matmul& bf16_matmul(const MatmulKey& key) {
   static std::map<MatmulKey, std::unique_ptr<dnnl::matmul>> cache;
   auto it = cache.find(key);
   if (it != cache.end()) return *it->second;
-  const auto [m, n, k, ta, tb, lda, ldb, ldc, alpha, beta] = key;
+  const auto [m, n, k, ta, tb, lda, ldb, ldc, alpha, beta, bf16_c] = key;
   using dt = dnnl::memory::data_type;
   dnnl::memory::desc a_md({m, k}, dt::bf16, ta ? dnnl::memory::dims{1, lda} : dnnl::memory::dims{lda, 1});
   dnnl::memory::desc b_md({k, n}, dt::bf16, tb ? dnnl::memory::dims{1, ldb} : dnnl::memory::dims{ldb, 1});
-  dnnl::memory::desc c_md({m, n}, dt::f32, dnnl::memory::dims{ldc, 1});
+  dnnl::memory::desc c_md({m, n}, bf16_c ? dt::bf16 : dt::f32, dnnl::memory::dims{ldc, 1});
   dnnl::primitive_attr attr;
   if (alpha != 1.0) attr.set_output_scales(0, {static_cast<float>(alpha)});
   if (beta != 0.0) {
@@ -69,6 +70,13 @@ std::mutex bf16_mutex;  // the cache, and the shared primitives' execution
 
 void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const Tensor& a, int64_t lda,
                const Tensor& b, int64_t ldb, double beta, const Tensor& c, int64_t ldc) {
+  const bool bf16_c = c.dtype() == DType::bf16;  // then beta is 0
+  if (bf16_c && (k == 0 || bf16_selector().active() == Bf16Path::emulated)) {
+    Tensor c32 = empty({span(m, n, ldc)}, DType::f32);
+    gemm_bf16(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, 0.0, c32, ldc);
+    for (int64_t i = 0; i < m; ++i) round_to_bf16(c32.data<float>() + i * ldc, c.data<BFloat16>() + i * ldc, n);
+    return;
+  }
   if (k == 0) {  // C = beta C, as BLAS defines it
     sgemm(trans_a, trans_b, m, n, 0, alpha, nullptr, std::max<int64_t>(lda, 1), nullptr, std::max<int64_t>(ldb, 1),
           beta, c.data<float>(), ldc);
@@ -83,7 +91,7 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, doub
     return;
   }
   std::lock_guard<std::mutex> lock(bf16_mutex);
-  dnnl::matmul& mm = bf16_matmul({m, n, k, trans_a, trans_b, lda, ldb, ldc, alpha, beta});
+  dnnl::matmul& mm = bf16_matmul({m, n, k, trans_a, trans_b, lda, ldb, ldc, alpha, beta, bf16_c});
   using dt = dnnl::memory::data_type;
   auto mem = [](const dnnl::memory::dims& dims, dt type, const dnnl::memory::dims& strides, const Tensor& t) {
     return dnnl::memory(dnnl::memory::desc(dims, type, strides), engine(), t.raw_data());
@@ -93,7 +101,7 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, doub
       s,
       {{DNNL_ARG_SRC, mem({m, k}, dt::bf16, trans_a ? dnnl::memory::dims{1, lda} : dnnl::memory::dims{lda, 1}, a)},
        {DNNL_ARG_WEIGHTS, mem({k, n}, dt::bf16, trans_b ? dnnl::memory::dims{1, ldb} : dnnl::memory::dims{ldb, 1}, b)},
-       {DNNL_ARG_DST, mem({m, n}, dt::f32, {ldc, 1}, c)}});
+       {DNNL_ARG_DST, mem({m, n}, bf16_c ? dt::bf16 : dt::f32, {ldc, 1}, c)}});
   s.wait();
 }
 
@@ -102,12 +110,13 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, doub
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const Tensor& a, int64_t lda,
           const Tensor& b, int64_t ldb, double beta, const Tensor& c, int64_t ldc) {
   check_cpu("gemm", {a, b, c});
-  if (a.dtype() == DType::bf16 && b.dtype() == DType::bf16 && c.dtype() == DType::f32) {
+  if (a.dtype() == DType::bf16 && b.dtype() == DType::bf16 &&
+      (c.dtype() == DType::f32 || (c.dtype() == DType::bf16 && beta == 0.0))) {
     if (m > 0 && n > 0) gemm_bf16(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }
   OCTET_CHECK(a.dtype() == b.dtype() && a.dtype() == c.dtype(), "gemm: dtypes differ: ", a.dtype(), ", ", b.dtype(),
-              ", ", c.dtype(), " (bf16 operands take an f32 C)");
+              ", ", c.dtype(), " (bf16 operands take an f32 C, or a bf16 C with beta 0)");
   if (m == 0 || n == 0) return;
   if (a.dtype() == DType::f32) {
     sgemm(trans_a, trans_b, m, n, k, alpha, a.data<float>(), lda, b.data<float>(), ldb, beta, c.data<float>(), ldc);

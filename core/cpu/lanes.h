@@ -14,6 +14,7 @@
 #include <type_traits>
 
 #include "core/cpu/isa.h"
+#include "core/dtype.h"
 
 // The helpers pass vector types by value; they are internal and always inlined, so GCC's note that
 // their ABI would differ between ISAs does not apply.
@@ -27,11 +28,22 @@ using V4f = float __attribute__((vector_size(16)));
 struct Lanes8 {
   V4d lo = {}, hi = {};
 
-  // 8 floats or doubles from p, widened to double (exactly).
+  // 8 floats, doubles or bf16 values from p, widened to double (exactly).
   template <typename T>
   OCTET_SIMD_INLINE static Lanes8 load(const T* p) {
-    static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>);
-    if constexpr (std::is_same_v<T, float>) {
+    static_assert(std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, BFloat16>);
+    if constexpr (std::is_same_v<T, BFloat16>) {
+      using V4h = uint16_t __attribute__((vector_size(8)));
+      using V4u = uint32_t __attribute__((vector_size(16)));
+      V4h a, b;
+      std::memcpy(&a, p, sizeof a);
+      std::memcpy(&b, p + 4, sizeof b);
+      const V4u ua = __builtin_convertvector(a, V4u) << 16, ub = __builtin_convertvector(b, V4u) << 16;
+      V4f fa, fb;
+      std::memcpy(&fa, &ua, sizeof fa);
+      std::memcpy(&fb, &ub, sizeof fb);
+      return widen(fa, fb);
+    } else if constexpr (std::is_same_v<T, float>) {
       V4f a, b;
       std::memcpy(&a, p, sizeof a);
       std::memcpy(&b, p + 4, sizeof b);

@@ -30,13 +30,13 @@ using kernels::check_bn_like_x;
 namespace {
 
 // out rows = dout where act passes at y = x * scale + shift (the expression affine_rows rounds).
-template <NormActivation A, typename T>
-OCTET_SIMD_INLINE void act_grad_rows(const T* gc, const T* xc, T* oc, int64_t n, int64_t stride, int64_t s, T scale,
+template <NormActivation A, typename D, typename T>
+OCTET_SIMD_INLINE void act_grad_rows(const D* gc, const D* xc, D* oc, int64_t n, int64_t stride, int64_t s, T scale,
                                      T shift) {
   for (int64_t i = 0; i < n; ++i) {
-    const T *row = xc + i * stride, *grow = gc + i * stride;
-    T* orow = oc + i * stride;
-    for (int64_t j = 0; j < s; ++j) orow[j] = norm_act_passes(A, row[j] * scale + shift) ? grow[j] : T(0);
+    const D *row = xc + i * stride, *grow = gc + i * stride;
+    D* orow = oc + i * stride;
+    for (int64_t j = 0; j < s; ++j) orow[j] = norm_act_passes(A, pre_activation(row[j], scale, shift)) ? grow[j] : D(0);
   }
 }
 
@@ -72,8 +72,8 @@ void cl_activated_pixels(const T* pm, const T* pi, const T* pw, const T* pb, int
 
 // f(acc + l * w, offset of channel c0 at the pixel) for every pixel of x ([N, S, C] memory) in
 // order, l the pixel's lane: f adds the pixel's values of channels [c0, c0 + w) into that lane.
-template <typename T, typename F>
-OCTET_SIMD_INLINE void cl_lane_sums(const T* x, int64_t n, int64_t s, int64_t c, int64_t c0, int64_t w, double* acc,
+template <typename D, typename F>
+OCTET_SIMD_INLINE void cl_lane_sums(const D* x, int64_t n, int64_t s, int64_t c, int64_t c0, int64_t w, double* acc,
                                     F f) {
   const int64_t s8 = s / 8 * 8;
   for (int64_t i = 0; i < n; ++i) {
@@ -91,8 +91,8 @@ OCTET_SIMD_INLINE double cl_lane_total(const double* acc, int64_t w, int64_t k) 
   return (((l[0] + l[w]) + (l[2 * w] + l[3 * w])) + ((l[4 * w] + l[5 * w]) + (l[6 * w] + l[7 * w]))) + l[8 * w];
 }
 
-template <typename T>
-void cl_forward(const T* px, const T* pw, const T* pb, const T* pr, T* po, T* pm, T* pi, int64_t n, int64_t s,
+template <typename D, typename T>
+void cl_forward(const D* px, const T* pw, const T* pb, const D* pr, D* po, T* pm, T* pi, int64_t n, int64_t s,
                 int64_t c, double eps, NormActivation act) {
   const double count = static_cast<double>(n * s);
   parallel_for(0, c, kClChannelGrain, [&](int64_t c0, int64_t c1) {
@@ -102,13 +102,13 @@ void cl_forward(const T* px, const T* pw, const T* pb, const T* pr, T* po, T* pm
     simd_dispatch([=] {
       std::fill(acc, acc + 9 * w, 0.0);
       cl_lane_sums(px, n, s, c, c0, w, acc, [&](double* a, int64_t at) {
-        for (int64_t k = 0; k < w; ++k) a[k] += px[at + k];
+        for (int64_t k = 0; k < w; ++k) a[k] += static_cast<T>(px[at + k]);
       });
       for (int64_t k = 0; k < w; ++k) mu[k] = cl_lane_total(acc, w, k) / count;
       std::fill(acc, acc + 9 * w, 0.0);
       cl_lane_sums(px, n, s, c, c0, w, acc, [&](double* a, int64_t at) {
         for (int64_t k = 0; k < w; ++k) {
-          const double d = px[at + k] - mu[k];
+          const double d = static_cast<T>(px[at + k]) - mu[k];
           a[k] += d * d;
         }
       });
@@ -119,19 +119,20 @@ void cl_forward(const T* px, const T* pw, const T* pb, const T* pr, T* po, T* pm
     });
   });
   cl_activated_pixels(pm, pi, pw, pb, n, s, c, act, [=]<NormActivation A>(int64_t p, const T* ps, const T* pt) {
-    const T* xr = px + p * c;
-    T* orow = po + p * c;
+    const D* xr = px + p * c;
+    D* orow = po + p * c;
     if (pr != nullptr) {
-      const T* rr = pr + p * c;
-      for (int64_t k = 0; k < c; ++k) orow[k] = norm_act_apply(A, (xr[k] * ps[k] + pt[k]) + rr[k]);
+      const D* rr = pr + p * c;
+      for (int64_t k = 0; k < c; ++k)
+        orow[k] = static_cast<D>(norm_act_apply(A, pre_activation(xr[k], ps[k], pt[k]) + static_cast<T>(rr[k])));
     } else {
-      for (int64_t k = 0; k < c; ++k) orow[k] = norm_act_apply(A, xr[k] * ps[k] + pt[k]);
+      for (int64_t k = 0; k < c; ++k) orow[k] = static_cast<D>(norm_act_apply(A, static_cast<T>(xr[k]) * ps[k] + pt[k]));
     }
   });
 }
 
-template <typename T>
-void cl_backward(const T* px, const T* pg, const T* pm, const T* pi, const T* pw, T* pdx, T* pdw, T* pdb, int64_t n,
+template <typename D, typename T>
+void cl_backward(const D* px, const D* pg, const T* pm, const T* pi, const T* pw, D* pdx, T* pdw, T* pdb, int64_t n,
                  int64_t s, int64_t c) {
   const double count = static_cast<double>(n * s);
   // Per channel: a, b, k, m of dx = a * (dout - b - (x - m) * k), as the NCHW loop rounds them.
@@ -147,9 +148,9 @@ void cl_backward(const T* px, const T* pg, const T* pm, const T* pi, const T* pw
       cl_lane_sums(px, n, s, c, c0, w, acc, [&](double* a, int64_t at) {
         double* b = a + 9 * w;
         for (int64_t k = 0; k < w; ++k) {
-          const double g = pg[at + k];
+          const double g = static_cast<T>(pg[at + k]);
           a[k] += g;
-          b[k] += g * (static_cast<double>(px[at + k]) - static_cast<double>(pm[c0 + k]));
+          b[k] += g * (static_cast<double>(static_cast<T>(px[at + k])) - static_cast<double>(pm[c0 + k]));
         }
       });
       for (int64_t k = 0; k < w; ++k) {
@@ -172,21 +173,22 @@ void cl_backward(const T* px, const T* pg, const T* pm, const T* pi, const T* pw
     simd_dispatch([=] {
       const T *a = pc, *b = pc + c, *k = pc + 2 * c, *m = pc + 3 * c;
       for (int64_t p = p0; p < p1; ++p) {
-        const T *xr = px + p * c, *gr = pg + p * c;
-        T* dr = pdx + p * c;
-        for (int64_t ch = 0; ch < c; ++ch) dr[ch] = a[ch] * (gr[ch] - b[ch] - (xr[ch] - m[ch]) * k[ch]);
+        const D *xr = px + p * c, *gr = pg + p * c;
+        D* dr = pdx + p * c;
+        for (int64_t ch = 0; ch < c; ++ch)
+          dr[ch] = static_cast<D>(a[ch] * (static_cast<T>(gr[ch]) - b[ch] - (static_cast<T>(xr[ch]) - m[ch]) * k[ch]));
       }
     });
   });
 }
 
-template <typename T>
-void cl_act_grad(const T* px, const T* pg, const T* pm, const T* pi, const T* pw, const T* pb, T* po, int64_t n,
+template <typename D, typename T>
+void cl_act_grad(const D* px, const D* pg, const T* pm, const T* pi, const T* pw, const T* pb, D* po, int64_t n,
                  int64_t s, int64_t c, NormActivation act) {
   cl_activated_pixels(pm, pi, pw, pb, n, s, c, act, [=]<NormActivation A>(int64_t p, const T* ps, const T* pt) {
-    const T *xr = px + p * c, *gr = pg + p * c;
-    T* orow = po + p * c;
-    for (int64_t k = 0; k < c; ++k) orow[k] = norm_act_passes(A, xr[k] * ps[k] + pt[k]) ? gr[k] : T(0);
+    const D *xr = px + p * c, *gr = pg + p * c;
+    D* orow = po + p * c;
+    for (int64_t k = 0; k < c; ++k) orow[k] = norm_act_passes(A, pre_activation(xr[k], ps[k], pt[k])) ? gr[k] : D(0);
   });
 }
 }  // namespace
@@ -198,28 +200,30 @@ void batch_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bia
   check_bn_like_x("batch_norm", x, {out, residual});
   const int64_t n = x.size(0), c = x.size(1), s = x.size(2);
   if (!x.is_contiguous()) {
-    return dispatch_float(x.dtype(), "batch_norm", [&]<typename T>() {
-      cl_forward<T>(x.data<T>(), data_or_null<T>(weight), data_or_null<T>(bias), data_or_null<T>(residual),
-                    out.data<T>(), mean.data<T>(), invstd.data<T>(), n, s, c, eps, act);
+    return dispatch_activation(x.dtype(), "batch_norm", [&]<typename D>() {
+      using T = opmath_t<D>;
+      cl_forward<D, T>(x.data<D>(), data_or_null<T>(weight), data_or_null<T>(bias), data_or_null<D>(residual),
+                       out.data<D>(), mean.data<T>(), invstd.data<T>(), n, s, c, eps, act);
     });
   }
-  dispatch_float(x.dtype(), "batch_norm", [&]<typename T>() {
-    const T* px = x.data<T>();
-    T* po = out.data<T>();
+  dispatch_activation(x.dtype(), "batch_norm", [&]<typename D>() {
+    using T = opmath_t<D>;
+    const D* px = x.data<D>();
+    D* po = out.data<D>();
     T* pm = mean.data<T>();
     T* pi = invstd.data<T>();
     const T* pw = data_or_null<T>(weight);
     const T* pb = data_or_null<T>(bias);
-    const T* pr = data_or_null<T>(residual);
+    const D* pr = data_or_null<D>(residual);
     parallel_for(0, c, 1, [&](int64_t begin, int64_t end) {
       simd_dispatch([=] {
         for (int64_t ch = begin; ch < end; ++ch) {
-          const T* xc = px + ch * s;
+          const D* xc = px + ch * s;
           bn_channel_stats(xc, n, c * s, s, eps, pm[ch], pi[ch]);
           T scale, shift;
           bn_affine(pm[ch], pi[ch], pw, pb, ch, scale, shift);
-          const T* rc = pr != nullptr ? pr + ch * s : nullptr;
-          T* oc = po + ch * s;
+          const D* rc = pr != nullptr ? pr + ch * s : nullptr;
+          D* oc = po + ch * s;
           affine_act_channel(act, xc, rc, oc, n, c * s, c * s, s, scale, shift);
         }
       });
@@ -234,18 +238,20 @@ void batch_norm_backward(const Tensor& dout, const Tensor& x, const Tensor& weig
   check_bn_like_x("batch_norm_backward", x, {dout, dx});
   const int64_t n = x.size(0), c = x.size(1), s = x.size(2);
   if (!x.is_contiguous()) {
-    return dispatch_float(x.dtype(), "batch_norm_backward", [&]<typename T>() {
-      cl_backward<T>(x.data<T>(), dout.data<T>(), mean.data<T>(), invstd.data<T>(), data_or_null<T>(weight),
-                     data_or_null<T>(dx), data_or_null<T>(dweight), data_or_null<T>(dbias), n, s, c);
+    return dispatch_activation(x.dtype(), "batch_norm_backward", [&]<typename D>() {
+      using T = opmath_t<D>;
+      cl_backward<D, T>(x.data<D>(), dout.data<D>(), mean.data<T>(), invstd.data<T>(), data_or_null<T>(weight),
+                        data_or_null<D>(dx), data_or_null<T>(dweight), data_or_null<T>(dbias), n, s, c);
     });
   }
-  dispatch_float(x.dtype(), "batch_norm_backward", [&]<typename T>() {
-    const T* px = x.data<T>();
-    const T* pg = dout.data<T>();
+  dispatch_activation(x.dtype(), "batch_norm_backward", [&]<typename D>() {
+    using T = opmath_t<D>;
+    const D* px = x.data<D>();
+    const D* pg = dout.data<D>();
     const T* pm = mean.data<T>();
     const T* pi = invstd.data<T>();
     const T* pw = data_or_null<T>(weight);
-    T* pdx = data_or_null<T>(dx);
+    D* pdx = data_or_null<D>(dx);
     T* pdw = data_or_null<T>(dweight);
     T* pdb = data_or_null<T>(dbias);
     const double count = static_cast<double>(n * s);
@@ -253,20 +259,21 @@ void batch_norm_backward(const Tensor& dout, const Tensor& x, const Tensor& weig
       simd_dispatch([=] {
         for (int64_t ch = begin; ch < end; ++ch) {
           const double mu = pm[ch], inv = pi[ch];
-          const T *xc = px + ch * s, *gc = pg + ch * s;
+          const D *xc = px + ch * s, *gc = pg + ch * s;
           const int64_t s8 = s / 8 * 8;
           Lanes8 sum_g, sum_gx;  // sum(dout), sum(dout * (x - mu))
           double g_tail = 0, gx_tail = 0;
           for (int64_t i = 0; i < n; ++i) {
-            const T *row = xc + i * c * s, *grow = gc + i * c * s;
+            const D *row = xc + i * c * s, *grow = gc + i * c * s;
             for (int64_t j = 0; j < s8; j += 8) {
               const Lanes8 g = Lanes8::load(grow + j);
               sum_g += g;
               sum_gx += g * (Lanes8::load(row + j) - mu);
             }
             for (int64_t j = s8; j < s; ++j) {
-              g_tail += grow[j];
-              gx_tail += grow[j] * (row[j] - mu);
+              const double g = static_cast<T>(grow[j]);
+              g_tail += g;
+              gx_tail += g * (static_cast<T>(row[j]) - mu);
             }
           }
           const double sg = sum_g.pairwise_total() + g_tail,
@@ -281,10 +288,11 @@ void batch_norm_backward(const Tensor& dout, const Tensor& x, const Tensor& weig
           const T k = static_cast<T>(sgx / count * inv);  // times (x - mu) gives xhat * mean(dout*xhat)
           const T m = static_cast<T>(mu);
           for (int64_t i = 0; i < n; ++i) {
-            const T* row = xc + i * c * s;
-            const T* grow = gc + i * c * s;
-            T* drow = pdx + (i * c + ch) * s;
-            for (int64_t j = 0; j < s; ++j) drow[j] = a * (grow[j] - b - (row[j] - m) * k);
+            const D* row = xc + i * c * s;
+            const D* grow = gc + i * c * s;
+            D* drow = pdx + (i * c + ch) * s;
+            for (int64_t j = 0; j < s; ++j)
+              drow[j] = static_cast<D>(a * (static_cast<T>(grow[j]) - b - (static_cast<T>(row[j]) - m) * k));
           }
         }
       });
@@ -300,26 +308,28 @@ void batch_norm_act_grad(const Tensor& dout, const Tensor& x, const Tensor& weig
   check_bn_like_x("batch_norm_act_grad", x, {dout, out});
   const int64_t n = x.size(0), c = x.size(1), s = x.size(2);
   if (!x.is_contiguous()) {
-    return dispatch_float(x.dtype(), "batch_norm_act_grad", [&]<typename T>() {
-      cl_act_grad<T>(x.data<T>(), dout.data<T>(), mean.data<T>(), invstd.data<T>(), data_or_null<T>(weight),
-                     data_or_null<T>(bias), out.data<T>(), n, s, c, act);
+    return dispatch_activation(x.dtype(), "batch_norm_act_grad", [&]<typename D>() {
+      using T = opmath_t<D>;
+      cl_act_grad<D, T>(x.data<D>(), dout.data<D>(), mean.data<T>(), invstd.data<T>(), data_or_null<T>(weight),
+                        data_or_null<T>(bias), out.data<D>(), n, s, c, act);
     });
   }
-  dispatch_float(x.dtype(), "batch_norm_act_grad", [&]<typename T>() {
-    const T* px = x.data<T>();
-    const T* pg = dout.data<T>();
+  dispatch_activation(x.dtype(), "batch_norm_act_grad", [&]<typename D>() {
+    using T = opmath_t<D>;
+    const D* px = x.data<D>();
+    const D* pg = dout.data<D>();
     const T* pm = mean.data<T>();
     const T* pi = invstd.data<T>();
     const T* pw = data_or_null<T>(weight);
     const T* pb = data_or_null<T>(bias);
-    T* po = out.data<T>();
+    D* po = out.data<D>();
     parallel_for(0, c, 1, [&](int64_t begin, int64_t end) {
       simd_dispatch([=] {
         for (int64_t ch = begin; ch < end; ++ch) {
           T scale, shift;
           bn_affine(pm[ch], pi[ch], pw, pb, ch, scale, shift);
-          const T *xc = px + ch * s, *gc = pg + ch * s;
-          T* oc = po + ch * s;
+          const D *xc = px + ch * s, *gc = pg + ch * s;
+          D* oc = po + ch * s;
           with_norm_act(act, [&]<NormActivation A>() { act_grad_rows<A>(gc, xc, oc, n, c * s, s, scale, shift); });
         }
       });

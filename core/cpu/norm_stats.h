@@ -15,52 +15,62 @@
 
 namespace octet::cpu {
 
-// xc: the channel's n rows of s values, rows `stride` apart. mean and invstd = 1/sqrt(var + eps)
-// (biased variance), rounded to T.
-template <typename T>
-OCTET_SIMD_INLINE void bn_channel_stats(const T* xc, int64_t n, int64_t stride, int64_t s, double eps, T& mean,
+// xc: the channel's n rows of s values (D: T or bf16), rows `stride` apart. mean and invstd =
+// 1/sqrt(var + eps) (biased variance), rounded to T.
+template <typename D, typename T>
+OCTET_SIMD_INLINE void bn_channel_stats(const D* xc, int64_t n, int64_t stride, int64_t s, double eps, T& mean,
                                         T& invstd) {
   const double count = static_cast<double>(n * s);
   const int64_t s8 = s / 8 * 8;
   Lanes8 sum;
   double sum_tail = 0;
   for (int64_t i = 0; i < n; ++i) {
-    const T* row = xc + i * stride;
+    const D* row = xc + i * stride;
     for (int64_t j = 0; j < s8; j += 8) sum += Lanes8::load(row + j);
-    for (int64_t j = s8; j < s; ++j) sum_tail += row[j];
+    for (int64_t j = s8; j < s; ++j) sum_tail += static_cast<T>(row[j]);
   }
   const double mu = (sum.pairwise_total() + sum_tail) / count;
   Lanes8 sq;
   double sq_tail = 0;
   for (int64_t i = 0; i < n; ++i) {
-    const T* row = xc + i * stride;
+    const D* row = xc + i * stride;
     for (int64_t j = 0; j < s8; j += 8) {
       const Lanes8 d = Lanes8::load(row + j) - mu;
       sq += d * d;
     }
-    for (int64_t j = s8; j < s; ++j) sq_tail += (row[j] - mu) * (row[j] - mu);
+    for (int64_t j = s8; j < s; ++j) {
+      const double d = static_cast<T>(row[j]) - mu;
+      sq_tail += d * d;
+    }
   }
   mean = static_cast<T>(mu);
   invstd = static_cast<T>(1.0 / std::sqrt((sq.pairwise_total() + sq_tail) / count + eps));
 }
 
+// The normalized value x * scale + shift as the unfused batch norm writes it: rounded to D (bf16
+// activations), in T.
+template <typename D, typename T>
+OCTET_SIMD_INLINE T pre_activation(D x, T scale, T shift) {
+  return static_cast<T>(static_cast<D>(static_cast<T>(x) * scale + shift));
+}
+
 // out rows = act(x * scale + shift [+ r]) over one channel's n rows of s values (x and r rows
-// `stride` apart, out rows `out_stride` apart); with R, r is the residual's rows at x's offsets,
-// added to the rounded normalized value as the unfused `bn(x) + r` adds it.
-template <NormActivation A, bool R, typename T>
-OCTET_SIMD_INLINE void affine_rows(const T* xc, const T* rc, T* oc, int64_t n, int64_t stride, int64_t out_stride,
+// `stride` apart, out rows `out_stride` apart; D: T, or bf16 loaded into T and rounded once on the
+// store); with R, r is the residual's rows at x's offsets, added to the normalized value rounded
+// to D, as the unfused `bn(x) + r` adds it.
+template <NormActivation A, bool R, typename D, typename T>
+OCTET_SIMD_INLINE void affine_rows(const D* xc, const D* rc, D* oc, int64_t n, int64_t stride, int64_t out_stride,
                                    int64_t s, T scale, T shift) {
   for (int64_t i = 0; i < n; ++i) {
-    const T* row = xc + i * stride;
-    T* orow = oc + i * out_stride;
+    const D* row = xc + i * stride;
+    D* orow = oc + i * out_stride;
     if constexpr (R) {
-      const T* rrow = rc + i * stride;
+      const D* rrow = rc + i * stride;
       for (int64_t j = 0; j < s; ++j) {
-        const T y = row[j] * scale + shift;
-        orow[j] = norm_act_apply(A, y + rrow[j]);
+        orow[j] = static_cast<D>(norm_act_apply(A, pre_activation(row[j], scale, shift) + static_cast<T>(rrow[j])));
       }
     } else {
-      for (int64_t j = 0; j < s; ++j) orow[j] = norm_act_apply(A, row[j] * scale + shift);
+      for (int64_t j = 0; j < s; ++j) orow[j] = static_cast<D>(norm_act_apply(A, static_cast<T>(row[j]) * scale + shift));
     }
   }
 }
@@ -81,8 +91,8 @@ OCTET_SIMD_INLINE void with_norm_act(NormActivation act, F&& f) {
 
 // affine_rows with the activation picked once per channel and without or with a residual (rc null:
 // none), so the row loops have no branch.
-template <typename T>
-OCTET_SIMD_INLINE void affine_act_channel(NormActivation act, const T* xc, const T* rc, T* oc, int64_t n,
+template <typename D, typename T>
+OCTET_SIMD_INLINE void affine_act_channel(NormActivation act, const D* xc, const D* rc, D* oc, int64_t n,
                                           int64_t stride, int64_t out_stride, int64_t s, T scale, T shift) {
   with_norm_act(act, [&]<NormActivation A>() {
     if (rc != nullptr)

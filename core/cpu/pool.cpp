@@ -192,11 +192,11 @@ void avg_forward(const Pool2dGeometry& g, const T* x, T* out) {
         const AvgWindow wh = avg_window(p, g.stride_h, g.pad_h, g.kh, g.h);
         for (int64_t q = 0; q < g.q; ++q) {
           const AvgWindow ww = avg_window(q, g.stride_w, g.pad_w, g.kw, g.w);
-          T acc = 0;
+          opmath_t<T> acc = 0;  // f32 for bf16
           for (int64_t ih = wh.start; ih < wh.end; ++ih)
             for (int64_t iw = ww.start; iw < ww.end; ++iw) acc += xp[ih * g.w + iw];
           const int64_t div = avg_divisor(g, wh, ww);
-          op[p * g.q + q] = div > 0 ? acc / static_cast<T>(div) : T(0);
+          op[p * g.q + q] = static_cast<T>(div > 0 ? acc / static_cast<opmath_t<T>>(div) : 0);
         }
       }
     }
@@ -242,10 +242,10 @@ void adaptive_forward(int64_t planes, int64_t h, int64_t w, int64_t ph, int64_t 
         const int64_t h0 = adaptive_start(p, h, ph), h1 = adaptive_end(p, h, ph);
         for (int64_t q = 0; q < pw; ++q) {
           const int64_t w0 = adaptive_start(q, w, pw), w1 = adaptive_end(q, w, pw);
-          T acc = 0;
+          opmath_t<T> acc = 0;  // f32 for bf16
           for (int64_t ih = h0; ih < h1; ++ih)
             for (int64_t iw = w0; iw < w1; ++iw) acc += xp[ih * w + iw];
-          op[p * pw + q] = acc / static_cast<T>((h1 - h0) * (w1 - w0));
+          op[p * pw + q] = static_cast<T>(acc / static_cast<opmath_t<T>>((h1 - h0) * (w1 - w0)));
         }
       }
     }
@@ -273,6 +273,17 @@ void adaptive_backward(int64_t planes, int64_t h, int64_t w, int64_t ph, int64_t
   });
 }
 
+// A pool's backward on bf16 gradients (autocast's activations): the f32 kernel `run(dout32, dx32)`
+// on the widened gradient, so overlapping windows add in f32, and dx rounded once.
+template <typename Run>
+void bf16_through_f32(const Tensor& dout, const Tensor& dx, Run run) {
+  auto f32 = [](const Tensor& t) { return empty_in_format_of(t, t.shape(), TensorOptions(DType::f32)); };
+  Tensor d32 = f32(dout), dx32 = f32(dx);
+  copy(d32, dout);
+  run(d32, dx32);
+  copy(dx, dx32);
+}
+
 }  // namespace
 
 void max_pool2d_forward(const Pool2dGeometry& g, const Tensor& x, const Tensor& out, const Tensor& indices) {
@@ -282,7 +293,7 @@ void max_pool2d_forward(const Pool2dGeometry& g, const Tensor& x, const Tensor& 
   check_pool_tensor("max_pool2d_forward", "output", out, g.n * g.c * g.p * g.q, cl);
   check_pool_tensor("max_pool2d_forward", "indices", indices, g.n * g.c * g.p * g.q, cl);
   OCTET_CHECK(out.dtype() == x.dtype(), "max_pool2d_forward: dtypes differ: ", x.dtype(), " and ", out.dtype());
-  dispatch_float(x.dtype(), "max_pool2d", [&]<typename T>() {
+  dispatch_activation(x.dtype(), "max_pool2d", [&]<typename T>() {
     if (cl)
       max_forward_cl<T>(g, x.data<T>(), out.data<T>(), indices.data<int64_t>());
     else
@@ -297,6 +308,8 @@ void max_pool2d_backward(const Pool2dGeometry& g, const Tensor& dout, const Tens
   check_pool_tensor("max_pool2d_backward", "indices", indices, g.n * g.c * g.p * g.q, cl);
   check_pool_tensor("max_pool2d_backward", "dx", dx, g.n * g.c * g.h * g.w, cl);
   OCTET_CHECK(dout.dtype() == dx.dtype(), "max_pool2d_backward: dtypes differ: ", dout.dtype(), " and ", dx.dtype());
+  if (dx.dtype() == DType::bf16)
+    return bf16_through_f32(dout, dx, [&](const Tensor& d, const Tensor& x) { cpu::max_pool2d_backward(g, d, indices, x); });
   dispatch_float(dx.dtype(), "max_pool2d", [&]<typename T>() {
     if (cl)
       max_backward_cl<T>(g, dout.data<T>(), indices.data<int64_t>(), dx.data<T>());
@@ -310,7 +323,7 @@ void avg_pool2d_forward(const Pool2dGeometry& g, const Tensor& x, const Tensor& 
   check_plane_tensor("avg_pool2d_forward", "input", x, g.n * g.c * g.h * g.w);
   check_plane_tensor("avg_pool2d_forward", "output", out, g.n * g.c * g.p * g.q);
   OCTET_CHECK(out.dtype() == x.dtype(), "avg_pool2d_forward: dtypes differ: ", x.dtype(), " and ", out.dtype());
-  dispatch_float(x.dtype(), "avg_pool2d", [&]<typename T>() { avg_forward<T>(g, x.data<T>(), out.data<T>()); });
+  dispatch_activation(x.dtype(), "avg_pool2d", [&]<typename T>() { avg_forward<T>(g, x.data<T>(), out.data<T>()); });
 }
 
 void avg_pool2d_backward(const Pool2dGeometry& g, const Tensor& dout, const Tensor& dx) {
@@ -318,19 +331,23 @@ void avg_pool2d_backward(const Pool2dGeometry& g, const Tensor& dout, const Tens
   check_plane_tensor("avg_pool2d_backward", "dout", dout, g.n * g.c * g.p * g.q);
   check_plane_tensor("avg_pool2d_backward", "dx", dx, g.n * g.c * g.h * g.w);
   OCTET_CHECK(dout.dtype() == dx.dtype(), "avg_pool2d_backward: dtypes differ: ", dout.dtype(), " and ", dx.dtype());
+  if (dx.dtype() == DType::bf16)
+    return bf16_through_f32(dout, dx, [&](const Tensor& d, const Tensor& x) { cpu::avg_pool2d_backward(g, d, x); });
   dispatch_float(dx.dtype(), "avg_pool2d", [&]<typename T>() { avg_backward<T>(g, dout.data<T>(), dx.data<T>()); });
 }
 
 void adaptive_avg_pool2d_forward(const Tensor& x, const Tensor& out) {
   check_cpu("adaptive_avg_pool2d_forward", {x, out});
   AdaptiveShape a = adaptive_shape("adaptive_avg_pool2d_forward", x, out);
-  dispatch_float(x.dtype(), "adaptive_avg_pool2d",
-                 [&]<typename T>() { adaptive_forward<T>(a.planes, a.h, a.w, a.p, a.q, x.data<T>(), out.data<T>()); });
+  dispatch_activation(x.dtype(), "adaptive_avg_pool2d",
+                      [&]<typename T>() { adaptive_forward<T>(a.planes, a.h, a.w, a.p, a.q, x.data<T>(), out.data<T>()); });
 }
 
 void adaptive_avg_pool2d_backward(const Tensor& dout, const Tensor& dx) {
   check_cpu("adaptive_avg_pool2d_backward", {dout, dx});
   AdaptiveShape a = adaptive_shape("adaptive_avg_pool2d_backward", dx, dout);
+  if (dx.dtype() == DType::bf16)
+    return bf16_through_f32(dout, dx, [](const Tensor& d, const Tensor& x) { cpu::adaptive_avg_pool2d_backward(d, x); });
   dispatch_float(dx.dtype(), "adaptive_avg_pool2d", [&]<typename T>() {
     adaptive_backward<T>(a.planes, a.h, a.w, a.p, a.q, dout.data<T>(), dx.data<T>());
   });

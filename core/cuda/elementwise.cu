@@ -432,6 +432,8 @@ void unary(UnaryOp op, const Tensor& x, const Tensor& out, double a, double b) {
 }
 
 void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
+  OCTET_CHECK(a.dtype() == b.dtype() && out.dtype() == a.dtype(), "binary: CUDA takes one dtype, got ", a.dtype(),
+              " and ", b.dtype(), " to ", out.dtype(), " (bf16 arithmetic runs on the CPU only for now)");
   dispatch_numeric(a.dtype(), "binary", [&]<typename T>() {
     switch (op) {
       case BinaryOp::add:

@@ -25,8 +25,11 @@ void check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const Atten
   OCTET_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, op,
               ": expected q [B, H, Tq, D], k [B, H, Tk, D], v [B, H, Tk, Dv], got shapes ", q.shape(), ", ", k.shape(),
               ", ", v.shape());
-  OCTET_CHECK(q.dtype() == k.dtype() && q.dtype() == v.dtype() && (q.dtype() == DType::f32 || q.dtype() == DType::f64),
-              op, ": expected q, k, v of one dtype, f32 or f64, got ", q.dtype(), ", ", k.dtype(), ", ", v.dtype());
+  auto f32_or_bf16 = [](const Tensor& t) { return t.dtype() == DType::f32 || t.dtype() == DType::bf16; };
+  const bool bf16_mix = f32_or_bf16(q) && f32_or_bf16(k) && f32_or_bf16(v);  // computed in bf16
+  OCTET_CHECK(bf16_mix || (q.dtype() == k.dtype() && q.dtype() == v.dtype() && is_floating(q.dtype())), op,
+              ": expected q, k, v of one dtype (f32, f64 or bf16; or f32 with bf16), got ", q.dtype(), ", ",
+              k.dtype(), ", ", v.dtype());
   OCTET_CHECK(q.device() == k.device() && q.device() == v.device(), op, ": q, k, v on different devices: ", q.device(),
               ", ", k.device(), ", ", v.device());
   OCTET_CHECK(k.size(0) == q.size(0) && v.size(0) == q.size(0) && k.size(1) == q.size(1) && v.size(1) == q.size(1), op,
@@ -59,13 +62,15 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
     g.seed = gen.seed();
     g.offset = gen.advance(static_cast<uint64_t>(g.b * g.h * g.tq * g.tk));
   }
-  const TensorOptions opts = TensorOptions(q.dtype()).device(q.device());
   Tensor qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous();
-  // autocast (core/autocast.h): q, k, v (and, in the backward, the output's gradient) rounded to
-  // bf16, the products accumulated in f32 by the f32 kernel: bf16's numbers, not yet its speed.
-  // The backward keeps the bf16 copies and widens them back.
-  const bool bf16 = autocast::lowers("scaled_dot_product_attention", q);
-  const DType compute = q.dtype();
+  // autocast (core/autocast.h), or bf16 q, k, v (autocast's activations): q, k, v (and, in the
+  // backward, the output's gradient) rounded to bf16, the products accumulated in f32 by the f32
+  // kernel (bf16's numbers, not yet its speed), the output rounded to autocast::output_dtype. The
+  // backward keeps the bf16 copies and widens them back.
+  const bool bf16 = autocast::lowers("scaled_dot_product_attention", q) || q.dtype() == DType::bf16 ||
+                    k.dtype() == DType::bf16 || v.dtype() == DType::bf16;
+  const DType compute = bf16 ? DType::f32 : q.dtype(), out_t = bf16 ? autocast::output_dtype(q.device()) : compute;
+  const TensorOptions opts = TensorOptions(compute).device(q.device());
   auto widened = [compute](const Tensor& t) { return autocast::cast(t, compute); };
   Tensor qk = qc, kk = kc, vk = vc;  // what the backward keeps
   if (bf16) {
@@ -73,16 +78,17 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
     qc = widened(qk), kc = widened(kk), vc = widened(vk);
   }
   Tensor pad = o.key_padding_mask_.defined() ? o.key_padding_mask_.contiguous() : Tensor();
-  Tensor out = empty({g.b, g.h, g.tq, g.dv}, opts), lse = empty({g.b, g.h, g.tq}, opts);
+  Tensor out = empty({g.b, g.h, g.tq, g.dv}, opts), lse = empty({g.b, g.h, g.tq}, opts), result = out;
   {
     NoGradGuard ng;
     kernels::attention_forward(g, qc, kc, vc, pad, out, lse);
+    if (out_t != compute) result = out.to(out_t);
   }
   if (autograd::needs_grad({q, k, v})) {
     const bool rq = q.requires_grad(), rk = k.requires_grad(), rv = v.requires_grad();
     autograd::SavedTensor sq = saved(qk), sk = saved(kk), sv = saved(vk), sout = saved(out), slse = saved(lse);
     autograd::SavedTensor spad = saved(pad);
-    autograd::record("scaled_dot_product_attention", {q, k, v}, {out}, [=](const Grads& grads) {
+    autograd::record("scaled_dot_product_attention", {q, k, v}, {result}, [=](const Grads& grads) {
       NoGradGuard ng;
       const Tensor qq = widened(sq), kq = widened(sk), vq = widened(sv);
       const TensorOptions to = TensorOptions(qq.dtype()).device(qq.device());
@@ -94,7 +100,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
       return Grads{dq, dk, dv};
     });
   }
-  return out;
+  return result;
 }
 
 Tensor attention_dropout_keep(const Shape& shape, double p, uint64_t seed, uint64_t offset) {

@@ -16,8 +16,13 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2d
   OCTET_CHECK(x.defined() && w.defined(), "conv2d: undefined ", x.defined() ? "weight" : "input");
   OCTET_CHECK(x.dim() == 4, "conv2d: expected 4-D input [N,C,H,W], got ", x.shape());
   OCTET_CHECK(w.dim() == 4, "conv2d: expected 4-D weight [K,C/groups,R,S], got ", w.shape());
-  OCTET_CHECK(x.dtype() == DType::f32 || x.dtype() == DType::f64, "conv2d: expected dtype f32 or f64, got ", x.dtype());
-  OCTET_CHECK(w.dtype() == x.dtype(), "conv2d: dtypes differ: input ", x.dtype(), ", weight ", w.dtype());
+  // autocast (core/autocast.h), or a bf16 operand (autocast's activations): the bf16 product.
+  auto f32_or_bf16 = [](const Tensor& t) { return t.dtype() == DType::f32 || t.dtype() == DType::bf16; };
+  const bool bf16 = f32_or_bf16(x) && f32_or_bf16(w) &&
+                    (autocast::lowers("conv2d", x) || x.dtype() == DType::bf16 || w.dtype() == DType::bf16);
+  OCTET_CHECK(bf16 || x.dtype() == DType::f32 || x.dtype() == DType::f64,
+              "conv2d: expected dtype f32, f64 or bf16, got ", x.dtype());
+  OCTET_CHECK(bf16 || w.dtype() == x.dtype(), "conv2d: dtypes differ: input ", x.dtype(), ", weight ", w.dtype());
   OCTET_CHECK(w.device() == x.device(), "conv2d: input is on ", x.device(), " but weight is on ", w.device());
   OCTET_CHECK(o.stride_h_ > 0 && o.stride_w_ > 0, "conv2d: expected positive stride, got (", o.stride_h_, ", ",
               o.stride_w_, ")");
@@ -36,7 +41,8 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2d
               c, " input channels and groups ", o.groups_, ", got ", w.shape());
   if (bias.defined()) {
     OCTET_CHECK(bias.dim() == 1 && bias.size(0) == k, "conv2d: expected bias of shape [", k, "], got ", bias.shape());
-    OCTET_CHECK(bias.dtype() == x.dtype(), "conv2d: dtypes differ: input ", x.dtype(), ", bias ", bias.dtype());
+    OCTET_CHECK(bias.dtype() == (bf16 ? DType::f32 : x.dtype()), "conv2d: dtypes differ: input ", x.dtype(), ", bias ",
+                bias.dtype(), bf16 ? " (a bf16 convolution takes an f32 bias)" : "");
     OCTET_CHECK(bias.device() == x.device(), "conv2d: input is on ", x.device(), " but bias is on ", bias.device());
   }
   const int64_t span_h = o.dil_h_ * (r - 1) + 1, span_w = o.dil_w_ * (s - 1) + 1;
@@ -53,9 +59,11 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2d
   // On the CPU a channels-last input gives a channels-last output and input gradient (oneDNN's nhwc
   // kernels; core/memory_format.h); elsewhere the kernels take NCHW.
   const bool channels_last = keeps_channels_last(x);
-  // autocast (core/autocast.h): x and w in bf16 (w cast once per scope), the bias, output and
-  // gradients f32; what the backward keeps is the bf16 copies.
-  const bool bf16 = autocast::lowers("conv2d", x);
+  // autocast (core/autocast.h): x and w in bf16 (w cast once per scope), summed in f32 with the f32
+  // bias and written as autocast::output_dtype (bf16 on the CPU); the backward reads the bf16
+  // copies and dout and writes f32 dw, and dx in the output's dtype for a bf16 x (else in x's).
+  const DType out_t = bf16 ? autocast::output_dtype(x.device()) : x.dtype();
+  const DType dx_t = x.dtype() == DType::bf16 ? out_t : x.dtype();
   Tensor xc, wc, bc;
   {
     NoGradGuard no_grad;  // the copies feed the kernel only; the node below links x, w, bias
@@ -63,8 +71,8 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2d
     if (bf16) xc = autocast::cast(xc, DType::bf16), wc = autocast::cast(w, DType::bf16).contiguous();
     bc = bias.defined() ? bias.contiguous() : Tensor();
   }
-  const TensorOptions like_x = TensorOptions(x.dtype()).device(x.device());
-  Tensor out = channels_last ? empty_channels_last({n, k, g.p, g.q}, like_x) : empty({n, k, g.p, g.q}, like_x);
+  const TensorOptions like_out = TensorOptions(out_t).device(x.device());
+  Tensor out = channels_last ? empty_channels_last({n, k, g.p, g.q}, like_out) : empty({n, k, g.p, g.q}, like_out);
   kernels::conv2d_forward(g, xc, wc, bc, out);
 
   if (autograd::needs_grad({x, w, bias})) {
@@ -73,9 +81,9 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2d
       const Tensor& sx = saved_x.get();
       const Tensor& sw = saved_w.get();
       Tensor dout = channels_last ? to_channels_last(gr[0].detach()) : gr[0].contiguous();
-      TensorOptions like = TensorOptions(bf16 ? DType::f32 : sx.dtype()).device(sx.device());
-      Tensor dx = rx ? empty_in_format_of(sx, sx.shape(), like) : Tensor();
-      Tensor dw = rw ? empty(sw.shape(), like) : Tensor();
+      const Device dev = sx.device();
+      Tensor dx = rx ? empty_in_format_of(sx, sx.shape(), TensorOptions(dx_t).device(dev)) : Tensor();
+      Tensor dw = rw ? empty(sw.shape(), TensorOptions(bf16 ? DType::f32 : sx.dtype()).device(dev)) : Tensor();
       kernels::conv2d_backward(g, sx, sw, bf16 ? autocast::cast(dout, DType::bf16) : dout, dx, dw);
       return Grads{dx, dw, rb ? sum(dout, {0, 2, 3}) : Tensor()};
     });

@@ -24,7 +24,8 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* gen, int64_t
   OCTET_CHECK(p >= 0.0 && p <= 1.0, "dropout: p must be in [0, 1], got ", p);
   if (!training || p == 0.0) return x;
   if (p == 1.0) return x * zeros_like(x);
-  const TensorOptions opts = TensorOptions(x.dtype()).device(x.device());
+  // bf16 activations draw the f32 path's numbers and scale in f32, rounding the product once.
+  const TensorOptions opts = TensorOptions(opmath_dtype(x.dtype())).device(x.device());
   const DropoutShard shard = current_dropout_shard();
   Tensor u;
   if (shard.count == 1) {
@@ -35,8 +36,9 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* gen, int64_t
     global[d] *= shard.count;
     u = rand(global, opts, gen).narrow(d, shard.rank * x.size(d), x.size(d));
   }
-  Tensor keep = lt(u, 1.0 - p).to(x.dtype());
-  return x * (keep * (1.0 / (1.0 - p)));
+  Tensor keep = lt(u, 1.0 - p).to(opts.dtype_);
+  Tensor y = x * (keep * (1.0 / (1.0 - p)));
+  return y.dtype() == x.dtype() ? y : y.to(x.dtype());
 }
 
 }  // namespace octet

@@ -32,18 +32,27 @@ static void check_pair(const char* op, const Tensor& a, const Tensor& b) {
   OCTET_CHECK(a.device() == b.device(), op, ": tensors are on different devices: ", a.device(), " and ", b.device());
 }
 
-// ---------------------------------------------------------------- binary
-
-// Arithmetic runs on every dtype but bf16 (cast bf16 to f32 for math).
-static void check_numeric(const char* op, const Tensor& x) {
-  OCTET_CHECK(x.dtype() != DType::bf16, op,
-              ": dtype bf16 is not supported for arithmetic (convert with .to(DType::f32))");
+// The dtype of arithmetic on a and b: theirs, or f32 for bf16 with f32 (PyTorch's promotion:
+// autocast's bf16 activations added to f32 ones, such as a GPT's residual stream). Other mixes
+// are an error naming the op.
+static DType result_dtype(const char* op, const Tensor& a, const Tensor& b) {
+  OCTET_CHECK(a.defined() && b.defined(), op, ": undefined tensor argument");
+  auto bf16_f32 = [](DType x, DType y) { return x == DType::bf16 && y == DType::f32; };
+  if (bf16_f32(a.dtype(), b.dtype()) || bf16_f32(b.dtype(), a.dtype())) {
+    OCTET_CHECK(a.device() == b.device(), op, ": tensors are on different devices: ", a.device(), " and ",
+                b.device());
+    return DType::f32;
+  }
+  check_pair(op, a, b);
+  return a.dtype();
 }
 
+// ---------------------------------------------------------------- binary
+
 static Tensor binary_forward(BinaryOp op, const char* name, const Tensor& a, const Tensor& b) {
-  check_pair(name, a, b);
-  check_numeric(name, a);
-  Tensor out = elementwise_out(broadcast_shapes(a.shape(), b.shape(), name), like(a), {a, b});
+  const DType dtype = result_dtype(name, a, b);
+  Tensor out = elementwise_out(broadcast_shapes(a.shape(), b.shape(), name), TensorOptions(dtype).device(a.device()),
+                               {a, b});
   kernels::binary(op, a, b, out);
   return out;
 }
@@ -130,11 +139,8 @@ Tensor minimum(const Tensor& a, const Tensor& b) { return extremum(BinaryOp::min
 static Tensor unary_forward(UnaryOp op, const char* name, const Tensor& x, double a = 0, double b = 0) {
   OCTET_CHECK(x.defined(), name, ": undefined tensor argument");
   bool any_numeric = op == UnaryOp::neg || op == UnaryOp::abs || op == UnaryOp::mul_scalar || op == UnaryOp::add_scalar;
-  if (any_numeric)
-    check_numeric(name, x);
-  else
-    OCTET_CHECK(x.dtype() == DType::f32 || x.dtype() == DType::f64, name, ": expected dtype f32 or f64, got ",
-                x.dtype());
+  // bf16 (autocast's activations) computes in f32 and rounds once, as the other float dtypes.
+  OCTET_CHECK(any_numeric || is_floating(x.dtype()), name, ": expected dtype f32, f64 or bf16, got ", x.dtype());
   Tensor out = elementwise_out(x.shape(), like(x), {x});
   kernels::unary(op, x, out, a, b);
   return out;
@@ -246,7 +252,6 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
 
 static Tensor compare(CompareOp op, const char* name, const Tensor& a, const Tensor& b) {
   check_pair(name, a, b);
-  check_numeric(name, a);
   Tensor out = empty(broadcast_shapes(a.shape(), b.shape(), name), TensorOptions(DType::u8).device(a.device()));
   kernels::compare(op, a, b, out);
   return out;
@@ -291,13 +296,37 @@ Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
 Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
 Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
 Tensor operator-(const Tensor& x) { return neg(x); }
-Tensor operator+(const Tensor& a, double b) { return add(a, scalar_like(b, a)); }
-Tensor operator-(const Tensor& a, double b) { return sub(a, scalar_like(b, a)); }
-Tensor operator*(const Tensor& a, double b) { return mul(a, scalar_like(b, a)); }
-Tensor operator/(const Tensor& a, double b) { return div(a, scalar_like(b, a)); }
-Tensor operator+(double a, const Tensor& b) { return add(scalar_like(a, b), b); }
-Tensor operator-(double a, const Tensor& b) { return sub(scalar_like(a, b), b); }
-Tensor operator*(double a, const Tensor& b) { return mul(scalar_like(a, b), b); }
-Tensor operator/(double a, const Tensor& b) { return div(scalar_like(a, b), b); }
+// A bf16 tensor with a number: the number stays f32 (computed with, not rounded to bf16), as
+// PyTorch's scalars, through the scalar kernels: x * s, x + s.
+static bool bf16_scalar(const Tensor& x) { return x.defined() && x.dtype() == DType::bf16; }
+static Tensor scalar_op(UnaryOp op, const char* name, const Tensor& x, double s) {
+  Tensor out = unary_forward(op, name, x, s);
+  autograd::record(name, {x}, {out}, [op, s](const Grads& g) {
+    return Grads{op == UnaryOp::mul_scalar ? scalar_op(op, "mul", g[0], s) : g[0]};
+  });
+  return out;
+}
+
+Tensor operator+(const Tensor& a, double b) {
+  return bf16_scalar(a) ? scalar_op(UnaryOp::add_scalar, "add", a, b) : add(a, scalar_like(b, a));
+}
+Tensor operator-(const Tensor& a, double b) {
+  return bf16_scalar(a) ? scalar_op(UnaryOp::add_scalar, "sub", a, -b) : sub(a, scalar_like(b, a));
+}
+Tensor operator*(const Tensor& a, double b) {
+  return bf16_scalar(a) ? scalar_op(UnaryOp::mul_scalar, "mul", a, b) : mul(a, scalar_like(b, a));
+}
+Tensor operator/(const Tensor& a, double b) {
+  return bf16_scalar(a) ? div(a, scalar_tensor(b, TensorOptions(DType::f32).device(a.device())))
+                              .to(DType::bf16)
+                        : div(a, scalar_like(b, a));
+}
+Tensor operator+(double a, const Tensor& b) { return bf16_scalar(b) ? b + a : add(scalar_like(a, b), b); }
+Tensor operator-(double a, const Tensor& b) { return bf16_scalar(b) ? -b + a : sub(scalar_like(a, b), b); }
+Tensor operator*(double a, const Tensor& b) { return bf16_scalar(b) ? b * a : mul(scalar_like(a, b), b); }
+Tensor operator/(double a, const Tensor& b) {
+  return bf16_scalar(b) ? div(scalar_tensor(a, TensorOptions(DType::f32).device(b.device())), b).to(DType::bf16)
+                        : div(scalar_like(a, b), b);
+}
 
 }  // namespace octet

@@ -6,6 +6,7 @@
 #include "core/autograd.h"
 #include "core/kernels.h"
 #include "core/ops/elementwise.h"
+#include "core/ops/reduce.h"
 
 namespace octet {
 
@@ -35,12 +36,23 @@ Operand operand(const Tensor& m) {
   return {cm, false, std::max<int64_t>(c, 1)};
 }
 
+// Whether a product of a and b runs in bf16: under autocast (f32 or bf16 operands), or outside it
+// when an operand is bf16 already (autocast's activations, in a backward or an evaluation).
+bool lowered(const char* op, const Tensor& a, const Tensor& b) {
+  auto f32_or_bf16 = [](const Tensor& t) { return t.dtype() == DType::f32 || t.dtype() == DType::bf16; };
+  if (!a.defined() || !b.defined() || !f32_or_bf16(a) || !f32_or_bf16(b)) return false;
+  return autocast::lowers(op, a) || a.dtype() == DType::bf16 || b.dtype() == DType::bf16;
+}
+
 void check_mm(const char* op, const Tensor& a, const Tensor& b, int64_t dims) {
   OCTET_CHECK(a.defined() && b.defined(), op, ": undefined tensor argument");
   OCTET_CHECK(a.dim() == dims && b.dim() == dims, op, ": expected ", dims, "-D tensors, got shapes ", a.shape(),
               " and ", b.shape());
-  OCTET_CHECK(a.dtype() == b.dtype(), op, ": dtypes differ: ", a.dtype(), " and ", b.dtype());
-  OCTET_CHECK(a.dtype() == DType::f32 || a.dtype() == DType::f64, op, ": expected dtype f32 or f64, got ", a.dtype());
+  if (!lowered(op, a, b)) {
+    OCTET_CHECK(a.dtype() == b.dtype(), op, ": dtypes differ: ", a.dtype(), " and ", b.dtype());
+    OCTET_CHECK(a.dtype() == DType::f32 || a.dtype() == DType::f64, op, ": expected dtype f32, f64 or bf16, got ",
+                a.dtype());
+  }
   OCTET_CHECK(a.device() == b.device(), op, ": tensors are on different devices: ", a.device(), " and ", b.device());
   OCTET_CHECK(a.size(-1) == b.size(-2), op, ": inner dimensions differ: ", a.shape(), " x ", b.shape());
 }
@@ -56,36 +68,46 @@ void gemm_into(const Tensor& a, const Tensor& b, const Tensor& out) {
   kernels::gemm(oa.trans, ob.trans, m, n, k, 1.0, oa.t, oa.ld, ob.t, ob.ld, 0.0, out, std::max<int64_t>(n, 1));
 }
 
-// autocast's bf16 product of 2-D (or, with `batched`, 3-D) a and b: ab and bb are their bf16
-// casts; the output and the gradients are f32 (the gradients cast to a's and b's dtypes), the
-// backward's products in bf16 too. The node is recorded as `op` against a and b.
+// autocast's bf16 product of 2-D (or, with `batched`, 3-D) a and b, plus bias [N] (f32, or
+// undefined): ab and bb are their bf16 casts; the products accumulate in f32 (the bias added to the
+// f32 sum) and the output is rounded once to autocast::output_dtype (bf16 on the CPU). The
+// backward's products run in bf16 too; the gradients of bf16 inputs come out in the output's dtype,
+// of f32 ones (weights) in f32. The node is recorded as `op` against a, b and bias.
 Tensor lowered_product(const char* op, const Tensor& a, const Tensor& b, const Tensor& ab, const Tensor& bb,
-                       bool batched) {
-  auto product = [batched](const Tensor& x, const Tensor& y) {  // bf16 x bf16 -> f32, no graph
+                       bool batched, const Tensor& bias = Tensor()) {
+  const DType out_t = autocast::output_dtype(a.device());
+  auto product = [batched](const Tensor& x, const Tensor& y, DType dtype) {  // bf16 x bf16, no graph
+    const TensorOptions o = TensorOptions(dtype).device(x.device());
     if (!batched) {
-      Tensor out = empty({x.size(0), y.size(1)}, TensorOptions(DType::f32).device(x.device()));
+      Tensor out = empty({x.size(0), y.size(1)}, o);
       gemm_into(x, y, out);
       return out;
     }
-    Tensor out = empty({x.size(0), x.size(1), y.size(2)}, TensorOptions(DType::f32).device(x.device()));
+    Tensor out = empty({x.size(0), x.size(1), y.size(2)}, o);
     for (int64_t i = 0; i < x.size(0); ++i) gemm_into(x.select(0, i), y.select(0, i), out.select(0, i));
     return out;
   };
   Tensor out;
   {
     NoGradGuard ng;
-    out = product(ab, bb);
+    if (!bias.defined()) {
+      out = product(ab, bb, out_t);
+    } else {
+      const Tensor sum = product(ab, bb, DType::f32);
+      out = empty(sum.shape(), TensorOptions(out_t).device(sum.device()));
+      kernels::binary(BinaryOp::add, sum, bias.detach(), out);
+    }
   }
-  if (autograd::needs_grad({a, b})) {
-    const bool ra = a.requires_grad(), rb = b.requires_grad();
-    const DType ta = a.dtype(), tb = b.dtype();
+  if (autograd::needs_grad({a, b, bias})) {
+    const bool ra = a.requires_grad(), rb = b.requires_grad(), rbias = bias.defined() && bias.requires_grad();
+    const DType ta = a.dtype() == DType::bf16 ? out_t : a.dtype(), tb = b.dtype() == DType::bf16 ? out_t : b.dtype();
     const int64_t last = batched ? 2 : 1, first = batched ? 1 : 0;
-    autograd::record(op, {a, b}, {out}, [=](const Grads& g) {
+    autograd::record(op, {a, b, bias}, {out}, [=](const Grads& g) {
       NoGradGuard ng;
-      Tensor gb = g[0].to(DType::bf16);
-      Tensor da = ra ? product(gb, bb.transpose(first, last)).to(ta) : Tensor();
-      Tensor db = rb ? product(ab.transpose(first, last), gb).to(tb) : Tensor();
-      return Grads{da, db};
+      Tensor gb = autocast::cast(g[0], DType::bf16);
+      Tensor da = ra ? product(gb, bb.transpose(first, last), ta) : Tensor();
+      Tensor db = rb ? product(ab.transpose(first, last), gb, tb) : Tensor();
+      return Grads{da, db, rbias ? sum(g[0], {0}) : Tensor()};
     });
   }
   return out;
@@ -95,7 +117,7 @@ Tensor lowered_product(const char* op, const Tensor& a, const Tensor& b, const T
 
 Tensor mm(const Tensor& a, const Tensor& b) {
   check_mm("mm", a, b, 2);
-  if (autocast::lowers("mm", a))
+  if (lowered("mm", a, b))
     return lowered_product("mm", a, b, autocast::cast(a, DType::bf16), autocast::cast(b, DType::bf16), false);
   Tensor out = empty({a.size(0), b.size(1)}, TensorOptions(a.dtype()).device(a.device()));
   {
@@ -115,7 +137,7 @@ Tensor mm(const Tensor& a, const Tensor& b) {
 Tensor bmm(const Tensor& a, const Tensor& b) {
   check_mm("bmm", a, b, 3);
   OCTET_CHECK(a.size(0) == b.size(0), "bmm: batch sizes differ: ", a.shape(), " x ", b.shape());
-  if (autocast::lowers("bmm", a))
+  if (lowered("bmm", a, b))
     return lowered_product("bmm", a, b, autocast::cast(a, DType::bf16), autocast::cast(b, DType::bf16), true);
   Tensor out = empty({a.size(0), a.size(1), b.size(2)}, TensorOptions(a.dtype()).device(a.device()));
   {
@@ -163,25 +185,21 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
               weight.defined() ? weight.shape() : Shape{});
   OCTET_CHECK(x.defined() && x.dim() >= 1 && x.size(-1) == weight.size(1), "linear: input's last dim must be ",
               weight.size(1), ", got shape ", x.defined() ? x.shape() : Shape{});
-  Tensor y;
-  if (autocast::lowers("linear", x) && weight.dtype() == x.dtype()) {
-    // The weight (a leaf) is cast once per autocast scope, then used transposed.
+  OCTET_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == weight.size(0)), "linear: bias must have shape [",
+              weight.size(0), "], got ", bias.defined() ? bias.shape() : Shape{});
+  if (lowered("linear", x, weight) && (!bias.defined() || bias.dtype() == DType::f32)) {
+    // The weight (a leaf) is cast once per autocast scope, then used transposed; the bias is added
+    // to the f32 sums before they are rounded.
     const int64_t in = weight.size(1);
     Shape out_shape(x.shape().begin(), x.shape().end() - 1);
     out_shape.push_back(weight.size(0));
     Tensor x2 = x.reshape({-1, in});
-    y = lowered_product("linear", x2, weight.t(), autocast::cast(x2, DType::bf16),
-                        autocast::cast(weight, DType::bf16).t(), false)
-            .reshape(out_shape);
-  } else {
-    y = matmul(x, weight.t());
+    return lowered_product("linear", x2, weight.t(), autocast::cast(x2, DType::bf16),
+                           autocast::cast(weight, DType::bf16).t(), false, bias)
+        .reshape(out_shape);
   }
-  if (bias.defined()) {
-    OCTET_CHECK(bias.dim() == 1 && bias.size(0) == weight.size(0), "linear: bias must have shape [", weight.size(0),
-                "], got ", bias.shape());
-    y = y + bias;
-  }
-  return y;
+  Tensor y = matmul(x, weight.t());
+  return bias.defined() ? y + bias : y;
 }
 
 }  // namespace octet

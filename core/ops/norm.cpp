@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "core/autocast.h"
 #include "core/autograd.h"
 #include "core/kernels.h"
 #include "core/memory_format.h"
@@ -16,7 +15,9 @@ using autograd::saved;
 
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
                   double eps) {
-  if (autocast::widens("layer_norm", x)) return layer_norm(x.to(DType::f32), normalized_shape, weight, bias, eps);
+  // bf16 activations (autocast): statistics and normalization in f32, the output rounded to bf16.
+  if (x.defined() && x.dtype() == DType::bf16)
+    return layer_norm(x.to(DType::f32), normalized_shape, weight, bias, eps).to(DType::bf16);
   int64_t k = static_cast<int64_t>(normalized_shape.size());
   OCTET_CHECK(x.defined() && k >= 1 && x.dim() >= k && Shape(x.shape().end() - k, x.shape().end()) == normalized_shape,
               "layer_norm: input shape ", x.defined() ? x.shape() : Shape{}, " does not end with normalized_shape ",
@@ -50,6 +51,7 @@ BatchNormGrads batch_norm_act_backward(const Tensor& dout, const Tensor& x3, con
                                        const Tensor& mean, const Tensor& invstd, NormActivation act, bool want_dx,
                                        bool want_dweight, bool want_dbias) {
   TensorOptions o = TensorOptions(x3.dtype()).device(x3.device());
+  TensorOptions per_channel = TensorOptions(opmath_dtype(x3.dtype())).device(x3.device());
   BatchNormGrads r;
   r.dout = dout;
   if (act != NormActivation::none) {
@@ -58,8 +60,8 @@ BatchNormGrads batch_norm_act_backward(const Tensor& dout, const Tensor& x3, con
   }
   const int64_t c = x3.size(1);
   if (want_dx) r.dx = empty_in_format_of(x3, x3.shape(), o);
-  if (want_dweight) r.dweight = empty({c}, o);
-  if (want_dbias) r.dbias = empty({c}, o);
+  if (want_dweight) r.dweight = empty({c}, per_channel);
+  if (want_dbias) r.dbias = empty({c}, per_channel);
   kernels::batch_norm_backward(r.dout, x3, weight, mean, invstd, r.dx, r.dweight, r.dbias);
   return r;
 }
@@ -71,9 +73,11 @@ void check_batch_norm(const Tensor& x, const BatchNormOptions& o) {
   OCTET_CHECK(x.defined() && x.dim() >= 2, "batch_norm: expected input [N, C, ...], got ",
               x.defined() ? x.shape() : Shape{});
   const Tensor& r = o.residual;
-  OCTET_CHECK(!r.defined() || (r.shape() == x.shape() && r.dtype() == x.dtype() && r.device() == x.device()),
+  const bool bf16_mix = r.defined() && r.dtype() != x.dtype() && opmath_dtype(r.dtype()) == opmath_dtype(x.dtype());
+  OCTET_CHECK(!r.defined() || (r.shape() == x.shape() && (r.dtype() == x.dtype() || bf16_mix) && r.device() == x.device()),
               "batch_norm: the residual must have the input's shape ", x.shape(), ", dtype ", x.dtype(),
-              " and device, got ", r.defined() ? r.shape() : Shape{});
+              " (or bf16 with f32) and device, got ", r.defined() ? r.shape() : Shape{},
+              r.defined() ? " " + std::string(dtype_name(r.dtype())) : "");
   const int64_t c = x.size(1);
   for (const Tensor* t : {&o.running_mean, &o.running_var, &o.weight, &o.bias})
     OCTET_CHECK(!t->defined() || t->shape() == Shape{c}, "batch_norm: per-channel tensors must have shape [", c,
@@ -92,9 +96,9 @@ Tensor batch_norm_eval(const Tensor& x, const BatchNormOptions& o) {
   if (o.weight.defined()) y = y * per_channel(o.weight);
   if (o.bias.defined()) y = y + per_channel(o.bias);
   if (o.residual.defined()) y = y + o.residual;
-  if (o.act == NormActivation::relu) return relu(y);
-  if (o.act == NormActivation::relu6) return relu6(y);
-  return y;
+  if (o.act == NormActivation::relu) y = relu(y);
+  if (o.act == NormActivation::relu6) y = relu6(y);
+  return y.dtype() == x.dtype() ? y : y.to(x.dtype());  // bf16 activations stay bf16
 }
 
 // The training kernels take x as [N, C, S] in x's layout: on the CPU a 4-D channels-last input
@@ -130,24 +134,16 @@ void record_batch_norm(const Tensor& x, const BatchNormOptions& o, const Tensor&
   const NormActivation act = o.act;
   const bool has_act = act != NormActivation::none, from_output = has_act && o.residual.defined();
   Tensor act_bias = has_act && !from_output ? s.bias : Tensor(), act_out = from_output ? s.out : Tensor();
-  // autocast (core/autocast.h): x and the output kept in bf16, widened back in the backward.
-  const DType keep = autocast::saved_dtype("batch_norm", s.x3.dtype()), compute = s.x3.dtype();
-  Tensor kept_x = s.x3, kept_out = act_out;
-  if (keep != compute) {
-    NoGradGuard ng;
-    kept_x = autocast::cast(s.x3, keep);
-    kept_out = autocast::cast(act_out, keep);
-  }
   autograd::record(
       "batch_norm", {x, o.weight, o.bias, o.residual}, {y},
-      [rx, rw, rb, rr, act, from_output, planes, compute, sx = saved(kept_x), sw = saved(s.weight),
-       sb = saved(act_bias), sm = saved(s.mean), si = saved(s.invstd), so = saved(kept_out)](const Grads& g) {
-        const Tensor x3v = autocast::cast(sx.get(), compute);
+      [rx, rw, rb, rr, act, from_output, planes, sx = saved(s.x3), sw = saved(s.weight), sb = saved(act_bias),
+       sm = saved(s.mean), si = saved(s.invstd), so = saved(act_out)](const Grads& g) {
+        const Tensor& x3v = sx.get();
         Tensor dout = planes.to3(g[0]);
         if (from_output) {
           Tensor masked = empty_in_format_of(x3v, x3v.shape(), TensorOptions(x3v.dtype()).device(x3v.device()));
-          kernels::binary(act == NormActivation::relu ? BinaryOp::relu_grad : BinaryOp::relu6_grad, dout,
-                          autocast::cast(so.get(), compute), masked);
+          kernels::binary(act == NormActivation::relu ? BinaryOp::relu_grad : BinaryOp::relu6_grad, dout, so.get(),
+                          masked);
           dout = masked;
         }
         BatchNormGrads r = batch_norm_act_backward(dout, x3v, sw.get(), sb.get(), sm.get(), si.get(),
@@ -163,19 +159,21 @@ void record_batch_norm(const Tensor& x, const BatchNormOptions& o, const Tensor&
 Tensor batch_norm_train(const Tensor& x, const BatchNormOptions& o) {
   const int64_t c = x.size(1), n = x.numel() / std::max<int64_t>(c, 1);
   OCTET_CHECK(n > 1, "batch_norm: training needs more than one value per channel, got input shape ", x.shape());
-  OCTET_CHECK(x.dtype() == DType::f32 || x.dtype() == DType::f64, "batch_norm: expected dtype f32 or f64, got ",
-              x.dtype());
+  OCTET_CHECK(is_floating(x.dtype()), "batch_norm: expected dtype f32, f64 or bf16, got ", x.dtype());
+  // bf16 activations (autocast): the statistics, parameters and their gradients f32.
+  const DType stats = opmath_dtype(x.dtype());
   for (const Tensor* t : {&o.running_mean, &o.running_var, &o.weight, &o.bias})
-    OCTET_CHECK(!t->defined() || t->dtype() == x.dtype(), "batch_norm: per-channel tensors must be ", x.dtype(),
-                ", got ", t->dtype());
-  TensorOptions like = TensorOptions(x.dtype()).device(x.device());
+    OCTET_CHECK(!t->defined() || t->dtype() == stats, "batch_norm: per-channel tensors must be ", stats, ", got ",
+                t->dtype());
+  TensorOptions like = TensorOptions(x.dtype()).device(x.device()), like_stats = TensorOptions(stats).device(x.device());
   const Planes planes{keeps_channels_last(x), Shape{x.size(0), c, x.numel() / std::max<int64_t>(x.size(0) * c, 1)}};
   BatchNormSaved s;
   s.x3 = planes.channels_last ? reshape_planes(x, planes.shape3) : x.contiguous().reshape(planes.shape3);
   s.weight = o.weight.defined() ? o.weight.contiguous() : Tensor();
   s.bias = o.bias.defined() ? o.bias.contiguous() : Tensor();
   Tensor r3 = o.residual.defined() ? planes.to3(o.residual) : Tensor();
-  s.out = empty_in_format_of(s.x3, planes.shape3, like), s.mean = empty({c}, like), s.invstd = empty({c}, like);
+  s.out = empty_in_format_of(s.x3, planes.shape3, like);
+  s.mean = empty({c}, like_stats), s.invstd = empty({c}, like_stats);
   {
     NoGradGuard ng;
     kernels::batch_norm_forward(s.x3.detach(), s.weight.defined() ? s.weight.detach() : s.weight,
@@ -191,8 +189,20 @@ Tensor batch_norm_train(const Tensor& x, const BatchNormOptions& o) {
 }  // namespace
 
 Tensor batch_norm(const Tensor& x, const BatchNormOptions& options) {
-  if (autocast::widens("batch_norm", x)) return batch_norm(x.to(DType::f32), options);
   check_batch_norm(x, options);
+  const Tensor& r = options.residual;
+  if (r.defined() && r.dtype() != x.dtype()) {
+    // A residual of another dtype (bf16 activations beside f32 ones): as `bn(x) + r` promotes.
+    BatchNormOptions o = options;
+    if (x.dtype() != DType::bf16) {  // r widened exactly to x's dtype: the fused kernel's bits
+      o.residual = r.to(x.dtype());
+      return batch_norm(x, o);
+    }
+    o.residual = Tensor(), o.act = NormActivation::none;
+    Tensor y = batch_norm(x, o) + r;
+    if (options.act == NormActivation::relu) return relu(y);
+    return options.act == NormActivation::relu6 ? relu6(y) : y;
+  }
   return options.training ? batch_norm_train(x, options) : batch_norm_eval(x, options);
 }
 

@@ -25,7 +25,7 @@ std::pair<int64_t, int64_t> pair_of(const char* op, const char* what, const Shap
 Tensor as_batched(const char* op, const Tensor& x, bool& batched) {
   OCTET_CHECK(x.defined(), op, ": undefined input");
   OCTET_CHECK(x.dim() == 3 || x.dim() == 4, op, ": expected 3-D [C,H,W] or 4-D [N,C,H,W] input, got ", x.shape());
-  OCTET_CHECK(x.dtype() == DType::f32 || x.dtype() == DType::f64, op, ": expected dtype f32 or f64, got ", x.dtype());
+  OCTET_CHECK(is_floating(x.dtype()), op, ": expected dtype f32, f64 or bf16, got ", x.dtype());
   OCTET_CHECK(x.size(-1) > 0 && x.size(-2) > 0, op, ": expected a nonempty plane, got input ", x.shape());
   batched = x.dim() == 4;
   return batched ? x : x.unsqueeze(0);

@@ -149,6 +149,10 @@ Tensor logsumexp(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim
 static ValuesIndices extreme(const Tensor& x, int64_t dim, bool keepdim, bool is_max) {
   const char* op = is_max ? "max" : "min";
   OCTET_CHECK(x.defined(), op, ": undefined tensor argument");
+  if (x.dtype() == DType::bf16) {  // bf16 activations (logits under autocast): exact in f32
+    ValuesIndices r = extreme(x.to(DType::f32), dim, keepdim, is_max);
+    return {r.values.to(DType::bf16), r.indices};
+  }
   int64_t d = wrap_dim(dim, x.dim(), op);
   RowView v = as_rows(x, x.dim() == 0 ? std::vector<int64_t>{} : std::vector<int64_t>{d}, op);
   OCTET_CHECK(v.r > 0, op, ": reducing over an empty dim");

@@ -95,12 +95,15 @@ std::pair<Tensor, LstmState> lstm_layer_reference(const Tensor& x, const LstmSta
 
 std::pair<Tensor, LstmState> lstm_layer(const Tensor& x, const LstmState& state, const Tensor& w_ih, const Tensor& w_hh,
                                         const Tensor& b_ih, const Tensor& b_hh) {
+  // bf16 activations (autocast's): widened exactly; the gate products still run in bf16.
+  if (x.defined() && x.dtype() == DType::bf16) return lstm_layer(x.to(DType::f32), state, w_ih, w_hh, b_ih, b_hh);
   const LstmDims d = check_lstm_layer("lstm_layer", x, state, w_ih, w_hh, b_ih, b_hh);
   const TensorOptions like = TensorOptions(x.dtype()).device(x.device());
   const int64_t g4 = 4 * d.h, rows = d.t * d.b;
   const bool has_state = state.h.defined();
   // autocast (core/autocast.h): the gate products in bf16 (the weights cast once per scope; x and
-  // the weights kept for the backward as bf16), the gates, cell and gradients in f32.
+  // the weights kept for the backward as bf16), the gates, cell, states and gradients in f32, the
+  // output sequence rounded to autocast::output_dtype (bf16 on the CPU).
   const bool bf16 = autocast::lowers("lstm_layer", x);
   Tensor xc, wih, whh, h0, c0, gates, cs, y, h_last, c_last;
   {
@@ -173,7 +176,7 @@ std::pair<Tensor, LstmState> lstm_layer(const Tensor& x, const LstmState& state,
                                     rbh ? (rbi ? db.clone() : db) : Tensor()};
                      });
   }
-  return {y, LstmState{h_last, c_last}};
+  return {bf16 ? y.to(autocast::output_dtype(x.device())) : y, LstmState{h_last, c_last}};
 }
 
 }  // namespace octet

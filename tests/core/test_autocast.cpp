@@ -1,8 +1,9 @@
 // bf16 mixed precision (core/autocast.h): the f32 <-> bf16 conversion on every ISA against the
 // BFloat16 constructor's bits; the policy table op by op (compute dtype, output dtype, the dtype of
 // every input's gradient); each bf16 op against the f32 op on bf16-rounded inputs (the rounding in
-// the same places), forward and backward, on the native and the emulated path; the weight cast
-// cached once per scope.
+// the same places), forward and backward, on the native and the emulated path; the ops that run
+// on bf16 activations (norms, activations, adds, pools, dropout) against the f32 op on the widened
+// input, rounded once; the weight cast cached once per scope.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -26,6 +27,10 @@ double rel_diff(const Tensor& a, const Tensor& b) {
   const double scale = std::max(1.0, max(abs(b.to(DType::f32))).item<double>());
   return max(abs(a.to(DType::f32) - b.to(DType::f32))).item<double>() / scale;
 }
+
+// One bf16 unit in the last place relative to the largest value: a bf16 output against the f32
+// reference rounded, where the two f32 sums may differ in their last bits and round apart.
+constexpr double kBf16Ulp = 1.0 / 128;
 
 // x rounded to bf16 and back: what the bf16 ops compute on.
 Tensor rounded(const Tensor& x) {
@@ -99,10 +104,11 @@ TEST(Bf16Conversion, SameBitsAsTheConstructorOnEveryIsa) {
 TEST(Autocast, PolicyTable) {
   for (const char* op : {"mm", "bmm", "linear", "conv2d", "scaled_dot_product_attention", "lstm_layer"})
     EXPECT_EQ(autocast::policy(op), autocast::Policy::lower) << op;
-  for (const char* op :
-       {"softmax", "log_softmax", "cross_entropy", "nll_loss", "sum", "mean", "batch_norm", "layer_norm"})
+  for (const char* op : {"softmax", "log_softmax", "cross_entropy", "nll_loss", "mse_loss", "sum", "mean"})
     EXPECT_EQ(autocast::policy(op), autocast::Policy::fp32) << op;
-  EXPECT_EQ(autocast::policy("relu"), autocast::Policy::keep);
+  for (const char* op : {"relu", "gelu", "add", "batch_norm", "layer_norm", "max_pool2d", "dropout"})
+    EXPECT_EQ(autocast::policy(op), autocast::Policy::keep) << op;
+  EXPECT_EQ(autocast::output_dtype(Device::cpu()), DType::bf16);
   EXPECT_EQ(autocast::compute_dtype("mm", DType::f32), DType::f32);  // off outside a guard
   {
     AutocastGuard on(DType::bf16);
@@ -122,8 +128,9 @@ TEST(Autocast, PolicyTable) {
   EXPECT_THROW(AutocastGuard(DType::i8), Error);
 }
 
-// Each lower op under autocast: an f32 output, and f32 gradients for its f32 inputs.
-TEST(Autocast, LowerOpsGiveF32OutputsAndGradients) {
+// Each lower op under autocast: a bf16 output; f32 gradients for its f32 inputs (weights), bf16
+// ones for bf16 inputs (activations).
+TEST(Autocast, LowerOpsGiveBf16OutputsAndGradientsOfTheirInputsDtypes) {
   struct Op {
     std::string name;
     std::vector<Shape> shapes;
@@ -144,24 +151,26 @@ TEST(Autocast, LowerOpsGiveF32OutputsAndGradients) {
        [](const auto& v) { return lstm_layer(v[0], LstmState{}, v[1], v[2], v[3], v[4]).first; }},
   };
   uint64_t seed = 10;
-  for (const Op& op : ops) {
-    SCOPED_TRACE(op.name);
-    std::vector<Tensor> in;
-    for (const Shape& s : op.shapes) in.push_back(leaf(s, seed++));
-    Tensor y;
-    {
-      AutocastGuard autocast(DType::bf16);
-      EXPECT_EQ(autocast::compute_dtype(op.name, DType::f32), DType::bf16);
-      y = op.run(in);
+  for (const Op& op : ops)
+    for (bool bf16_input : {false, true}) {
+      SCOPED_TRACE(op.name + (bf16_input ? ", bf16 input" : ""));
+      std::vector<Tensor> in;
+      for (const Shape& s : op.shapes) in.push_back(leaf(s, seed++));
+      if (bf16_input) in[0] = in[0].detach().to(DType::bf16).requires_grad_(true);
+      Tensor y;
+      {
+        AutocastGuard autocast(DType::bf16);
+        EXPECT_EQ(autocast::compute_dtype(op.name, DType::f32), DType::bf16);
+        y = op.run(in);
+      }
+      EXPECT_EQ(y.dtype(), DType::bf16);
+      sum(y * y).backward();
+      for (const Tensor& t : in) {
+        ASSERT_TRUE(t.grad().defined());
+        EXPECT_EQ(t.grad().dtype(), t.dtype());
+        EXPECT_EQ(t.grad().shape(), t.shape());
+      }
     }
-    EXPECT_EQ(y.dtype(), DType::f32);
-    sum(y * y).backward();
-    for (const Tensor& t : in) {
-      ASSERT_TRUE(t.grad().defined());
-      EXPECT_EQ(t.grad().dtype(), DType::f32);
-      EXPECT_EQ(t.grad().shape(), t.shape());
-    }
-  }
 }
 
 // Each fp32 op under autocast takes a bf16 input up to f32: an f32 output, and the bf16 input's
@@ -185,14 +194,6 @@ TEST(Autocast, Fp32OpsTakeBf16InputsUp) {
        }},
       {"sum", {3, 4}, [](const Tensor& x) { return sum(x, {1}); }},
       {"mean", {3, 4}, [](const Tensor& x) { return mean(x, {0}); }},
-      {"layer_norm", {3, 4}, [](const Tensor& x) { return layer_norm(x, {4}, ones({4}), zeros({4}), 1e-5); }},
-      {"batch_norm",
-       {3, 4, 2, 2},
-       [](const Tensor& x) {
-         BatchNormOptions o;
-         o.training = true;
-         return batch_norm(x, o);
-       }},
   };
   uint64_t seed = 50;
   for (const Op& op : ops) {
@@ -222,9 +223,8 @@ TEST(Autocast, ProductsMatchF32OnRoundedInputs) {
       y = mm(a, b);
     }
     sum(y * r).backward();
-    Tensor ra = rounded(a).requires_grad_(true), rb = rounded(b).requires_grad_(true);
-    Tensor want = mm(ra, rb);
-    EXPECT_LT(rel_diff(y, want), 1e-5);
+    EXPECT_EQ(y.dtype(), DType::bf16);
+    EXPECT_LT(rel_diff(y, rounded(mm(rounded(a), rounded(b)))), kBf16Ulp);
     // dA = round(r) round(b)^T, dB = round(a)^T round(r)
     EXPECT_LT(rel_diff(a.grad(), mm(rounded(r), rounded(b).t())), 1e-5);
     EXPECT_LT(rel_diff(b.grad(), mm(rounded(a).t(), rounded(r))), 1e-5);
@@ -235,7 +235,7 @@ TEST(Autocast, ProductsMatchF32OnRoundedInputs) {
       AutocastGuard autocast(DType::bf16);
       yl = linear(x, w, bias);
     }
-    EXPECT_LT(rel_diff(yl, linear(rounded(x), rounded(w), bias.detach())), 1e-5);
+    EXPECT_LT(rel_diff(yl, rounded(linear(rounded(x), rounded(w), bias.detach()))), kBf16Ulp);
     sum(yl).backward();
     Tensor ones_r = ones({2, 7, 31});
     EXPECT_LT(rel_diff(w.grad(), mm(ones_r.reshape({14, 31}).t(), rounded(x).reshape({14, 65}))), 1e-5);
@@ -247,7 +247,7 @@ TEST(Autocast, ProductsMatchF32OnRoundedInputs) {
       AutocastGuard autocast(DType::bf16);
       yb = bmm(p, q);
     }
-    EXPECT_LT(rel_diff(yb, bmm(rounded(p), rounded(q))), 1e-5);
+    EXPECT_LT(rel_diff(yb, rounded(bmm(rounded(p), rounded(q)))), kBf16Ulp);
   });
 }
 
@@ -277,17 +277,19 @@ TEST(Autocast, ConvolutionMatchesF32OnRoundedInputs) {
         AutocastGuard autocast(DType::bf16);
         y = conv2d(x, w, bias, c.o);
       }
-      EXPECT_EQ(y.dtype(), DType::f32);
+      EXPECT_EQ(y.dtype(), DType::bf16);
+      EXPECT_EQ(is_channels_last(y), c.channels_last);
       Tensor r = randn(y.shape());
       sum(y * r).backward();
       Tensor xr = rounded(x).requires_grad_(true), wr = rounded(w).requires_grad_(true);
       Tensor br = bias.detach().requires_grad_(true);
       Tensor want = conv2d(xr, wr, br, c.o);
-      EXPECT_LT(rel_diff(y, want), 1e-5);
+      EXPECT_LT(rel_diff(y, rounded(want)), kBf16Ulp);
       sum(want * rounded(r)).backward();  // the backward's products take the rounded gradient
       EXPECT_LT(rel_diff(x.grad(), xr.grad()), 1e-5);
       EXPECT_LT(rel_diff(w.grad(), wr.grad()), 1e-5);
-      EXPECT_LT(rel_diff(bias.grad(), sum(r, {0, 2, 3})), 1e-5);  // the f32 gradient, summed
+      // the bf16 output's gradient (rounded), summed in f32
+      EXPECT_LT(rel_diff(bias.grad(), sum(rounded(r), {0, 2, 3})), 1e-5);
     }
   });
 }
@@ -302,7 +304,8 @@ TEST(Autocast, AttentionAndLstmMatchF32OnRoundedInputs) {
       AutocastGuard autocast(DType::bf16);
       y = scaled_dot_product_attention(q, k, v, o);
     }
-    EXPECT_LT(rel_diff(y, scaled_dot_product_attention(rounded(q), rounded(k), rounded(v), o)), 1e-5);
+    EXPECT_EQ(y.dtype(), DType::bf16);
+    EXPECT_LT(rel_diff(y, rounded(scaled_dot_product_attention(rounded(q), rounded(k), rounded(v), o))), kBf16Ulp);
     Tensor r = randn(y.shape());
     sum(y * r).backward();
     Tensor qr = rounded(q).requires_grad_(true), kr = rounded(k).requires_grad_(true);
@@ -319,7 +322,7 @@ TEST(Autocast, AttentionAndLstmMatchF32OnRoundedInputs) {
       AutocastGuard autocast(DType::bf16);
       out = lstm_layer(x, LstmState{}, wih, whh, bih, bhh);
     }
-    EXPECT_EQ(out.first.dtype(), DType::f32);
+    EXPECT_EQ(out.first.dtype(), DType::bf16);
     // The reference rounds each product's operands as the layer does: the cell with rounded
     // weights and input and, at each step, the rounded h.
     {
@@ -328,7 +331,7 @@ TEST(Autocast, AttentionAndLstmMatchF32OnRoundedInputs) {
       for (int64_t t = 0; t < 5; ++t) {
         LstmState s = lstm_cell(rounded(x.select(0, t)), rounded(h), c, rounded(wih), rounded(whh), bih, bhh);
         h = s.h, c = s.c;
-        EXPECT_LT(rel_diff(out.first.select(0, t), h), 1e-5) << "step " << t;
+        EXPECT_LT(rel_diff(out.first.select(0, t), rounded(h)), kBf16Ulp) << "step " << t;
       }
     }
     sum(out.first).backward();
@@ -336,41 +339,123 @@ TEST(Autocast, AttentionAndLstmMatchF32OnRoundedInputs) {
   });
 }
 
-// Batch norm computes in f32 and keeps its input (and, before a residual's ReLU, its output) in
-// bf16 for the backward. On a bf16-representable input the kept copy is exact and the ReLU mask
-// keeps its signs: outputs and gradients equal the f32 op's bit for bit, NCHW and channels-last,
-// with and without a residual.
-TEST(Autocast, BatchNormKeepsBf16ForTheBackwardExactly) {
-  {
-    AutocastGuard autocast(DType::bf16);
-    EXPECT_EQ(autocast::saved_dtype("batch_norm", DType::f32), DType::bf16);
-    EXPECT_EQ(autocast::saved_dtype("conv2d", DType::f32), DType::bf16);
-    EXPECT_EQ(autocast::saved_dtype("softmax", DType::f32), DType::f32);
-  }
-  EXPECT_EQ(autocast::saved_dtype("batch_norm", DType::f32), DType::f32);
-  for (bool channels_last : {false, true})
-    for (bool residual : {false, true}) {
-      SCOPED_TRACE(std::string(channels_last ? "channels-last" : "NCHW") + (residual ? ", residual" : ""));
-      Tensor base = rounded(randn({4, 6, 5, 3}));
-      if (channels_last) base = to_channels_last(base);
-      auto run = [&](bool bf16) {
-        Tensor x = base.detach().requires_grad_(true), w = ones({6}).requires_grad_(true);
-        Tensor b = full({6}, 0.1).requires_grad_(true), r = full({4, 6, 5, 3}, -0.2).requires_grad_(true);
-        BatchNormOptions o;
-        o.weight = w, o.bias = b, o.training = true, o.act = NormActivation::relu;
-        if (residual) o.residual = r;
-        Tensor y;
-        {
-          AutocastGuard autocast(bf16 ? DType::bf16 : DType::f32);
-          y = batch_norm(x, o);
-        }
-        Generator g(5);
-        sum(y * randn(y.shape(), {}, &g)).backward();
-        return std::vector<Tensor>{y, x.grad(), w.grad(), b.grad(), residual ? r.grad() : zeros({1})};
-      };
-      const std::vector<Tensor> f32 = run(false), bf16 = run(true);
-      for (size_t i = 0; i < f32.size(); ++i) EXPECT_EQ(rel_diff(bf16[i], f32[i]), 0.0) << "tensor " << i;
+// The ops that run on bf16 activations (autocast's keep list): on bf16 inputs each loads them into
+// f32, computes as the f32 op and rounds once, so the output equals the f32 op on the widened
+// inputs, rounded, bit for bit; the gradients are the f32 op's on the widened inputs and gradient,
+// within a bf16 unit (a backward formula of several ops rounds between them, as PyTorch's does).
+TEST(Autocast, OpsOnBf16ActivationsAreTheF32OpsRoundedOnce) {
+  struct Op {
+    std::string name;
+    std::vector<Shape> shapes;
+    std::function<Tensor(const std::vector<Tensor>&)> run;
+  };
+  auto bn = [](const Tensor& x, const Tensor& w, const Tensor& b, NormActivation act) {
+    BatchNormOptions o;
+    o.weight = w.to(DType::f32), o.bias = b.to(DType::f32), o.training = true, o.act = act;
+    return batch_norm(x, o);
+  };
+  const std::vector<Op> ops = {
+      {"relu", {{5, 67}}, [](const auto& v) { return relu(v[0]); }},
+      {"relu6", {{5, 67}}, [](const auto& v) { return relu6(v[0] * 4.0); }},
+      {"gelu", {{5, 67}}, [](const auto& v) { return gelu(v[0]); }},
+      {"gelu tanh", {{5, 67}}, [](const auto& v) { return gelu(v[0], true); }},
+      {"sigmoid", {{5, 67}}, [](const auto& v) { return sigmoid(v[0]); }},
+      {"tanh", {{5, 67}}, [](const auto& v) { return tanh(v[0]); }},
+      {"add", {{5, 67}, {5, 67}}, [](const auto& v) { return v[0] + v[1]; }},
+      {"mul broadcast", {{5, 67}, {67}}, [](const auto& v) { return v[0] * v[1]; }},
+      {"scale", {{5, 67}}, [](const auto& v) { return v[0] * 0.3; }},
+      {"shift", {{5, 67}}, [](const auto& v) { return 0.3 - v[0]; }},
+      {"divide", {{5, 67}}, [](const auto& v) { return v[0] / 0.3; }},
+      {"layer_norm",
+       {{3, 5, 24}, {24}, {24}},
+       [](const auto& v) { return layer_norm(v[0], {24}, v[1].to(DType::f32), v[2].to(DType::f32), 1e-5); }},
+      {"batch_norm + relu",
+       {{4, 6, 5, 3}, {6}, {6}},
+       [&](const auto& v) { return bn(v[0], v[1], v[2], NormActivation::relu); }},
+      {"batch_norm channels-last",
+       {{4, 6, 5, 3}, {6}, {6}},
+       [&](const auto& v) { return bn(to_channels_last(v[0]), v[1], v[2], NormActivation::none); }},
+      {"max_pool2d", {{2, 3, 9, 9}}, [](const auto& v) { return max_pool2d(v[0], {3, 3}, {2, 2}, {1, 1}); }},
+      {"max_pool2d channels-last",
+       {{2, 3, 9, 9}},
+       [](const auto& v) { return max_pool2d(to_channels_last(v[0]), {3, 3}, {2, 2}, {1, 1}); }},
+      {"avg_pool2d", {{2, 3, 9, 9}}, [](const auto& v) { return avg_pool2d(v[0], {3, 3}, {2, 2}, {1, 1}); }},
+      {"adaptive_avg_pool2d", {{2, 3, 7, 5}}, [](const auto& v) { return adaptive_avg_pool2d(v[0], {1, 1}); }},
+      {"dropout",
+       {{5, 67}},
+       [](const auto& v) {
+         Generator g(9);
+         return dropout(v[0], 0.3, true, &g);
+       }},
+  };
+  uint64_t seed = 60;
+  for (const Op& op : ops) {
+    SCOPED_TRACE(op.name);
+    std::vector<Tensor> xb, xf;
+    for (const Shape& shape : op.shapes) {
+      Tensor r = rounded(leaf(shape, seed++));
+      xb.push_back(r.to(DType::bf16).requires_grad_(true));
+      xf.push_back(r.requires_grad_(true));
     }
+    Tensor y, want;
+    {
+      AutocastGuard autocast(DType::bf16);
+      y = op.run(xb);
+    }
+    want = op.run(xf);
+    ASSERT_EQ(y.dtype(), DType::bf16);
+    EXPECT_EQ(rel_diff(y, rounded(want)), 0.0);
+    Tensor g = rounded(randn(y.shape()));
+    y.backward(g.to(DType::bf16));
+    want.backward(g);
+    for (size_t i = 0; i < xb.size(); ++i) {
+      ASSERT_TRUE(xb[i].grad().defined()) << "input " << i;
+      EXPECT_EQ(xb[i].grad().dtype(), DType::bf16) << "input " << i;
+      EXPECT_LT(rel_diff(xb[i].grad(), xf[i].grad()), kBf16Ulp) << "input " << i;
+    }
+  }
+}
+
+// bf16 beside f32 promotes to f32 (a GPT's residual stream): exact, and the bf16 side's gradient
+// comes back in bf16.
+TEST(Autocast, Bf16WithF32GivesF32) {
+  Tensor a = rounded(randn({4, 33})).to(DType::bf16).requires_grad_(true), b = leaf({4, 33}, 70);
+  Tensor y = a + b;
+  EXPECT_EQ(y.dtype(), DType::f32);
+  EXPECT_EQ(rel_diff(y, a.detach().to(DType::f32) + b.detach()), 0.0);
+  Tensor g = randn({4, 33});
+  y.backward(g);
+  EXPECT_EQ(a.grad().dtype(), DType::bf16);
+  EXPECT_EQ(rel_diff(a.grad(), rounded(g)), 0.0);
+  EXPECT_EQ(rel_diff(b.grad(), g), 0.0);
+  EXPECT_EQ((b * a).dtype(), DType::f32);
+  EXPECT_THROW(a + b.to(DType::f64), Error);
+}
+
+// Batch norm on bf16 activations, fused with its ReLU and a residual, gives the unfused bf16 ops'
+// bits (the normalized value rounded to bf16 before the residual is added), forward and backward,
+// NCHW and channels-last; its statistics and parameter gradients stay f32.
+TEST(Autocast, FusedBatchNormOnBf16IsTheUnfusedOps) {
+  for (bool channels_last : {false, true}) {
+    SCOPED_TRACE(channels_last ? "channels-last" : "NCHW");
+    Tensor base = rounded(randn({4, 6, 5, 3})), res = rounded(randn({4, 6, 5, 3}));
+    if (channels_last) base = to_channels_last(base), res = to_channels_last(res);
+    auto run = [&](bool fused) {
+      Tensor x = base.to(DType::bf16).requires_grad_(true), r = res.to(DType::bf16).requires_grad_(true);
+      Tensor w = full({6}, 1.5).requires_grad_(true), b = full({6}, 0.1).requires_grad_(true);
+      BatchNormOptions o;
+      o.weight = w, o.bias = b, o.training = true;
+      if (fused) o.act = NormActivation::relu, o.residual = r;
+      Tensor y = fused ? batch_norm(x, o) : relu(batch_norm(x, o) + r);
+      EXPECT_EQ(y.dtype(), DType::bf16);
+      Generator g(5);
+      y.backward(randn(y.shape(), {}, &g).to(DType::bf16));
+      EXPECT_EQ(w.grad().dtype(), DType::f32);
+      return std::vector<Tensor>{y, x.grad(), r.grad(), w.grad(), b.grad()};
+    };
+    const std::vector<Tensor> fused = run(true), unfused = run(false);
+    for (size_t i = 0; i < fused.size(); ++i) EXPECT_EQ(rel_diff(fused[i], unfused[i]), 0.0) << "tensor " << i;
+  }
 }
 
 TEST(Autocast, WeightIsCastOncePerScope) {
