@@ -36,7 +36,8 @@ OCTET_SIMD_INLINE void act_grad_rows(const D* gc, const D* xc, D* oc, int64_t n,
   for (int64_t i = 0; i < n; ++i) {
     const D *row = xc + i * stride, *grow = gc + i * stride;
     D* orow = oc + i * stride;
-    for (int64_t j = 0; j < s; ++j) orow[j] = norm_act_passes(A, pre_activation(row[j], scale, shift)) ? grow[j] : D(0);
+    for (int64_t j = 0; j < s; ++j)  // selected in T: a select of bf16 values did not vectorize
+      orow[j] = static_cast<D>(norm_act_passes(A, pre_activation(row[j], scale, shift)) ? static_cast<T>(grow[j]) : T(0));
   }
 }
 
@@ -188,7 +189,8 @@ void cl_act_grad(const D* px, const D* pg, const T* pm, const T* pi, const T* pw
   cl_activated_pixels(pm, pi, pw, pb, n, s, c, act, [=]<NormActivation A>(int64_t p, const T* ps, const T* pt) {
     const D *xr = px + p * c, *gr = pg + p * c;
     D* orow = po + p * c;
-    for (int64_t k = 0; k < c; ++k) orow[k] = norm_act_passes(A, pre_activation(xr[k], ps[k], pt[k])) ? gr[k] : D(0);
+    for (int64_t k = 0; k < c; ++k)
+      orow[k] = static_cast<D>(norm_act_passes(A, pre_activation(xr[k], ps[k], pt[k])) ? static_cast<T>(gr[k]) : T(0));
   });
 }
 }  // namespace
