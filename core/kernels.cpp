@@ -33,6 +33,8 @@ void copy(const Tensor& dst, const Tensor& src) {
 
 #define OCTET_KERNEL(ret, name, params, args) \
   ret name params { OCTET_DISPATCH(::octet, #name, name, kernel_device(#name, OCTET_UNPAREN args), args); }
+#define OCTET_CPU_KERNEL(ret, name, params, args) \
+  ret name params { OCTET_DISPATCH_CPU_ONLY(::octet, #name, name, kernel_device(#name, OCTET_UNPAREN args), args); }
 #define OCTET_DEFAULT(value)
 #define OCTET_KERNEL_OWN_DISPATCH(ret, name, params, args)
 #include "core/kernel_signatures.inc"

@@ -339,4 +339,157 @@ void batch_norm_act_grad(const Tensor& dout, const Tensor& x, const Tensor& weig
   });
 }
 
+// ---------------------------------------------------------------- layer norm
+// One pass for each row's statistics (double sums over 8 lanes, core/cpu/lanes.h, so every ISA
+// adds the same numbers in the same order), one for the output; the backward's row sums the same
+// way, and the parameter gradients as column sums in row order, split across threads by columns.
+
+namespace {
+
+// Rows per parallel chunk: about 16K values.
+int64_t ln_row_grain(int64_t n) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(n, 1)); }
+
+// sum(f(j)) for j in [0, n), f giving 8 lanes from index j (a multiple of 8) and a value for the tail.
+template <typename F8, typename F1>
+OCTET_SIMD_INLINE double lane_sum(int64_t n, F8 f8, F1 f1) {
+  const int64_t n8 = n / 8 * 8;
+  Lanes8 acc;
+  double tail = 0;
+  for (int64_t j = 0; j < n8; j += 8) acc += f8(j);
+  for (int64_t j = n8; j < n; ++j) tail += f1(j);
+  return acc.pairwise_total() + tail;
+}
+
+template <typename D, typename T>
+void ln_forward(const D* px, const T* pw, const T* pb, double eps, D* po, T* pm, T* pr, int64_t m, int64_t n) {
+  parallel_for(0, m, ln_row_grain(n), [&](int64_t r0, int64_t r1) {
+    simd_dispatch([=] {
+      for (int64_t r = r0; r < r1; ++r) {
+        const D* x = px + r * n;
+        D* o = po + r * n;
+        const double mu =
+            lane_sum(n, [&](int64_t j) { return Lanes8::load(x + j); },
+                     [&](int64_t j) { return static_cast<double>(static_cast<T>(x[j])); }) /
+            static_cast<double>(n);
+        const double var = lane_sum(
+                               n,
+                               [&](int64_t j) {
+                                 const Lanes8 d = Lanes8::load(x + j) - mu;
+                                 return d * d;
+                               },
+                               [&](int64_t j) {
+                                 const double d = static_cast<T>(x[j]) - mu;
+                                 return d * d;
+                               }) /
+                           static_cast<double>(n);
+        const T mean = static_cast<T>(mu), rstd = static_cast<T>(1.0 / std::sqrt(var + eps));
+        pm[r] = mean, pr[r] = rstd;
+        if (pw != nullptr && pb != nullptr) {
+          for (int64_t j = 0; j < n; ++j) o[j] = static_cast<D>((static_cast<T>(x[j]) - mean) * rstd * pw[j] + pb[j]);
+        } else if (pw != nullptr) {
+          for (int64_t j = 0; j < n; ++j) o[j] = static_cast<D>((static_cast<T>(x[j]) - mean) * rstd * pw[j]);
+        } else if (pb != nullptr) {
+          for (int64_t j = 0; j < n; ++j) o[j] = static_cast<D>((static_cast<T>(x[j]) - mean) * rstd + pb[j]);
+        } else {
+          for (int64_t j = 0; j < n; ++j) o[j] = static_cast<D>((static_cast<T>(x[j]) - mean) * rstd);
+        }
+      }
+    });
+  });
+}
+
+// dx = rstd * (g w - mean(g w) - xhat * mean(g w xhat)) per row; dweight = sum over rows of
+// g * xhat, dbias = sum of g, per column.
+template <typename D, typename T>
+void ln_backward(const D* pg, const D* px, const T* pw, const T* pm, const T* pr, D* pdx, T* pdw, T* pdb, int64_t m,
+                 int64_t n) {
+  if (pdx != nullptr) {
+    parallel_for(0, m, ln_row_grain(n), [&](int64_t r0, int64_t r1) {
+      std::vector<T> wg_v(static_cast<size_t>(n)), xh_v(static_cast<size_t>(n));
+      T *wg = wg_v.data(), *xh = xh_v.data();
+      simd_dispatch([=] {
+        for (int64_t r = r0; r < r1; ++r) {
+          const D *g = pg + r * n, *x = px + r * n;
+          D* dx = pdx + r * n;
+          const T mean = pm[r], rstd = pr[r];
+          for (int64_t j = 0; j < n; ++j) {
+            xh[j] = (static_cast<T>(x[j]) - mean) * rstd;
+            wg[j] = pw != nullptr ? static_cast<T>(g[j]) * pw[j] : static_cast<T>(g[j]);
+          }
+          const double a = lane_sum(
+              n, [&](int64_t j) { return Lanes8::load(wg + j); }, [&](int64_t j) { return double(wg[j]); });
+          const double b = lane_sum(
+              n, [&](int64_t j) { return Lanes8::load(wg + j) * Lanes8::load(xh + j); },
+              [&](int64_t j) { return double(wg[j]) * double(xh[j]); });
+          const T ma = static_cast<T>(a / static_cast<double>(n)), mb = static_cast<T>(b / static_cast<double>(n));
+          for (int64_t j = 0; j < n; ++j) dx[j] = static_cast<D>(rstd * (wg[j] - ma - xh[j] * mb));
+        }
+      });
+    });
+  }
+  if (pdw == nullptr && pdb == nullptr) return;
+  constexpr int64_t kColumns = 64;
+  parallel_for(0, n, kColumns, [&](int64_t c0, int64_t c1) {
+    const int64_t w = c1 - c0;
+    std::vector<double> sw_v(static_cast<size_t>(w), 0.0), sb_v(static_cast<size_t>(w), 0.0);
+    double *sw = sw_v.data(), *sb = sb_v.data();
+    simd_dispatch([=] {
+      for (int64_t r = 0; r < m; ++r) {
+        const D *g = pg + r * n + c0, *x = px + r * n + c0;
+        const T mean = pm[r], rstd = pr[r];
+        for (int64_t k = 0; k < w; ++k) {
+          const double gk = static_cast<T>(g[k]);
+          sb[k] += gk;
+          sw[k] += gk * static_cast<double>((static_cast<T>(x[k]) - mean) * rstd);
+        }
+      }
+      for (int64_t k = 0; k < w; ++k) {
+        if (pdw != nullptr) pdw[c0 + k] = static_cast<T>(sw[k]);
+        if (pdb != nullptr) pdb[c0 + k] = static_cast<T>(sb[k]);
+      }
+    });
+  });
+}
+
+void check_ln(const char* op, const Tensor& x, std::initializer_list<Tensor> like_x,
+              std::initializer_list<Tensor> per_column, std::initializer_list<Tensor> per_row) {
+  OCTET_CHECK(x.dim() == 2 && x.is_contiguous(), op, ": kernel requires a contiguous [M, N] input, got ", x.shape());
+  const DType t = opmath_dtype(x.dtype());
+  for (const Tensor& v : like_x)
+    OCTET_CHECK(!v.defined() || (v.shape() == x.shape() && v.is_contiguous() && v.dtype() == x.dtype()), op,
+                ": expected a contiguous ", x.dtype(), " ", x.shape());
+  for (const Tensor& v : per_column)
+    OCTET_CHECK(!v.defined() || (v.numel() == x.size(1) && v.is_contiguous() && v.dtype() == t), op,
+                ": per-column tensors must be contiguous ", t, " [", x.size(1), "]");
+  for (const Tensor& v : per_row)
+    OCTET_CHECK(v.numel() == x.size(0) && v.is_contiguous() && v.dtype() == t, op, ": per-row tensors must be contiguous ",
+                t, " [", x.size(0), "]");
+}
+
+}  // namespace
+
+void layer_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps, const Tensor& out,
+                        const Tensor& mean, const Tensor& rstd) {
+  check_cpu("layer_norm", {x, weight, bias, out, mean, rstd});
+  check_ln("layer_norm", x, {out}, {weight, bias}, {mean, rstd});
+  OCTET_CHECK(out.defined(), "layer_norm: undefined output");
+  dispatch_activation(x.dtype(), "layer_norm", [&]<typename D>() {
+    using T = opmath_t<D>;
+    ln_forward<D, T>(x.data<D>(), data_or_null<T>(weight), data_or_null<T>(bias), eps, out.data<D>(), mean.data<T>(),
+                     rstd.data<T>(), x.size(0), x.size(1));
+  });
+}
+
+void layer_norm_backward(const Tensor& dout, const Tensor& x, const Tensor& weight, const Tensor& mean,
+                         const Tensor& rstd, const Tensor& dx, const Tensor& dweight, const Tensor& dbias) {
+  check_cpu("layer_norm_backward", {dout, x, weight, mean, rstd, dx, dweight, dbias});
+  check_ln("layer_norm_backward", x, {dout, dx}, {weight, dweight, dbias}, {mean, rstd});
+  OCTET_CHECK(dout.defined(), "layer_norm_backward: undefined dout");
+  dispatch_activation(x.dtype(), "layer_norm_backward", [&]<typename D>() {
+    using T = opmath_t<D>;
+    ln_backward<D, T>(dout.data<D>(), x.data<D>(), data_or_null<T>(weight), mean.data<T>(), rstd.data<T>(),
+                      data_or_null<D>(dx), data_or_null<T>(dweight), data_or_null<T>(dbias), x.size(0), x.size(1));
+  });
+}
+
 }  // namespace octet::cpu

@@ -25,6 +25,7 @@ using kernels::AttentionGeometry;
 using kernels::Conv2dGeometry;
 using kernels::Pool2dGeometry;
 
+#define OCTET_CPU_KERNEL(ret, name, params, args)  // CPU-only: no CUDA version
 #include "core/kernel_signatures.inc"  // IWYU pragma: export
 
 }  // namespace octet::cuda

@@ -13,11 +13,9 @@ namespace octet {
 using autograd::Grads;
 using autograd::saved;
 
-Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
-                  double eps) {
-  // bf16 activations (autocast): statistics and normalization in f32, the output rounded to bf16.
-  if (x.defined() && x.dtype() == DType::bf16)
-    return layer_norm(x.to(DType::f32), normalized_shape, weight, bias, eps).to(DType::bf16);
+namespace {
+
+void check_layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias) {
   int64_t k = static_cast<int64_t>(normalized_shape.size());
   OCTET_CHECK(x.defined() && k >= 1 && x.dim() >= k && Shape(x.shape().end() - k, x.shape().end()) == normalized_shape,
               "layer_norm: input shape ", x.defined() ? x.shape() : Shape{}, " does not end with normalized_shape ",
@@ -26,13 +24,59 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
               weight.defined() ? weight.shape() : Shape{}, " differs from ", normalized_shape);
   OCTET_CHECK(!bias.defined() || bias.shape() == normalized_shape, "layer_norm: bias shape ",
               bias.defined() ? bias.shape() : Shape{}, " differs from ", normalized_shape);
+}
+
+}  // namespace
+
+Tensor layer_norm_reference(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
+                            double eps) {
+  check_layer_norm(x, normalized_shape, weight, bias);
+  // bf16 activations (autocast): statistics and normalization in f32, the output rounded to bf16.
+  if (x.dtype() == DType::bf16)
+    return layer_norm_reference(x.to(DType::f32), normalized_shape, weight, bias, eps).to(DType::bf16);
   std::vector<int64_t> dims;
-  for (int64_t i = x.dim() - k; i < x.dim(); ++i) dims.push_back(i);
+  for (int64_t i = x.dim() - static_cast<int64_t>(normalized_shape.size()); i < x.dim(); ++i) dims.push_back(i);
   Tensor mu = mean(x, dims, true);
   Tensor centered = x - mu;
   Tensor y = centered * rsqrt(mean(centered * centered, dims, true) + eps);
   if (weight.defined()) y = y * weight;
   if (bias.defined()) y = y + bias;
+  return y;
+}
+
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
+                  double eps) {
+  check_layer_norm(x, normalized_shape, weight, bias);
+  const int64_t n = shape_numel(normalized_shape), m = n > 0 ? x.numel() / n : 0;
+  const DType t = opmath_dtype(x.dtype());
+  auto param_ok = [&](const Tensor& p) { return !p.defined() || (p.dtype() == t && p.device() == x.device()); };
+  // The fused CPU kernels (f32, f64, bf16 activations computed in f32); on CUDA, or for parameters
+  // of another dtype, the composed ops.
+  if (!x.device().is_cpu() || !is_floating(x.dtype()) || !param_ok(weight) || !param_ok(bias) || m == 0)
+    return layer_norm_reference(x, normalized_shape, weight, bias, eps);
+  const TensorOptions stats = TensorOptions(t).device(x.device());
+  Tensor x2 = x.contiguous().reshape({m, n});
+  Tensor out = empty({m, n}, TensorOptions(x.dtype()).device(x.device())), mu = empty({m}, stats), rstd = empty({m}, stats);
+  const Tensor w = weight.defined() ? weight.detach().contiguous().reshape({n}) : Tensor();
+  const Tensor b = bias.defined() ? bias.detach().contiguous().reshape({n}) : Tensor();
+  kernels::layer_norm_forward(x2.detach(), w, b, eps, out, mu, rstd);
+  Tensor y = out.reshape(x.shape());
+  if (autograd::needs_grad({x, weight, bias})) {
+    const bool rx = x.requires_grad(), rw = weight.defined() && weight.requires_grad(),
+               rb = bias.defined() && bias.requires_grad();
+    autograd::record("layer_norm", {x, weight, bias}, {y},
+                     [=, sx = saved(x2.detach()), sw = saved(w), sm = saved(mu), sr = saved(rstd),
+                      xs = x.shape(), ws = normalized_shape](const Grads& g) {
+                       const Tensor& xv = sx.get();
+                       const TensorOptions o = TensorOptions(t).device(xv.device());
+                       Tensor dout = g[0].contiguous().reshape({m, n});
+                       Tensor dx = rx ? empty({m, n}, TensorOptions(xv.dtype()).device(xv.device())) : Tensor();
+                       Tensor dw = rw ? empty({n}, o) : Tensor(), db = rb ? empty({n}, o) : Tensor();
+                       kernels::layer_norm_backward(dout, xv, sw.get(), sm.get(), sr.get(), dx, dw, db);
+                       return Grads{rx ? dx.reshape(xs) : Tensor(), rw ? dw.reshape(ws) : Tensor(),
+                                    rb ? db.reshape(ws) : Tensor()};
+                     });
+  }
   return y;
 }
 

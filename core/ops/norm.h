@@ -1,5 +1,5 @@
-// Normalization ops, forward and backward: layer_norm (composed of autograd ops) and batch_norm
-// (one fused kernel each way, optionally with the activation and a residual after it).
+// Normalization ops, forward and backward: layer_norm and batch_norm (one fused kernel each way,
+// batch norm optionally with the activation and a residual after it).
 //   Tensor y = layer_norm(x, {512}, w, b);
 //   Tensor z = batch_norm(x, {.running_mean = rm, .running_var = rv, .weight = w, .bias = b, .training = true});
 #pragma once
@@ -9,9 +9,14 @@
 
 namespace octet {
 
-// Normalizes over the trailing `normalized_shape` dims; weight/bias (optional) have that shape.
+// Normalizes over the trailing `normalized_shape` dims; weight/bias (optional) have that shape. On
+// the CPU one fused kernel each way (statistics summed in double; bf16 input computed in f32 and
+// the output rounded once); on CUDA composed of autograd ops, as layer_norm_reference.
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
                   const Tensor& bias = Tensor(), double eps = 1e-5);
+// The same, composed of autograd ops (mean, subtract, rsqrt, ...): the fused kernels' reference.
+Tensor layer_norm_reference(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
+                            const Tensor& bias = Tensor(), double eps = 1e-5);
 
 // What batch_norm does besides normalizing x [N, C, ...]. The per-channel tensors are [C] each,
 // any of them undefined, except that evaluation needs both running statistics.
