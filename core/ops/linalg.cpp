@@ -68,15 +68,18 @@ void gemm_into(const Tensor& a, const Tensor& b, const Tensor& out) {
   kernels::gemm(oa.trans, ob.trans, m, n, k, 1.0, oa.t, oa.ld, ob.t, ob.ld, 0.0, out, std::max<int64_t>(n, 1));
 }
 
-// autocast's bf16 product of 2-D (or, with `batched`, 3-D) a and b, plus bias [N] (f32, or
-// undefined): ab and bb are their bf16 casts; the products accumulate in f32 (the bias added to the
-// f32 sum) and the output is rounded once to autocast::output_dtype (bf16 on the CPU). The
-// backward's products run in bf16 too; the gradients of bf16 inputs come out in the output's dtype,
-// of f32 ones (weights) in f32. The node is recorded as `op` against a, b and bias.
-Tensor lowered_product(const char* op, const Tensor& a, const Tensor& b, const Tensor& ab, const Tensor& bb,
-                       bool batched, const Tensor& bias = Tensor()) {
-  const DType out_t = autocast::output_dtype(a.device());
-  auto product = [batched](const Tensor& x, const Tensor& y, DType dtype) {  // bf16 x bf16, no graph
+// The product a [M, K] x op(b), plus bias [N] (or undefined), as one node recorded as `op` against a,
+// b and bias: op(b) = b^T with `trans_b` (a linear layer's weight [N, K], whose gradient is then
+// formed as [N, K] directly, not as a transposed view copied back), else b [K, N] (or, with
+// `batched`, 3-D operands). With `lower` (autocast's bf16 product): ab and bb are a's and b's bf16
+// casts, the products accumulate in f32 (the bias added to the f32 sums) and the output is
+// rounded once to autocast::output_dtype (bf16 on the CPU); the backward's products run in bf16
+// too, the gradients of bf16 inputs in the output's dtype, of f32 ones (weights) in f32. Without
+// it, ab and bb are a and b and everything is in their dtype.
+Tensor product_node(const char* op, const Tensor& a, const Tensor& b, const Tensor& ab, const Tensor& bb, bool batched,
+                    bool trans_b, bool lower, const Tensor& bias = Tensor()) {
+  const DType out_t = lower ? autocast::output_dtype(a.device()) : a.dtype(), acc_t = lower ? DType::f32 : a.dtype();
+  auto product = [batched](const Tensor& x, const Tensor& y, DType dtype) {  // no graph
     const TensorOptions o = TensorOptions(dtype).device(x.device());
     if (!batched) {
       Tensor out = empty({x.size(0), y.size(1)}, o);
@@ -87,27 +90,33 @@ Tensor lowered_product(const char* op, const Tensor& a, const Tensor& b, const T
     for (int64_t i = 0; i < x.size(0); ++i) gemm_into(x.select(0, i), y.select(0, i), out.select(0, i));
     return out;
   };
+  const int64_t last = batched ? 2 : 1, first = batched ? 1 : 0;
   Tensor out;
   {
     NoGradGuard ng;
+    const Tensor rhs = trans_b ? bb.t() : bb;
     if (!bias.defined()) {
-      out = product(ab, bb, out_t);
+      out = product(ab, rhs, out_t);
     } else {
-      const Tensor sum = product(ab, bb, DType::f32);
-      out = empty(sum.shape(), TensorOptions(out_t).device(sum.device()));
+      const Tensor sum = product(ab, rhs, acc_t);
+      out = out_t == acc_t ? sum : empty(sum.shape(), TensorOptions(out_t).device(sum.device()));
       kernels::binary(BinaryOp::add, sum, bias.detach(), out);
     }
   }
   if (autograd::needs_grad({a, b, bias})) {
     const bool ra = a.requires_grad(), rb = b.requires_grad(), rbias = bias.defined() && bias.requires_grad();
-    const DType ta = a.dtype() == DType::bf16 ? out_t : a.dtype(), tb = b.dtype() == DType::bf16 ? out_t : b.dtype();
-    const int64_t last = batched ? 2 : 1, first = batched ? 1 : 0;
+    auto grad_dtype = [&](const Tensor& t) { return lower && t.dtype() == DType::bf16 ? out_t : t.dtype(); };
+    const DType ta = grad_dtype(a), tb = grad_dtype(b);
     autograd::record(op, {a, b, bias}, {out}, [=](const Grads& g) {
       NoGradGuard ng;
-      Tensor gb = autocast::cast(g[0], DType::bf16);
-      Tensor da = ra ? product(gb, bb.transpose(first, last), ta) : Tensor();
-      Tensor db = rb ? product(ab.transpose(first, last), gb, tb) : Tensor();
-      return Grads{da, db, rbias ? sum(g[0], {0}) : Tensor()};
+      Tensor gb = lower ? autocast::cast(g[0], DType::bf16) : g[0];
+      Tensor da = ra ? product(gb, trans_b ? bb : bb.transpose(first, last), ta) : Tensor();
+      Tensor db = rb ? (trans_b ? product(gb.t(), ab, tb) : product(ab.transpose(first, last), gb, tb)) : Tensor();
+      // The bias gradient, sum over the rows of g, as a product with a row of ones: columns summed
+      // in place (a sum over dim 0 transposed g first) and, lowered, accumulated in f32.
+      Tensor dbias;
+      if (rbias) dbias = product(ones({1, gb.size(0)}, TensorOptions(gb.dtype()).device(gb.device())), gb, acc_t);
+      return Grads{da, db, rbias ? dbias.reshape({-1}) : Tensor()};
     });
   }
   return out;
@@ -118,7 +127,7 @@ Tensor lowered_product(const char* op, const Tensor& a, const Tensor& b, const T
 Tensor mm(const Tensor& a, const Tensor& b) {
   check_mm("mm", a, b, 2);
   if (lowered("mm", a, b))
-    return lowered_product("mm", a, b, autocast::cast(a, DType::bf16), autocast::cast(b, DType::bf16), false);
+    return product_node("mm", a, b, autocast::cast(a, DType::bf16), autocast::cast(b, DType::bf16), false, false, true);
   Tensor out = empty({a.size(0), b.size(1)}, TensorOptions(a.dtype()).device(a.device()));
   {
     NoGradGuard ng;
@@ -138,7 +147,7 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
   check_mm("bmm", a, b, 3);
   OCTET_CHECK(a.size(0) == b.size(0), "bmm: batch sizes differ: ", a.shape(), " x ", b.shape());
   if (lowered("bmm", a, b))
-    return lowered_product("bmm", a, b, autocast::cast(a, DType::bf16), autocast::cast(b, DType::bf16), true);
+    return product_node("bmm", a, b, autocast::cast(a, DType::bf16), autocast::cast(b, DType::bf16), true, false, true);
   Tensor out = empty({a.size(0), a.size(1), b.size(2)}, TensorOptions(a.dtype()).device(a.device()));
   {
     NoGradGuard ng;
@@ -187,15 +196,20 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
               weight.size(1), ", got shape ", x.defined() ? x.shape() : Shape{});
   OCTET_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == weight.size(0)), "linear: bias must have shape [",
               weight.size(0), "], got ", bias.defined() ? bias.shape() : Shape{});
-  if (lowered("linear", x, weight) && (!bias.defined() || bias.dtype() == DType::f32)) {
-    // The weight (a leaf) is cast once per autocast scope, then used transposed; the bias is added
-    // to the f32 sums before they are rounded.
+  // One node against the weight itself (its gradient formed as [out, in]): autocast's bf16 product
+  // (the weight cast once per scope; the bias added to the f32 sums before they are rounded), or the
+  // plain one where x, weight and bias share a float dtype.
+  const bool lower = lowered("linear", x, weight) && (!bias.defined() || bias.dtype() == DType::f32);
+  const bool plain = (x.dtype() == DType::f32 || x.dtype() == DType::f64) && weight.dtype() == x.dtype() &&
+                     (!bias.defined() || bias.dtype() == x.dtype()) && weight.device() == x.device() &&
+                     (!bias.defined() || bias.device() == x.device());
+  if (lower || plain) {
     const int64_t in = weight.size(1);
     Shape out_shape(x.shape().begin(), x.shape().end() - 1);
     out_shape.push_back(weight.size(0));
     Tensor x2 = x.reshape({-1, in});
-    return lowered_product("linear", x2, weight.t(), autocast::cast(x2, DType::bf16),
-                           autocast::cast(weight, DType::bf16).t(), false, bias)
+    return product_node("linear", x2, weight, lower ? autocast::cast(x2, DType::bf16) : x2,
+                        lower ? autocast::cast(weight, DType::bf16) : weight, false, true, lower, bias)
         .reshape(out_shape);
   }
   Tensor y = matmul(x, weight.t());

@@ -175,8 +175,8 @@ TEST(DistTrain, LanguageModelFollowsOneProcessAndResumesWithOneOrTwo) {
     EXPECT_NEAR(b.loss, a.loss, 1e-5 * a.loss);
   }
   std::string alone_last = dir + "/alone" + std::to_string(me) + "/lstm_lm_tiny/last.safetensors";
-  if (me == 0) {
-    EXPECT_LT(max_rel_diff(params_of(both.run_dir + "/last.safetensors"), params_of(alone_last)), 1e-5);
+  if (me == 0) {  // sums of the ranks' halves against one sum over both, 18 steps at lr 20: float rounding
+    EXPECT_LT(max_rel_diff(params_of(both.run_dir + "/last.safetensors"), params_of(alone_last)), 3e-5);
   }
   // Stopped mid-epoch at step 5, resumed by both ranks: the same bits as without the stop.
   EXPECT_EQ(Run::from_recipe(recipe, lm_overrides(dir + "/stopped", 5)).fit().steps, 5);
