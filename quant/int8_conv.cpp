@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/autocast.h"
 #include "core/autograd.h"
 #include "core/kernels.h"
 #include "core/ops/linalg.h"
@@ -29,6 +30,11 @@ using kernels::Conv2dGeometry;
 namespace {
 
 constexpr const char* kOp = "int8_conv2d";
+
+// Under autocast an INT8 layer's f32 output is rounded to autocast::output_dtype (bf16 on the CPU),
+// as the bf16 products write theirs, so the activations after it (batch norm, ReLU, adds) and what
+// their backward keeps stay bf16 too. Differentiable: the gradient comes back widened to f32.
+Tensor autocast_output(const Tensor& y) { return autocast::enabled() ? y.to(autocast::output_dtype(y.device())) : y; }
 
 Conv2dGeometry checked_geometry(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2dOptions& o) {
   OCTET_CHECK(x.defined() && w.defined(), kOp, ": undefined ", x.defined() ? "weight" : "input");
@@ -157,7 +163,7 @@ Tensor int8_conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, const C
   if (x.defined() && x.dtype() == DType::bf16) return int8_conv2d(x.to(DType::f32), w, bias, opts, layer);
   check_layer(layer, kOp);
   const Conv2dGeometry g = checked_geometry(x, w, bias, opts);
-  return int8_conv_node(kOp, g, x, w, bias, {g.n, g.k, g.p, g.q}, layer);
+  return autocast_output(int8_conv_node(kOp, g, x, w, bias, {g.n, g.k, g.p, g.q}, layer));
 }
 
 Tensor int8_linear(const Tensor& x_in, const Tensor& w, const Tensor& bias, const std::shared_ptr<Int8Layer>& layer) {
@@ -187,7 +193,7 @@ Tensor int8_linear(const Tensor& x_in, const Tensor& w, const Tensor& bias, cons
   Conv2dGeometry g{};
   g.n = rows, g.c = in, g.h = 1, g.w = 1, g.k = out, g.r = 1, g.s = 1, g.p = 1, g.q = 1;
   g.stride_h = 1, g.stride_w = 1, g.pad_h = 0, g.pad_w = 0, g.dil_h = 1, g.dil_w = 1, g.groups = 1;
-  return int8_conv_node(op, g, x, w, bias, out_shape, layer);
+  return autocast_output(int8_conv_node(op, g, x, w, bias, out_shape, layer));
 }
 
 Tensor int8_conv2d_batch_norm(const Tensor& z, const BatchNormArgs& bn, const Tensor& w, const Tensor& bias,
@@ -236,7 +242,7 @@ Tensor int8_conv2d_batch_norm(const Tensor& z, const BatchNormArgs& bn, const Te
   layer->stats.input_clip = clip_x, layer->stats.weight_clip = clip_w;
   Tensor out = empty({g.n, g.k, g.p, g.q});
   Int8ConvKept kept = dispatch::int8_conv_forward_codes(g, xq, clip_x, wc, bc, clip_w, out);
-  if (!record) return out;
+  if (!record) return autocast_output(out);
   if (!ry) kept.wq = Tensor();
   if (!rw) kept.x = Tensor();
   const float sx = int8_scale(clip_x), sw = int8_scale(clip_w);
@@ -263,7 +269,7 @@ Tensor int8_conv2d_batch_norm(const Tensor& z, const BatchNormArgs& bn, const Te
                      if (rb && !db.defined()) db = sum(dy, {0, 2, 3});
                      return Grads{dz, dgamma, dbeta, dw, db};
                    });
-  return out;
+  return autocast_output(out);
 }
 
 Selector<Int8BnFusion>& int8_bn_fusion_selector() {

@@ -186,7 +186,7 @@ TEST(Int8Linear, GradOnlyForInputsThatNeedIt) {
   EXPECT_GT(idle->stats.input_clip, 0.0f);
 }
 
-TEST(Int8Linear, Bf16InputIsTakenUpToF32) {
+TEST(Int8Linear, Bf16InputIsTakenUpToF32AndAutocastOutputIsBf16) {
   Tensor x = random({5, 12}, 4).to(DType::bf16).requires_grad_(true), w = random({3, 12}, 5).requires_grad_(true);
   auto a = layer_with(false, false, 0), b = layer_with(false, false, 0);
   Tensor y = int8_linear(x, w, Tensor(), a);
@@ -194,6 +194,19 @@ TEST(Int8Linear, Bf16InputIsTakenUpToF32) {
   expect_same(y, int8_linear(x.detach().to(DType::f32), w.detach(), Tensor(), b), "bf16 x");
   sum(y).backward();
   EXPECT_EQ(x.grad().dtype(), DType::bf16);
+  // Under autocast the INT8 layer writes bf16 as the bf16 products do: its f32 output rounded once,
+  // and the gradient still reaches the weight in f32.
+  auto c = layer_with(false, false, 0);
+  Tensor yb;
+  {
+    AutocastGuard autocast(DType::bf16);
+    yb = int8_linear(x, w, Tensor(), c);
+  }
+  EXPECT_EQ(yb.dtype(), DType::bf16);
+  expect_same(yb, y.detach().to(DType::bf16), "autocast output");
+  w.set_grad(Tensor());
+  sum(yb).backward();
+  EXPECT_EQ(w.grad().dtype(), DType::f32);
 }
 
 TEST(Int8Linear, EmptyBatch) {
