@@ -107,8 +107,10 @@ Tensor product_node(const char* op, const Tensor& a, const Tensor& b, const Tens
     const bool ra = a.requires_grad(), rb = b.requires_grad(), rbias = bias.defined() && bias.requires_grad();
     auto grad_dtype = [&](const Tensor& t) { return lower && t.dtype() == DType::bf16 ? out_t : t.dtype(); };
     const DType ta = grad_dtype(a), tb = grad_dtype(b);
-    autograd::record(op, {a, b, bias}, {out}, [=](const Grads& g) {
+    // Saved with their versions: an operand changed in place before the backward is an error.
+    autograd::record(op, {a, b, bias}, {out}, [=, sa = autograd::saved(ab), sb = autograd::saved(bb)](const Grads& g) {
       NoGradGuard ng;
+      const Tensor &ab = sa.get(), &bb = sb.get();
       Tensor gb = lower ? autocast::cast(g[0], DType::bf16) : g[0];
       Tensor da = ra ? product(gb, trans_b ? bb : bb.transpose(first, last), ta) : Tensor();
       Tensor db = rb ? (trans_b ? product(gb.t(), ab, tb) : product(ab.transpose(first, last), gb, tb)) : Tensor();
