@@ -95,6 +95,16 @@ std::string_view policy_name(Policy p) {
 
 bool lowers(std::string_view op, const Tensor& x) { return x.defined() && compute_dtype(op, x.dtype()) == DType::bf16; }
 
+bool lowers(std::string_view op, std::initializer_list<Tensor> operands) {
+  bool any = false;
+  for (const Tensor& t : operands) {
+    if (!t.defined()) continue;
+    if (t.dtype() != DType::f32 && t.dtype() != DType::bf16) return false;
+    any = any || lowers(op, t);
+  }
+  return any;
+}
+
 bool widens(std::string_view op, const Tensor& x) {
   return x.defined() && x.dtype() == DType::bf16 && policy(op) == Policy::fp32;
 }

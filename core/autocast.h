@@ -25,6 +25,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <string_view>
 
@@ -65,6 +66,11 @@ DType compute_dtype(std::string_view op, DType input);
 // Whether `op` (a lower op) computes in bf16 now for input x: compute_dtype(op, x) is bf16.
 //   if (autocast::lowers("mm", a)) ...   // the bf16 path
 bool lowers(std::string_view op, const Tensor& x);
+// Whether `op` computes in bf16 now on these operands (undefined ones skipped): every one f32 or
+// bf16, and autocast on or one of them bf16 already (autocast's activations, in a backward or
+// outside the guard). The products ask it with their operands: mm, bmm, linear, conv2d, attention.
+//   if (autocast::lowers("conv2d", {x, w})) ...   // cast both to bf16, write output_dtype()
+bool lowers(std::string_view op, std::initializer_list<Tensor> operands);
 
 // Whether `op` (an fp32 op) takes its bf16 input x up to f32, inside a guard or not (a backward's
 // sum of a bf16 gradient): the op then runs on x.to(f32), differentiable, so x's gradient comes

@@ -25,11 +25,10 @@ void check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const Atten
   OCTET_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, op,
               ": expected q [B, H, Tq, D], k [B, H, Tk, D], v [B, H, Tk, Dv], got shapes ", q.shape(), ", ", k.shape(),
               ", ", v.shape());
-  auto f32_or_bf16 = [](const Tensor& t) { return t.dtype() == DType::f32 || t.dtype() == DType::bf16; };
-  const bool bf16_mix = f32_or_bf16(q) && f32_or_bf16(k) && f32_or_bf16(v);  // computed in bf16
-  OCTET_CHECK(bf16_mix || (q.dtype() == k.dtype() && q.dtype() == v.dtype() && is_floating(q.dtype())), op,
-              ": expected q, k, v of one dtype (f32, f64 or bf16; or f32 with bf16), got ", q.dtype(), ", ",
-              k.dtype(), ", ", v.dtype());
+  const bool bf16 = autocast::lowers(op, {q, k, v});  // f32 with bf16 too
+  OCTET_CHECK(bf16 || (q.dtype() == k.dtype() && q.dtype() == v.dtype() && is_floating(q.dtype())), op,
+              ": expected q, k, v of one dtype (f32, f64 or bf16; or f32 with bf16), got ", q.dtype(), ", ", k.dtype(),
+              ", ", v.dtype());
   OCTET_CHECK(q.device() == k.device() && q.device() == v.device(), op, ": q, k, v on different devices: ", q.device(),
               ", ", k.device(), ", ", v.device());
   OCTET_CHECK(k.size(0) == q.size(0) && v.size(0) == q.size(0) && k.size(1) == q.size(1) && v.size(1) == q.size(1), op,
@@ -67,8 +66,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   // backward, the output's gradient) rounded to bf16, the products accumulated in f32 by the f32
   // kernel (bf16's numbers, not yet its speed), the output rounded to autocast::output_dtype. The
   // backward keeps the bf16 copies and widens them back.
-  const bool bf16 = autocast::lowers("scaled_dot_product_attention", q) || q.dtype() == DType::bf16 ||
-                    k.dtype() == DType::bf16 || v.dtype() == DType::bf16;
+  const bool bf16 = autocast::lowers("scaled_dot_product_attention", {q, k, v});
   const DType compute = bf16 ? DType::f32 : q.dtype(), out_t = bf16 ? autocast::output_dtype(q.device()) : compute;
   const TensorOptions opts = TensorOptions(compute).device(q.device());
   auto widened = [compute](const Tensor& t) { return autocast::cast(t, compute); };

@@ -17,9 +17,7 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, const Conv2d
   OCTET_CHECK(x.dim() == 4, "conv2d: expected 4-D input [N,C,H,W], got ", x.shape());
   OCTET_CHECK(w.dim() == 4, "conv2d: expected 4-D weight [K,C/groups,R,S], got ", w.shape());
   // autocast (core/autocast.h), or a bf16 operand (autocast's activations): the bf16 product.
-  auto f32_or_bf16 = [](const Tensor& t) { return t.dtype() == DType::f32 || t.dtype() == DType::bf16; };
-  const bool bf16 = f32_or_bf16(x) && f32_or_bf16(w) &&
-                    (autocast::lowers("conv2d", x) || x.dtype() == DType::bf16 || w.dtype() == DType::bf16);
+  const bool bf16 = autocast::lowers("conv2d", {x, w});
   OCTET_CHECK(bf16 || x.dtype() == DType::f32 || x.dtype() == DType::f64,
               "conv2d: expected dtype f32, f64 or bf16, got ", x.dtype());
   OCTET_CHECK(bf16 || w.dtype() == x.dtype(), "conv2d: dtypes differ: input ", x.dtype(), ", weight ", w.dtype());

@@ -36,19 +36,11 @@ Operand operand(const Tensor& m) {
   return {cm, false, std::max<int64_t>(c, 1)};
 }
 
-// Whether a product of a and b runs in bf16: under autocast (f32 or bf16 operands), or outside it
-// when an operand is bf16 already (autocast's activations, in a backward or an evaluation).
-bool lowered(const char* op, const Tensor& a, const Tensor& b) {
-  auto f32_or_bf16 = [](const Tensor& t) { return t.dtype() == DType::f32 || t.dtype() == DType::bf16; };
-  if (!a.defined() || !b.defined() || !f32_or_bf16(a) || !f32_or_bf16(b)) return false;
-  return autocast::lowers(op, a) || a.dtype() == DType::bf16 || b.dtype() == DType::bf16;
-}
-
 void check_mm(const char* op, const Tensor& a, const Tensor& b, int64_t dims) {
   OCTET_CHECK(a.defined() && b.defined(), op, ": undefined tensor argument");
   OCTET_CHECK(a.dim() == dims && b.dim() == dims, op, ": expected ", dims, "-D tensors, got shapes ", a.shape(),
               " and ", b.shape());
-  if (!lowered(op, a, b)) {
+  if (!autocast::lowers(op, {a, b})) {
     OCTET_CHECK(a.dtype() == b.dtype(), op, ": dtypes differ: ", a.dtype(), " and ", b.dtype());
     OCTET_CHECK(a.dtype() == DType::f32 || a.dtype() == DType::f64, op, ": expected dtype f32, f64 or bf16, got ",
                 a.dtype());
@@ -128,7 +120,7 @@ Tensor product_node(const char* op, const Tensor& a, const Tensor& b, const Tens
 
 Tensor mm(const Tensor& a, const Tensor& b) {
   check_mm("mm", a, b, 2);
-  if (lowered("mm", a, b))
+  if (autocast::lowers("mm", {a, b}))
     return product_node("mm", a, b, autocast::cast(a, DType::bf16), autocast::cast(b, DType::bf16), false, false, true);
   Tensor out = empty({a.size(0), b.size(1)}, TensorOptions(a.dtype()).device(a.device()));
   {
@@ -148,7 +140,7 @@ Tensor mm(const Tensor& a, const Tensor& b) {
 Tensor bmm(const Tensor& a, const Tensor& b) {
   check_mm("bmm", a, b, 3);
   OCTET_CHECK(a.size(0) == b.size(0), "bmm: batch sizes differ: ", a.shape(), " x ", b.shape());
-  if (lowered("bmm", a, b))
+  if (autocast::lowers("bmm", {a, b}))
     return product_node("bmm", a, b, autocast::cast(a, DType::bf16), autocast::cast(b, DType::bf16), true, false, true);
   Tensor out = empty({a.size(0), a.size(1), b.size(2)}, TensorOptions(a.dtype()).device(a.device()));
   {
@@ -201,7 +193,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   // One node against the weight itself (its gradient formed as [out, in]): autocast's bf16 product
   // (the weight cast once per scope; the bias added to the f32 sums before they are rounded), or the
   // plain one where x, weight and bias share a float dtype.
-  const bool lower = lowered("linear", x, weight) && (!bias.defined() || bias.dtype() == DType::f32);
+  const bool lower = autocast::lowers("linear", {x, weight}) && (!bias.defined() || bias.dtype() == DType::f32);
   const bool plain = (x.dtype() == DType::f32 || x.dtype() == DType::f64) && weight.dtype() == x.dtype() &&
                      (!bias.defined() || bias.dtype() == x.dtype()) && weight.device() == x.device() &&
                      (!bias.defined() || bias.device() == x.device());

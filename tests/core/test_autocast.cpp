@@ -109,6 +109,17 @@ TEST(Autocast, PolicyTable) {
   for (const char* op : {"relu", "gelu", "add", "batch_norm", "layer_norm", "max_pool2d", "dropout"})
     EXPECT_EQ(autocast::policy(op), autocast::Policy::keep) << op;
   EXPECT_EQ(autocast::output_dtype(Device::cpu()), DType::bf16);
+  // The products on their operands: in bf16 under autocast or when one is bf16 already.
+  const Tensor f = zeros({2}), b = zeros({2}, DType::bf16), d = zeros({2}, DType::f64);
+  EXPECT_FALSE(autocast::lowers("mm", {f, f}));
+  EXPECT_TRUE(autocast::lowers("mm", {f, b}));
+  EXPECT_TRUE(autocast::lowers("conv2d", {b, Tensor()}));
+  EXPECT_FALSE(autocast::lowers("mm", {b, d}));
+  {
+    AutocastGuard on(DType::bf16);
+    EXPECT_TRUE(autocast::lowers("mm", {f, f}));
+    EXPECT_FALSE(autocast::lowers("mm", {d, d}));
+  }
   EXPECT_EQ(autocast::compute_dtype("mm", DType::f32), DType::f32);  // off outside a guard
   {
     AutocastGuard on(DType::bf16);
