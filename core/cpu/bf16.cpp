@@ -3,6 +3,8 @@
 #include <bit>
 
 #include "core/cpu/isa.h"
+#include "core/cpu/kernels.h"
+#include "core/memory_format.h"
 #include "core/parallel.h"
 
 namespace octet::cpu {
@@ -36,6 +38,14 @@ void widen_bf16(const BFloat16* x, float* y, int64_t n) {
       for (int64_t i = b; i < e; ++i) y[i] = std::bit_cast<float>(static_cast<uint32_t>(in[i]) << 16);
     });
   });
+}
+
+Tensor empty_f32_like(const Tensor& t) { return empty_in_format_of(t, t.shape(), TensorOptions(DType::f32)); }
+
+Tensor widened_to_f32(const Tensor& t) {
+  Tensor out = empty_f32_like(t);
+  copy(out, t);
+  return out;
 }
 
 }  // namespace octet::cpu

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <atomic>
 
+#include "core/cpu/bf16.h"
 #include "core/cpu/conv_dnnl.h"
 #include "core/cpu/conv_taps.h"
 #include "core/cpu/isa.h"
@@ -255,12 +256,6 @@ Tensor nchw(const Tensor& t) { return t.defined() ? t.detach().contiguous() : t;
 void copy_back(const Tensor& dst, const Tensor& src) {
   if (dst.defined() && dst.raw_data() != src.raw_data()) copy(dst, src);
 }
-// A bf16 operand widened to f32 (exact) in its own layout, for the emulated bf16 path.
-Tensor widened(const Tensor& t) {
-  Tensor out = empty_in_format_of(t, t.shape(), TensorOptions(DType::f32));
-  copy(out, t);
-  return out;
-}
 // Whether autocast's bf16 convolutions run oneDNN's bf16 primitives (native bf16 on this CPU, and
 // the oneDNN path chosen); else x and w are widened and the f32 path computes the same products.
 bool native_bf16() {
@@ -281,8 +276,8 @@ void conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, c
   OCTET_CHECK(!bias.defined() || (bias.is_contiguous() && bias.dtype() == acc_t && bias.numel() == g.k),
               "conv2d_forward: expected a contiguous ", acc_t, " bias of ", g.k, " elements");
   if (bf16 && !native_bf16()) {
-    Tensor o = out.dtype() == DType::f32 ? out : widened(out);
-    cpu::conv2d_forward(g, widened(x), widened(w), bias, o);
+    Tensor o = out.dtype() == DType::f32 ? out : empty_f32_like(out);
+    cpu::conv2d_forward(g, widened_to_f32(x), widened_to_f32(w), bias, o);
     return copy_back(out, o);
   }
   if ((x.dtype() == DType::f32 || x.dtype() == DType::bf16) && conv2d_selector().active() == Conv2dPath::dnnl)
@@ -307,8 +302,8 @@ void conv2d_backward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, 
   check_conv_grads("conv2d_backward", g, x, w, dout, dx, dw, ChannelsLast::yes);
   if (!dx.defined() && !dw.defined()) return;
   if (x.dtype() == DType::bf16 && !native_bf16()) {
-    Tensor d = dx.defined() && dx.dtype() == DType::bf16 ? widened(dx) : dx;
-    cpu::conv2d_backward(g, widened(x), widened(w), widened(dout), d, dw);
+    Tensor d = dx.defined() && dx.dtype() == DType::bf16 ? empty_f32_like(dx) : dx;
+    cpu::conv2d_backward(g, widened_to_f32(x), widened_to_f32(w), widened_to_f32(dout), d, dw);
     return copy_back(dx, d);
   }
   if ((x.dtype() == DType::f32 || x.dtype() == DType::bf16) && conv2d_selector().active() == Conv2dPath::dnnl)

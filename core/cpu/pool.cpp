@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/cpu/bf16.h"
 #include "core/cpu/kernels.h"
 #include "core/cpu/loops.h"
 #include "core/kernel_checks.h"
@@ -277,10 +278,8 @@ void adaptive_backward(int64_t planes, int64_t h, int64_t w, int64_t ph, int64_t
 // on the widened gradient, so overlapping windows add in f32, and dx rounded once.
 template <typename Run>
 void bf16_through_f32(const Tensor& dout, const Tensor& dx, Run run) {
-  auto f32 = [](const Tensor& t) { return empty_in_format_of(t, t.shape(), TensorOptions(DType::f32)); };
-  Tensor d32 = f32(dout), dx32 = f32(dx);
-  copy(d32, dout);
-  run(d32, dx32);
+  Tensor dx32 = empty_f32_like(dx);
+  run(widened_to_f32(dout), dx32);
   copy(dx, dx32);
 }
 
@@ -309,7 +308,8 @@ void max_pool2d_backward(const Pool2dGeometry& g, const Tensor& dout, const Tens
   check_pool_tensor("max_pool2d_backward", "dx", dx, g.n * g.c * g.h * g.w, cl);
   OCTET_CHECK(dout.dtype() == dx.dtype(), "max_pool2d_backward: dtypes differ: ", dout.dtype(), " and ", dx.dtype());
   if (dx.dtype() == DType::bf16)
-    return bf16_through_f32(dout, dx, [&](const Tensor& d, const Tensor& x) { cpu::max_pool2d_backward(g, d, indices, x); });
+    return bf16_through_f32(dout, dx,
+                            [&](const Tensor& d, const Tensor& x) { cpu::max_pool2d_backward(g, d, indices, x); });
   dispatch_float(dx.dtype(), "max_pool2d", [&]<typename T>() {
     if (cl)
       max_backward_cl<T>(g, dout.data<T>(), indices.data<int64_t>(), dx.data<T>());
@@ -339,15 +339,17 @@ void avg_pool2d_backward(const Pool2dGeometry& g, const Tensor& dout, const Tens
 void adaptive_avg_pool2d_forward(const Tensor& x, const Tensor& out) {
   check_cpu("adaptive_avg_pool2d_forward", {x, out});
   AdaptiveShape a = adaptive_shape("adaptive_avg_pool2d_forward", x, out);
-  dispatch_activation(x.dtype(), "adaptive_avg_pool2d",
-                      [&]<typename T>() { adaptive_forward<T>(a.planes, a.h, a.w, a.p, a.q, x.data<T>(), out.data<T>()); });
+  dispatch_activation(x.dtype(), "adaptive_avg_pool2d", [&]<typename T>() {
+    adaptive_forward<T>(a.planes, a.h, a.w, a.p, a.q, x.data<T>(), out.data<T>());
+  });
 }
 
 void adaptive_avg_pool2d_backward(const Tensor& dout, const Tensor& dx) {
   check_cpu("adaptive_avg_pool2d_backward", {dout, dx});
   AdaptiveShape a = adaptive_shape("adaptive_avg_pool2d_backward", dx, dout);
   if (dx.dtype() == DType::bf16)
-    return bf16_through_f32(dout, dx, [](const Tensor& d, const Tensor& x) { cpu::adaptive_avg_pool2d_backward(d, x); });
+    return bf16_through_f32(dout, dx,
+                            [](const Tensor& d, const Tensor& x) { cpu::adaptive_avg_pool2d_backward(d, x); });
   dispatch_float(dx.dtype(), "adaptive_avg_pool2d", [&]<typename T>() {
     adaptive_backward<T>(a.planes, a.h, a.w, a.p, a.q, dout.data<T>(), dx.data<T>());
   });
