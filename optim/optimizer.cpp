@@ -3,6 +3,7 @@
 #include "core/distributed.h"
 
 #include "optim/blockwise_state.h"
+#include "optim/lowbit_state.h"
 #include "quant/blockwise.h"
 
 #include <algorithm>
@@ -79,8 +80,8 @@ bool name_matches(const std::string& pattern, const std::string& name) {
 
 std::optional<OptionProblem> StateOptions::problem() const {
   if (auto p = range_problem()) return p;
-  if (state_bits_ != 32 && state_bits_ != 8)
-    return OptionProblem{"state_bits", detail::str_cat("expected 32 or 8, got ", state_bits_)};
+  if (state_bits_ != 32 && state_bits_ != 8 && state_bits_ != 4)
+    return OptionProblem{"state_bits", detail::str_cat("expected 32, 8 or 4, got ", state_bits_)};
   try {
     quant::check_block_size(block_size_, "block_size");
   } catch (const Error& e) {
@@ -177,13 +178,21 @@ std::unique_ptr<ParamState> Optimizer::make_state(const std::string& name, const
                                                   const OptimizerOptions& options) const {
   const StateOptions& so = state_options(name);
   // Decided on the whole parameter; sized on what this process updates (shard_state).
-  bool eight = so.state_bits_ == 8 && param.dtype() == DType::f32 && param.numel() >= so.min_8bit_size_ &&
-               !param.impl()->keep_32bit_state &&
-               std::none_of(so.keep_32bit_.begin(), so.keep_32bit_.end(),
-                            [&](const std::string& pat) { return name_matches(pat, name); });
+  const bool low_bit = so.state_bits_ != 32 && param.dtype() == DType::f32 && param.numel() >= so.min_8bit_size_ &&
+                       !param.impl()->keep_32bit_state &&
+                       std::none_of(so.keep_32bit_.begin(), so.keep_32bit_.end(),
+                                    [&](const std::string& pat) { return name_matches(pat, name); });
   const Tensor target = shard_of(name, param);
   std::vector<std::string> names = state_buffer_names(options);
-  if (!eight || names.empty()) return std::make_unique<DenseState>(target, std::move(names));
+  if (!low_bit || names.empty()) return std::make_unique<DenseState>(target, std::move(names));
+  if (so.state_bits_ == 4) {
+    // Rank-1 scales span whole rows and columns, which a shard cuts.
+    OCTET_CHECK(!shard_group_, name_, ": state_bits 4 with sharded optimizer state is not supported yet ('", name,
+                "'); use state_bits 8 or do not shard");
+    std::vector<bool> is_signed;
+    for (const StateBuffer& b : state_buffers(options)) is_signed.push_back(!b.nonnegative);
+    return std::make_unique<LowBitState>(target, std::move(names), is_signed);
+  }
   const quant::QuantMap unsigned_map =
       so.nonzero_second_moment_ ? quant::QuantMap::dynamic_unsigned_nonzero : quant::QuantMap::dynamic_unsigned;
   std::vector<quant::QuantMap> maps;
@@ -333,6 +342,14 @@ int64_t Optimizer::num_8bit_params() const {
   int64_t n = 0;
   for (const Group& g : groups_)
     for (const auto& st : g.states) n += dynamic_cast<const BlockwiseState*>(st.get()) != nullptr;
+  return n;
+}
+
+int64_t Optimizer::num_4bit_params() const {
+  ensure_state();
+  int64_t n = 0;
+  for (const Group& g : groups_)
+    for (const auto& st : g.states) n += dynamic_cast<const LowBitState*>(st.get()) != nullptr;
   return n;
 }
 

@@ -86,15 +86,18 @@ template <typename T>
 using BlockRead = std::function<void(const StateBlock<const T>&)>;
 
 // A state buffer as an optimizer declares it (Optimizer::state_buffers): its name ("exp_avg", the
-// suffix of its checkpoint keys) and whether 8-bit state stores it with the signed map
+// suffix of its checkpoint keys), whether 8-bit state stores it with the signed map
 // (quant::QuantMap::dynamic_signed) or, for a buffer that is never negative, the unsigned one,
-// which spends the sign bit on precision.
+// which spends the sign bit on precision; and whether it is never negative (a second moment, which
+// 4-bit state stores with the linear map without 0, rank-1 normalized). The two differ for
+// RMSprop's square_avg, which 8-bit state keeps signed as bitsandbytes does.
 struct StateBuffer {
   std::string name;
   bool is_signed = true;
+  bool nonnegative = false;
 };
-inline StateBuffer signed_buffer(std::string name) { return {std::move(name), true}; }
-inline StateBuffer unsigned_buffer(std::string name) { return {std::move(name), false}; }
+inline StateBuffer signed_buffer(std::string name) { return {std::move(name), true, false}; }
+inline StateBuffer unsigned_buffer(std::string name) { return {std::move(name), false, true}; }
 
 // One parameter's optimizer state: a count of the updates applied to it and named buffers of the
 // parameter's size, all starting at zero.
@@ -159,32 +162,36 @@ class DenseState : public ParamState {
 
 // ---- state precision
 
-// How state is stored: 32-bit (dense, the parameter's dtype) or 8-bit (block-wise quantized codes
-// and absmax, optim/blockwise_state.h). Only f32 parameters with at least min_8bit_size elements
-// get 8-bit state; names matching a keep_32bit pattern ('*' matches any run of characters, e.g.
-// "*embedding*") keep 32-bit state, and so do parameters their layer marked with
-// Module::mark_keep_32bit_state (StableEmbedding's weight), whatever the patterns. Switching bits changes nothing else:
-// same options, formulas and state names (8-bit buffers are saved as "<buffer>.codes" and "<buffer>.absmax").
+// How state is stored: 32-bit (dense, the parameter's dtype), 8-bit (block-wise quantized codes
+// and absmax, optim/blockwise_state.h) or 4-bit (two codes per byte, block-wise first moments and
+// rank-1 second moments, optim/lowbit_state.h; CPU only, not with sharded state). Only f32
+// parameters with at least min_8bit_size elements get low-bit state; names matching a keep_32bit
+// pattern ('*' matches any run of characters, e.g. "*embedding*") keep 32-bit state, and so do
+// parameters their layer marked with Module::mark_keep_32bit_state (StableEmbedding's weight),
+// whatever the patterns. Switching bits changes nothing else: same options, formulas and state
+// names (low-bit buffers are saved as "<buffer>.codes", "<buffer>.absmax", ...).
 //   Adam opt(model.named_parameters(), AdamOptions(1e-3), StateOptions().state_bits(8));
-// block_size: 256 as in the reference implementation (bitsandbytes allocates every 8-bit state in
+// block_size (8-bit only; 4-bit blocks are 128 as in the paper): 256 as in the reference
+// implementation (bitsandbytes allocates every 8-bit state in
 // blocks of 256; the paper says 2048). Smaller blocks cost 4 bytes of absmax per block and buffer
 // (1.6% of the state at 256, 0.2% at 2048) and mix fewer elements of different gradient frequency
 // in one block: at 2048 a rarely updated embedding row shares its block with frequent ones.
 // nonzero_second_moment: second moments use QuantMap::dynamic_unsigned_nonzero (a positive value
 // never quantizes to 0, quant/maps.h), which keeps a rare element's update bounded at any block
 // size; false gives the reference's rule (plain nearest code, dynamic_unsigned).
-#define OCTET_STATE_OPTIONS(X)                                                                        \
-  X(int64_t, state_bits, 32, kAnyValue, "optimizer state precision: 32, or 8 (block-wise quantized)") \
-  X(int64_t, min_8bit_size, 4096, kNonNegative, "parameters with fewer elements keep 32-bit state")   \
-  X(int64_t, block_size, 256, kAnyValue,                                                              \
-    "8-bit state block size (a power of two, 64..4096; 4 bytes of absmax per block and buffer)")      \
-  X(bool, nonzero_second_moment, true, kAnyValue,                                                     \
-    "8-bit state: a positive second moment never quantizes to 0 (false: the bitsandbytes rule)")      \
-  X(std::vector<std::string>, keep_32bit, {}, kAnyValue,                                              \
+#define OCTET_STATE_OPTIONS(X)                                                                      \
+  X(int64_t, state_bits, 32, kAnyValue,                                                             \
+    "optimizer state precision: 32, 8 (block-wise quantized) or 4 (4-bit, rank-1 second moments)")  \
+  X(int64_t, min_8bit_size, 4096, kNonNegative, "parameters with fewer elements keep 32-bit state") \
+  X(int64_t, block_size, 256, kAnyValue,                                                            \
+    "8-bit state block size (a power of two, 64..4096; 4 bytes of absmax per block and buffer)")    \
+  X(bool, nonzero_second_moment, true, kAnyValue,                                                   \
+    "8-bit state: a positive second moment never quantizes to 0 (false: the bitsandbytes rule)")    \
+  X(std::vector<std::string>, keep_32bit, {}, kAnyValue,                                            \
     "parameter name patterns (* matches anything) whose state stays 32-bit, e.g. [\"*embedding*\"]")
 struct StateOptions {
   OCTET_OPTIONS(StateOptions, OCTET_STATE_OPTIONS)
-  // Beyond the ranges: state_bits 32 or 8, and a block size that is a power of two in 64..4096
+  // Beyond the ranges: state_bits 32, 8 or 4, and a block size that is a power of two in 64..4096
   // (checked with 32-bit state too, so that switching to 8 bits later finds no surprise).
   std::optional<OptionProblem> problem() const;
 };
@@ -296,8 +303,9 @@ class Optimizer {
   const StateOptions& state_options(const std::string& param) const;
   // Bytes of optimizer state (every state tensor; creates the state if it does not exist yet).
   int64_t state_bytes() const;
-  // Parameters whose state is 8-bit.
+  // Parameters whose state is 8-bit, 4-bit.
   int64_t num_8bit_params() const;
+  int64_t num_4bit_params() const;
 
   // A snapshot (cloned tensors) of the state: "<param>.<buffer>" for each state tensor (e.g.
   // "fc.weight.exp_avg"), "<param>.step" (i64 scalar: updates applied to that parameter) and

@@ -36,9 +36,9 @@ RMSpropOptions& RMSprop::options(size_t group) { return static_cast<RMSpropOptio
 
 std::vector<StateBuffer> RMSprop::state_buffers(const OptimizerOptions& options) const {
   const auto& o = static_cast<const RMSpropOptions&>(options);
-  // square_avg is never negative, but signed as in the reference: bitsandbytes stores it with the
-  // signed map of its one-state optimizers.
-  std::vector<StateBuffer> buffers = {signed_buffer("square_avg")};
+  // square_avg is never negative, but signed at 8 bits as in the reference: bitsandbytes stores it
+  // with the signed map of its one-state optimizers. 4-bit state treats it as the second moment it is.
+  std::vector<StateBuffer> buffers = {StateBuffer{"square_avg", /*is_signed=*/true, /*nonnegative=*/true}};
   if (o.momentum_ > 0.0) buffers.push_back(signed_buffer("momentum_buffer"));
   if (o.centered_) buffers.push_back(signed_buffer("grad_avg"));
   return buffers;

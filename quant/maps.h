@@ -77,4 +77,25 @@ using Thresholds = std::array<float, 255>;
 Thresholds compute_thresholds(const float* map);
 const Thresholds& quant_thresholds(QuantMap map);  // cached for the built-in maps
 
+// ---- 4-bit maps (Li et al., "Memory Efficient Optimizers with 4-bit States", NeurIPS 2023, and
+// torchao's AdamW4bit, which use them): 16 ascending values; codes are packed two per byte
+// (quant/lowbit.h). Nearest code, ties, NaN and inf as for the 8-bit maps above.
+// dynamic_signed -- create_dynamic_map(signed=True, max_exponent_bits=3, total_bits=4) as the
+//   8-bit maps are built, in float32: the decades 10^-2, 10^-1, 1 with 1, 2 and 4 midpoints and
+//   their negatives, then 0 and 1.0: -0.8875 .. -0.0055, 0, 0.0055 .. 0.8875, 1. First moments.
+// linear_unsigned -- (j + 1) / 16 for j = 0..15 (torchao's linspace(0, 1, 17)[1:]). No 0: the
+//   paper's fix of the zero-point problem. A second moment is never stored as 0, so an element's
+//   m / (sqrt(v) + eps) cannot explode after a round trip; small ones are stored too large
+//   (a smaller step), never too small.
+enum class QuantMap4 : uint8_t { dynamic_signed, linear_unsigned };
+inline constexpr QuantMap4 kAllQuantMaps4[] = {QuantMap4::dynamic_signed, QuantMap4::linear_unsigned};
+using Map4 = std::array<float, 16>;
+using Thresholds4 = std::array<float, 15>;
+std::string_view quant_map_name(QuantMap4 map);
+const Map4& quant_map4(QuantMap4 map);
+// As compute_thresholds: nearest_code4(map, v) == the number of i with v > t[i], for non-NaN v.
+const Thresholds4& quant_thresholds4(QuantMap4 map);
+// The scalar reference: a scan of the 16 entries comparing exact distances.
+uint8_t nearest_code4(const Map4& map, float v);
+
 }  // namespace octet::quant

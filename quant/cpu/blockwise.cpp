@@ -81,15 +81,15 @@ void decode_portable(const uint8_t* codes, int64_t n, float absmax, const float*
 
 // ---- dispatch
 
-namespace {
-
-float absmax_isa(Isa isa, const float* x, int64_t n) {
+float block_absmax(Isa isa, const float* x, int64_t n) {
 #ifdef OCTET_CPU_X86
   if (isa == Isa::avx512) return detail::absmax_avx512(x, n);
   if (isa == Isa::avx2) return detail::absmax_avx2(x, n);
 #endif
   return detail::absmax_portable(x, n);
 }
+
+namespace {
 
 // The map's code table where it has one (portable, AVX2), else the tree (always on AVX-512, whose
 // whole tree sits in registers).
@@ -122,7 +122,7 @@ void quantize_block(Isa isa, const float* x, int64_t n, const float* map, uint8_
   const CodeTable* table = code_table(map);
   SearchTree scratch;
   const SearchTree& tree = search_tree(map, scratch);
-  float a = absmax_isa(isa, x, n);
+  float a = block_absmax(isa, x, n);
   *absmax = a;
   encode_isa(isa, x, n, a, table, tree, codes);
 }
@@ -145,7 +145,7 @@ void quantize_blocks(const float* x, int64_t n, int64_t block_size, const float*
   parallel_for(0, (n + block_size - 1) / block_size, block_grain(block_size), [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b) {
       int64_t begin = b * block_size, len = std::min(block_size, n - begin);
-      float a = absmax_isa(isa, x + begin, len);
+      float a = block_absmax(isa, x + begin, len);
       absmax[b] = a;
       encode_isa(isa, x + begin, len, a, table, tree, codes + begin);
     }

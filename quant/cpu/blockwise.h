@@ -43,6 +43,8 @@ SearchTree make_search_tree(const Thresholds& t);
 // filled from the map.
 const SearchTree& search_tree(const float* map, SearchTree& scratch);
 
+// A block's absmax (max |x[i]| over finite x[i], 0 if none) with an explicit ISA.
+float block_absmax(Isa isa, const float* x, int64_t n);
 // One block with an explicit ISA (must be supported).
 void quantize_block(Isa isa, const float* x, int64_t n, const float* map, uint8_t* codes, float* absmax);
 void dequantize_block(Isa isa, const uint8_t* codes, int64_t n, float absmax, const float* map, float* out);

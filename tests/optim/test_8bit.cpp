@@ -184,7 +184,7 @@ TEST(Optim8bit, StateMemoryAndSmallTensors) {
   // keep_32bit patterns: the classifier's weight stays 32-bit.
   Adam keep(model->named_parameters(), AdamOptions(1e-3), StateOptions().state_bits(8).keep_32bit({"fc.*"}));
   EXPECT_EQ(keep.num_8bit_params(), 53);
-  EXPECT_THROW(Adam(model->named_parameters(), AdamOptions(1e-3), StateOptions().state_bits(4)), Error);
+  EXPECT_THROW(Adam(model->named_parameters(), AdamOptions(1e-3), StateOptions().state_bits(6)), Error);
   EXPECT_THROW(Adam(model->named_parameters(), AdamOptions(1e-3), StateOptions().state_bits(8).block_size(1000)),
                Error);
   EXPECT_TRUE(name_matches("*embed*", "encoder.embedding.weight"));

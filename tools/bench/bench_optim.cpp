@@ -131,11 +131,33 @@ int main(int argc, char** argv) {
        3 * 4 + 2 * 4},
       {"SGD momentum 8-bit",
        [&] {
-         return std::make_unique<SGD>(NamedTensors{{"p", p}}, SGDOptions(1e-3).momentum(0.9), StateOptions().state_bits(8));
+         return std::make_unique<SGD>(NamedTensors{{"p", p}}, SGDOptions(1e-3).momentum(0.9),
+                                      StateOptions().state_bits(8));
        },
        2 * 4 + 4 + 2 * code},
   };
-  if (optimizers == "adam") cases.resize(2);
+  // 4-bit state (CPU only): a matrix, so that the second moment takes the rank-1 path.
+  Tensor w;
+  if (device.is_cpu()) {
+    w = randn({int64_t{1} << (log2n / 2), n >> (log2n / 2)}, DType::f32, &g);
+    w.requires_grad_(true);
+    w.set_grad(randn(w.shape(), DType::f32, &g) * 1e-3);
+    const double nibble = 0.5 + 4.0 / 128;  // half a byte + a block's (128) share of its scale
+    cases.insert(
+        cases.begin() + 2,
+        Case{"Adam 4-bit",
+             [&] {
+               return std::make_unique<Adam>(NamedTensors{{"w", w}}, AdamOptions(1e-3), StateOptions().state_bits(4));
+             },
+             2 * 4 + 4 + 4 * nibble});
+    cases.push_back(Case{"SGD momentum 4-bit",
+                         [&] {
+                           return std::make_unique<SGD>(NamedTensors{{"w", w}}, SGDOptions(1e-3).momentum(0.9),
+                                                        StateOptions().state_bits(4));
+                         },
+                         2 * 4 + 4 + 2 * nibble});
+  }
+  if (optimizers == "adam") cases.resize(device.is_cpu() ? 3 : 2);
   const std::string where = device.is_cuda() ? cuda::device_name(0) : "cpu";
   const std::string isa = device.is_cuda() ? "" : std::string(cpu::isa_name(cpu::active_isa()));
   if (format == "json") {

@@ -1,0 +1,159 @@
+#include "optim/lowbit_state.h"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <vector>
+
+#include "core/parallel.h"
+#include "quant/blockwise.h"
+#include "quant/lowbit.h"
+
+namespace octet {
+
+namespace {
+
+constexpr size_t kMaxBuffers = 8;
+
+Tensor map_tensor(quant::QuantMap4 m) {
+  Tensor t = empty({16});
+  std::memcpy(t.data<float>(), quant::quant_map4(m).data(), 16 * sizeof(float));
+  return t;
+}
+
+// The maxima of a rank-1 buffer as pointers (for quant::rank1_*).
+std::array<float*, kMaxBuffers> maxima_of(const LowBitState::Buffer& b) {
+  std::array<float*, kMaxBuffers> out{};
+  for (size_t d = 0; d < b.maxima.size(); ++d) out[d] = b.maxima[d].data<float>();
+  return out;
+}
+
+}  // namespace
+
+LowBitState::LowBitState(const Tensor& param, std::vector<std::string> buffer_names, const std::vector<bool>& is_signed)
+    : ParamState(std::move(buffer_names)), shape_(param.shape()), numel_(param.numel()) {
+  OCTET_CHECK(param.dtype() == DType::f32, "4-bit optimizer state: parameter must be f32, got ", param.dtype());
+  OCTET_CHECK(param.device().is_cpu(),
+              "4-bit optimizer state runs on the CPU only (no CUDA kernels yet); the "
+              "parameter is on ",
+              param.device(), ": use state_bits 8 or 32 there");
+  OCTET_CHECK(is_signed.size() == ParamState::buffer_names().size(), "4-bit optimizer state: ", is_signed.size(),
+              " signs for ", ParamState::buffer_names().size(), " buffers");
+  OCTET_CHECK(is_signed.size() <= kMaxBuffers && shape_.size() <= kMaxBuffers, "4-bit optimizer state: at most ",
+              kMaxBuffers, " buffers and dims");
+  for (bool s : is_signed) {
+    Buffer b;
+    b.map = s ? quant::QuantMap4::dynamic_signed : quant::QuantMap4::linear_unsigned;
+    b.rank1 = !s && shape_.size() >= 2;
+    b.codes = zeros({quant::packed4_bytes(numel_)}, TensorOptions(DType::u8));
+    if (b.rank1) {
+      for (int64_t extent : shape_) b.maxima.push_back(zeros({extent}));
+    } else {
+      b.absmax = zeros({quant::num_blocks(numel_, kBlock)});
+    }
+    b.map_values = map_tensor(b.map);
+    buffers_.push_back(std::move(b));
+  }
+}
+
+template <typename Body>
+void LowBitState::blocks(Body body) {
+  const int64_t nblocks = quant::num_blocks(numel_, kBlock);
+  const size_t nb = buffers_.size();
+  parallel_for(0, nblocks, 16, [&](int64_t begin, int64_t end) {
+    // Per-thread scratch: one block of each buffer, then one block of scales.
+    std::vector<float> scratch((nb + 1) * static_cast<size_t>(kBlock));
+    std::array<float*, kMaxBuffers + 1> ptrs{};
+    for (size_t i = 0; i <= nb; ++i) ptrs[i] = scratch.data() + i * static_cast<size_t>(kBlock);
+    for (int64_t b = begin; b < end; ++b) {
+      const int64_t start = b * kBlock;
+      body(start, std::min(kBlock, numel_ - start), b, ptrs.data(), ptrs[nb]);
+    }
+  });
+}
+
+void LowBitState::decode_block(size_t i, int64_t start, int64_t n, int64_t block, float* scales, float* out) const {
+  const Buffer& b = buffers_[i];
+  const uint8_t* codes = b.codes.data<uint8_t>() + start / 2;
+  if (b.rank1) {
+    const std::array<float*, kMaxBuffers> maxima = maxima_of(b);
+    quant::rank1_scales(shape_, maxima.data(), start, n, scales);
+    quant::decode4(codes, n, scales, 0.0f, b.map, out);
+  } else {
+    quant::decode4(codes, n, nullptr, b.absmax.data<float>()[block], b.map, out);
+  }
+}
+
+void LowBitState::for_each_block(const BlockUpdate<float>& fn) {
+  // A rank-1 buffer's new values, whole: its scales need them all before it is encoded.
+  std::vector<Tensor> fresh(buffers_.size());
+  for (size_t i = 0; i < buffers_.size(); ++i)
+    if (buffers_[i].rank1) fresh[i] = empty({numel_});
+  blocks([&](int64_t start, int64_t n, int64_t block, float* const* scratch, float* scales) {
+    std::array<float*, kMaxBuffers> work{};
+    for (size_t i = 0; i < buffers_.size(); ++i) {
+      work[i] = buffers_[i].rank1 ? fresh[i].data<float>() + start : scratch[i];
+      decode_block(i, start, n, block, scales, work[i]);
+    }
+    fn(StateBlock<float>{start, n, work.data()});
+    for (size_t i = 0; i < buffers_.size(); ++i) {
+      Buffer& b = buffers_[i];
+      if (b.rank1) continue;
+      const float a = quant::absmax4(work[i], n);
+      b.absmax.data<float>()[block] = a;
+      quant::encode4(work[i], n, nullptr, a, b.map, b.codes.data<uint8_t>() + start / 2);
+    }
+  });
+  for (size_t i = 0; i < buffers_.size(); ++i) {
+    Buffer& b = buffers_[i];
+    if (!b.rank1) continue;
+    const float* values = fresh[i].data<float>();
+    const std::array<float*, kMaxBuffers> maxima = maxima_of(b);
+    quant::rank1_maxima(values, shape_, maxima.data());
+    blocks([&](int64_t start, int64_t n, int64_t, float* const*, float* scales) {
+      quant::rank1_scales(shape_, maxima.data(), start, n, scales);
+      quant::encode4(values + start, n, scales, 0.0f, b.map, b.codes.data<uint8_t>() + start / 2);
+    });
+  }
+}
+
+void LowBitState::read_blocks(const BlockRead<float>& fn) {
+  blocks([&](int64_t start, int64_t n, int64_t block, float* const* scratch, float* scales) {
+    for (size_t i = 0; i < buffers_.size(); ++i) decode_block(i, start, n, block, scales, scratch[i]);
+    fn(StateBlock<const float>{start, n, scratch});
+  });
+}
+
+void LowBitState::for_each_block(const BlockUpdate<double>&) {
+  OCTET_FAIL("4-bit optimizer state holds f32 parameters only (use 32-bit state for f64)");
+}
+
+NamedTensors LowBitState::tensors() const {
+  NamedTensors out;
+  for (size_t i = 0; i < buffers_.size(); ++i) {
+    const Buffer& b = buffers_[i];
+    const std::string& name = buffer_names()[i];
+    out.emplace_back(name + ".codes", b.codes);
+    if (b.rank1) {
+      for (size_t d = 0; d < b.maxima.size(); ++d) out.emplace_back(name + ".max" + std::to_string(d), b.maxima[d]);
+    } else {
+      out.emplace_back(name + ".absmax", b.absmax);
+    }
+    out.emplace_back(name + ".map", b.map_values);
+  }
+  return out;
+}
+
+void LowBitState::check_incoming(const std::function<const Tensor&(const std::string& suffix)>& incoming) const {
+  for (size_t i = 0; i < buffers_.size(); ++i) {
+    const std::string& name = buffer_names()[i];
+    const Tensor& values = incoming(name + ".map");
+    const bool same = values.dtype() == DType::f32 && values.numel() == 16 &&
+                      std::memcmp(values.to(Device::cpu()).contiguous().data<float>(),
+                                  quant::quant_map4(buffers_[i].map).data(), 16 * sizeof(float)) == 0;
+    OCTET_CHECK(same, "4-bit state '", name, "': the checkpoint's map is not ", quant::quant_map_name(buffers_[i].map),
+                " (a checkpoint of other state bits or an other map)");
+  }
+}
+
+}  // namespace octet
