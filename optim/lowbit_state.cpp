@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <mutex>
+#include <optional>
 #include <vector>
 
 #include "core/parallel.h"
@@ -31,7 +33,7 @@ std::array<float*, kMaxBuffers> maxima_of(const LowBitState::Buffer& b) {
 }  // namespace
 
 LowBitState::LowBitState(const Tensor& param, std::vector<std::string> buffer_names, const std::vector<bool>& is_signed)
-    : ParamState(std::move(buffer_names)), shape_(param.shape()), numel_(param.numel()) {
+    : ParamState(std::move(buffer_names)), numel_(param.numel()) {
   OCTET_CHECK(param.dtype() == DType::f32, "4-bit optimizer state: parameter must be f32, got ", param.dtype());
   OCTET_CHECK(param.device().is_cpu(),
               "4-bit optimizer state runs on the CPU only (no CUDA kernels yet); the "
@@ -41,10 +43,18 @@ LowBitState::LowBitState(const Tensor& param, std::vector<std::string> buffer_na
               " signs for ", ParamState::buffer_names().size(), " buffers");
   OCTET_CHECK(is_signed.size() <= kMaxBuffers && shape_.size() <= kMaxBuffers, "4-bit optimizer state: at most ",
               kMaxBuffers, " buffers and dims");
+  // Rank-1 over the dims of extent > 1, where its scales cost no more than block-wise ones (4 bytes
+  // per 128 elements): a [1, n] or [n, 2] parameter is block-wise.
+  Shape squeezed;
+  int64_t scale_count = 0;
+  for (int64_t extent : param.shape())
+    if (extent > 1) squeezed.push_back(extent), scale_count += extent;
+  const bool rank1_fits = squeezed.size() >= 2 && scale_count * kBlock <= numel_;
+  if (rank1_fits) shape_ = squeezed;
   for (bool s : is_signed) {
     Buffer b;
     b.map = s ? quant::QuantMap4::dynamic_signed : quant::QuantMap4::linear_unsigned;
-    b.rank1 = !s && shape_.size() >= 2;
+    b.rank1 = !s && rank1_fits;
     b.codes = zeros({quant::packed4_bytes(numel_)}, TensorOptions(DType::u8));
     if (b.rank1) {
       for (int64_t extent : shape_) b.maxima.push_back(zeros({extent}));
@@ -57,70 +67,104 @@ LowBitState::LowBitState(const Tensor& param, std::vector<std::string> buffer_na
 }
 
 template <typename Body>
-void LowBitState::blocks(Body body) {
-  const int64_t nblocks = quant::num_blocks(numel_, kBlock);
+void LowBitState::chunks(Body body) {
+  const int64_t nchunks = quant::num_blocks(numel_, kChunk);
   const size_t nb = buffers_.size();
-  parallel_for(0, nblocks, 16, [&](int64_t begin, int64_t end) {
-    // Per-thread scratch: one block of each buffer, then one block of scales.
-    std::vector<float> scratch((nb + 1) * static_cast<size_t>(kBlock));
+  parallel_for(0, nchunks, 1, [&](int64_t begin, int64_t end) {
+    // Per-thread scratch: one chunk of each buffer, then one chunk of scales.
+    std::vector<float> scratch((nb + 1) * static_cast<size_t>(kChunk));
     std::array<float*, kMaxBuffers + 1> ptrs{};
-    for (size_t i = 0; i <= nb; ++i) ptrs[i] = scratch.data() + i * static_cast<size_t>(kBlock);
-    for (int64_t b = begin; b < end; ++b) {
-      const int64_t start = b * kBlock;
-      body(start, std::min(kBlock, numel_ - start), b, ptrs.data(), ptrs[nb]);
-    }
+    for (size_t i = 0; i <= nb; ++i) ptrs[i] = scratch.data() + i * static_cast<size_t>(kChunk);
+    body(begin, end, ptrs.data(), ptrs[nb]);
   });
 }
 
-void LowBitState::decode_block(size_t i, int64_t start, int64_t n, int64_t block, float* scales, float* out) const {
+void LowBitState::decode_chunk(size_t i, int64_t start, int64_t n, float* scales, float* out) const {
   const Buffer& b = buffers_[i];
   const uint8_t* codes = b.codes.data<uint8_t>() + start / 2;
   if (b.rank1) {
     const std::array<float*, kMaxBuffers> maxima = maxima_of(b);
     quant::rank1_scales(shape_, maxima.data(), start, n, scales);
     quant::decode4(codes, n, scales, 0.0f, b.map, out);
-  } else {
-    quant::decode4(codes, n, nullptr, b.absmax.data<float>()[block], b.map, out);
+    return;
+  }
+  const float* absmax = b.absmax.data<float>() + start / kBlock;
+  for (int64_t k = 0; k < n; k += kBlock)
+    quant::decode4(codes + k / 2, std::min(kBlock, n - k), nullptr, absmax[k / kBlock], b.map, out + k);
+}
+
+void LowBitState::encode_blockwise(size_t i, int64_t start, int64_t n, const float* values) {
+  Buffer& b = buffers_[i];
+  uint8_t* codes = b.codes.data<uint8_t>() + start / 2;
+  float* absmax = b.absmax.data<float>() + start / kBlock;
+  for (int64_t k = 0; k < n; k += kBlock) {
+    const int64_t len = std::min(kBlock, n - k);
+    absmax[k / kBlock] = quant::absmax4(values + k, len);
+    quant::encode4(values + k, len, nullptr, absmax[k / kBlock], b.map, codes + k / 2);
   }
 }
 
 void LowBitState::for_each_block(const BlockUpdate<float>& fn) {
-  // A rank-1 buffer's new values, whole: its scales need them all before it is encoded.
+  // A rank-1 buffer's new values, whole, and their maxima: its scales need them all before it is
+  // encoded. The maxima are gathered per thread as the chunks are updated, then merged (exact).
   std::vector<Tensor> fresh(buffers_.size());
-  for (size_t i = 0; i < buffers_.size(); ++i)
-    if (buffers_[i].rank1) fresh[i] = empty({numel_});
-  blocks([&](int64_t start, int64_t n, int64_t block, float* const* scratch, float* scales) {
-    std::array<float*, kMaxBuffers> work{};
-    for (size_t i = 0; i < buffers_.size(); ++i) {
-      work[i] = buffers_[i].rank1 ? fresh[i].data<float>() + start : scratch[i];
-      decode_block(i, start, n, block, scales, work[i]);
+  std::vector<std::vector<Tensor>> fresh_maxima(buffers_.size());
+  for (size_t i = 0; i < buffers_.size(); ++i) {
+    if (!buffers_[i].rank1) continue;
+    fresh[i] = empty({numel_});
+    for (int64_t extent : shape_) fresh_maxima[i].push_back(zeros({extent}));
+  }
+  std::mutex merge;
+  chunks([&](int64_t first, int64_t last, float* const* scratch, float* scales) {
+    std::vector<std::optional<quant::Rank1Maxima>> local(buffers_.size());
+    for (int64_t c = first; c < last; ++c) {
+      const int64_t start = c * kChunk, n = std::min(kChunk, numel_ - start);
+      std::array<float*, kMaxBuffers> work{};
+      for (size_t i = 0; i < buffers_.size(); ++i) {
+        work[i] = buffers_[i].rank1 ? fresh[i].data<float>() + start : scratch[i];
+        decode_chunk(i, start, n, scales, work[i]);
+      }
+      fn(StateBlock<float>{start, n, work.data()});
+      for (size_t i = 0; i < buffers_.size(); ++i) {
+        if (!buffers_[i].rank1) {
+          encode_blockwise(i, start, n, work[i]);
+          continue;
+        }
+        if (!local[i]) local[i].emplace(shape_);
+        local[i]->add(start, n, work[i]);
+      }
     }
-    fn(StateBlock<float>{start, n, work.data()});
+    std::lock_guard<std::mutex> lock(merge);
     for (size_t i = 0; i < buffers_.size(); ++i) {
-      Buffer& b = buffers_[i];
-      if (b.rank1) continue;
-      const float a = quant::absmax4(work[i], n);
-      b.absmax.data<float>()[block] = a;
-      quant::encode4(work[i], n, nullptr, a, b.map, b.codes.data<uint8_t>() + start / 2);
+      if (!local[i]) continue;
+      std::array<float*, kMaxBuffers> maxima{};
+      for (size_t d = 0; d < shape_.size(); ++d) maxima[d] = fresh_maxima[i][d].data<float>();
+      local[i]->merge_into(maxima.data());
     }
   });
   for (size_t i = 0; i < buffers_.size(); ++i) {
     Buffer& b = buffers_[i];
     if (!b.rank1) continue;
+    for (size_t d = 0; d < shape_.size(); ++d) b.maxima[d].copy_(fresh_maxima[i][d]);
     const float* values = fresh[i].data<float>();
     const std::array<float*, kMaxBuffers> maxima = maxima_of(b);
-    quant::rank1_maxima(values, shape_, maxima.data());
-    blocks([&](int64_t start, int64_t n, int64_t, float* const*, float* scales) {
-      quant::rank1_scales(shape_, maxima.data(), start, n, scales);
-      quant::encode4(values + start, n, scales, 0.0f, b.map, b.codes.data<uint8_t>() + start / 2);
+    chunks([&](int64_t first, int64_t last, float* const*, float* scales) {
+      for (int64_t c = first; c < last; ++c) {
+        const int64_t start = c * kChunk, n = std::min(kChunk, numel_ - start);
+        quant::rank1_scales(shape_, maxima.data(), start, n, scales);
+        quant::encode4(values + start, n, scales, 0.0f, b.map, b.codes.data<uint8_t>() + start / 2);
+      }
     });
   }
 }
 
 void LowBitState::read_blocks(const BlockRead<float>& fn) {
-  blocks([&](int64_t start, int64_t n, int64_t block, float* const* scratch, float* scales) {
-    for (size_t i = 0; i < buffers_.size(); ++i) decode_block(i, start, n, block, scales, scratch[i]);
-    fn(StateBlock<const float>{start, n, scratch});
+  chunks([&](int64_t first, int64_t last, float* const* scratch, float* scales) {
+    for (int64_t c = first; c < last; ++c) {
+      const int64_t start = c * kChunk, n = std::min(kChunk, numel_ - start);
+      for (size_t i = 0; i < buffers_.size(); ++i) decode_chunk(i, start, n, scales, scratch[i]);
+      fn(StateBlock<const float>{start, n, scratch});
+    }
   });
 }
 

@@ -3,8 +3,10 @@
 // paper's choices per buffer:
 //   signed buffers (first moments, momenta) -- block-wise, blocks of 128, QuantMap4::dynamic_signed;
 //   unsigned buffers (second moments) -- QuantMap4::linear_unsigned (no 0: the zero-point fix),
-//     rank-1 normalized when the parameter has >= 2 dims (a scale per row and per column, in
-//     general per index of each dim), else block-wise as the signed ones.
+//     rank-1 normalized when the parameter has >= 2 dims of extent > 1 (a scale per row and per
+//     column, in general per index of each such dim) and those scales cost no more than
+//     block-wise ones (their count * 128 <= the element count: not a [n, 2] parameter), else
+//     block-wise as the signed ones.
 // An update runs block by block as BlockwiseState's does: a block's buffers are decoded into f32,
 // the optimizer's ordinary f32 rule runs on them, and they are encoded back. A rank-1 buffer's new
 // scales depend on the whole tensor's new values, so its new values go to a temporary f32 copy of
@@ -30,8 +32,8 @@ class LowBitState : public ParamState {
   void for_each_block(const BlockUpdate<double>& fn) override;  // an error: 4-bit state is for f32
   void read_blocks(const BlockRead<float>& fn) override;        // decodes only: the state is unchanged
   // "<buffer>.codes" (u8, ceil(n / 2)), "<buffer>.map" (f32 [16], the map's values) and either
-  // "<buffer>.absmax" (f32, one per block of 128) or, rank-1, "<buffer>.max<d>" (f32 [shape[d]]
-  // for each dim d).
+  // "<buffer>.absmax" (f32, one per block of 128) or, rank-1, "<buffer>.max<d>" (f32 [extent]
+  // for the d-th dim of extent > 1).
   NamedTensors tensors() const override;
   void check_incoming(const std::function<const Tensor&(const std::string& suffix)>& incoming) const override;
 
@@ -46,12 +48,17 @@ class LowBitState : public ParamState {
   const Buffer& buffer(size_t i) const { return buffers_.at(i); }
 
  private:
+  // Updates run over chunks of kChunk elements (whole blocks; the last one shorter):
+  // body(first chunk, end chunk, per-thread scratch of kChunk floats per buffer, kChunk scales).
+  static constexpr int64_t kChunk = 16 * kBlock;
   template <typename Body>
-  void blocks(Body body);
-  // Decodes block [start, start + n) of buffer i into out.
-  void decode_block(size_t i, int64_t start, int64_t n, int64_t block, float* scratch_scales, float* out) const;
+  void chunks(Body body);
+  // Decodes elements [start, start + n) of buffer i into out (scales: scratch).
+  void decode_chunk(size_t i, int64_t start, int64_t n, float* scales, float* out) const;
+  // Encodes values of elements [start, start + n) into block-wise buffer i, block by block.
+  void encode_blockwise(size_t i, int64_t start, int64_t n, const float* values);
   std::vector<Buffer> buffers_;
-  Shape shape_;
+  Shape shape_;  // rank-1: the parameter's dims of extent > 1
   int64_t numel_;
 };
 

@@ -23,6 +23,7 @@
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "core/tensor.h"
 #include "quant/maps.h"
@@ -42,6 +43,20 @@ float absmax4(const float* x, int64_t n);
 
 // maxima[d] (shape[d] floats each, overwritten): the largest finite |x| along each index of dim d.
 void rank1_maxima(const float* x, std::span<const int64_t> shape, float* const* maxima);
+
+// The same maxima gathered range by range (an update's blocks, on its threads), then merged.
+class Rank1Maxima {
+ public:
+  explicit Rank1Maxima(std::span<const int64_t> shape);  // all 0
+  // Folds in x[0..n), the values of elements [begin, begin + n).
+  void add(int64_t begin, int64_t n, const float* x);
+  // maxima[d][i] = max(maxima[d][i], this one's).
+  void merge_into(float* const* maxima) const;
+
+ private:
+  std::vector<int64_t> shape_;
+  std::vector<std::vector<uint32_t>> bits_;  // the maxima's bits (non-negative floats order as them)
+};
 // out[i] = the scale of element begin + i: the least of maxima[d][its index along d] over d.
 void rank1_scales(std::span<const int64_t> shape, const float* const* maxima, int64_t begin, int64_t n, float* out);
 

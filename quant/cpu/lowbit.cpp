@@ -4,6 +4,7 @@
 #include "quant/lowbit.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <mutex>
 #include <vector>
@@ -13,6 +14,15 @@
 #include "core/parallel.h"
 #include "quant/block_code.h"
 #include "quant/cpu/blockwise.h"
+
+#ifdef OCTET_CPU_X86
+// GCC 12's AVX-512 headers build unmasked intrinsics on a self-initialized "undefined" vector,
+// which -Wuninitialized reports once inlined here (GCC bug 105593); the values are never read.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#endif
 
 namespace octet::quant {
 namespace {
@@ -25,93 +35,216 @@ OCTET_SIMD_INLINE unsigned code4(const Thresholds4& t, float v) {
   return c;
 }
 
+// The plain loops (portable and AVX2 copies): codes of a chunk into bytes, then packed; unpacked
+// into bytes, then looked up. Contiguous loops the compiler vectorizes.
+constexpr int64_t kChunk = 256;
+
 template <bool kPerElement>
-OCTET_SIMD_INLINE void encode_pairs(const float* x, int64_t pairs, const float* scale, float one_scale,
+OCTET_SIMD_INLINE void encode_plain(const float* x, int64_t n, const float* scale, float one_scale,
                                     const Thresholds4& t, uint8_t* packed) {
-  for (int64_t i = 0; i < pairs; ++i) {
-    const float s0 = kPerElement ? scale[2 * i] : one_scale, s1 = kPerElement ? scale[2 * i + 1] : one_scale;
-    const unsigned hi = code4(t, normalized(x[2 * i], s0)), lo = code4(t, normalized(x[2 * i + 1], s1));
-    packed[i] = static_cast<uint8_t>(hi << 4 | lo);
+  uint8_t codes[kChunk];
+  for (int64_t c0 = 0; c0 < n; c0 += kChunk) {
+    const int64_t len = std::min(kChunk, n - c0);
+    for (int64_t i = 0; i < len; ++i)
+      codes[i] = static_cast<uint8_t>(code4(t, normalized(x[c0 + i], kPerElement ? scale[c0 + i] : one_scale)));
+    for (int64_t i = 0; i + 1 < len; i += 2) packed[(c0 + i) / 2] = static_cast<uint8_t>(codes[i] << 4 | codes[i + 1]);
+    if (len % 2 != 0) packed[(c0 + len) / 2] = static_cast<uint8_t>(codes[len - 1] << 4);
   }
 }
 
 template <bool kPerElement>
-OCTET_SIMD_INLINE void decode_pairs(const uint8_t* packed, int64_t pairs, const float* scale, float one_scale,
+OCTET_SIMD_INLINE void decode_plain(const uint8_t* packed, int64_t n, const float* scale, float one_scale,
                                     const Map4& map, float* out) {
-  for (int64_t i = 0; i < pairs; ++i) {
-    const float s0 = kPerElement ? scale[2 * i] : one_scale, s1 = kPerElement ? scale[2 * i + 1] : one_scale;
-    out[2 * i] = map[packed[i] >> 4] * s0;
-    out[2 * i + 1] = map[packed[i] & 15u] * s1;
+  uint8_t codes[kChunk];
+  for (int64_t c0 = 0; c0 < n; c0 += kChunk) {
+    const int64_t len = std::min(kChunk, n - c0);
+    for (int64_t i = 0; i < (len + 1) / 2; ++i) {
+      codes[2 * i] = packed[c0 / 2 + i] >> 4;
+      codes[2 * i + 1] = packed[c0 / 2 + i] & 15u;
+    }
+    for (int64_t i = 0; i < len; ++i) out[c0 + i] = map[codes[i]] * (kPerElement ? scale[c0 + i] : one_scale);
   }
 }
 
-// |x| when finite, else 0 (absmax_step's rule).
-inline float finite_abs(float x) {
-  const float a = std::fabs(x);
-  return a < INFINITY ? a : 0.0f;
+#ifdef OCTET_CPU_X86
+// AVX-512: 32 elements a step. The codes by a 4-level walk of the 15 thresholds in one register
+// (Eytzinger order, node[k] for k in [1, 16)), the same comparisons as code4; the values by one
+// permute of the 16-entry map, then the same float multiply as the plain loop.
+struct Tree4 {
+  alignas(64) float node[16];
+};
+
+Tree4 tree_of(const Thresholds4& t) {
+  Tree4 tree{};
+  for (int level = 1; level <= 4; ++level) {
+    const int first = 1 << (level - 1), span = 1 << (5 - level);
+    for (int j = 0; j < first; ++j) tree.node[first + j] = t[j * span + span / 2 - 1];
+  }
+  return tree;
+}
+
+OCTET_TARGET_AVX512 inline __m512i codes_avx512(__m512 x, __m512 s, __m512 tree) {
+  __m512 v = _mm512_div_ps(x, s);
+  v = _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), _mm512_setzero_ps());  // NaN -> 0
+  __m512i k = _mm512_set1_epi32(1);
+  for (int level = 0; level < 4; ++level) {
+    const __mmask16 gt = _mm512_cmp_ps_mask(v, _mm512_permutexvar_ps(k, tree), _CMP_GT_OQ);
+    k = _mm512_add_epi32(k, k);
+    k = _mm512_mask_add_epi32(k, gt, k, _mm512_set1_epi32(1));
+  }
+  return _mm512_sub_epi32(k, _mm512_set1_epi32(16));
+}
+
+// Bytes e[0..16) of two elements each (e[2k] in byte 2k) -> 8 bytes e[2k] << 4 | e[2k + 1], as words.
+OCTET_TARGET_AVX512 inline __m128i pair_words(__m128i e) {
+  return _mm_or_si128(_mm_slli_epi16(_mm_and_si128(e, _mm_set1_epi16(0xFF)), 4), _mm_srli_epi16(e, 8));
+}
+
+template <bool kPerElement>
+OCTET_TARGET_AVX512 void encode_avx512(const float* x, int64_t n, const float* scale, float one_scale,
+                                       const Thresholds4& t, uint8_t* packed) {
+  const Tree4 tr = tree_of(t);
+  const __m512 tree = _mm512_load_ps(tr.node), one = _mm512_set1_ps(one_scale);
+  int64_t i = 0;
+  // kU vectors a step: independent walks, so the pipelines are not waiting on one walk's latency.
+  constexpr int kU = 8;
+  for (; i + 16 * kU <= n; i += 16 * kU) {
+    __m512i k[kU];
+    for (int u = 0; u < kU; ++u) {
+      const __m512 s = kPerElement ? _mm512_loadu_ps(scale + i + 16 * u) : one;
+      k[u] = codes_avx512(_mm512_loadu_ps(x + i + 16 * u), s, tree);
+    }
+    for (int u = 0; u < kU; u += 2) {
+      const __m128i e0 = _mm512_cvtepi32_epi8(k[u]), e1 = _mm512_cvtepi32_epi8(k[u + 1]);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(packed + (i + 16 * u) / 2),
+                       _mm_packus_epi16(pair_words(e0), pair_words(e1)));
+    }
+  }
+  for (; i + 32 <= n; i += 32) {
+    const __m512 s0 = kPerElement ? _mm512_loadu_ps(scale + i) : one;
+    const __m512 s1 = kPerElement ? _mm512_loadu_ps(scale + i + 16) : one;
+    const __m128i e0 = _mm512_cvtepi32_epi8(codes_avx512(_mm512_loadu_ps(x + i), s0, tree));
+    const __m128i e1 = _mm512_cvtepi32_epi8(codes_avx512(_mm512_loadu_ps(x + i + 16), s1, tree));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(packed + i / 2), _mm_packus_epi16(pair_words(e0), pair_words(e1)));
+  }
+  encode_plain<kPerElement>(x + i, n - i, kPerElement ? scale + i : scale, one_scale, t, packed + i / 2);
+}
+
+template <bool kPerElement>
+OCTET_TARGET_AVX512 void decode_avx512(const uint8_t* packed, int64_t n, const float* scale, float one_scale,
+                                       const Map4& map, float* out) {
+  const __m512 m = _mm512_loadu_ps(map.data()), one = _mm512_set1_ps(one_scale);
+  // Element 2k is the high nibble of byte k: interleave the high and the low nibbles' values.
+  const __m512i first = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+  const __m512i second = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(packed + i / 2)));
+    const __m512 hi = _mm512_permutexvar_ps(_mm512_srli_epi32(b, 4), m);
+    const __m512 lo = _mm512_permutexvar_ps(_mm512_and_si512(b, _mm512_set1_epi32(15)), m);
+    const __m512 s0 = kPerElement ? _mm512_loadu_ps(scale + i) : one;
+    const __m512 s1 = kPerElement ? _mm512_loadu_ps(scale + i + 16) : one;
+    _mm512_storeu_ps(out + i, _mm512_mul_ps(_mm512_permutex2var_ps(hi, first, lo), s0));
+    _mm512_storeu_ps(out + i + 16, _mm512_mul_ps(_mm512_permutex2var_ps(hi, second, lo), s1));
+  }
+  decode_plain<kPerElement>(packed + i / 2, n - i, kPerElement ? scale + i : scale, one_scale, map, out + i);
+}
+#endif
+
+// The bits of |x| when x is finite, else 0 (absmax_step's rule).
+OCTET_SIMD_INLINE uint32_t finite_abs_bits(uint32_t x) {
+  const uint32_t a = x & 0x7FFFFFFFu;
+  return a & (0u - static_cast<uint32_t>(a < 0x7F800000u));  // a mask, not a branch: it vectorizes
 }
 
 }  // namespace
 
 void encode4(const float* x, int64_t n, const float* scale, float one_scale, QuantMap4 map, uint8_t* packed) {
-  const Thresholds4 t = quant_thresholds4(map);
-  const int64_t pairs = n / 2;
-  if (scale != nullptr) {
-    octet::cpu::simd_dispatch([=] { encode_pairs<true>(x, pairs, scale, one_scale, t, packed); });
-  } else {
-    octet::cpu::simd_dispatch([=] { encode_pairs<false>(x, pairs, scale, one_scale, t, packed); });
+  const Thresholds4& t = quant_thresholds4(map);
+#ifdef OCTET_CPU_X86
+  if (cpu::active_isa() == cpu::Isa::avx512) {
+    return scale != nullptr ? encode_avx512<true>(x, n, scale, one_scale, t, packed)
+                            : encode_avx512<false>(x, n, scale, one_scale, t, packed);
   }
-  if (n % 2 != 0) {
-    const float s = scale != nullptr ? scale[n - 1] : one_scale;
-    packed[pairs] = static_cast<uint8_t>(code4(t, normalized(x[n - 1], s)) << 4);
+#endif
+  const Thresholds4 tv = t;
+  if (scale != nullptr) {
+    octet::cpu::simd_dispatch([=] { encode_plain<true>(x, n, scale, one_scale, tv, packed); });
+  } else {
+    octet::cpu::simd_dispatch([=] { encode_plain<false>(x, n, scale, one_scale, tv, packed); });
   }
 }
 
 void decode4(const uint8_t* packed, int64_t n, const float* scale, float one_scale, QuantMap4 map, float* out) {
-  const Map4 m = quant_map4(map);
-  const int64_t pairs = n / 2;
-  if (scale != nullptr) {
-    octet::cpu::simd_dispatch([=] { decode_pairs<true>(packed, pairs, scale, one_scale, m, out); });
-  } else {
-    octet::cpu::simd_dispatch([=] { decode_pairs<false>(packed, pairs, scale, one_scale, m, out); });
+  const Map4& m = quant_map4(map);
+#ifdef OCTET_CPU_X86
+  if (cpu::active_isa() == cpu::Isa::avx512) {
+    return scale != nullptr ? decode_avx512<true>(packed, n, scale, one_scale, m, out)
+                            : decode_avx512<false>(packed, n, scale, one_scale, m, out);
   }
-  if (n % 2 != 0) out[n - 1] = m[packed[pairs] >> 4] * (scale != nullptr ? scale[n - 1] : one_scale);
+#endif
+  const Map4 mv = m;
+  if (scale != nullptr) {
+    octet::cpu::simd_dispatch([=] { decode_plain<true>(packed, n, scale, one_scale, mv, out); });
+  } else {
+    octet::cpu::simd_dispatch([=] { decode_plain<false>(packed, n, scale, one_scale, mv, out); });
+  }
 }
 
 float absmax4(const float* x, int64_t n) { return cpu::block_absmax(cpu::active_isa(), x, n); }
 
-void rank1_maxima(const float* x, std::span<const int64_t> shape, float* const* maxima) {
-  const size_t dims = shape.size();
-  OCTET_CHECK(dims >= 2, "rank1_maxima: a tensor of ", dims, " dims (rank-1 normalization needs >= 2)");
-  const int64_t inner = shape[dims - 1];
-  int64_t rows = 1;
-  for (size_t d = 0; d + 1 < dims; ++d) rows *= shape[d];
-  for (size_t d = 0; d < dims; ++d) std::fill(maxima[d], maxima[d] + shape[d], 0.0f);
-  std::mutex merge;
-  // Each chunk of rows keeps its own maxima and merges them at the end: a max is exact, so the
-  // result does not depend on the chunks.
-  parallel_for(0, rows, std::max<int64_t>(1, 8192 / std::max<int64_t>(inner, 1)), [&](int64_t r0, int64_t r1) {
-    std::vector<std::vector<float>> local(dims);
-    for (size_t d = 0; d < dims; ++d) local[d].assign(static_cast<size_t>(shape[d]), 0.0f);
-    float* last = local[dims - 1].data();
-    for (int64_t r = r0; r < r1; ++r) {
-      const float* row = x + r * inner;
-      float row_max = 0.0f;
-      for (int64_t j = 0; j < inner; ++j) {
-        const float a = finite_abs(row[j]);
-        last[j] = std::max(last[j], a);
-        row_max = std::max(row_max, a);
+Rank1Maxima::Rank1Maxima(std::span<const int64_t> shape) : shape_(shape.begin(), shape.end()) {
+  OCTET_CHECK(shape_.size() >= 2, "rank-1 normalization: a tensor of ", shape_.size(), " dims (it needs >= 2)");
+  for (int64_t extent : shape_) bits_.emplace_back(static_cast<size_t>(extent), 0u);
+}
+
+void Rank1Maxima::add(int64_t begin, int64_t n, const float* x) {
+  const size_t dims = shape_.size();
+  const int64_t inner = shape_[dims - 1];
+  uint32_t* last = bits_[dims - 1].data();
+  for (int64_t i = 0; i < n;) {  // one row segment (elements sharing their leading indices) a step
+    const int64_t flat = begin + i, j0 = flat % inner, len = std::min(inner - j0, n - i);
+    const float* seg = x + i;
+    uint32_t* col = last + j0;
+    // On the bits: non-negative floats order as their bits, and integer maxima vectorize.
+    const uint32_t seg_max = octet::cpu::simd_dispatch([=] {
+      uint32_t m = 0;
+      for (int64_t j = 0; j < len; ++j) {
+        const uint32_t a = finite_abs_bits(std::bit_cast<uint32_t>(seg[j]));
+        col[j] = std::max(col[j], a);
+        m = std::max(m, a);
       }
-      int64_t rest = r;  // the row's index along each leading dim, last leading dim first
-      for (size_t d = dims - 1; d-- > 0;) {
-        const int64_t i = rest % shape[d];
-        rest /= shape[d];
-        local[d][static_cast<size_t>(i)] = std::max(local[d][static_cast<size_t>(i)], row_max);
-      }
+      return m;
+    });
+    int64_t rest = flat / inner;  // the segment's index along each leading dim, last leading dim first
+    for (size_t d = dims - 1; d-- > 0;) {
+      uint32_t& b = bits_[d][static_cast<size_t>(rest % shape_[d])];
+      b = std::max(b, seg_max);
+      rest /= shape_[d];
     }
+    i += len;
+  }
+}
+
+void Rank1Maxima::merge_into(float* const* maxima) const {
+  for (size_t d = 0; d < shape_.size(); ++d)
+    for (int64_t i = 0; i < shape_[d]; ++i)
+      maxima[d][i] = std::max(maxima[d][i], std::bit_cast<float>(bits_[d][static_cast<size_t>(i)]));
+}
+
+void rank1_maxima(const float* x, std::span<const int64_t> shape, float* const* maxima) {
+  OCTET_CHECK(shape.size() >= 2, "rank1_maxima: a tensor of ", shape.size(), " dims (rank-1 normalization needs >= 2)");
+  int64_t n = 1;
+  for (int64_t extent : shape) n *= extent;
+  for (size_t d = 0; d < shape.size(); ++d) std::fill(maxima[d], maxima[d] + shape[d], 0.0f);
+  std::mutex merge;
+  // Each range keeps its own maxima and merges them at the end: a max is exact, so the result
+  // does not depend on the ranges.
+  parallel_for(0, n, 1 << 14, [&](int64_t begin, int64_t end) {
+    Rank1Maxima local(shape);
+    local.add(begin, end - begin, x + begin);
     std::lock_guard<std::mutex> lock(merge);
-    for (size_t d = 0; d < dims; ++d)
-      for (int64_t i = 0; i < shape[d]; ++i) maxima[d][i] = std::max(maxima[d][i], local[d][static_cast<size_t>(i)]);
+    local.merge_into(maxima);
   });
 }
 
@@ -130,9 +263,17 @@ void rank1_scales(std::span<const int64_t> shape, const float* const* maxima, in
       rest /= shape[d];
     }
     const int64_t len = std::min(inner - j0, n - i);
-    for (int64_t j = 0; j < len; ++j) out[i + j] = std::min(outer, last[j0 + j]);
+    float* o = out + i;
+    const float* m = last + j0;
+    octet::cpu::simd_dispatch([=] {
+      for (int64_t j = 0; j < len; ++j) o[j] = std::min(outer, m[j]);
+    });
     i += len;
   }
 }
 
 }  // namespace octet::quant
+
+#ifdef OCTET_CPU_X86
+#pragma GCC diagnostic pop
+#endif

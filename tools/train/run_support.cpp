@@ -250,9 +250,11 @@ void log_optimizer(const Optimizer& optimizer, const std::string& name, int64_t 
   // The optimizer's memory: bytes of state per parameter (8 for 32-bit Adam, about 2 for 8-bit).
   // Sharded (train.shard_optimizer): this process's share.
   const double bytes = static_cast<double>(optimizer.state_bytes());
-  spdlog::info("optimizer {}: {:.3f} MB of state{}, {:.3f} bytes per parameter ({} tensors with 8-bit state)", name,
+  const int64_t four = optimizer.num_4bit_params();
+  spdlog::info("optimizer {}: {:.3f} MB of state{}, {:.3f} bytes per parameter ({} tensors with 8-bit state{})", name,
                bytes / 1e6, optimizer.sharded() ? " on this process (sharded)" : "",
-               bytes / std::max<double>(1, static_cast<double>(num_parameters)), optimizer.num_8bit_params());
+               bytes / std::max<double>(1, static_cast<double>(num_parameters)), optimizer.num_8bit_params(),
+               four > 0 ? fmt::format(", {} with 4-bit", four) : std::string());
   // What each optimizer.param_groups entry took (group i + 1; the first match wins), to check its globs by.
   for (size_t g = 1; g < optimizer.num_groups(); ++g) {
     constexpr size_t kShown = 6;
