@@ -4,8 +4,10 @@
 #include "quant/lowbit.h"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
+#include <iterator>
 #include <mutex>
 #include <vector>
 
@@ -74,13 +76,20 @@ struct Tree4 {
   alignas(64) float node[16];
 };
 
-Tree4 tree_of(const Thresholds4& t) {
-  Tree4 tree{};
-  for (int level = 1; level <= 4; ++level) {
-    const int first = 1 << (level - 1), span = 1 << (5 - level);
-    for (int j = 0; j < first; ++j) tree.node[first + j] = t[j * span + span / 2 - 1];
-  }
-  return tree;
+// The cached tree of a map's thresholds.
+const Tree4& tree4(QuantMap4 map) {
+  static const auto trees = [] {
+    std::array<Tree4, std::size(kAllQuantMaps4)> all{};
+    for (QuantMap4 m : kAllQuantMaps4) {
+      const Thresholds4& t = quant_thresholds4(m);
+      for (int level = 1; level <= 4; ++level) {
+        const int first = 1 << (level - 1), span = 1 << (5 - level);
+        for (int j = 0; j < first; ++j) all[static_cast<size_t>(m)].node[first + j] = t[j * span + span / 2 - 1];
+      }
+    }
+    return all;
+  }();
+  return trees[static_cast<size_t>(map)];
 }
 
 OCTET_TARGET_AVX512 inline __m512i codes_avx512(__m512 x, __m512 s, __m512 tree) {
@@ -102,8 +111,7 @@ OCTET_TARGET_AVX512 inline __m128i pair_words(__m128i e) {
 
 template <bool kPerElement>
 OCTET_TARGET_AVX512 void encode_avx512(const float* x, int64_t n, const float* scale, float one_scale,
-                                       const Thresholds4& t, uint8_t* packed) {
-  const Tree4 tr = tree_of(t);
+                                       const Thresholds4& t, const Tree4& tr, uint8_t* packed) {
   const __m512 tree = _mm512_load_ps(tr.node), one = _mm512_set1_ps(one_scale);
   int64_t i = 0;
   // kU vectors a step: independent walks, so the pipelines are not waiting on one walk's latency.
@@ -149,6 +157,67 @@ OCTET_TARGET_AVX512 void decode_avx512(const uint8_t* packed, int64_t n, const f
   }
   decode_plain<kPerElement>(packed + i / 2, n - i, kPerElement ? scale + i : scale, one_scale, map, out + i);
 }
+
+// AVX2: 32 elements a step, the same walk with the tree in two registers: levels 1-3 read nodes
+// 1..7 (the low register), level 4 nodes 8..15 (the high one), so no blend is needed.
+OCTET_TARGET_AVX2 inline __m256i codes_avx2(__m256 x, __m256 s, __m256 lo, __m256 hi) {
+  __m256 v = _mm256_div_ps(x, s);
+  v = _mm256_andnot_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q), v);  // NaN -> 0
+  __m256i k = _mm256_set1_epi32(1);
+  for (int level = 0; level < 4; ++level) {
+    const __m256 node = _mm256_permutevar8x32_ps(level < 3 ? lo : hi, k);
+    const __m256i gt = _mm256_castps_si256(_mm256_cmp_ps(v, node, _CMP_GT_OQ));  // -1 where v > node
+    k = _mm256_sub_epi32(_mm256_add_epi32(k, k), gt);
+  }
+  return _mm256_sub_epi32(k, _mm256_set1_epi32(16));
+}
+
+template <bool kPerElement>
+OCTET_TARGET_AVX2 void encode_avx2(const float* x, int64_t n, const float* scale, float one_scale, const Thresholds4& t,
+                                   const Tree4& tr, uint8_t* packed) {
+  const __m256 lo = _mm256_load_ps(tr.node), hi = _mm256_load_ps(tr.node + 8), one = _mm256_set1_ps(one_scale);
+  // Byte lanes after the two packs come in the order 0-3 8-11 16-19 24-27 4-7 ...: this restores it.
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  const __m256i weights = _mm256_set1_epi16(0x0110);  // e[2k] * 16 + e[2k + 1]
+  int64_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    __m256i c[8];
+    for (int u = 0; u < 8; ++u)
+      c[u] = codes_avx2(_mm256_loadu_ps(x + i + 8 * u), kPerElement ? _mm256_loadu_ps(scale + i + 8 * u) : one, lo, hi);
+    for (int h = 0; h < 2; ++h) {  // 32 codes -> 32 bytes in order -> 16 packed bytes
+      const __m256i w01 = _mm256_packus_epi32(c[4 * h], c[4 * h + 1]),
+                    w23 = _mm256_packus_epi32(c[4 * h + 2], c[4 * h + 3]);
+      const __m256i e = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(w01, w23), order);
+      const __m256i pairs = _mm256_maddubs_epi16(e, weights);
+      const __m256i bytes = _mm256_permute4x64_epi64(_mm256_packus_epi16(pairs, pairs), 0xD8);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(packed + (i + 32 * h) / 2), _mm256_castsi256_si128(bytes));
+    }
+  }
+  encode_plain<kPerElement>(x + i, n - i, kPerElement ? scale + i : scale, one_scale, t, packed + i / 2);
+}
+
+template <bool kPerElement>
+OCTET_TARGET_AVX2 void decode_avx2(const uint8_t* packed, int64_t n, const float* scale, float one_scale,
+                                   const Map4& map, float* out) {
+  const __m256 m_lo = _mm256_loadu_ps(map.data()), m_hi = _mm256_loadu_ps(map.data() + 8);
+  const __m256 one = _mm256_set1_ps(one_scale);
+  // map[c] for 8 codes: both halves of the map permuted, bit 3 of c picks one (moved to the sign).
+  auto lookup = [&](__m256i c) OCTET_TARGET_AVX2 {
+    return _mm256_blendv_ps(_mm256_permutevar8x32_ps(m_lo, c), _mm256_permutevar8x32_ps(m_hi, c),
+                            _mm256_castsi256_ps(_mm256_slli_epi32(c, 28)));
+  };
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(packed + i / 2)));
+    const __m256 h = lookup(_mm256_srli_epi32(b, 4)), l = lookup(_mm256_and_si256(b, _mm256_set1_epi32(15)));
+    // Element 2k is the high nibble of byte k: interleave, then put the 128-bit halves in order.
+    const __m256 a = _mm256_unpacklo_ps(h, l), c = _mm256_unpackhi_ps(h, l);
+    const __m256 first = _mm256_permute2f128_ps(a, c, 0x20), second = _mm256_permute2f128_ps(a, c, 0x31);
+    _mm256_storeu_ps(out + i, _mm256_mul_ps(first, kPerElement ? _mm256_loadu_ps(scale + i) : one));
+    _mm256_storeu_ps(out + i + 8, _mm256_mul_ps(second, kPerElement ? _mm256_loadu_ps(scale + i + 8) : one));
+  }
+  decode_plain<kPerElement>(packed + i / 2, n - i, kPerElement ? scale + i : scale, one_scale, map, out + i);
+}
 #endif
 
 // The bits of |x| when x is finite, else 0 (absmax_step's rule).
@@ -163,8 +232,12 @@ void encode4(const float* x, int64_t n, const float* scale, float one_scale, Qua
   const Thresholds4& t = quant_thresholds4(map);
 #ifdef OCTET_CPU_X86
   if (cpu::active_isa() == cpu::Isa::avx512) {
-    return scale != nullptr ? encode_avx512<true>(x, n, scale, one_scale, t, packed)
-                            : encode_avx512<false>(x, n, scale, one_scale, t, packed);
+    return scale != nullptr ? encode_avx512<true>(x, n, scale, one_scale, t, tree4(map), packed)
+                            : encode_avx512<false>(x, n, scale, one_scale, t, tree4(map), packed);
+  }
+  if (cpu::active_isa() == cpu::Isa::avx2) {
+    return scale != nullptr ? encode_avx2<true>(x, n, scale, one_scale, t, tree4(map), packed)
+                            : encode_avx2<false>(x, n, scale, one_scale, t, tree4(map), packed);
   }
 #endif
   const Thresholds4 tv = t;
@@ -181,6 +254,10 @@ void decode4(const uint8_t* packed, int64_t n, const float* scale, float one_sca
   if (cpu::active_isa() == cpu::Isa::avx512) {
     return scale != nullptr ? decode_avx512<true>(packed, n, scale, one_scale, m, out)
                             : decode_avx512<false>(packed, n, scale, one_scale, m, out);
+  }
+  if (cpu::active_isa() == cpu::Isa::avx2) {
+    return scale != nullptr ? decode_avx2<true>(packed, n, scale, one_scale, m, out)
+                            : decode_avx2<false>(packed, n, scale, one_scale, m, out);
   }
 #endif
   const Map4 mv = m;

@@ -2,14 +2,17 @@
 """Peer table for RESULTS.md: one Adam update on the CPU, octet against PyTorch and bitsandbytes.
 Rows: 2^20 to 2^26 f32 parameters (one tensor), at 1 and 2 threads. Columns: ms per update and ms
 per 1B parameters of
-  - octet Adam with 32-bit and 8-bit state (build/tools/bench/octet_bench_optim --format json:
-    octet's defaults, 8-bit in blocks of 256),
+  - octet Adam with 32-bit, 8-bit and 4-bit state (build/tools/bench/octet_bench_optim --format json:
+    octet's defaults, 8-bit in blocks of 256; 4-bit on a matrix of the same size, rank-1 second
+    moment),
   - torch.optim.Adam on CPU tensors, the faster of foreach=True and fused=True (which one is noted),
   - bitsandbytes.optim.Adam8bit on CPU tensors (its CPU path: backends/cpu/ops.py, torch ops on the
     dequantized state, then the native block-wise quantizer),
+  - torchao's Adam4bit and Adam8bit (torchao.prototype.low_bit_optim, torch ops on CPU tensors; its
+    4-bit state is block-wise, 128, for both moments) on the same matrix as octet's 4-bit row,
 and the machine's copy bandwidth (read + write, STREAM copy) measured by octet_bench_optim in the
 same run at the same size and thread count.
-  python3 -m pip install torch bitsandbytes    # optional: a peer whose package is missing is left out
+  python3 -m pip install torch bitsandbytes torchao  # optional: a peer whose package is missing is left out
   flock /tmp/octet-build.lock cmake --build build -j2 --target octet_bench_optim
   python3 tools/bench/optim_peers.py                          # the full table (minutes, several GB)
   python3 tools/bench/optim_peers.py --log2n 20 22 --rounds 2 # a quick look
@@ -40,6 +43,10 @@ try:
     import bitsandbytes as bnb
 except Exception:  # ImportError, or a broken install
     bnb = None
+try:
+    from torchao.prototype import low_bit_optim as torchao_optim
+except Exception:
+    torchao_optim = None
 
 
 def cpu_model():
@@ -121,6 +128,21 @@ class BnbAdam8bit:
         self.opt.step()
 
 
+class TorchaoAdam:
+    """torchao's low-bit Adam on a [2^(log2n // 2), rest] matrix, as octet's 4-bit row."""
+
+    def __init__(self, log2n, cls):
+        gen = torch.Generator().manual_seed(0)
+        shape = (1 << (log2n // 2), 1 << (log2n - log2n // 2))
+        self.p = torch.randn(shape, generator=gen).requires_grad_(True)
+        self.p.grad = torch.randn(shape, generator=gen) * 1e-3
+        self.opt = cls([self.p], lr=1e-3)
+        self.opt.step()
+
+    def step(self):
+        self.opt.step()
+
+
 def measure_point(args, log2n, threads, cpus):
     """Best times (s) of every peer at one size and thread count, over alternating rounds."""
     n = 1 << log2n
@@ -137,6 +159,9 @@ def measure_point(args, log2n, threads, cpus):
             python_peers.pop("torch fused", None)
     if bnb is not None and torch is not None:
         python_peers["bnb Adam8bit"] = BnbAdam8bit(n)
+    if torchao_optim is not None and torch is not None:
+        python_peers["torchao Adam8bit"] = TorchaoAdam(log2n, torchao_optim.Adam8bit)
+        python_peers["torchao Adam4bit"] = TorchaoAdam(log2n, torchao_optim.Adam4bit)
     best = {}
     copy_gbps, isa = 0.0, ""
     for _ in range(args.rounds):
@@ -177,19 +202,22 @@ def main():
 
     cores = physical_cores()
     isas = sorted({r[4] for r in results})
-    print("## Optimizer update: octet against PyTorch and bitsandbytes (CPU, Adam)\n")
+    print("## Optimizer update: octet against PyTorch, bitsandbytes and torchao (CPU, Adam)\n")
     print(f"- **Machine:** {cpu_model()}, {len(cpus)} CPUs" + (f" ({cores} cores)" if cores else "") +
           f", octet's CPU loops {', '.join(isas)}")
     print(f"- **Commit:** {git_commit()}; Python {platform.python_version()}" +
           (f", torch {torch.__version__}" if torch is not None else ", no torch") +
-          (f", bitsandbytes {bnb.__version__}" if bnb is not None else ", no bitsandbytes"))
+          (f", bitsandbytes {bnb.__version__}" if bnb is not None else ", no bitsandbytes") +
+          (f", torchao {__import__('torchao').__version__}" if torchao_optim is not None else ", no torchao"))
     print("- **Command:** `" + " ".join(["python3", "tools/bench/optim_peers.py"] + sys.argv[1:]) + "`")
     print(f"- **Method:** one update of one f32 tensor with a gradient; best over {args.rounds} rounds of "
           f"{args.reps} updates each, the rounds alternating between the peers; every peer pinned to "
           "`threads` CPUs. PyTorch: the faster of foreach and fused (f / fe). Copy: STREAM copy "
           "(read + write) by octet_bench_optim at the same size and threads, same run.\n")
-    columns = ["octet Adam 32-bit", "octet Adam 8-bit", "torch", "bnb Adam8bit"]
-    titles = ["octet 32-bit", "octet 8-bit", "PyTorch Adam", "bitsandbytes Adam8bit"]
+    columns = ["octet Adam 32-bit", "octet Adam 8-bit", "octet Adam 4-bit", "torch", "bnb Adam8bit",
+               "torchao Adam8bit", "torchao Adam4bit"]
+    titles = ["octet 32-bit", "octet 8-bit", "octet 4-bit", "PyTorch Adam", "bitsandbytes Adam8bit",
+              "torchao Adam8bit", "torchao Adam4bit"]
     for unit, scale in (("ms per update", lambda n: 1.0), ("ms per 1B parameters", lambda n: 1e9 / n)):
         print(f"{unit}:\n")
         print("| params | threads | copy GB/s | " + " | ".join(titles) + " |")
