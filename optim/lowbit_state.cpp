@@ -35,10 +35,6 @@ std::array<float*, kMaxBuffers> maxima_of(const LowBitState::Buffer& b) {
 LowBitState::LowBitState(const Tensor& param, std::vector<std::string> buffer_names, const std::vector<bool>& is_signed)
     : ParamState(std::move(buffer_names)), numel_(param.numel()) {
   OCTET_CHECK(param.dtype() == DType::f32, "4-bit optimizer state: parameter must be f32, got ", param.dtype());
-  OCTET_CHECK(param.device().is_cpu(),
-              "4-bit optimizer state runs on the CPU only (no CUDA kernels yet); the "
-              "parameter is on ",
-              param.device(), ": use state_bits 8 or 32 there");
   OCTET_CHECK(is_signed.size() == ParamState::buffer_names().size(), "4-bit optimizer state: ", is_signed.size(),
               " signs for ", ParamState::buffer_names().size(), " buffers");
   OCTET_CHECK(is_signed.size() <= kMaxBuffers && shape_.size() <= kMaxBuffers, "4-bit optimizer state: at most ",
@@ -55,11 +51,12 @@ LowBitState::LowBitState(const Tensor& param, std::vector<std::string> buffer_na
     Buffer b;
     b.map = s ? quant::QuantMap4::dynamic_signed : quant::QuantMap4::linear_unsigned;
     b.rank1 = !s && rank1_fits;
-    b.codes = zeros({quant::packed4_bytes(numel_)}, TensorOptions(DType::u8));
+    const Device dev = param.device();
+    b.codes = zeros({quant::packed4_bytes(numel_)}, TensorOptions(DType::u8).device(dev));
     if (b.rank1) {
-      for (int64_t extent : shape_) b.maxima.push_back(zeros({extent}));
+      for (int64_t extent : shape_) b.maxima.push_back(zeros({extent}, TensorOptions(dev)));
     } else {
-      b.absmax = zeros({quant::num_blocks(numel_, kBlock)});
+      b.absmax = zeros({quant::num_blocks(numel_, kBlock)}, TensorOptions(dev));
     }
     b.map_values = map_tensor(b.map);
     buffers_.push_back(std::move(b));
@@ -68,6 +65,9 @@ LowBitState::LowBitState(const Tensor& param, std::vector<std::string> buffer_na
 
 template <typename Body>
 void LowBitState::chunks(Body body) {
+  OCTET_CHECK(buffers_.empty() || buffers_[0].codes.device().is_cpu(),
+              "4-bit optimizer state: for_each_block runs on the host; a state on ", buffers_[0].codes.device(),
+              " is updated by its device's kernels");
   const int64_t nchunks = quant::num_blocks(numel_, kChunk);
   const size_t nb = buffers_.size();
   parallel_for(0, nchunks, 1, [&](int64_t begin, int64_t end) {

@@ -13,7 +13,10 @@
 // that buffer (4 bytes per element, freed after the update); its maxima are taken from the copy and
 // it is encoded in a second pass. The state costs 0.5 byte per element and buffer, plus 4 bytes per
 // block (block-wise) or per row and column (rank-1).
-// Host only (CPU): a CUDA parameter with 4-bit state is refused by the device update.
+// The state lives on the parameter's device. On CUDA the blocks are not handed to a callback:
+// the kernels of optim/cuda/update.cu run the same rule, one warp per block of 128, and encode a
+// rank-1 buffer in a second kernel (for_each_block and read_blocks are host code and refuse a
+// device state; LAMB's read-only pass has no 4-bit CUDA kernel yet).
 //   auto s = std::make_unique<LowBitState>(param, {"exp_avg", "exp_avg_sq"}, {true, false});
 #pragma once
 
@@ -46,6 +49,8 @@ class LowBitState : public ParamState {
     Tensor map_values;           // f32 [16]
   };
   const Buffer& buffer(size_t i) const { return buffers_.at(i); }
+  // The dims a rank-1 buffer is normalized over (the parameter's dims of extent > 1).
+  const Shape& rank1_shape() const { return shape_; }
 
  private:
   // Updates run over chunks of kChunk elements (whole blocks; the last one shorter):

@@ -34,10 +34,11 @@
 // list and dispatch point (optim/kernel_signatures.inc, optim/kernels.cpp):
 //   - CPU: through for_each_block as above, so any ParamState (dense, 8-bit, custom) works;
 //   - CUDA: a kernel cannot take a std::function, so it needs the state's memory instead:
-//     optim/cuda/device_update.cpp finds it in the two state kinds whose layout the kernels know --
-//     DenseState (buffers of the parameter's type) and BlockwiseState (u8 codes + f32 absmax,
-//     updated by a fused kernel, one thread block per quantization block) -- and launches
-//     optim/cuda/ on the current stream; other ParamState kinds are CPU-only (an Error).
+//     optim/cuda/device_update.cpp finds it in the three state kinds whose layout the kernels know --
+//     DenseState (buffers of the parameter's type), BlockwiseState (u8 codes + f32 absmax,
+//     updated by a fused kernel, one thread block per quantization block) and LowBitState (4-bit
+//     codes, one warp per block of 128; not LAMB's read-only pass) -- and launches optim/cuda/ on
+//     the current stream; other ParamState kinds are CPU-only (an Error).
 // State tensors are made on the parameter's device (make_state), so checkpoints hold device
 // tensors and load_state_dict copies across devices. Layer-wise rules take their factor through
 // set_scale(): on the CPU from the host; on CUDA their norms are reduced on the GPU in a fixed
@@ -164,7 +165,8 @@ class DenseState : public ParamState {
 
 // How state is stored: 32-bit (dense, the parameter's dtype), 8-bit (block-wise quantized codes
 // and absmax, optim/blockwise_state.h) or 4-bit (two codes per byte, block-wise first moments and
-// rank-1 second moments, optim/lowbit_state.h; CPU only, not with sharded state). Only f32
+// rank-1 second moments, optim/lowbit_state.h; not with sharded state; its CUDA kernels have not
+// run on a GPU yet). Only f32
 // parameters with at least min_8bit_size elements get low-bit state; names matching a keep_32bit
 // pattern ('*' matches any run of characters, e.g. "*embedding*") keep 32-bit state, and so do
 // parameters their layer marked with Module::mark_keep_32bit_state (StableEmbedding's weight),

@@ -82,4 +82,26 @@ OCTET_HD inline uint8_t table_code(const CodeTable& t, float v) { return table_c
 
 OCTET_HD inline float decode(const float* map, uint8_t code, float absmax) { return map[code] * absmax; }
 
+// ---- 4-bit codes (quant/lowbit.h)
+
+// The code of a normalized value: the number of the 4-bit map's 15 thresholds below it
+// (nearest_code4 for non-NaN v). Fifteen compares, branch-free.
+OCTET_HD inline unsigned code4(const float* thresholds, float v) {
+  unsigned c = 0;
+  for (int j = 0; j < 15; ++j) c += v > thresholds[j] ? 1u : 0u;
+  return c;
+}
+
+// The rank-1 scale of element `flat` of a row-major tensor with `dims` extents: the least of
+// maxima[d][its index along d] over d.
+OCTET_HD inline float rank1_scale(const float* const* maxima, const int64_t* extents, int dims, int64_t flat) {
+  float s = INFINITY;
+  for (int d = dims - 1; d >= 0; --d) {
+    const float m = maxima[d][flat % extents[d]];
+    s = m < s ? m : s;
+    flat /= extents[d];
+  }
+  return s;
+}
+
 }  // namespace octet::quant

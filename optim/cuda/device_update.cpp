@@ -1,14 +1,17 @@
 // The CUDA versions of optim/'s kernels (optim/cuda/kernels.h): finds the device memory of a
-// parameter's state -- a DenseState's buffers or a BlockwiseState's codes and absmax, the two
-// layouts the kernels of optim/cuda/update.h know -- and launches the kernels on the current
-// stream. A layer-wise update leaves its factor in a one-element device tensor that its update
-// kernel reads, so no update waits for the device. Built with OCTET_CUDA only.
+// parameter's state -- a DenseState's buffers, a BlockwiseState's codes and absmax, or a
+// LowBitState's packed codes and scales, the layouts the kernels of optim/cuda/update.h know --
+// and launches the kernels on the current stream. A layer-wise update leaves its factor in a one-element device tensor
+// that its update kernel reads, so no update waits for the device. Built with OCTET_CUDA only.
+#include <algorithm>
 #include <type_traits>
+#include <vector>
 
 #include "core/cuda/kernels.h"
 #include "optim/blockwise_state.h"
 #include "optim/cuda/kernels.h"
 #include "optim/cuda/update.h"
+#include "optim/lowbit_state.h"
 #include "quant/cuda/blockwise.h"
 
 namespace octet {
@@ -67,6 +70,68 @@ cuda::QuantView quant_view(const BlockwiseState& state, const Tensor& param, con
   return v;
 }
 
+// A 4-bit state's rank-1 scratch for one update: per buffer, the new values and the new maxima
+// (at 0). It must outlive the kernels' launch (the stream orders the memory's reuse).
+struct LowBitScratch {
+  std::vector<Tensor> fresh;
+  std::vector<std::vector<Tensor>> new_maxima;
+};
+
+// The device view of a 4-bit state, with its rank-1 buffers' scratch made into `scratch`.
+cuda::LowBitView lowbit_view(const LowBitState& state, const Tensor& param, const char* name, LowBitScratch& scratch) {
+  const size_t count = state.buffer_names().size();
+  OCTET_CHECK(count >= 1 && count <= static_cast<size_t>(kMaxStateBuffers), name, ": ", count,
+              " 4-bit state buffers (the kernels take 1 to ", kMaxStateBuffers, ")");
+  const Shape& dims = state.rank1_shape();
+  cuda::LowBitView v;
+  v.count = static_cast<int>(count);
+  scratch.fresh.resize(count);
+  scratch.new_maxima.resize(count);
+  for (size_t i = 0; i < count; ++i) {
+    const LowBitState::Buffer& b = state.buffer(i);
+    check_on(b.codes, param, name, "4-bit state codes");
+    v.codes[i] = b.codes.data<uint8_t>();
+    std::copy_n(quant::quant_map4(b.map).data(), 16, v.map[i]);
+    std::copy_n(quant::quant_thresholds4(b.map).data(), 15, v.thresholds[i]);
+    if (!b.rank1) {
+      check_on(b.absmax, param, name, "4-bit state absmax");
+      v.absmax[i] = b.absmax.data<float>();
+      continue;
+    }
+    OCTET_CHECK(dims.size() <= static_cast<size_t>(cuda::kMaxRank1Dims), name, ": rank-1 over ", dims.size(),
+                " dims (the kernels take at most ", cuda::kMaxRank1Dims, ")");
+    v.dims = static_cast<int>(dims.size());
+    scratch.fresh[i] = empty({param.numel()}, TensorOptions(param.device()));
+    v.fresh[i] = scratch.fresh[i].data<float>();
+    for (size_t d = 0; d < dims.size(); ++d) {
+      v.extents[d] = dims[d];
+      check_on(b.maxima[d], param, name, "4-bit state maxima");
+      v.maxima[i][d] = b.maxima[d].data<float>();
+      scratch.new_maxima[i].push_back(zeros({dims[d]}, TensorOptions(param.device())));
+      v.new_maxima[i][d] = scratch.new_maxima[i].back().data<float>();
+    }
+  }
+  return v;
+}
+
+// `rule` over a 4-bit state: the fused update, then the rank-1 buffers' codes from their new
+// values and maxima, which then replace the old maxima.
+template <typename Rule>
+void lowbit_update(const Rule& rule, float* p, const float* g, const Tensor& param, LowBitState& state,
+                   const char* name, const float* scale) {
+  LowBitScratch scratch;
+  const cuda::LowBitView v = lowbit_view(state, param, name, scratch);
+  cuda::lowbit_update(rule, p, g, param.numel(), v, scale);
+  if (v.dims == 0) return;
+  cuda::lowbit_encode_rank1(v, param.numel());
+  for (size_t i = 0; i < scratch.new_maxima.size(); ++i) {
+    for (size_t d = 0; d < scratch.new_maxima[i].size(); ++d) {
+      Tensor live = state.buffer(i).maxima[d];  // a handle: the copy lands in the state
+      live.copy_(scratch.new_maxima[i][d]);
+    }
+  }
+}
+
 // Calls dense(DenseView<T>) or blockwise(QuantView) by the kind of `state`.
 template <typename T, typename Dense, typename Blockwise>
 void with_state(ParamState& state, const Tensor& param, const char* name, Dense dense, Blockwise blockwise) {
@@ -78,8 +143,11 @@ void with_state(ParamState& state, const Tensor& param, const char* name, Dense 
       OCTET_FAIL(name, ": 8-bit state holds f32 parameters only");
     }
   }
+  if (dynamic_cast<LowBitState*>(&state) != nullptr)
+    OCTET_FAIL(name, ": 4-bit state on ", param.device(),
+               " has no kernel for this pass (LAMB's read-only pass); use state_bits 8 or 32 here");
   OCTET_FAIL(name, ": the state of a parameter on ", param.device(),
-             " must be a DenseState or a BlockwiseState (other state kinds run on the CPU only)");
+             " must be a DenseState, a BlockwiseState or a LowBitState (other state kinds run on the CPU only)");
 }
 
 // A one-element device tensor for a layer-wise factor, and scratch for the partial sums.
@@ -97,6 +165,13 @@ void launch_update(const Rule& rule, const Tensor& param, const Tensor& grad, Pa
   T* p = param.data<T>();
   const T* g = grad.data<T>();
   const int64_t n = param.numel();
+  if (auto* lb = dynamic_cast<LowBitState*>(&state)) {
+    if constexpr (std::is_same_v<T, float>) {
+      return lowbit_update(rule, p, g, param, *lb, name, scale);
+    } else {
+      OCTET_FAIL(name, ": 4-bit state holds f32 parameters only");
+    }
+  }
   with_state<T>(
       state, param, name, [&](const cuda::DenseView<T>& v) { cuda::dense_update(rule, p, g, n, v, scale); },
       [&](const cuda::QuantView& v) {

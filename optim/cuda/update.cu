@@ -8,6 +8,9 @@
 //     registers; the warp or block reduces each buffer's new absmax (finite values only, as on the CPU) and every
 //     thread requantizes its values from the CPU's code table (quant/code_table.h, read through
 //     the cache). The f32 state never reaches memory;
+//   - 4-bit state: one warp per block of 128 elements, each lane four neighbouring elements (its
+//     two bytes of codes); block-wise buffers are re-encoded in registers as the 8-bit ones; a
+//     rank-1 buffer's new values go to scratch with atomic maxima, and a second kernel encodes them;
 //   - sums: fixed chunks, a fixed tree within each chunk, one block summing the partials in a fixed
 //     order, and a finishing functor turning the sums into a factor left in device memory (the
 //     layer-wise update reads it there: no host synchronization between the passes).
@@ -181,6 +184,114 @@ __global__ void __launch_bounds__(32 * kWarpBlocks)
 #pragma unroll
       for (int k = 0; k < kMaxStateBuffers; ++k)
         if (k < q.count) q.absmax[k][b] = m[k];
+    }
+  }
+}
+
+// ---- 4-bit state: one warp per block of kLowBitBlock (128) elements, kWarpBlocks warps per
+// thread block, looping over the blocks (grid-stride). Lane t takes the block's elements
+// 4t .. 4t + 3, so its codes are its own two bytes: it reads them, and writes them back, alone.
+constexpr int kLowBitPerLane = static_cast<int>(kLowBitBlock / 32);  // 4
+static_assert(kLowBitPerLane % 2 == 0, "a lane's codes are whole bytes");
+
+__device__ inline uint8_t nibble(const uint8_t* codes, int64_t i) {
+  const uint8_t byte = codes[i >> 1];
+  return (i & 1) == 0 ? byte >> 4 : byte & 15u;
+}
+
+__device__ inline bool is_rank1(const LowBitView& q, int k) { return q.absmax[k] == nullptr; }
+
+template <typename Rule>
+__global__ void __launch_bounds__(32 * kWarpBlocks)
+    lowbit_update_kernel(Rule rule, float* __restrict__ p, const float* __restrict__ g, int64_t n, LowBitView q,
+                         int64_t blocks, const float* __restrict__ scale) {
+  __shared__ float map[kMaxStateBuffers][16];
+  __shared__ float thr[kMaxStateBuffers][16];
+  for (int j = threadIdx.x; j < kMaxStateBuffers * 16; j += blockDim.x) {
+    const int k = j / 16, e = j % 16;
+    map[k][e] = q.map[k][e];
+    thr[k][e] = e < 15 ? q.thresholds[k][e] : 0.0f;
+  }
+  take_scale(rule, scale);
+  __syncthreads();  // the maps are in shared memory
+  const int lane = threadIdx.x & 31;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * kWarpBlocks;
+  for (int64_t b = static_cast<int64_t>(blockIdx.x) * kWarpBlocks + (threadIdx.x >> 5); b < blocks; b += warps) {
+    const int64_t begin = b * kLowBitBlock;
+    const int len = static_cast<int>(min(kLowBitBlock, n - begin));
+    float s[kMaxStateBuffers][kLowBitPerLane] = {};
+    float m[kMaxStateBuffers] = {};
+#pragma unroll
+    for (int e = 0; e < kLowBitPerLane; ++e) {
+      const int j = kLowBitPerLane * lane + e;
+      if (j >= len) continue;
+      const int64_t i = begin + j;
+      float st[kMaxStateBuffers];
+#pragma unroll
+      for (int k = 0; k < kMaxStateBuffers; ++k) {
+        if (k >= q.count) {
+          st[k] = 0.0f;
+          continue;
+        }
+        const float sc = is_rank1(q, k) ? quant::rank1_scale(q.maxima[k], q.extents, q.dims, i) : q.absmax[k][b];
+        st[k] = map[k][nibble(q.codes[k], i)] * sc;
+      }
+      float pi = p[i];
+      update_element<kMaxStateBuffers>(rule, pi, g[i], st);
+      p[i] = pi;
+#pragma unroll
+      for (int k = 0; k < kMaxStateBuffers; ++k) {
+        if (k >= q.count) continue;
+        s[k][e] = st[k];
+        m[k] = quant::absmax_step(m[k], st[k]);
+        if (is_rank1(q, k)) {
+          q.fresh[k][i] = st[k];
+          const float a = fabsf(st[k]);
+          if (a < INFINITY) {  // non-negative floats order as their bits
+            int64_t rest = i;
+            for (int d = q.dims - 1; d >= 0; --d) {
+              atomicMax(reinterpret_cast<unsigned*>(q.new_maxima[k][d] + rest % q.extents[d]), __float_as_uint(a));
+              rest /= q.extents[d];
+            }
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < kMaxStateBuffers; ++k) {
+      if (k >= q.count || is_rank1(q, k)) continue;
+      for (int o = 16; o > 0; o >>= 1) {
+        const float w = __shfl_xor_sync(0xffffffffu, m[k], o);
+        m[k] = m[k] < w ? w : m[k];
+      }
+#pragma unroll
+      for (int e = 0; e < kLowBitPerLane; e += 2) {
+        const int j = kLowBitPerLane * lane + e;
+        if (j >= len) continue;
+        const unsigned hi = quant::code4(thr[k], quant::normalized(s[k][e], m[k]));
+        const unsigned lo = j + 1 < len ? quant::code4(thr[k], quant::normalized(s[k][e + 1], m[k])) : 0u;
+        q.codes[k][(begin + j) >> 1] = static_cast<uint8_t>(hi << 4 | lo);
+      }
+      if (lane == 0) q.absmax[k][b] = m[k];
+    }
+  }
+}
+
+// The codes of the rank-1 buffers from their new values and maxima: one thread per byte.
+__global__ void lowbit_encode_rank1_kernel(LowBitView q, int64_t n) {
+  const int64_t bytes = (n + 1) / 2, stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t byte = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; byte < bytes; byte += stride) {
+    for (int k = 0; k < q.count; ++k) {
+      if (!is_rank1(q, k)) continue;
+      const float* const* maxima = q.new_maxima[k];
+      unsigned c[2] = {0u, 0u};
+      for (int e = 0; e < 2; ++e) {
+        const int64_t i = 2 * byte + e;
+        if (i < n)
+          c[e] = quant::code4(q.thresholds[k],
+                              quant::normalized(q.fresh[k][i], quant::rank1_scale(maxima, q.extents, q.dims, i)));
+      }
+      q.codes[k][byte] = static_cast<uint8_t>(c[0] << 4 | c[1]);
     }
   }
 }
@@ -382,6 +493,34 @@ void blockwise_update(const Rule& rule, float* p, const float* g, int64_t n, con
   OCTET_CUDA_LAUNCH("cuda::blockwise_update_kernel");
 }
 
+void check_lowbit_view(const LowBitView& q, const char* what) {
+  OCTET_CHECK(q.count >= 1 && q.count <= kMaxStateBuffers, what, ": ", q.count, " 4-bit state buffers (expected 1 to ",
+              kMaxStateBuffers, ")");
+  OCTET_CHECK(q.dims >= 0 && q.dims <= kMaxRank1Dims, what, ": ", q.dims, " rank-1 dims (at most ", kMaxRank1Dims,
+              ")");
+}
+
+template <typename Rule>
+void lowbit_update(const Rule& rule, float* p, const float* g, int64_t n, const LowBitView& state,
+                   const float* scale) {
+  if (n <= 0) return;
+  check_lowbit_view(state, "cuda::lowbit_update");
+  OCTET_CHECK(state.count == rule.buffers, "cuda::lowbit_update: the rule uses ", rule.buffers,
+              " state buffers, the state has ", state.count);
+  const int64_t blocks = (n + kLowBitBlock - 1) / kLowBitBlock;
+  const int64_t grid = std::min<int64_t>((blocks + kWarpBlocks - 1) / kWarpBlocks, 1024);
+  lowbit_update_kernel<<<static_cast<unsigned>(grid), 32 * kWarpBlocks, 0, stream()>>>(rule, p, g, n, state, blocks,
+                                                                                       scale);
+  OCTET_CUDA_LAUNCH("cuda::lowbit_update_kernel");
+}
+
+void lowbit_encode_rank1(const LowBitView& state, int64_t n) {
+  if (n <= 0) return;
+  check_lowbit_view(state, "cuda::lowbit_encode_rank1");
+  lowbit_encode_rank1_kernel<<<grid_for((n + 1) / 2, kUpdateThreads), kUpdateThreads, 0, stream()>>>(state, n);
+  OCTET_CUDA_LAUNCH("cuda::lowbit_encode_rank1_kernel");
+}
+
 template <typename T>
 void lamb_partials(const LambRule<T>& rule, const T* p, const T* g, int64_t n, const DenseView<T>& state,
                    double* partials) {
@@ -421,7 +560,7 @@ void sum_finish(const double* partials, int64_t count, double* out) {
   launch_finish<1>(partials, count, StoreFinish{out}, "cuda::sum_finish");
 }
 
-// ---- instantiations: every rule in f32 and f64 on dense state, in f32 on 8-bit state
+// ---- instantiations: every rule in f32 and f64 on dense state, in f32 on 8-bit and 4-bit state
 
 #define OCTET_DENSE_UPDATE(RULE, T) \
   template void dense_update<RULE<T>, T>(const RULE<T>&, T*, const T*, int64_t, const DenseView<T>&, const T*);
@@ -429,7 +568,9 @@ void sum_finish(const double* partials, int64_t count, double* out) {
   OCTET_DENSE_UPDATE(RULE, float)                                                                                  \
   OCTET_DENSE_UPDATE(RULE, double)                                                                                 \
   template void blockwise_update<RULE<float>>(const RULE<float>&, float*, const float*, int64_t, const QuantView&, \
-                                              const float*);
+                                              const float*);                                                       \
+  template void lowbit_update<RULE<float>>(const RULE<float>&, float*, const float*, int64_t, const LowBitView&,    \
+                                           const float*);
 OCTET_RULE(SgdRule)
 OCTET_RULE(AdamRule)
 OCTET_RULE(RmspropRule)

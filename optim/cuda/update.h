@@ -30,6 +30,26 @@ struct QuantView {
 };
 inline constexpr int64_t kMaxQuantBlock = 4096;
 
+// 4-bit state on the device (optim/lowbit_state.h): per buffer, codes packed two per byte
+// ([ceil(n / 2)], element 2i in the high nibble), the map's 16 values and 15 thresholds, and
+// either one absmax per block of kLowBitBlock (block-wise) or, rank-1, the maxima of each of the
+// `dims` dims; a rank-1 buffer also takes scratch for the update: its new values [n] and new
+// maxima (zeroed), which lowbit_encode_rank1 turns into codes once the update is done.
+inline constexpr int64_t kLowBitBlock = 128;
+inline constexpr int kMaxRank1Dims = 8;
+struct LowBitView {
+  uint8_t* codes[kMaxStateBuffers] = {};
+  float* absmax[kMaxStateBuffers] = {};  // block-wise buffers; null for rank-1 ones
+  const float* maxima[kMaxStateBuffers][kMaxRank1Dims] = {};
+  float* fresh[kMaxStateBuffers] = {};
+  float* new_maxima[kMaxStateBuffers][kMaxRank1Dims] = {};
+  float map[kMaxStateBuffers][16] = {};
+  float thresholds[kMaxStateBuffers][15] = {};
+  int count = 0;
+  int dims = 0;
+  int64_t extents[kMaxRank1Dims] = {};
+};
+
 // ---- updates: `rule` over p, g (n elements) and the state. For Rule::kScaled rules, `scale` may
 // point at device memory holding the factor (set_scale); null keeps the rule's own.
 template <typename Rule, typename T>
@@ -39,6 +59,15 @@ void dense_update(const Rule& rule, T* p, const T* g, int64_t n, const DenseView
 template <typename Rule>
 void blockwise_update(const Rule& rule, float* p, const float* g, int64_t n, const QuantView& state,
                       const float* scale);
+
+// One warp per block of kLowBitBlock elements: decode, update in f32, and for block-wise buffers
+// the block's new absmax and the codes; a rank-1 buffer's new values go to its `fresh` scratch
+// and their maxima to `new_maxima` (atomic maxima of the bits: exact, in any order).
+template <typename Rule>
+void lowbit_update(const Rule& rule, float* p, const float* g, int64_t n, const LowBitView& state,
+                   const float* scale);
+// After lowbit_update: the codes of every rank-1 buffer from its new values and new maxima.
+void lowbit_encode_rank1(const LowBitView& state, int64_t n);
 
 // ---- deterministic sums (layer-wise optimizers, clip_grad_norm)
 // A reduction over n elements writes one partial per chunk of kSumChunk elements (each of

@@ -29,13 +29,8 @@
 namespace octet::quant {
 namespace {
 
-// The number of thresholds below v: nearest_code4 for non-NaN v (quant/maps.h). Fifteen compares
-// of every lane, branch-free.
-OCTET_SIMD_INLINE unsigned code4(const Thresholds4& t, float v) {
-  unsigned c = 0;
-  for (int j = 0; j < 15; ++j) c += v > t[j] ? 1u : 0u;
-  return c;
-}
+// quant::code4 (quant/block_code.h, shared with the CUDA kernels) on a map's thresholds, inlined.
+OCTET_SIMD_INLINE unsigned code4(const Thresholds4& t, float v) { return quant::code4(t.data(), v); }
 
 // The plain loops (portable and AVX2 copies): codes of a chunk into bytes, then packed; unpacked
 // into bytes, then looked up. Contiguous loops the compiler vectorizes.

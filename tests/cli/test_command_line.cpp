@@ -115,6 +115,28 @@ TEST(CommandLine, TrainsInBf16) {
   EXPECT_NE(r.output.find("train.precision"), std::string::npos) << r.output;
 }
 
+// optimizer.state_bits=4 through the binary: the run trains with 4-bit state, says so, and
+// resumes; a state precision it does not have is an error naming the key.
+TEST(CommandLine, TrainsWith4BitState) {
+  TempDir dir;
+  write_mnist(dir.path() + "/mnist", 32, 16);
+  const std::vector<std::string> four = {"optimizer.name=adam", "optimizer.lr=0.001", "optimizer.state_bits=4",
+                                         "optimizer.min_8bit_size=0"};
+  std::vector<std::string> args = {"train.max_steps=1", "log.run_name=q"};
+  args.insert(args.end(), four.begin(), four.end());
+  OctetRun r = run_octet(train_args(dir, args));
+  ASSERT_EQ(r.status, 0) << r.output;
+  const std::string run = dir.path() + "/runs/q";
+  const std::string log = file_text(run + "/train.log");
+  EXPECT_NE(log.find("with 4-bit"), std::string::npos) << log;
+  r = run_octet({"train", "--resume", run, "train.max_steps=2"});
+  EXPECT_EQ(r.status, 0) << r.output;
+  args = {"train.max_steps=1", "optimizer.name=adam", "optimizer.state_bits=5"};
+  r = run_octet(train_args(dir, args));
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("state_bits"), std::string::npos) << r.output;
+}
+
 TEST(CommandLine, InspectAndEvalTakeRunFolders) {
   TempDir dir;
   write_mnist(dir.path() + "/mnist", 32, 16);

@@ -1,4 +1,4 @@
-// CUDA parity of the optimizers (32-bit and 8-bit state), clip_grad_norm and block-wise
+// CUDA parity of the optimizers (32-bit, 8-bit and 4-bit state), clip_grad_norm and block-wise
 // quantization: the same init, gradients and state on the CPU and on the GPU, compared.
 //
 // What is expected, and why. The CUDA kernels run the CPU's own per-element code
@@ -269,6 +269,69 @@ TEST(CudaOptim8bit, FusedUpdateMatchesCpu) {
           } else {  // absmax (the new state's max, so the same ulp argument) and dense buffers
             expect_close(got[i].second, want[i].second, kF32ReorderTol, !c.layerwise, at + " " + key);
           }
+        }
+      }
+    }
+  }
+}
+
+// 4-bit state (optim/lowbit_state.h): block-wise and rank-1 buffers, 1-, 2- and 3-dim parameters
+// with odd sizes, against the CPU's update one step at a time (each step starts from the CPU's
+// state): parameters, codes, absmax and rank-1 maxima bit for bit (rank-1 maxima are atomic maxima
+// on the GPU, exact in any order). LAMB's read-only pass has no 4-bit CUDA kernel: an Error.
+TEST(CudaOptim4bit, FusedUpdateMatchesCpu) {
+  if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  const std::vector<Shape> shapes = {{256, 300}, {70001}, {4, 130, 141}, {1, 4099}, {256, 1, 300}};
+  const StateOptions four = StateOptions().state_bits(4).min_8bit_size(100);
+  for (const OptCase& c : cases()) {
+    Generator g(41);
+    std::vector<Tensor> cpu, gpu;
+    NamedTensors named_cpu, named_gpu;
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      Tensor init = randn(shapes[i], DType::f32, &g);
+      cpu.push_back(init.clone().requires_grad_(true));
+      gpu.push_back(device(init).requires_grad_(true));
+      const std::string name = std::string("w").append(std::to_string(i));
+      named_cpu.emplace_back(name, cpu.back());
+      named_gpu.emplace_back(name, gpu.back());
+    }
+    auto cpu_opt = c.make(named_cpu, four);
+    auto gpu_opt = c.make(named_gpu, four);
+    if (cpu_opt->num_4bit_params() == 0) continue;  // SGD / LARS without momentum: no state
+    const bool lamb_pass = c.name.starts_with("lamb") && c.name != "lamb_no_adaptation";
+    for (int s = 0; s < 3; ++s) {
+      {
+        NoGradGuard no_grad;
+        for (size_t i = 0; i < cpu.size(); ++i) gpu[i].copy_(cpu[i]);
+        gpu_opt->load_state_dict(cpu_opt->state_dict());
+      }
+      for (size_t i = 0; i < cpu.size(); ++i) {
+        Tensor grad = randn(cpu[i].shape(), DType::f32, &g);
+        cpu[i].set_grad(grad);
+        gpu[i].set_grad(device(grad));
+      }
+      const std::string at = c.name + " step " + std::to_string(s);
+      if (lamb_pass) {
+        EXPECT_THROW(gpu_opt->step(), Error) << at;
+        break;
+      }
+      cpu_opt->step();
+      gpu_opt->step();
+      for (size_t i = 0; i < cpu.size(); ++i)
+        expect_close(gpu[i], cpu[i], kF32ReorderTol, !c.layerwise, at + " w" + std::to_string(i));
+      NamedTensors want = cpu_opt->state_dict(), got = gpu_opt->state_dict();
+      ASSERT_EQ(got.size(), want.size()) << at;
+      for (size_t i = 0; i < want.size(); ++i) {
+        ASSERT_EQ(got[i].first, want[i].first) << at;
+        if (want[i].second.dtype() == DType::i64) continue;
+        if (want[i].first.ends_with(".codes") && c.layerwise) {
+          // LARS's scale may be one float ulp apart: a value on a threshold takes the next code.
+          std::vector<uint8_t> gc = host(got[i].second).to_vector<uint8_t>(), wc = want[i].second.to_vector<uint8_t>();
+          int64_t differ = 0;
+          for (size_t j = 0; j < wc.size(); ++j) differ += gc[j] != wc[j];
+          EXPECT_LE(differ, static_cast<int64_t>(wc.size() / 1000) + 1) << at << " " << want[i].first;
+        } else {
+          expect_close(got[i].second, want[i].second, kF32ReorderTol, !c.layerwise, at + " " + want[i].first);
         }
       }
     }

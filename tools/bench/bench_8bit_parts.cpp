@@ -2,7 +2,10 @@
 // elements, in L1) at a time, the parts of BlockwiseState::for_each_block timed separately --
 // dequantize a buffer, Adam's rule on the f32 block, absmax + encode of a buffer -- beside the
 // 32-bit rule on the same data. Reports ns, cycles and instructions per element (hardware counters
-// through perf_event_open where the kernel allows it; "-" otherwise).
+// through perf_event_open where the kernel allows it; "-" otherwise). With AVX-512, also the two
+// code searches it could use (quant/cpu/blockwise.h): the threshold tree in 16 registers (in use)
+// and the code table of quant/code_table.h read with vpgatherdd (written here only, checked to give
+// the same codes), and the 4-bit encode and decode (quant/lowbit.h) for comparison.
 //   build/tools/bench/octet_bench_8bit_parts [--isa portable|avx2|avx512] [--blocks 4096]
 #include <linux/perf_event.h>
 #include <sys/ioctl.h>
@@ -12,17 +15,59 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/cpu/isa.h"
 #include "core/octet.h"
 #include "optim/cpu/rule_loop.h"
+#include "quant/block_code.h"
 #include "quant/blockwise.h"
+#include "quant/code_table.h"
+#include "quant/cpu/blockwise.h"
+#include "quant/lowbit.h"
 #include "tools/bench/bench_util.h"
+
+#ifdef OCTET_CPU_X86
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"  // GCC bug 105593, as in quant/cpu/blockwise_x86.cpp
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#endif
 
 using namespace octet;
 
 namespace {
+
+#ifdef OCTET_CPU_X86
+// The code table search (quant/block_code.h, table_code) on 16 lanes, the entry read by a gather:
+// what the issue asked to time against the tree on AVX-512. n: a multiple of 16.
+OCTET_TARGET_AVX512 void encode_table_gather_avx512(const float* x, int64_t n, float absmax, const quant::CodeTable& t,
+                                                    uint8_t* codes) {
+  const __m512 a = _mm512_set1_ps(absmax);
+  for (int64_t i = 0; i + 16 <= n; i += 16) {
+    __m512 v = _mm512_div_ps(_mm512_loadu_ps(x + i), a);
+    v = _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), _mm512_setzero_ps());
+    const __m512i b = _mm512_castps_si512(v);
+    const __m512i key =
+        _mm512_min_epu32(_mm512_and_si512(b, _mm512_set1_epi32(0x7FFFFFFF)), _mm512_set1_epi32(static_cast<int>(t.a1)));
+    const __m512i d = _mm512_sub_epi32(key, _mm512_set1_epi32(static_cast<int>(t.a0)));
+    const __mmask16 regular = _mm512_cmpge_epu32_mask(key, _mm512_set1_epi32(static_cast<int>(t.a0)));
+    const __m512i mask = _mm512_set1_epi32(static_cast<int>((1u << t.shift) - 1));
+    __m512i idx = _mm512_maskz_add_epi32(regular, _mm512_srli_epi32(d, t.shift), _mm512_set1_epi32(1));
+    const __m512i low = _mm512_mask_mov_epi32(_mm512_min_epu32(key, mask), regular, _mm512_and_si512(d, mask));
+    const __mmask16 neg = _mm512_movepi32_mask(b);
+    idx = t.negatives_one_entry ? _mm512_mask_mov_epi32(idx, neg, _mm512_set1_epi32(static_cast<int>(t.half)))
+                                : _mm512_mask_add_epi32(idx, neg, idx, _mm512_set1_epi32(static_cast<int>(t.half)));
+    const __m512i e = _mm512_i32gather_epi32(idx, reinterpret_cast<const int*>(t.entry), 4);
+    const __m512i base = _mm512_srli_epi32(e, 24);
+    const __m512i delta = _mm512_srai_epi32(_mm512_slli_epi32(e, 8), 28);
+    const __mmask16 past = _mm512_cmpgt_epu32_mask(low, _mm512_and_si512(e, _mm512_set1_epi32(0xFFFFF)));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(codes + i),
+                     _mm512_cvtepi32_epi8(_mm512_mask_add_epi32(base, past, base, delta)));
+  }
+}
+#endif
 
 // One hardware counter of this thread (-1 when unavailable).
 struct Counter {
@@ -99,9 +144,19 @@ int main(int argc, char** argv) {
   float am = 0, av = 0;
   quant::quantize_block(m.data(), kBlock, signed_map, cm.data(), &am);
   quant::quantize_block(v.data(), kBlock, unsigned_map, cv.data(), &av);
-  const AdamRule<float> rule{.step_size = 1e-3f, .bias_c2_sqrt = 0.9f, .b1 = 0.9f, .b2 = 0.999f, .one_b1 = 0.1f,
-                             .one_b2 = 1e-3f, .eps = 1e-8f, .wd = 0, .shrink = 1, .l2 = false, .decay = false,
-                             .amsgrad = false, .buffers = 2};
+  const AdamRule<float> rule{.step_size = 1e-3f,
+                             .bias_c2_sqrt = 0.9f,
+                             .b1 = 0.9f,
+                             .b2 = 0.999f,
+                             .one_b1 = 0.1f,
+                             .one_b2 = 1e-3f,
+                             .eps = 1e-8f,
+                             .wd = 0,
+                             .shrink = 1,
+                             .l2 = false,
+                             .decay = false,
+                             .amsgrad = false,
+                             .buffers = 2};
   std::vector<float> ps = p, ms = m, vs = v;
   float* bufs[2] = {ms.data(), vs.data()};
   const double n = static_cast<double>(blocks * kBlock);
@@ -126,6 +181,48 @@ int main(int argc, char** argv) {
   row("absmax + encode, unsigned map", n, reps, [&] {
     for (int64_t b = 0; b < blocks; ++b) quant::quantize_block(v.data(), kBlock, unsigned_map, cv.data(), &av);
   });
-  std::printf("\n(one 8-bit Adam element = 2 dequantize + rule + 2 encode; the 32-bit update runs the same rule\n"
-              "straight on memory: octet_bench_optim times both whole)\n");
+#ifdef OCTET_CPU_X86
+  if (isa == cpu::Isa::avx512) {
+    for (auto [name, map, data, codes] :
+         {std::tuple{"signed", signed_map, &m, &cm}, std::tuple{"unsigned", unsigned_map, &v, &cv}}) {
+      const quant::CodeTable* table = quant::code_table(map);
+      quant::cpu::SearchTree scratch;
+      const quant::cpu::SearchTree& tree = quant::cpu::search_tree(map, scratch);
+      const float a = quant::cpu::block_absmax(isa, data->data(), kBlock);
+      std::vector<uint8_t> by_table(kBlock);
+      encode_table_gather_avx512(data->data(), kBlock, a, *table, by_table.data());
+      quant::cpu::detail::encode_avx512(data->data(), kBlock, a, tree, codes->data());
+      if (by_table != *codes) return std::fprintf(stderr, "the gather search gave other codes\n"), 1;
+      row((std::string("encode only (tree), ") + name + " map").c_str(), n, reps, [&] {
+        for (int64_t b = 0; b < blocks; ++b)
+          quant::cpu::detail::encode_avx512(data->data(), kBlock, a, tree, codes->data());
+      });
+      row((std::string("encode only (gathers), ") + name + " map").c_str(), n, reps, [&] {
+        for (int64_t b = 0; b < blocks; ++b)
+          encode_table_gather_avx512(data->data(), kBlock, a, *table, by_table.data());
+      });
+    }
+  }
+#endif
+  // The 4-bit codes of the same buffers (128-element blocks, as optim/lowbit_state.h runs them).
+  std::vector<uint8_t> packed(kBlock / 2);
+  row("4-bit absmax + encode, signed", n, reps, [&] {
+    for (int64_t b = 0; b < blocks; ++b)
+      for (int64_t k = 0; k < kBlock; k += 128) {
+        const float a = quant::absmax4(m.data() + k, 128);
+        quant::encode4(m.data() + k, 128, nullptr, a, quant::QuantMap4::dynamic_signed, packed.data() + k / 2);
+      }
+  });
+  row("4-bit decode, signed", n, reps, [&] {
+    for (int64_t b = 0; b < blocks; ++b)
+      for (int64_t k = 0; k < kBlock; k += 128)
+        quant::decode4(packed.data() + k / 2, 128, nullptr, am, quant::QuantMap4::dynamic_signed, ms.data() + k);
+  });
+  std::printf(
+      "\n(one 8-bit Adam element = 2 dequantize + rule + 2 encode; the 32-bit update runs the same rule\n"
+      "straight on memory: octet_bench_optim times both whole)\n");
 }
+
+#ifdef OCTET_CPU_X86
+#pragma GCC diagnostic pop
+#endif
