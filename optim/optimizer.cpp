@@ -337,21 +337,17 @@ int64_t Optimizer::state_bytes() const {
   return bytes;
 }
 
-int64_t Optimizer::num_8bit_params() const {
+template <typename State>
+int64_t Optimizer::num_states_of() const {
   ensure_state();
   int64_t n = 0;
   for (const Group& g : groups_)
-    for (const auto& st : g.states) n += dynamic_cast<const BlockwiseState*>(st.get()) != nullptr;
+    for (const auto& st : g.states) n += dynamic_cast<const State*>(st.get()) != nullptr;
   return n;
 }
 
-int64_t Optimizer::num_4bit_params() const {
-  ensure_state();
-  int64_t n = 0;
-  for (const Group& g : groups_)
-    for (const auto& st : g.states) n += dynamic_cast<const LowBitState*>(st.get()) != nullptr;
-  return n;
-}
+int64_t Optimizer::num_8bit_params() const { return num_states_of<BlockwiseState>(); }
+int64_t Optimizer::num_4bit_params() const { return num_states_of<LowBitState>(); }
 
 void Optimizer::ensure_state() const {
   for (Group& g : groups_) {

@@ -385,6 +385,9 @@ class Optimizer {
     std::vector<std::unique_ptr<ParamState>> states;  // one per param, made by ensure_state()
   };
   void ensure_state() const;
+  // Parameters whose state is a State (creates the state if it does not exist yet).
+  template <typename State>
+  int64_t num_states_of() const;
   int64_t numel_of(const std::string& name) const;  // an unknown name is an Error
   // The parameter as its state and update see it: p, or this rank's flat range of it when sharded.
   Tensor shard_of(const std::string& name, const Tensor& p) const;

@@ -9,48 +9,16 @@
 #include <limits>
 
 #include "core/octet.h"
-#include "optim/lamb.h"
-#include "optim/lars.h"
-#include "optim/lion.h"
 #include "optim/lowbit_state.h"
-#include "optim/rmsprop.h"
 #include "quant/lowbit.h"
-#include "tests/quant/same_bytes.h"
+#include "tests/optim/state_cases.h"
 
 namespace octet {
 namespace {
 
-using MakeOpt = std::function<std::unique_ptr<Optimizer>(const NamedTensors&, const StateOptions&)>;
+using testing::OptCase;
 
-struct OptCase {
-  const char* name;
-  MakeOpt make;
-};
-
-std::vector<OptCase> cases() {
-  return {
-      {"adam",
-       [](const NamedTensors& p, const StateOptions& s) { return std::make_unique<Adam>(p, AdamOptions(1e-3), s); }},
-      {"adamw",
-       [](const NamedTensors& p, const StateOptions& s) {
-         return std::make_unique<AdamW>(p, AdamWOptions(1e-3).weight_decay(0.01), s);
-       }},
-      {"amsgrad", [](const NamedTensors& p,
-                     const StateOptions& s) { return std::make_unique<Adam>(p, AdamOptions(1e-3).amsgrad(true), s); }},
-      {"momentum", [](const NamedTensors& p,
-                      const StateOptions& s) { return std::make_unique<SGD>(p, SGDOptions(1e-2).momentum(0.9), s); }},
-      {"rmsprop", [](const NamedTensors& p,
-                     const StateOptions& s) { return std::make_unique<RMSprop>(p, RMSpropOptions(1e-3), s); }},
-      {"adagrad", [](const NamedTensors& p,
-                     const StateOptions& s) { return std::make_unique<Adagrad>(p, AdagradOptions(1e-2), s); }},
-      {"lion",
-       [](const NamedTensors& p, const StateOptions& s) { return std::make_unique<Lion>(p, LionOptions(1e-4), s); }},
-      {"lamb",
-       [](const NamedTensors& p, const StateOptions& s) { return std::make_unique<Lamb>(p, LambOptions(1e-3), s); }},
-      {"lars", [](const NamedTensors& p,
-                  const StateOptions& s) { return std::make_unique<Lars>(p, LarsOptions(0.1).momentum(0.9), s); }},
-  };
-}
+std::vector<OptCase> cases() { return testing::state_cases(); }
 
 constexpr int64_t kBlock = LowBitState::kBlock;
 constexpr float kInf = std::numeric_limits<float>::infinity();
@@ -234,41 +202,7 @@ TEST(Optim4bit, StateLayoutAndMemory) {
 }
 
 TEST(Optim4bit, CheckpointRoundTripContinuesExactly) {
-  for (const OptCase& c : cases()) {
-    Generator g(3);
-    Tensor a = randn({300, 50}, DType::f32, &g), b = a.clone();
-    a.requires_grad_(true);
-    b.requires_grad_(true);
-    std::vector<Tensor> grads;
-    for (int s = 0; s < 6; ++s) grads.push_back(randn({300, 50}, DType::f32, &g));
-    const StateOptions four = StateOptions().state_bits(4);
-    auto full = c.make({{"w", a}}, four);
-    for (int s = 0; s < 6; ++s) {
-      a.set_grad(grads[s]);
-      full->step();
-    }
-    auto first = c.make({{"w", b}}, four);
-    for (int s = 0; s < 3; ++s) {
-      b.set_grad(grads[s]);
-      first->step();
-    }
-    NamedTensors saved = first->state_dict();
-    auto second = c.make({{"w", b}}, four);
-    second->load_state_dict(saved);
-    for (int s = 3; s < 6; ++s) {
-      b.set_grad(grads[s]);
-      second->step();
-    }
-    EXPECT_EQ(a.to_vector<float>(), b.to_vector<float>()) << c.name;  // bit for bit
-    NamedTensors sa = full->state_dict(), sb = second->state_dict();
-    ASSERT_EQ(sa.size(), sb.size());
-    for (size_t i = 0; i < sa.size(); ++i) {
-      const Tensor x = sa[i].second.contiguous(), y = sb[i].second.contiguous();
-      ASSERT_EQ(x.shape(), y.shape()) << sa[i].first;
-      EXPECT_TRUE(testing::same_bytes(x.raw_data(), y.raw_data(), x.numel(), dtype_size(x.dtype()), sa[i].first))
-          << c.name;
-    }
-  }
+  for (const OptCase& c : cases()) testing::expect_resume_is_exact(c, StateOptions().state_bits(4));
 }
 
 TEST(Optim4bit, WrongCheckpointsAndOptionsAreErrors) {

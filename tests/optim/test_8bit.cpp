@@ -13,39 +13,14 @@
 #include "optim/rmsprop.h"
 #include "quant/blockwise.h"
 #include "tests/error_of.h"
+#include "tests/optim/state_cases.h"
 
 namespace octet {
 namespace {
 
-using MakeOpt = std::function<std::unique_ptr<Optimizer>(const NamedTensors&, const StateOptions&)>;
+using testing::OptCase;
 
-struct OptCase {
-  const char* name;
-  MakeOpt make;
-};
-
-std::vector<OptCase> cases() {
-  return {
-      {"adam",
-       [](const NamedTensors& p, const StateOptions& s) { return std::make_unique<Adam>(p, AdamOptions(1e-3), s); }},
-      {"adamw",
-       [](const NamedTensors& p, const StateOptions& s) {
-         return std::make_unique<AdamW>(p, AdamWOptions(1e-3).weight_decay(0.01), s);
-       }},
-      {"momentum", [](const NamedTensors& p,
-                      const StateOptions& s) { return std::make_unique<SGD>(p, SGDOptions(1e-2).momentum(0.9), s); }},
-      {"rmsprop", [](const NamedTensors& p,
-                     const StateOptions& s) { return std::make_unique<RMSprop>(p, RMSpropOptions(1e-3), s); }},
-      {"adagrad", [](const NamedTensors& p,
-                     const StateOptions& s) { return std::make_unique<Adagrad>(p, AdagradOptions(1e-2), s); }},
-      {"lion",
-       [](const NamedTensors& p, const StateOptions& s) { return std::make_unique<Lion>(p, LionOptions(1e-4), s); }},
-      {"lamb",
-       [](const NamedTensors& p, const StateOptions& s) { return std::make_unique<Lamb>(p, LambOptions(1e-3), s); }},
-      {"lars", [](const NamedTensors& p,
-                  const StateOptions& s) { return std::make_unique<Lars>(p, LarsOptions(0.1).momentum(0.9), s); }},
-  };
-}
+std::vector<OptCase> cases() { return testing::state_cases(); }
 
 // The state buffers the optimizers declare unsigned (optim/*.cpp, state_buffers): their 8-bit state
 // uses the unsigned map, the others the signed one (RMSprop's square_avg too, as in the reference).
@@ -129,34 +104,7 @@ TEST(Optim8bit, FiftyResyncedStepsAgree) {
 }
 
 TEST(Optim8bit, CheckpointRoundTripContinuesExactly) {
-  for (const OptCase& c : cases()) {
-    Generator g(3);
-    Tensor a = randn({300, 50}, DType::f32, &g), b = a.clone();
-    a.requires_grad_(true);
-    b.requires_grad_(true);
-    std::vector<Tensor> grads;
-    for (int s = 0; s < 6; ++s) grads.push_back(randn({300, 50}, DType::f32, &g));
-    StateOptions eight = StateOptions().state_bits(8).block_size(256);
-    auto full = c.make({{"w", a}}, eight);
-    for (int s = 0; s < 6; ++s) {
-      a.set_grad(grads[s]);
-      full->step();
-    }
-    auto first = c.make({{"w", b}}, eight);
-    for (int s = 0; s < 3; ++s) {
-      b.set_grad(grads[s]);
-      first->step();
-    }
-    NamedTensors saved = first->state_dict();
-    auto second = c.make({{"w", b}}, eight);
-    second->load_state_dict(saved);
-    EXPECT_EQ(second->state_dict().size(), saved.size());
-    for (int s = 3; s < 6; ++s) {
-      b.set_grad(grads[s]);
-      second->step();
-    }
-    EXPECT_EQ(a.to_vector<float>(), b.to_vector<float>()) << c.name;  // bit for bit
-  }
+  for (const OptCase& c : cases()) testing::expect_resume_is_exact(c, StateOptions().state_bits(8).block_size(256));
 }
 
 TEST(Optim8bit, StateMemoryAndSmallTensors) {
@@ -286,15 +234,15 @@ TEST(OptimIsa, EveryPathGivesThePortableBits) {
                  }});
   const cpu::Isa saved = cpu::active_isa();
   // state_dict() plus the parameter after 3 steps, as floats.
-  auto run = [](const OptCase& c, int64_t bits, int64_t n, cpu::Isa isa) {
+  auto run = [](const OptCase& c, int64_t bits, const Shape& shape, cpu::Isa isa) {
     cpu::set_active_isa(isa);
     Generator g(11);
-    Tensor p = randn({n}, DType::f32, &g).requires_grad_(true);
+    Tensor p = randn(shape, DType::f32, &g).requires_grad_(true);
     auto opt = c.make({{"w", p}}, StateOptions().state_bits(bits).min_8bit_size(0).block_size(256));
     for (int s = 0; s < 3; ++s) {
-      std::vector<float> grad = randn({n}, DType::f32, &g).to_vector<float>();
+      std::vector<float> grad = randn(shape, DType::f32, &g).to_vector<float>();
       if (s == 1) grad[0] = NAN;  // a non-finite element takes the same path everywhere
-      p.set_grad(from_vector(grad, {n}));
+      p.set_grad(from_vector(grad, shape));
       opt->step();
     }
     // Every value as a double (exact for f32, u8 and i64); NaN written as a marker so == works.
@@ -310,10 +258,11 @@ TEST(OptimIsa, EveryPathGivesThePortableBits) {
     if (!cpu::isa_supported(isa)) continue;
     ++tested;
     for (const OptCase& c : all)
-      for (int64_t bits : {32, 8})
-        for (int64_t n : {int64_t{1}, int64_t{37}, int64_t{1000}, int64_t{4099}}) {
-          EXPECT_EQ(run(c, bits, n, isa), run(c, bits, n, cpu::Isa::portable))
-              << c.name << " " << bits << "-bit, n = " << n << ", " << cpu::isa_name(isa);
+      for (int64_t bits : {32, 8, 4})
+        for (const Shape& shape : {Shape{1}, Shape{37}, Shape{1000}, Shape{4099}, Shape{300, 400}}) {
+          EXPECT_EQ(run(c, bits, shape, isa), run(c, bits, shape, cpu::Isa::portable))
+              << c.name << " " << bits << "-bit, shape " << ::testing::PrintToString(shape) << ", "
+              << cpu::isa_name(isa);
         }
   }
   cpu::set_active_isa(saved);
