@@ -136,13 +136,21 @@ int main(int argc, char** argv) {
        },
        2 * 4 + 4 + 2 * code},
   };
-  // 4-bit state (CPU only): a matrix, so that the second moment takes the rank-1 path.
+  // 4-bit state (CPU rows only; its CUDA kernels have not run yet): a matrix, whose second moment
+  // takes the rank-1 path, and the 1-dim parameter, all block-wise.
   Tensor w;
   if (device.is_cpu()) {
     w = randn({int64_t{1} << (log2n / 2), n >> (log2n / 2)}, DType::f32, &g);
     w.requires_grad_(true);
     w.set_grad(randn(w.shape(), DType::f32, &g) * 1e-3);
     const double nibble = 0.5 + 4.0 / 128;  // half a byte + a block's (128) share of its scale
+    cases.insert(
+        cases.begin() + 2,
+        Case{"Adam 4-bit, 1-dim",
+             [&] {
+               return std::make_unique<Adam>(NamedTensors{{"p", p}}, AdamOptions(1e-3), StateOptions().state_bits(4));
+             },
+             2 * 4 + 4 + 4 * nibble});
     cases.insert(
         cases.begin() + 2,
         Case{"Adam 4-bit",
@@ -157,7 +165,7 @@ int main(int argc, char** argv) {
                          },
                          2 * 4 + 4 + 2 * nibble});
   }
-  if (optimizers == "adam") cases.resize(device.is_cpu() ? 3 : 2);
+  if (optimizers == "adam") cases.resize(device.is_cpu() ? 4 : 2);
   const std::string where = device.is_cuda() ? cuda::device_name(0) : "cpu";
   const std::string isa = device.is_cuda() ? "" : std::string(cpu::isa_name(cpu::active_isa()));
   if (format == "json") {

@@ -4,7 +4,7 @@ Rows: 2^20 to 2^26 f32 parameters (one tensor), at 1 and 2 threads. Columns: ms 
 per 1B parameters of
   - octet Adam with 32-bit, 8-bit and 4-bit state (build/tools/bench/octet_bench_optim --format json:
     octet's defaults, 8-bit in blocks of 256; 4-bit on a matrix of the same size, rank-1 second
-    moment),
+    moment, and on the 1-dim tensor, all block-wise),
   - torch.optim.Adam on CPU tensors, the faster of foreach=True and fused=True (which one is noted),
   - bitsandbytes.optim.Adam8bit on CPU tensors (its CPU path: backends/cpu/ops.py, torch ops on the
     dequantized state, then the native block-wise quantizer),
@@ -214,10 +214,10 @@ def main():
           f"{args.reps} updates each, the rounds alternating between the peers; every peer pinned to "
           "`threads` CPUs. PyTorch: the faster of foreach and fused (f / fe). Copy: STREAM copy "
           "(read + write) by octet_bench_optim at the same size and threads, same run.\n")
-    columns = ["octet Adam 32-bit", "octet Adam 8-bit", "octet Adam 4-bit", "torch", "bnb Adam8bit",
-               "torchao Adam8bit", "torchao Adam4bit"]
-    titles = ["octet 32-bit", "octet 8-bit", "octet 4-bit", "PyTorch Adam", "bitsandbytes Adam8bit",
-              "torchao Adam8bit", "torchao Adam4bit"]
+    columns = ["octet Adam 32-bit", "octet Adam 8-bit", "octet Adam 4-bit", "octet Adam 4-bit, 1-dim", "torch",
+               "bnb Adam8bit", "torchao Adam8bit", "torchao Adam4bit"]
+    titles = ["octet 32-bit", "octet 8-bit", "octet 4-bit (matrix)", "octet 4-bit (1-dim)", "PyTorch Adam",
+              "bitsandbytes Adam8bit", "torchao Adam8bit", "torchao Adam4bit (matrix)"]
     for unit, scale in (("ms per update", lambda n: 1.0), ("ms per 1B parameters", lambda n: 1e9 / n)):
         print(f"{unit}:\n")
         print("| params | threads | copy GB/s | " + " | ".join(titles) + " |")
