@@ -15,7 +15,7 @@ namespace octet {
 
 namespace {
 
-constexpr size_t kMaxBuffers = 8;
+constexpr size_t kMaxBuffers = 8;  // state buffers, and the dims rank-1 takes (as cuda::kMaxRank1Dims)
 
 Tensor map_tensor(quant::QuantMap4 m) {
   Tensor t = empty({16});
@@ -37,15 +37,16 @@ LowBitState::LowBitState(const Tensor& param, std::vector<std::string> buffer_na
   OCTET_CHECK(param.dtype() == DType::f32, "4-bit optimizer state: parameter must be f32, got ", param.dtype());
   OCTET_CHECK(is_signed.size() == ParamState::buffer_names().size(), "4-bit optimizer state: ", is_signed.size(),
               " signs for ", ParamState::buffer_names().size(), " buffers");
-  OCTET_CHECK(is_signed.size() <= kMaxBuffers && shape_.size() <= kMaxBuffers, "4-bit optimizer state: at most ",
-              kMaxBuffers, " buffers and dims");
+  OCTET_CHECK(is_signed.size() <= kMaxBuffers, "4-bit optimizer state: at most ", kMaxBuffers, " buffers, got ",
+              is_signed.size());
   // Rank-1 over the dims of extent > 1, where its scales cost no more than block-wise ones (4 bytes
-  // per 128 elements): a [1, n] or [n, 2] parameter is block-wise.
+  // per 128 elements): a [1, n] or [n, 2] parameter is block-wise, and so is one of more than
+  // kMaxBuffers such dims.
   Shape squeezed;
   int64_t scale_count = 0;
   for (int64_t extent : param.shape())
     if (extent > 1) squeezed.push_back(extent), scale_count += extent;
-  const bool rank1_fits = squeezed.size() >= 2 && scale_count * kBlock <= numel_;
+  const bool rank1_fits = squeezed.size() >= 2 && squeezed.size() <= kMaxBuffers && scale_count * kBlock <= numel_;
   if (rank1_fits) shape_ = squeezed;
   for (bool s : is_signed) {
     Buffer b;
@@ -196,7 +197,7 @@ void LowBitState::check_incoming(const std::function<const Tensor&(const std::st
                       std::memcmp(values.to(Device::cpu()).contiguous().data<float>(),
                                   quant::quant_map4(buffers_[i].map).data(), 16 * sizeof(float)) == 0;
     OCTET_CHECK(same, "4-bit state '", name, "': the checkpoint's map is not ", quant::quant_map_name(buffers_[i].map),
-                " (a checkpoint of other state bits or an other map)");
+                " (a checkpoint of other state bits, or of another map)");
   }
 }
 

@@ -199,6 +199,14 @@ TEST(Optim4bit, StateLayoutAndMemory) {
   const double want = n + 4.0 * (512 * 256 / 128 + 512 + 256 + 2 * 8192 / 128) + 4 * 16 * 4;
   EXPECT_DOUBLE_EQ(bytes, want);
   EXPECT_LT(bytes / (2 * n), 0.5 + 4.0 / 128);  // block-wise first moments: 4 bytes per 128
+  // More than 8 dims of extent > 1: block-wise (the kernels take rank-1 over at most 8).
+  Tensor deep = zeros(Shape(9, 4)).requires_grad_(true);
+  Adam many({{"d", deep}}, AdamOptions(1e-3), StateOptions().state_bits(4));
+  deep.set_grad(ones(Shape(9, 4)));
+  many.step();
+  bool blockwise = false;
+  for (const auto& [k, t] : many.state_dict()) blockwise |= k == "d.exp_avg_sq.absmax";
+  EXPECT_TRUE(blockwise);
 }
 
 TEST(Optim4bit, CheckpointRoundTripContinuesExactly) {

@@ -193,9 +193,9 @@ TEST(ParamGroups, BuildErrorsNameThePattern) {
   expect_error([&] { parse_recipe(kGroups, "r.yaml", {"optimizer.param_groups=[{params: \"*.bias\", lr: -1}]"}); },
                "optimizer.param_groups[0]: key 'optimizer.lr' must be >= 0, got -1");
   const Recipe bad_bits =
-      parse_recipe(kGroups, "r.yaml", {"optimizer.param_groups=[{params: \"*.bias\", state_bits: 4}]"});
+      parse_recipe(kGroups, "r.yaml", {"optimizer.param_groups=[{params: \"*.bias\", state_bits: 6}]"});
   expect_error([&] { build_optimizer(bad_bits, cnn_params()); },
-               "recipe optimizer.param_groups[0].state_bits: expected 32 or 8, got 4");
+               "recipe optimizer.param_groups[0].state_bits: expected 32, 8 or 4, got 6");
   const Recipe bad_block = parse_recipe(
       kGroups, "r.yaml", {"optimizer.param_groups=[{params: \"*.bias\", state_bits: 8, block_size: 100}]"});
   expect_error([&] { build_optimizer(bad_block, cnn_params()); },
@@ -215,8 +215,8 @@ TEST(ParamGroups, BuildErrorsNameThePattern) {
       },
       "recipe optimizer.param_groups[0].betas: expected in [0, 1), got 1 for adamw");
   // The section's own keys, checked when the optimizer is built, name the recipe file and line.
-  expect_error([&] { build_optimizer(parse_recipe("optimizer:\n  state_bits: 4\n", "r.yaml"), cnn_params()); },
-               "r.yaml:2: recipe optimizer.state_bits: expected 32 or 8, got 4");
+  expect_error([&] { build_optimizer(parse_recipe("optimizer:\n  state_bits: 6\n", "r.yaml"), cnn_params()); },
+               "r.yaml:2: recipe optimizer.state_bits: expected 32, 8 or 4, got 6");
   expect_error([&] { build_optimizer(parse_recipe("optimizer:\n  nesterov: true\n", "r.yaml"), cnn_params()); },
                "r.yaml:2: recipe optimizer.nesterov: true needs momentum > 0 and dampening 0, got momentum 0");
   // A block size is checked with 32-bit state too (3 was accepted until 8-bit state was asked for).
