@@ -14,8 +14,8 @@
 //     the least of its maxima over the dims (for a matrix: min(row max, column max)). Costs
 //     4 bytes per row and column instead of per block, and follows a matrix's row and column
 //     structure, which second moments have.
-// The kernels are compiled per ISA (core/cpu/isa.h, active_isa()) from one loop each, so every
-// path gives the same codes; the plain reference is nearest_code4.
+// The kernels follow active_isa() (core/cpu/isa.h): a plain loop, or AVX2 / AVX-512 kernels that
+// give the same codes and values; the scalar reference is nearest_code4.
 //   uint8_t packed[64];
 //   quant::encode4(x, 128, nullptr, absmax, QuantMap4::dynamic_signed, packed);
 //   quant::decode4(packed, 128, nullptr, absmax, QuantMap4::dynamic_signed, back);

@@ -84,7 +84,8 @@ const Thresholds& quant_thresholds(QuantMap map);  // cached for the built-in ma
 //   8-bit maps are built, in float32: the decades 10^-2, 10^-1, 1 with 1, 2 and 4 midpoints and
 //   their negatives, then 0 and 1.0: -0.8875 .. -0.0055, 0, 0.0055 .. 0.8875, 1. First moments.
 // linear_unsigned -- (j + 1) / 16 for j = 0..15 (torchao's linspace(0, 1, 17)[1:]). No 0: the
-//   paper's fix of the zero-point problem. A second moment is never stored as 0, so an element's
+//   paper's fix of the zero-point problem. A second moment is stored as at least 1/16 of its
+//   scale (0 only when the scale is: an all-zero block, row or column), so an element's
 //   m / (sqrt(v) + eps) cannot explode after a round trip; small ones are stored too large
 //   (a smaller step), never too small.
 enum class QuantMap4 : uint8_t { dynamic_signed, linear_unsigned };

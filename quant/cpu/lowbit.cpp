@@ -1,6 +1,7 @@
-// CPU kernels of the 4-bit codes (quant/lowbit.h): one loop each for encoding and decoding,
-// compiled per ISA through cpu::simd_dispatch (the same comparisons and the same float multiply
-// on every path, so the same codes and values), and the rank-1 maxima and scales.
+// CPU kernels of the 4-bit codes (quant/lowbit.h): a plain loop each for encoding and decoding
+// (the portable path and the kernels' tails), hand-written AVX2 and AVX-512 kernels (the same
+// comparisons and the same float multiply, so the same codes and values; tested against the plain
+// path), and the rank-1 maxima and scales, compiled per ISA through cpu::simd_dispatch.
 #include "quant/lowbit.h"
 
 #include <algorithm>
@@ -32,8 +33,8 @@ namespace {
 // quant::code4 (quant/block_code.h, shared with the CUDA kernels) on a map's thresholds, inlined.
 OCTET_SIMD_INLINE unsigned code4(const Thresholds4& t, float v) { return quant::code4(t.data(), v); }
 
-// The plain loops (portable and AVX2 copies): codes of a chunk into bytes, then packed; unpacked
-// into bytes, then looked up. Contiguous loops the compiler vectorizes.
+// The plain loops (the portable path, and the tails of the AVX2 / AVX-512 kernels): codes of a
+// chunk into bytes, then packed; unpacked into bytes, then looked up.
 constexpr int64_t kChunk = 256;
 
 template <bool kPerElement>

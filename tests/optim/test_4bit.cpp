@@ -232,6 +232,18 @@ TEST(Optim4bit, WrongCheckpointsAndOptionsAreErrors) {
     return std::string();
   }();
   EXPECT_NE(msg.find("exp_avg"), std::string::npos) << msg;
+  // A corrupt scale (NaN, negative) is an Error naming its key, not NaN state.
+  for (const char* key : {"w.exp_avg.absmax", "w.exp_avg_sq.absmax"}) {
+    NamedTensors bad = four.state_dict();
+    for (auto& [k, t] : bad)
+      if (k == key) t.view({-1}).narrow(0, 1, 1).fill_(k == "w.exp_avg.absmax" ? std::nan("") : -1.0);
+    try {
+      four.load_state_dict(bad);
+      ADD_FAILURE() << key << ": no error";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(key + 2), std::string::npos) << e.what();
+    }
+  }
   EXPECT_THROW(Adam({{"w", w}}, AdamOptions(1e-3), StateOptions().state_bits(5)), Error);
   Tensor d = zeros({64, 128}, DType::f64).requires_grad_(true);
   Adam f64({{"d", d}}, AdamOptions(1e-3), StateOptions().state_bits(4));  // f64 keeps 32-bit state
