@@ -49,11 +49,11 @@ LowBitState::LowBitState(const Tensor& param, std::vector<std::string> buffer_na
     if (extent > 1) squeezed.push_back(extent), scale_count += extent;
   const bool rank1_fits = squeezed.size() >= 2 && squeezed.size() <= kMaxBuffers && scale_count * kBlock <= numel_;
   if (rank1_fits) shape_ = squeezed;
+  const Device dev = param.device();
   for (bool s : is_signed) {
     Buffer b;
     b.map = s ? quant::QuantMap4::dynamic_signed : quant::QuantMap4::linear_unsigned;
     b.rank1 = !s && rank1_fits;
-    const Device dev = param.device();
     b.codes = zeros({quant::packed4_bytes(numel_)}, TensorOptions(DType::u8).device(dev));
     if (b.rank1) {
       for (int64_t extent : shape_) b.maxima.push_back(zeros({extent}, TensorOptions(dev)));

@@ -166,12 +166,12 @@ class DenseState : public ParamState {
 // How state is stored: 32-bit (dense, the parameter's dtype), 8-bit (block-wise quantized codes
 // and absmax, optim/blockwise_state.h) or 4-bit (two codes per byte, block-wise first moments and
 // rank-1 second moments, optim/lowbit_state.h; not with sharded state; its CUDA kernels have not
-// run on a GPU yet). Only f32
-// parameters with at least min_8bit_size elements get low-bit state; names matching a keep_32bit
-// pattern ('*' matches any run of characters, e.g. "*embedding*") keep 32-bit state, and so do
-// parameters their layer marked with Module::mark_keep_32bit_state (StableEmbedding's weight),
-// whatever the patterns. Switching bits changes nothing else: same options, formulas and state
-// names (low-bit buffers are saved as "<buffer>.codes", "<buffer>.absmax", ...).
+// run on a GPU yet). Only f32 parameters with at least min_8bit_size elements get low-bit state;
+// names matching a keep_32bit pattern ('*' matches any run of characters, e.g. "*embedding*")
+// keep 32-bit state, and so do parameters their layer marked with
+// Module::mark_keep_32bit_state (StableEmbedding's weight), whatever the patterns. Switching bits
+// changes nothing else: same options, formulas and state names (low-bit buffers are saved as
+// "<buffer>.codes", "<buffer>.absmax", ...).
 //   Adam opt(model.named_parameters(), AdamOptions(1e-3), StateOptions().state_bits(8));
 // block_size (8-bit only; 4-bit blocks are 128 as in the paper): 256 as in the reference
 // implementation (bitsandbytes allocates every 8-bit state in

@@ -41,10 +41,8 @@ float absmax4(const float* x, int64_t n);
 
 // ---- rank-1 normalization of a tensor of `shape` (>= 2 dims), flat and contiguous.
 
-// maxima[d] (shape[d] floats each, overwritten): the largest finite |x| along each index of dim d.
-void rank1_maxima(const float* x, std::span<const int64_t> shape, float* const* maxima);
-
-// The same maxima gathered range by range (an update's blocks, on its threads), then merged.
+// maxima[d][i]: the largest finite |x| over the elements with index i along dim d, gathered range
+// by range (an update's blocks, on its threads), then merged.
 class Rank1Maxima {
  public:
   explicit Rank1Maxima(std::span<const int64_t> shape);  // all 0

@@ -1,8 +1,9 @@
 // The CUDA versions of optim/'s kernels (optim/cuda/kernels.h): finds the device memory of a
 // parameter's state -- a DenseState's buffers, a BlockwiseState's codes and absmax, or a
 // LowBitState's packed codes and scales, the layouts the kernels of optim/cuda/update.h know --
-// and launches the kernels on the current stream. A layer-wise update leaves its factor in a one-element device tensor
-// that its update kernel reads, so no update waits for the device. Built with OCTET_CUDA only.
+// and launches the kernels on the current stream. A layer-wise update leaves its factor in a
+// one-element device tensor that its update kernel reads, so no update waits for the device.
+// Built with OCTET_CUDA only.
 #include <algorithm>
 #include <type_traits>
 #include <vector>

@@ -9,12 +9,10 @@
 #include <bit>
 #include <cmath>
 #include <iterator>
-#include <mutex>
 #include <vector>
 
 #include "core/cpu/isa.h"
 #include "core/error.h"
-#include "core/parallel.h"
 #include "quant/block_code.h"
 #include "quant/cpu/blockwise.h"
 
@@ -305,22 +303,6 @@ void Rank1Maxima::merge_into(float* const* maxima) const {
       maxima[d][i] = std::max(maxima[d][i], std::bit_cast<float>(bits_[d][static_cast<size_t>(i)]));
 }
 
-void rank1_maxima(const float* x, std::span<const int64_t> shape, float* const* maxima) {
-  OCTET_CHECK(shape.size() >= 2, "rank1_maxima: a tensor of ", shape.size(), " dims (rank-1 normalization needs >= 2)");
-  int64_t n = 1;
-  for (int64_t extent : shape) n *= extent;
-  for (size_t d = 0; d < shape.size(); ++d) std::fill(maxima[d], maxima[d] + shape[d], 0.0f);
-  std::mutex merge;
-  // Each range keeps its own maxima and merges them at the end: a max is exact, so the result
-  // does not depend on the ranges.
-  parallel_for(0, n, 1 << 14, [&](int64_t begin, int64_t end) {
-    Rank1Maxima local(shape);
-    local.add(begin, end - begin, x + begin);
-    std::lock_guard<std::mutex> lock(merge);
-    local.merge_into(maxima);
-  });
-}
-
 void rank1_scales(std::span<const int64_t> shape, const float* const* maxima, int64_t begin, int64_t n, float* out) {
   const size_t dims = shape.size();
   OCTET_CHECK(dims >= 2, "rank1_scales: a tensor of ", dims, " dims (rank-1 normalization needs >= 2)");
@@ -328,13 +310,9 @@ void rank1_scales(std::span<const int64_t> shape, const float* const* maxima, in
   const float* last = maxima[dims - 1];
   int64_t i = 0;
   while (i < n) {
-    const int64_t flat = begin + i, row = flat / inner, j0 = flat % inner;
-    float outer = INFINITY;  // the least of the row's maxima along the leading dims
-    int64_t rest = row;
-    for (size_t d = dims - 1; d-- > 0;) {
-      outer = std::min(outer, maxima[d][rest % shape[d]]);
-      rest /= shape[d];
-    }
+    const int64_t flat = begin + i, j0 = flat % inner;
+    // The least of the row's maxima along the leading dims.
+    const float outer = rank1_scale(maxima, shape.data(), static_cast<int>(dims) - 1, flat / inner);
     const int64_t len = std::min(inner - j0, n - i);
     float* o = out + i;
     const float* m = last + j0;

@@ -174,10 +174,17 @@ TEST(LowBitRank1, MaximaAndScalesMatchPlainLoops) {
     std::vector<std::vector<float>> got_max(shape.size());
     std::vector<float*> ptrs;
     for (size_t d = 0; d < shape.size(); ++d) {
-      got_max[d].assign(static_cast<size_t>(shape[d]), -1.0f);
+      got_max[d].assign(static_cast<size_t>(shape[d]), 0.0f);
       ptrs.push_back(got_max[d].data());
     }
-    rank1_maxima(x.data(), shape, ptrs.data());
+    // Gathered as an update gathers them: ranges that cut rows, on two "threads", then merged.
+    Rank1Maxima first(shape), second(shape);
+    const int64_t cut1 = n / 3 + 1, cut2 = 2 * n / 3 + 1;
+    first.add(0, cut1, x.data());
+    second.add(cut1, cut2 - cut1, x.data() + cut1);
+    first.add(cut2, n - cut2, x.data() + cut2);
+    first.merge_into(ptrs.data());
+    second.merge_into(ptrs.data());
     EXPECT_EQ(got_max, want_max);
     // Scales of every range, as the blocks of a state ask for them: [begin, begin + len).
     for (int64_t begin : {int64_t{0}, int64_t{1}, n / 3, n - 1}) {
@@ -187,9 +194,7 @@ TEST(LowBitRank1, MaximaAndScalesMatchPlainLoops) {
       EXPECT_EQ(got, std::vector<float>(want_scales.begin() + begin, want_scales.begin() + begin + len));
     }
   }
-  const float one[2] = {1, 2};
-  float* m[1] = {nullptr};
-  EXPECT_THROW(rank1_maxima(one, std::vector<int64_t>{2}, m), Error);
+  EXPECT_THROW(Rank1Maxima(std::vector<int64_t>{2}), Error);
 }
 
 }  // namespace
