@@ -63,6 +63,10 @@ struct AttentionGeometry {
   bool causal;
   double dropout_p;
   uint64_t seed, offset;  // the dropout draw: element ((b*H + h)*Tq + i)*Tk + j of (seed, offset)
+  // bf16 attention (core/autocast.h) on f32 operands holding bf16 values: the probabilities P~
+  // and dS rounded to bf16 before the products that take them, as the CPU's bf16 kernel rounds
+  // (bf16 q, k, v imply it there).
+  bool round_bf16 = false;
 };
 
 struct Pool2dGeometry {

@@ -13,13 +13,6 @@ namespace {
 
 constexpr int64_t kGrain = int64_t{1} << 15;
 
-// The BFloat16 constructor's rounding without a branch, so each ISA's copy vectorizes.
-OCTET_SIMD_INLINE uint16_t bf16_bits(uint32_t u) {
-  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-  const uint32_t quiet_nan = (u >> 16) | 0x40u;
-  return static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
-}
-
 }  // namespace
 
 void round_to_bf16(const float* x, BFloat16* y, int64_t n) {

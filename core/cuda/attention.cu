@@ -4,6 +4,10 @@
 //   - forward, per block of query rows [i0, i1): S = scale Q K^T against the keys that block can
 //     see (all, or j < i1 when causal), the row softmax in one kernel (max, sum, lse = max + log
 //     sum, then P~ = exp(S - lse) with dropout applied, in place), O = P~ V;
+//   - bf16 attention (g.round_bf16, f32 operands holding bf16 values): P~ and dS rounded to bf16
+//     before their products, as the CPU's bf16 kernel (core/cpu/attention.cpp) rounds them; the
+//     forward's P~ here is normalized before its rounding, the CPU's online softmax rounds
+//     exp(S - running max): the outputs agree to a bf16 unit;
 //   - backward: D_i = dO_i . O_i, then per block S again, dP~ = dO V^T, one elementwise kernel that
 //     recomputes P from the saved lse and forms dS = P (dP - D) scale, then dV += P~^T dO,
 //     dK += dS^T Q and dQ = dS K.
@@ -16,6 +20,7 @@
 #include <cstdint>
 
 #include "core/cuda/cuda_util.h"
+#include "core/cuda/device_util.cuh"
 #include "core/cuda/gemm.h"
 #include "core/cuda/kernels.h"
 #include "core/generator.h"
@@ -37,6 +42,13 @@ __device__ inline double keep_scale(const AttentionGeometry& g, int64_t bh, int6
   if (g.dropout_p <= 0) return 1.0;
   const bool kept = dropout_keeps(g.seed, g.offset, static_cast<uint64_t>((bh * g.tq + i) * g.tk + j), g.dropout_p);
   return kept ? 1.0 / (1.0 - g.dropout_p) : 0.0;
+}
+
+// x, or (bf16 attention on f32 operands, g.round_bf16) x rounded to bf16: what the products take.
+template <typename T>
+__device__ inline T product_operand(const AttentionGeometry& g, T x) {
+  if constexpr (sizeof(T) == 4) return g.round_bf16 ? bf16_to_float(float_to_bf16(x)) : x;
+  return x;
 }
 
 // Block-wide max or sum of v (every thread gets it); `red` is kRowThreads of shared scratch.
@@ -87,7 +99,7 @@ __global__ void __launch_bounds__(kRowThreads)
   sum = block_reduce<T, false>(sum, red);
   const T l = mx + log(sum);
   for (int64_t j = threadIdx.x; j < blk.nk; j += kRowThreads)
-    row[j] = masked(g, pad, i, j) ? T(0) : exp(row[j] - l) * static_cast<T>(keep_scale(g, bh, i, j));
+    row[j] = masked(g, pad, i, j) ? T(0) : product_operand(g, exp(row[j] - l) * static_cast<T>(keep_scale(g, bh, i, j)));
   if (threadIdx.x == 0) lse[bh * g.tq + i] = l;
 }
 
@@ -123,8 +135,8 @@ __global__ void backward_scores_kernel(AttentionGeometry g, QueryBlock blk, cons
     }
     const T p = exp(s[e] - l);
     const T z = static_cast<T>(keep_scale(g, bh, i, j));
-    s[e] = p * z;
-    dp[e] = p * (z * dp[e] - delta[row]) * static_cast<T>(g.scale);
+    s[e] = product_operand(g, p * z);
+    dp[e] = product_operand(g, p * (z * dp[e] - delta[row]) * static_cast<T>(g.scale));
   }
 }
 

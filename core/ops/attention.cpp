@@ -63,24 +63,29 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   }
   Tensor qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous();
   // autocast (core/autocast.h), or bf16 q, k, v (autocast's activations): q, k, v (and, in the
-  // backward, the output's gradient) rounded to bf16, the products accumulated in f32 by the f32
-  // kernel (bf16's numbers, not yet its speed), the output rounded to autocast::output_dtype. The
-  // backward keeps the bf16 copies and widens them back.
+  // backward, the output's gradient) rounded to bf16, the products summed in f32, the output
+  // rounded to autocast::output_dtype; the probabilities and dS rounded to bf16 before the
+  // products that take them, as FlashAttention's (g.round_bf16). The CPU kernel takes the bf16
+  // tensors (its products run in bf16 on CPUs that have it); CUDA's is the f32 kernel on the
+  // widened bf16 values for now. The backward keeps the bf16 copies (and, on the CPU,
+  // the bf16 output).
   const bool bf16 = autocast::lowers("scaled_dot_product_attention", {q, k, v});
+  g.round_bf16 = bf16;
+  const bool bf16_kernel = bf16 && q.device().is_cpu();
   const DType compute = bf16 ? DType::f32 : q.dtype(), out_t = bf16 ? autocast::output_dtype(q.device()) : compute;
   const TensorOptions opts = TensorOptions(compute).device(q.device());
-  auto widened = [compute](const Tensor& t) { return autocast::cast(t, compute); };
+  // What the kernel takes for a bf16 copy: itself, or widened back to f32.
+  auto operand = [=](const Tensor& t) { return bf16 && !bf16_kernel ? autocast::cast(t, DType::f32) : t; };
   Tensor qk = qc, kk = kc, vk = vc;  // what the backward keeps
-  if (bf16) {
+  if (bf16)
     qk = autocast::cast(qc, DType::bf16), kk = autocast::cast(kc, DType::bf16), vk = autocast::cast(vc, DType::bf16);
-    qc = widened(qk), kc = widened(kk), vc = widened(vk);
-  }
   Tensor pad = o.key_padding_mask_.defined() ? o.key_padding_mask_.contiguous() : Tensor();
-  Tensor out = empty({g.b, g.h, g.tq, g.dv}, opts), lse = empty({g.b, g.h, g.tq}, opts), result = out;
+  Tensor out = empty({g.b, g.h, g.tq, g.dv}, bf16_kernel ? TensorOptions(out_t) : opts);
+  Tensor lse = empty({g.b, g.h, g.tq}, opts), result = out;
   {
     NoGradGuard ng;
-    kernels::attention_forward(g, qc, kc, vc, pad, out, lse);
-    if (out_t != compute) result = out.to(out_t);
+    kernels::attention_forward(g, operand(qk), operand(kk), operand(vk), pad, out, lse);
+    if (out.dtype() != out_t) result = out.to(out_t);
   }
   if (autograd::needs_grad({q, k, v})) {
     const bool rq = q.requires_grad(), rk = k.requires_grad(), rv = v.requires_grad();
@@ -88,12 +93,12 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
     autograd::SavedTensor spad = saved(pad);
     autograd::record("scaled_dot_product_attention", {q, k, v}, {result}, [=](const Grads& grads) {
       NoGradGuard ng;
-      const Tensor qq = widened(sq), kq = widened(sk), vq = widened(sv);
-      const TensorOptions to = TensorOptions(qq.dtype()).device(qq.device());
+      const Tensor qq = operand(sq), kq = operand(sk), vq = operand(sv);
+      const TensorOptions to = TensorOptions(compute).device(qq.device());
       Tensor dq = rq ? empty(qq.shape(), to) : Tensor();
       Tensor dk = rk ? empty(kq.shape(), to) : Tensor();
       Tensor dv = rv ? empty(vq.shape(), to) : Tensor();
-      const Tensor dout = bf16 ? widened(autocast::cast(grads[0].contiguous(), DType::bf16)) : grads[0].contiguous();
+      const Tensor dout = bf16 ? operand(autocast::cast(grads[0].contiguous(), DType::bf16)) : grads[0].contiguous();
       kernels::attention_backward(g, qq, kq, vq, spad, sout, dout, slse, dq, dk, dv);
       return Grads{dq, dk, dv};
     });

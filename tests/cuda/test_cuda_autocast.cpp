@@ -39,6 +39,10 @@ testing::ParityFn under_bf16(testing::ParityFn fn) {
 // The outputs: equal bf16 roundings of f32 sums that agree to kSums, but for a sum that lands on
 // either side of a rounding boundary: one bf16 unit (2^-8 relative). The gradients: kSums.
 const testing::ParityOptions kRounded = testing::tolerances({{4e-3, 4e-3}, {4e-3, 4e-3}}, kSums);
+// Attention's gradients take P~ and dS rounded to bf16 on both devices; a value computed near a
+// rounding boundary may round either way on each, moving a gradient row by a bf16 unit of it.
+const testing::ParityOptions kRoundedAttention =
+    testing::tolerances({{4e-3, 4e-3}, {4e-3, 4e-3}}, {{8e-3, 8e-3}, {8e-3, 8e-3}});
 
 TEST_F(CudaAutocast, Products) {
   const DType t = DType::f32;
@@ -66,7 +70,7 @@ TEST_F(CudaAutocast, ConvolutionAttentionLstm) {
         return Outputs{scaled_dot_product_attention(v[0], v[1], v[2], AttentionOptions().causal(true))};
       }),
       {normal_input({2, 3, 33, 16}, t, 13), normal_input({2, 3, 33, 16}, t, 14), normal_input({2, 3, 33, 8}, t, 15)},
-      kRounded);
+      kRoundedAttention);
   expect_parity("bf16 lstm_layer", under_bf16([](const Inputs& v) {
                   auto [y, s] = lstm_layer(v[0], LstmState{}, v[1], v[2], v[3], v[4]);
                   return Outputs{y, s.h, s.c};

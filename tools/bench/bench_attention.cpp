@@ -1,10 +1,11 @@
-// Scaled dot-product attention (core/ops/attention.h), causal, f32: forward alone and forward +
+// Scaled dot-product attention (core/ops/attention.h), causal, f32 or bf16: forward alone and forward +
 // backward of sum(out * r), for q, k, v [B, H, T, D] at each T, beside PyTorch's
 // F.scaled_dot_product_attention (bench_attention_torch.py, run once per round between octet's
 // timings: the rounds alternate, and each cell is the best over them). The backward's saved state
-// is out and the row log-sum-exp: T values per head besides the inputs, never [T, T].
+// is out and the row log-sum-exp: T values per head besides the inputs, never [T, T]. --dtype bf16
+// makes q, k, v bf16 tensors on both sides (as a bf16 model's activations reach attention).
 //   build/tools/bench/octet_bench_attention [--device cpu|cuda] [--lengths 256,1024,2048] [--batch 1]
-//       [--heads 4] [--dim 64] [--reps 3] [--rounds 2] [--threads N] [--python python3]
+//       [--heads 4] [--dim 64] [--dtype f32|bf16] [--reps 3] [--rounds 2] [--threads N] [--python python3]
 //       [--torch-script PATH|none]
 #include <cstdio>
 #include <cstdlib>
@@ -26,7 +27,8 @@ using octet::bench::shell_quote;
 namespace {
 
 struct Args {
-  std::string device = "cpu", python = "python3", script = std::string(OCTET_BENCH_DIR) + "/bench_attention_torch.py";
+  std::string device = "cpu", dtype = "f32", python = "python3",
+              script = std::string(OCTET_BENCH_DIR) + "/bench_attention_torch.py";
   std::vector<int64_t> lengths{256, 1024, 2048};
   int64_t batch = 1, heads = 4, dim = 64, threads = 0;
   int reps = 3, rounds = 2;
@@ -54,6 +56,8 @@ void time_octet(const Args& a, Device dev, std::map<int64_t, Times>& best) {
            k = randn({a.batch, a.heads, t, a.dim}, {}, &g).to(dev);
     Tensor v = randn({a.batch, a.heads, t, a.dim}, {}, &g).to(dev),
            r = randn({a.batch, a.heads, t, a.dim}, {}, &g).to(dev);
+    if (a.dtype == "bf16")
+      for (Tensor* x : {&q, &k, &v, &r}) *x = x->to(DType::bf16);
     for (Tensor* x : {&q, &k, &v}) x->requires_grad_(true);
     const AttentionOptions causal = AttentionOptions().causal(true);
     const double fwd = best_time(a.reps, [&] {
@@ -80,8 +84,8 @@ bool time_torch(const Args& a, std::map<int64_t, Times>& best, std::string& abou
   }
   const std::string cmd = shell_quote(a.python) + " " + shell_quote(a.script) + " --device " + a.device +
                           " --lengths " + lengths + " --batch " + std::to_string(a.batch) + " --heads " +
-                          std::to_string(a.heads) + " --dim " + std::to_string(a.dim) + " --reps " +
-                          std::to_string(a.reps) + " --threads " + std::to_string(a.threads);
+                          std::to_string(a.heads) + " --dim " + std::to_string(a.dim) + " --dtype " + a.dtype +
+                          " --reps " + std::to_string(a.reps) + " --threads " + std::to_string(a.threads);
   const auto [text, status] = run_capture(cmd);
   if (status == -1) {
     about = "PyTorch not run: cannot start " + a.python;
@@ -118,6 +122,7 @@ int main(int argc, char** argv) {
                                       {"--batch", octet::bench::into(a.batch)},
                                       {"--heads", octet::bench::into(a.heads)},
                                       {"--dim", octet::bench::into(a.dim)},
+                                      {"--dtype", octet::bench::into(a.dtype)},
                                       {"--reps", octet::bench::into(a.reps)},
                                       {"--rounds", octet::bench::into(a.rounds)},
                                       {"--threads", octet::bench::into(a.threads)},
@@ -126,6 +131,10 @@ int main(int argc, char** argv) {
                                   });
   if (!problem.empty()) {
     std::fprintf(stderr, "%s: %s\n", "octet_bench_attention", problem.c_str());
+    return 2;
+  }
+  if (a.dtype != "f32" && a.dtype != "bf16") {
+    std::fprintf(stderr, "octet_bench_attention: --dtype is f32 or bf16, got %s\n", a.dtype.c_str());
     return 2;
   }
   try {
@@ -138,7 +147,7 @@ int main(int argc, char** argv) {
       time_octet(a, dev, ours);
       if (a.script != "none") torch_ok = time_torch(a, theirs, about) || torch_ok;
     }
-    std::printf("## Attention, causal, f32: octet vs PyTorch SDPA on %s\n\n", a.device.c_str());
+    std::printf("## Attention, causal, %s: octet vs PyTorch SDPA on %s\n\n", a.dtype.c_str(), a.device.c_str());
     std::printf("- octet: %s, %d threads; B=%lld H=%lld D=%lld; best of %d x %d rounds, alternating\n- %s\n\n",
                 dev.is_cuda() ? cuda::device_name(dev.index).c_str() : "cpu", get_num_threads(),
                 static_cast<long long>(a.batch), static_cast<long long>(a.heads), static_cast<long long>(a.dim), a.reps,

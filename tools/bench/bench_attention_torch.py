@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """PyTorch's torch.nn.functional.scaled_dot_product_attention timed as octet_bench_attention times
 octet's: q, k, v [B, H, T, D] (requires_grad), causal, forward alone and forward + backward of
-sum(out * r), the best of REPS after a warm-up, for each T. Prints one CSV line per T:
+sum(out * r) (f32, or --dtype bf16 tensors), the best of REPS after a warm-up, for each T. Prints one CSV line per T:
   RESULT,T,forward_ms,forward_backward_ms
   python3 tools/bench/bench_attention_torch.py --device cpu --lengths 256,1024 --batch 1 --heads 4 --dim 64
 octet_bench_attention runs it once per round, alternating with its own timings.
@@ -32,6 +32,7 @@ def main():
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--dim", type=int, default=64)
+    ap.add_argument("--dtype", choices=["f32", "bf16"], default="f32")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--threads", type=int, default=0)
     a = ap.parse_args()
@@ -44,7 +45,8 @@ def main():
     gen = torch.Generator(device="cpu").manual_seed(0)
     for t in (int(x) for x in a.lengths.split(",")):
         shape = (a.batch, a.heads, t, a.dim)
-        q, k, v, r = (torch.randn(shape, generator=gen).to(dev) for _ in range(4))
+        dtype = torch.bfloat16 if a.dtype == "bf16" else torch.float32
+        q, k, v, r = (torch.randn(shape, generator=gen).to(dev, dtype) for _ in range(4))
         for x in (q, k, v):
             x.requires_grad_(True)
 
