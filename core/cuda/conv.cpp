@@ -2,6 +2,14 @@
 // Depthwise convolutions (groups == C, K a multiple of C) run on our own kernels (depthwise.cu);
 // everything else runs on cuDNN, with a bias add of our own after the forward.
 //
+// bf16 x and w (autocast's convolutions, core/autocast.h) run cuDNN's bf16 kernels (bf16 tensors,
+// f32 accumulation: its PSEUDO_BFLOAT16 configuration, tensor cores allowed), which write bf16:
+// the output, dx and dw come out rounded to bf16 (as PyTorch's autocast gives on CUDA) and are
+// widened into the f32 tensors the op hands over, the bias added after in f32. The CPU keeps dx
+// and dw in f32 and adds the bias before its one rounding: the devices agree to a bf16 unit.
+// Depthwise layers and shapes cuDNN has no bf16 algorithm for run the f32 kernels on the widened
+// operands.
+//
 // Which cuDNN API: the legacy convolution calls (cudnnConvolutionForward / BackwardData /
 // BackwardFilter, algorithms from the cudnnGet*Algorithm_v7 heuristics). They are deprecated in
 // cuDNN 9 but still shipped and supported, and they cover everything needed here (groups,
@@ -77,7 +85,13 @@ struct Plan {
   Algo algo[3];
 };
 
-cudnnDataType_t cudnn_type(DType t) { return t == DType::f32 ? CUDNN_DATA_FLOAT : CUDNN_DATA_DOUBLE; }
+cudnnDataType_t cudnn_type(DType t) {
+  if (t == DType::bf16) return CUDNN_DATA_BFLOAT16;
+  return t == DType::f32 ? CUDNN_DATA_FLOAT : CUDNN_DATA_DOUBLE;
+}
+
+// The convolution's compute type: f32 for bf16 tensors (PSEUDO_BFLOAT16_CONFIG), else the data's.
+cudnnDataType_t compute_type(DType t) { return t == DType::bf16 ? CUDNN_DATA_FLOAT : cudnn_type(t); }
 
 int to_int(int64_t v) { return static_cast<int>(v); }
 
@@ -94,7 +108,7 @@ std::unique_ptr<Plan> create_plan(const Conv2dGeometry& g, DType dtype, bool tf3
   for (ConvDesc& conv : plan->conv) {
     OCTET_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(conv.get(), to_int(g.pad_h), to_int(g.pad_w), to_int(g.stride_h),
                                                       to_int(g.stride_w), to_int(g.dil_h), to_int(g.dil_w),
-                                                      CUDNN_CROSS_CORRELATION, type));
+                                                      CUDNN_CROSS_CORRELATION, compute_type(dtype)));
     OCTET_CUDNN_CHECK(cudnnSetConvolutionGroupCount(conv.get(), to_int(g.groups)));
     OCTET_CUDNN_CHECK(cudnnSetConvolutionMathType(conv.get(), math));
   }
@@ -260,11 +274,11 @@ Tensor workspace_for(const std::vector<Prepared>& calls, const Tensor& like) {
   return empty({static_cast<int64_t>(bytes)}, TensorOptions(DType::u8).device(like.device()));
 }
 
-// Alpha and beta in the type cuDNN wants for the data type (float for f32, double for f64).
+// Alpha and beta in the type cuDNN wants for the data type (float for f32 and bf16, double for f64).
 const void* scale(DType t, int v) {
   static const float f[2] = {0.0f, 1.0f};
   static const double d[2] = {0.0, 1.0};
-  return t == DType::f32 ? static_cast<const void*>(&f[v]) : static_cast<const void*>(&d[v]);
+  return t == DType::f64 ? static_cast<const void*>(&d[v]) : static_cast<const void*>(&f[v]);
 }
 
 // A pointer `n0` samples of `per_sample` elements into contiguous t.
@@ -275,7 +289,9 @@ void* at_sample(const Tensor& t, int64_t n0, int64_t per_sample) {
 // The shared operand checks, and the dtypes cuDNN and the direct kernels take.
 void check_operands(const char* op, const Conv2dGeometry& g, const Tensor& x, const Tensor& w) {
   check_conv_operands(op, g, x, w);
-  OCTET_CHECK(x.dtype() == DType::f32 || x.dtype() == DType::f64, op, ": expected dtype f32 or f64, got ", x.dtype());
+  OCTET_CHECK(x.dtype() == DType::f32 || x.dtype() == DType::f64 || x.dtype() == DType::bf16, op,
+              ": expected dtype f32, f64 or bf16, got ", x.dtype());
+  OCTET_CHECK(w.dtype() == x.dtype(), op, ": dtypes differ: input ", x.dtype(), ", weight ", w.dtype());
 }
 
 // Runs fn; a failure inside cuDNN gets the convolution's shape appended to its message.
@@ -347,17 +363,40 @@ bool cudnn_backward_filter(const Conv2dGeometry& g, const Tensor& x, const Tenso
 }  // namespace
 
 namespace {
-// autocast's bf16 operands widened to f32 (exact): the CUDA convolutions compute bf16 products in
-// f32 for now (the same numbers; cuDNN's bf16 kernels are not wired in yet).
+
+// autocast's bf16 operands widened to f32 (exact), for the f32 kernels.
 Tensor widened(const Tensor& t) {
   Tensor out = empty(t.shape(), TensorOptions(DType::f32).device(t.device()));
   copy(out, t.contiguous());
   return out;
 }
+
+Tensor bf16_like(const Tensor& t) { return empty(t.shape(), TensorOptions(DType::bf16).device(t.device())); }
+
+// A bf16 convolution on cuDNN's bf16 kernels into the f32 out (bias added in f32); false, having
+// done nothing, where it has no algorithm.
+bool bf16_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& out) {
+  if (is_depthwise(g) || !cudnn_can_run(g)) return false;
+  Tensor y = bf16_like(out);
+  if (!cudnn_forward(g, x, w, y)) return false;
+  copy(out, y);
+  if (bias.defined()) add_channel_bias(out, bias, g.n, g.k, g.p * g.q);
+  return true;
+}
+
 }  // namespace
 
 void conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& out) {
-  if (x.dtype() == DType::bf16) return cuda::conv2d_forward(g, widened(x), widened(w), bias, out);
+  if (x.dtype() == DType::bf16) {
+    check_operands("conv2d_forward", g, x, w);
+    OCTET_CHECK(out.is_contiguous() && out.dtype() == DType::f32 && out.numel() == g.n * g.k * g.p * g.q,
+                "conv2d_forward: a bf16 convolution on CUDA writes a contiguous f32 output of ", g.n * g.k * g.p * g.q,
+                " elements, got ", out.dtype(), " ", out.shape());
+    bool done = out.numel() == 0;
+    if (!done) with_shape("conv2d_forward", g, x.dtype(), [&] { done = bf16_forward(g, x, w, bias, out); });
+    if (!done) cuda::conv2d_forward(g, widened(x), widened(w), bias, out);
+    return;
+  }
   check_operands("conv2d_forward", g, x, w);
   OCTET_CHECK(out.is_contiguous() && out.dtype() == x.dtype() && out.numel() == g.n * g.k * g.p * g.q,
               "conv2d_forward: expected a contiguous ", x.dtype(), " output of ", g.n * g.k * g.p * g.q,
@@ -372,9 +411,44 @@ void conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, c
   });
 }
 
+namespace {
+
+// The backward of a bf16 convolution: dx and dw (f32) from cuDNN's bf16 kernels where it has them,
+// each pass that it has not on the f32 kernels with the widened operands.
+void bf16_backward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& dout, const Tensor& dx,
+                   const Tensor& dw) {
+  check_operands("conv2d_backward", g, x, w);
+  OCTET_CHECK(dout.dtype() == DType::bf16 && (!dx.defined() || dx.dtype() == DType::f32) &&
+                  (!dw.defined() || dw.dtype() == DType::f32),
+              "conv2d_backward: a bf16 convolution on CUDA takes a bf16 dout and writes f32 dx and dw");
+  const bool sizes = dout.is_contiguous() && dout.numel() == g.n * g.k * g.p * g.q &&
+                     (!dx.defined() || (dx.is_contiguous() && dx.numel() == x.numel())) &&
+                     (!dw.defined() || (dw.is_contiguous() && dw.numel() == w.numel()));
+  OCTET_CHECK(sizes, "conv2d_backward: expected a contiguous dout of ", g.n * g.k * g.p * g.q,
+              " elements and dx, dw of ", x.numel(), " and ", w.numel(), ", got ", dout.shape(), ", ",
+              dx.defined() ? dx.shape() : Shape{}, ", ", dw.defined() ? dw.shape() : Shape{});
+  const bool cudnn = g.n > 0 && !is_depthwise(g) && cudnn_can_run(g);
+  bool dx_done = !dx.defined(), dw_done = !dw.defined();
+  if (cudnn)
+    with_shape("conv2d_backward", g, x.dtype(), [&] {
+      if (!dx_done) {
+        Tensor d = bf16_like(dx);
+        if ((dx_done = cudnn_backward_data(g, w, dout, d))) copy(dx, d);
+      }
+      if (!dw_done) {
+        Tensor d = bf16_like(dw);
+        if ((dw_done = cudnn_backward_filter(g, x, dout, d))) copy(dw, d);
+      }
+    });
+  if (!dx_done || !dw_done)
+    cuda::conv2d_backward(g, widened(x), widened(w), widened(dout), dx_done ? Tensor() : dx, dw_done ? Tensor() : dw);
+}
+
+}  // namespace
+
 void conv2d_backward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& dout, const Tensor& dx,
                      const Tensor& dw) {
-  if (x.dtype() == DType::bf16) return cuda::conv2d_backward(g, widened(x), widened(w), widened(dout), dx, dw);
+  if (x.dtype() == DType::bf16) return bf16_backward(g, x, w, dout, dx, dw);
   check_operands("conv2d_backward", g, x, w);
   check_conv_grads("conv2d_backward", g, x, w, dout, dx, dw);
   if (!dx.defined() && !dw.defined()) return;

@@ -1,7 +1,7 @@
 // CUDA against CPU under bf16 autocast (core/autocast.h): the lower ops (mm, bmm, linear, conv2d,
 // attention, the LSTM layer) with bf16 inputs and f32 accumulation on both devices (cuBLAS's bf16
-// GEMM on tensor cores; the CPU's oneDNN bf16 kernels or their emulation), forward and every
-// input's gradient, odd sizes included.
+// GEMM and cuDNN's bf16 convolutions on tensor cores; the CPU's oneDNN bf16 kernels or their
+// emulation), forward and every input's gradient, odd sizes included.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -39,6 +39,10 @@ testing::ParityFn under_bf16(testing::ParityFn fn) {
 // The outputs: equal bf16 roundings of f32 sums that agree to kSums, but for a sum that lands on
 // either side of a rounding boundary: one bf16 unit (2^-8 relative). The gradients: kSums.
 const testing::ParityOptions kRounded = testing::tolerances({{4e-3, 4e-3}, {4e-3, 4e-3}}, kSums);
+// cuDNN's bf16 convolutions write bf16 dx and dw (widened after), where the CPU keeps them f32: a
+// bf16 unit (2^-8 relative), and the sums' order beyond it.
+const testing::ParityOptions kRoundedConv =
+    testing::tolerances({{4e-3, 4e-3}, {4e-3, 4e-3}}, {{5e-3, 5e-3}, {5e-3, 5e-3}});
 // Attention's gradients take P~ and dS rounded to bf16 on both devices; a value computed near a
 // rounding boundary may round either way on each, moving a gradient row by a bf16 unit of it.
 const testing::ParityOptions kRoundedAttention =
@@ -60,7 +64,10 @@ TEST_F(CudaAutocast, ConvolutionAttentionLstm) {
                   return Outputs{conv2d(v[0], v[1], v[2], Conv2dOptions().padding(1).stride(2))};
                 }),
                 {normal_input({2, 5, 9, 7}, t, 8), normal_input({6, 5, 3, 3}, t, 9), normal_input({6}, t, 10)},
-                kRounded);
+                kRoundedConv);
+  expect_parity("bf16 conv2d, 1x1, batch 3",
+                under_bf16([](const Inputs& v) { return Outputs{conv2d(v[0], v[1], Tensor(), Conv2dOptions())}; }),
+                {normal_input({3, 16, 5, 5}, t, 21), normal_input({24, 16, 1, 1}, t, 22)}, kRoundedConv);
   expect_parity("bf16 depthwise conv2d", under_bf16([](const Inputs& v) {
                   return Outputs{conv2d(v[0], v[1], Tensor(), Conv2dOptions().padding(1).groups(8))};
                 }),
