@@ -6,7 +6,11 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
 
 #include <spdlog/spdlog.h>
 
@@ -198,6 +202,27 @@ TEST(RunChecks, TrainLogIsWrittenAsItGoes) {
   text << in.rdbuf();
   drop_file_logs();
   EXPECT_NE(text.str().find("a line to find"), std::string::npos) << text.str();
+}
+
+// Runs started at the same moment (two `octet train` side by side) each get a folder of their own:
+// a name is claimed by creating it, not by looking first. A file in the way counts as taken.
+TEST(RunChecks, RunsStartedAtOnceGetFoldersOfTheirOwn) {
+  TempDir dir;
+  const Recipe r = tiny_recipe(dir, {"log.run_name=same"});
+  fs::create_directories(dir.path() + "/runs");
+  std::ofstream(dir.path() + "/runs/same-3") << "a file, not a run";
+  constexpr int kRuns = 8;
+  std::vector<std::string> got(kRuns);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kRuns; ++i) threads.emplace_back([&, i] { got[i] = new_run_dir(r); });
+  for (std::thread& t : threads) t.join();
+  std::set<std::string> distinct(got.begin(), got.end());
+  EXPECT_EQ(distinct.size(), static_cast<size_t>(kRuns));
+  for (const std::string& d : got) {
+    EXPECT_TRUE(fs::is_directory(d)) << d;
+    EXPECT_NE(d, dir.path() + "/runs/same-3");
+  }
+  EXPECT_TRUE(distinct.count(dir.path() + "/runs/same"));
 }
 
 }  // namespace

@@ -17,19 +17,23 @@ namespace octet::train {
 
 namespace fs = std::filesystem;
 
-// A new run folder: checkpoint.dir/<run name>, numbered -2, -3, ... if that name is taken.
+// A new run folder: checkpoint.dir/<run name>, numbered -2, -3, ... if that name is taken. Each
+// name is claimed by creating it (mkdir fails on an existing folder), so two runs started at once
+// never share one.
 std::string new_run_dir(const Recipe& r) {
   std::string name = r.text("log.run_name");
   if (name.empty()) name = fs::path(r.source()).stem().string();
   if (name.empty()) name = "run";
-  fs::path base = fs::path(r.text("checkpoint.dir")) / name;
-  fs::path dir = base;
-  for (int i = 2; fs::exists(dir); ++i) dir = base.string() + "-" + std::to_string(i);
+  const fs::path base = fs::path(r.text("checkpoint.dir")) / name;
   std::error_code ec;
-  fs::create_directories(dir, ec);
-  OCTET_CHECK(!ec, "train: cannot create run folder ", dir.string(), ": ", ec.message(),
-              " (set checkpoint.dir to a writable folder)");
-  return dir.string();
+  fs::create_directories(base.parent_path().empty() ? fs::path(".") : base.parent_path(), ec);
+  for (int i = 1; !ec; ++i) {
+    const fs::path dir = i == 1 ? base : fs::path(base.string() + "-" + std::to_string(i));
+    if (fs::create_directory(dir, ec)) return dir.string();
+    if (ec == std::errc::file_exists) ec.clear();  // a file of that name: taken too
+  }
+  OCTET_FAIL("train: cannot create a run folder under ", base.parent_path().string(), ": ", ec.message(),
+             " (set checkpoint.dir to a writable folder)");
 }
 
 // The device a recipe's train.device (or `octet eval --device`) names, checked before anything is
