@@ -12,7 +12,7 @@ Watchdog::~Watchdog() {
     std::lock_guard<std::mutex> lock(mutex_);
     stop_ = true;
   }
-  changed_.notify_all();
+  wake_.notify_all();
   thread_.join();
 }
 
@@ -22,6 +22,7 @@ Watchdog::Id Watchdog::watch(Work work) {
   Item item;
   item.work = std::move(work);
   items_.emplace(id, std::move(item));
+  wake_.notify_one();
   return id;
 }
 
@@ -67,7 +68,16 @@ void Watchdog::run() {
     }
     if (ended) changed_.notify_all();
     lock.lock();
-    changed_.wait_for(lock, poll_, [this] { return stop_; });
+    // Idle (nothing pending) until watch() or the destructor wakes it, else one poll period.
+    if (pending.empty())
+      wake_.wait(lock, [this] {
+        if (stop_) return true;
+        for (const auto& [id, item] : items_)
+          if (item.outcome == Outcome::pending) return true;
+        return false;
+      });
+    else
+      wake_.wait_for(lock, poll_, [this] { return stop_; });
   }
 }
 

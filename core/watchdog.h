@@ -38,7 +38,7 @@ class Watchdog {
   enum class Outcome { pending, finished, failed, timed_out };
   using Id = uint64_t;
 
-  // `poll`: the watchdog thread's period.
+  // `poll`: the watchdog thread's period while something is pending (it sleeps when nothing is).
   explicit Watchdog(std::chrono::microseconds poll = std::chrono::microseconds(100));
   // Stops the thread; work still pending is neither waited for nor aborted.
   ~Watchdog();
@@ -72,7 +72,8 @@ class Watchdog {
 
   std::chrono::microseconds poll_;
   mutable std::mutex mutex_;
-  std::condition_variable changed_;
+  std::condition_variable changed_;  // an item ended (for wait())
+  std::condition_variable wake_;     // work to watch, or stop (for the thread)
   std::map<Id, Item> items_;
   Id next_ = 1;
   bool stop_ = false;

@@ -3,8 +3,10 @@
 // of the job; it is made on the first collective on that device: rank 0 creates NCCL's unique id and
 // MPI broadcasts it (core/mpi/comm.h). A collective waits for the work queued so far on the
 // calling thread's current stream, runs on the communicator's own stream (so it overlaps later
-// kernels), and finishes by polling against a deadline: a dead or stuck rank aborts the
-// communicator and gives an octet::Error, never a hang. Pure C++: no nccl.h here.
+// kernels), and is watched from its start by a watchdog thread (core/watchdog.h) against the
+// time-out: a dead or stuck rank gets the communicator aborted there (releasing any thread blocked
+// behind its kernels) and an octet::Error at the next test() or wait(), never a hang. Pure C++:
+// no nccl.h here.
 //   nccl::Request r = nccl::all_reduce(group, /*device=*/0, grad.raw_data(), grad.numel(), grad.dtype(), /*average=*/true);
 //   nccl::wait(r, group.timeout_s, "all_reduce");
 #pragma once
@@ -52,8 +54,10 @@ Request reduce_scatter(const Peers& p, int device, const void* send, void* recv,
 
 // True when r has finished (an octet::Error when NCCL reported a failure).
 bool test(Request& r);
-// Polls r until it finishes, then orders the current stream after it; when `timeout_s` passes
-// first, aborts the communicator and throws an octet::Error naming `what`.
+// Sleeps until the watchdog reports r finished, then orders the current stream after it. When it
+// failed, or missed its deadline (Peers::timeout_s from its start; the watchdog has aborted the
+// communicator), throws an octet::Error naming `what` (a time-out names the ranks that do not
+// answer, mpi::throw_timed_out's roll call, with `timeout_s`).
 void wait(Request& r, double timeout_s, const char* what);
 
 }  // namespace octet::dist::nccl
