@@ -110,8 +110,10 @@ NamedTensors BlockwiseState::tensors() const {
 }
 
 void BlockwiseState::check_incoming(const std::function<const Tensor&(const std::string& suffix)>& incoming) const {
-  for (size_t i = 0; i < buffers_.size(); ++i)
+  for (size_t i = 0; i < buffers_.size(); ++i) {
     map_of_values(incoming(buffer_names()[i] + ".map"), buffers_[i].map, buffer_names()[i]);
+    check_scales("8-bit state", buffer_names()[i] + ".absmax", incoming(buffer_names()[i] + ".absmax"));
+  }
 }
 
 void BlockwiseState::loaded() {

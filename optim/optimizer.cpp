@@ -201,6 +201,15 @@ std::unique_ptr<ParamState> Optimizer::make_state(const std::string& name, const
   return std::make_unique<BlockwiseState>(target, std::move(names), std::move(maps), so.block_size_);
 }
 
+void ParamState::check_scales(const char* kind, const std::string& key, const Tensor& scales) {
+  if (scales.dtype() != DType::f32) return;
+  const Tensor host = scales.to(Device::cpu()).contiguous();
+  const float* v = host.data<float>();
+  for (int64_t k = 0; k < host.numel(); ++k)
+    OCTET_CHECK(std::isfinite(v[k]) && v[k] >= 0.0f, kind, " '", key, "': element ", k, " is ", v[k],
+                " (a scale must be finite and >= 0)");
+}
+
 // ---- sharded state (ZeRO stage 1)
 
 namespace {

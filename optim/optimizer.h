@@ -133,6 +133,12 @@ class ParamState {
   // After the copy: a state derives what it keeps from its tensors.
   virtual void loaded() {}
 
+ protected:
+  // For check_incoming: a quantized state's scales (maxima of |x|) must be finite and >= 0 (a
+  // corrupt one would decode to NaN or flip signs); an Error naming `key` otherwise. `kind`: "8-bit
+  // state", "4-bit state". A tensor of another dtype is left to the loader, which names it.
+  static void check_scales(const char* kind, const std::string& key, const Tensor& scales);
+
  private:
   template <typename T>
   void read_through_update(const BlockRead<T>& fn) {

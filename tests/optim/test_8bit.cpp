@@ -139,6 +139,35 @@ TEST(Optim8bit, StateMemoryAndSmallTensors) {
   EXPECT_FALSE(name_matches("fc.*", "layer1.fc"));
 }
 
+// A checkpoint whose block scale is corrupt (NaN, infinite, negative) is an Error naming the key, not
+// state that decodes to NaN or flips signs; the state it would have replaced is untouched.
+TEST(Optim8bit, CorruptScaleInACheckpointIsAnErrorNamingItsKey) {
+  Tensor w = randn({64, 128}).requires_grad_(true);
+  Adam adam({{"w", w}}, AdamOptions(1e-3), StateOptions().state_bits(8).block_size(256));
+  w.set_grad(randn({64, 128}));
+  adam.step();
+  NamedTensors good;  // copies: state_dict() hands out the live tensors
+  for (const auto& [k, t] : adam.state_dict()) good.emplace_back(k, t.clone());
+  for (const char* key : {"w.exp_avg.absmax", "w.exp_avg_sq.absmax"})
+    for (double bad_value : {std::nan(""), static_cast<double>(INFINITY), -1.0}) {
+      NamedTensors bad;
+      for (const auto& [k, t] : good) bad.emplace_back(k, t.clone());
+      for (auto& [k, t] : bad)
+        if (k == key) t.view({-1}).narrow(0, 3, 1).fill_(bad_value);
+      try {
+        adam.load_state_dict(bad);
+        ADD_FAILURE() << key << " = " << bad_value << ": no error";
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find(key + 2), std::string::npos) << e.what();
+      }
+    }
+  for (const auto& [k, t] : adam.state_dict())
+    for (const auto& [gk, gt] : good) {
+      if (k != gk || t.dtype() != DType::f32) continue;
+      EXPECT_EQ(max(abs(t - gt)).item<double>(), 0.0) << k;
+    }
+}
+
 TEST(Optim8bit, NonFiniteGradientDoesNotPoisonState) {
   Tensor p = ones({4096}).requires_grad_(true);
   Adam adam({{"w", p}}, AdamOptions(1e-3), StateOptions().state_bits(8));
