@@ -265,6 +265,56 @@ void reduce_rows(ReduceOp op, const Tensor& x, const Tensor& out) {
   });
 }
 
+void reduce_outer(ReduceOp op, const Tensor& x, int64_t a, int64_t k, int64_t b, const Tensor& out) {
+  check_cpu("reduce", {x, out});
+  OCTET_CHECK(op == ReduceOp::sum || op == ReduceOp::sum_sq, "reduce_outer: expected sum or sum_sq");
+  OCTET_CHECK(x.is_contiguous() && out.is_contiguous() && x.numel() == a * k * b && out.numel() == k &&
+                  out.dtype() == x.dtype(),
+              "reduce_outer: expected contiguous x of ", a * k * b, " and out of ", k, " elements, got ", x.shape(),
+              " and ", out.shape());
+  const bool square = op == ReduceOp::sum_sq;
+  dispatch_numeric(x.dtype(), "reduce", [&]<typename T>() {
+    // The accumulator and the order of reduce_rows: each output's terms summed one by one, i outer.
+    using A = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
+    const T* px = x.data<T>();
+    T* po = out.data<T>();
+    if (b > 1) {  // rows of b contiguous terms: one output at a time
+      parallel_for(0, k, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, a * b)), [&](int64_t j0, int64_t j1) {
+        for (int64_t j = j0; j < j1; ++j) {
+          A s = 0;
+          for (int64_t i = 0; i < a; ++i) {
+            const T* p = px + (i * k + j) * b;
+            for (int64_t l = 0; l < b; ++l)
+              s += square ? static_cast<A>(p[l]) * static_cast<A>(p[l]) : static_cast<A>(p[l]);
+          }
+          po[j] = static_cast<T>(s);
+        }
+      });
+      return;
+    }
+    // b == 1: x is [a, k] and out its column sums: a block of columns accumulated together, row by
+    // row (the adds of different columns vectorize; each column's stay in order).
+    constexpr int64_t kCols = 256;
+    parallel_for(0, (k + kCols - 1) / kCols, 1, [&](int64_t c0, int64_t c1) {
+      for (int64_t c = c0; c < c1; ++c) {
+        const int64_t j0 = c * kCols, n = std::min(kCols, k - j0);
+        A acc[kCols] = {};
+        A* pa = acc;
+        simd_dispatch([=] {
+          for (int64_t i = 0; i < a; ++i) {
+            const T* row = px + i * k + j0;
+            if (square)
+              for (int64_t j = 0; j < n; ++j) pa[j] += static_cast<A>(row[j]) * static_cast<A>(row[j]);
+            else
+              for (int64_t j = 0; j < n; ++j) pa[j] += static_cast<A>(row[j]);
+          }
+        });
+        for (int64_t j = 0; j < n; ++j) po[j0 + j] = static_cast<T>(acc[j]);
+      }
+    });
+  });
+}
+
 void arg_reduce_rows(bool is_max, const Tensor& x, const Tensor& out) {
   check_cpu("argmax", {x, out});
   dispatch_numeric(x.dtype(), "argmax", [&]<typename T>() {

@@ -255,6 +255,15 @@ void launch_rows(const char* op, int64_t m, int64_t r, Launch&& launch) {
 
 }  // namespace
 
+// The permuted copy and the row reduction (the CUDA row kernels sum in trees, not in the CPU's
+// order, either way).
+void reduce_outer(ReduceOp op, const Tensor& x, int64_t a, int64_t k, int64_t b, const Tensor& out) {
+  OCTET_CHECK(x.is_contiguous() && x.numel() == a * k * b && out.numel() == k,
+              "reduce_outer: expected contiguous x of ", a * k * b, " and out of ", k, " elements");
+  const Tensor rows = x.view({a, k, b}).permute({1, 0, 2}).contiguous().view({k, a * b});
+  reduce_rows(op, rows, out);
+}
+
 void reduce_rows(ReduceOp op, const Tensor& x, const Tensor& out) {
   OCTET_CHECK(x.size(1) > 0 || op == ReduceOp::sum || op == ReduceOp::sum_sq,
               "reduce: cannot take max/min/logsumexp over zero elements");

@@ -68,6 +68,24 @@ Tensor reduce_forward(ReduceOp op, const RowView& v, const Tensor& x, bool keepd
   return out.reshape(out_shape(v, keepdim));
 }
 
+// A sum or sum of squares over leading dims (and, after the kept ones, trailing dims) of a
+// contiguous x: x as [a, k, b] with the kept dims one block in the middle, reduced without the
+// permuted copy as_rows makes (kernels::reduce_outer; the same sums in the same order). Undefined
+// where that layout does not apply (nothing leading reduced: the rows need no copy then).
+Tensor reduce_outer_forward(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, bool keepdim,
+                            const char* name) {
+  const RowView v = layout(x, dims, name);
+  const int64_t kept = static_cast<int64_t>(v.kept_shape.size());
+  if (!x.is_contiguous() || kept == 0 || kept == x.dim() || v.perm[0] == 0) return Tensor();
+  for (int64_t i = 1; i < kept; ++i)
+    if (v.perm[i] != v.perm[i - 1] + 1) return Tensor();
+  int64_t a = 1, k = 1, b = 1;
+  for (int64_t d = 0; d < x.dim(); ++d) (d < v.perm[0] ? a : d < v.perm[0] + kept ? k : b) *= x.shape()[d];
+  Tensor out = empty({k}, TensorOptions(x.dtype()).device(x.device()));
+  kernels::reduce_outer(op, x, a, k, b, out);
+  return out.reshape(out_shape(v, keepdim));
+}
+
 // Gradient of a reduction as rows [M, R] -> back to x's shape.
 Tensor from_rows(const Tensor& rows, const RowView& v) {
   Shape inverse(v.perm.size());
@@ -83,8 +101,9 @@ void check_float(const Tensor& x, const char* op) {
 
 Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
   if (autocast::widens("sum", x)) return sum(x.to(DType::f32), dims, keepdim);
-  RowView v = as_rows(x, dims, "sum");
-  Tensor out = reduce_forward(ReduceOp::sum, v, x, keepdim);
+  Tensor out = reduce_outer_forward(ReduceOp::sum, x, dims, keepdim, "sum");
+  const RowView v = out.defined() ? layout(x, dims, "sum") : as_rows(x, dims, "sum");
+  if (!out.defined()) out = reduce_forward(ReduceOp::sum, v, x, keepdim);
   autograd::record("sum", {x}, {out}, [ks = v.keepdim_shape, xs = x.shape()](const Grads& g) {
     return Grads{g[0].reshape(ks).expand(xs).contiguous()};
   });
@@ -119,8 +138,9 @@ Tensor norm(const Tensor& x, double p, const std::vector<int64_t>& dims, bool ke
   }
   if (p == 1.0) return sum(abs(x), dims, keepdim);
   if (p != 2.0) return pow(sum(pow(abs(x), p), dims, keepdim), 1.0 / p);
-  RowView v = as_rows(x, dims, "norm");
-  Tensor out = reduce_forward(ReduceOp::sum_sq, v, x, keepdim);
+  Tensor out = reduce_outer_forward(ReduceOp::sum_sq, x, dims, keepdim, "norm");
+  const RowView v = out.defined() ? layout(x, dims, "norm") : as_rows(x, dims, "norm");
+  if (!out.defined()) out = reduce_forward(ReduceOp::sum_sq, v, x, keepdim);
   kernels::unary(UnaryOp::sqrt, out, out);
   if (autograd::needs_grad({x})) {
     autograd::SavedTensor sx = saved(x), so = saved(out);

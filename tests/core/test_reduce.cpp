@@ -65,6 +65,52 @@ TEST(Reduce, Gradients) {
   EXPECT_EQ(z.grad().to_vector<double>(), (std::vector<double>{0, 0, 0}));
 }
 
+// Sums over leading dims (a bias gradient's sum over the batch; a conv bias's over N, H, W) run
+// without the permuted copy (kernels::reduce_outer): the same sums in the same order as the rows
+// of that copy, so the bits equal the reduction of the explicitly permuted tensor, for every dtype
+// the sum takes; norm's sum of squares too; odd sizes, with keepdim.
+TEST(Reduce, OverLeadingDimsEqualsThePermutedRowsBitForBit) {
+  struct Case {
+    Shape shape;
+    std::vector<int64_t> dims;
+    std::vector<int64_t> perm;  // kept dims first
+  };
+  const std::vector<Case> cases = {
+      {{4099, 37}, {0}, {1, 0}},
+      {{300, 513}, {0}, {1, 0}},
+      {{5, 7, 11, 3}, {0, 2, 3}, {1, 0, 2, 3}},
+      {{3, 2, 5, 4}, {0, 1}, {2, 3, 0, 1}},
+      {{6, 4, 5, 7}, {0, 3}, {1, 2, 0, 3}},
+      {{2, 1, 1}, {0}, {1, 2, 0}},
+  };
+  for (DType t : {DType::f32, DType::f64, DType::i64, DType::i32}) {
+    for (const Case& c : cases) {
+      SCOPED_TRACE(::testing::Message() << dtype_name(t) << " case " << (&c - cases.data()));
+      Tensor x = (randn(c.shape) * 1000.0).to(t);
+      const Tensor rows = x.permute(c.perm).contiguous();
+      const int64_t kept = static_cast<int64_t>(c.perm.size() - c.dims.size());
+      std::vector<int64_t> trailing;
+      for (int64_t d = kept; d < static_cast<int64_t>(c.perm.size()); ++d) trailing.push_back(d);
+      for (bool keepdim : {false, true}) {
+        const Tensor got = sum(x, c.dims, keepdim), want = sum(rows, trailing, false);
+        EXPECT_EQ(got.dtype(), t);
+        EXPECT_EQ(got.numel(), want.numel());
+        EXPECT_EQ(max(abs(got.reshape({-1}).to(DType::f64) - want.reshape({-1}).to(DType::f64))).item<double>(), 0.0);
+        EXPECT_EQ(got.dim(), keepdim ? x.dim() : x.dim() - static_cast<int64_t>(c.dims.size()));
+      }
+      if (t == DType::f32 || t == DType::f64) {
+        const Tensor got = norm(x, 2.0, c.dims), want = norm(rows, 2.0, trailing);
+        EXPECT_EQ(max(abs(got.reshape({-1}) - want.reshape({-1}))).item<double>(), 0.0);
+      }
+    }
+  }
+  // The gradient is unchanged: ones in x's shape, scaled by the incoming gradient.
+  Tensor x = randn({9, 5, 3}).requires_grad_(true);
+  Tensor w = randn({5});
+  sum(sum(x, {0, 2}) * w).backward();
+  EXPECT_EQ(max(abs(x.grad() - w.reshape({1, 5, 1}).expand({9, 5, 3}))).item<double>(), 0.0);
+}
+
 TEST(Reduce, BadInput) {
   Tensor x = zeros({2, 3});
   EXPECT_THROW(sum(x, {2}), Error);
