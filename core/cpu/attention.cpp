@@ -104,14 +104,6 @@ bool mask_scores(const AttentionGeometry& g, const uint8_t* pad, int64_t i0, int
   return any;
 }
 
-// The scaled scores of query rows [i0, i1) against keys [j0, j1) into s, masked (mask_scores).
-template <typename T>
-bool scores(const AttentionGeometry& g, const Head<T>& hd, int64_t i0, int64_t i1, int64_t j0, int64_t j1, T* s) {
-  tile_gemm(false, true, i1 - i0, j1 - j0, g.d, static_cast<T>(g.scale), hd.q + i0 * g.d, g.d, hd.k + j0 * g.d, g.d,
-            T(0), s, kKeyTile);
-  return mask_scores(g, hd.pad, i0, i1, j0, j1, s);
-}
-
 // x[c] rounded to bf16 in place for c < n (the emulated bf16 path's roundings); f64 never rounds.
 void round_bf16_in_place(float* x, int64_t n) {
   simd_dispatch([=] {
@@ -184,30 +176,6 @@ void finish_rows(const AttentionGeometry& g, const RowState<T>& st, int64_t i0, 
   }
 }
 
-// kRound: the emulated bf16 path (the weights P~ rounded to bf16 before P~ V).
-template <typename T, bool kRound>
-void forward_head(const AttentionGeometry& g, const Head<T>& hd, T* out, T* lse) {
-  std::vector<T> s(kQueryTile * kKeyTile);
-  RowState<T> st(g.dv);
-  for (int64_t i0 = 0; i0 < g.tq; i0 += kQueryTile) {
-    const int64_t i1 = std::min(g.tq, i0 + kQueryTile), rows = i1 - i0;
-    st.reset();
-    for (int64_t j0 = 0; j0 < g.tk; j0 += kKeyTile) {
-      if (g.causal && j0 > i1 - 1) break;  // every later key is above the diagonal
-      const int64_t j1 = std::min(g.tk, j0 + kKeyTile);
-      if (!scores(g, hd, i0, i1, j0, j1, s.data())) continue;
-      for (int64_t r = 0; r < rows; ++r) {
-        T* row = s.data() + r * kKeyTile;
-        online_softmax_row(g, hd.bh, i0 + r, j0, j1 - j0, row, st.m[r], st.l[r], st.acc.data() + r * g.dv);
-        if (kRound) round_bf16_in_place(row, j1 - j0);
-      }
-      tile_gemm(false, false, rows, g.dv, j1 - j0, T(1), s.data(), kKeyTile, hd.v + j0 * g.dv, g.dv, T(1),
-                st.acc.data(), g.dv);  // acc += P V
-    }
-    finish_rows(g, st, i0, rows, out, lse);
-  }
-}
-
 // The tile buffers of the backward: P (then P with dropout), dP, dS, each kQueryTile x kKeyTile.
 template <typename T>
 struct BackwardTiles {
@@ -256,42 +224,67 @@ std::vector<T> row_deltas(const AttentionGeometry& g, const S* out, const S* dou
   return delta;
 }
 
-template <typename T, bool kRound>
-void backward_head(const AttentionGeometry& g, const Head<T>& hd, const T* out, const T* dout, const T* lse, T* dq,
-                   T* dk, T* dv) {
-  const std::vector<T> delta = row_deltas<T>(g, out, dout);
-  if (dq) std::fill(dq, dq + g.tq * g.d, T(0));
-  if (dk) std::fill(dk, dk + g.tk * g.d, T(0));
-  if (dv) std::fill(dv, dv + g.tk * g.dv, T(0));
-  BackwardTiles<T> t;
-  for (int64_t j0 = 0; j0 < g.tk; j0 += kKeyTile) {
-    const int64_t j1 = std::min(g.tk, j0 + kKeyTile), cols = j1 - j0;
-    for (int64_t i0 = 0; i0 < g.tq; i0 += kQueryTile) {
-      const int64_t i1 = std::min(g.tq, i0 + kQueryTile), rows = i1 - i0;
-      if (g.causal && j0 > i1 - 1) continue;  // the tile is above the diagonal
-      if (!scores(g, hd, i0, i1, j0, j1, t.p.data())) continue;
-      tile_gemm(false, true, rows, cols, g.dv, T(1), dout + i0 * g.dv, g.dv, hd.v + j0 * g.dv, g.dv, T(0), t.dp.data(),
-                kKeyTile);  // dP = dO V^T
-      probabilities_and_ds<T, kRound>(g, hd.bh, lse, delta.data(), i0, i1, j0, j1, t);
-      if (dv)  // dV += P~^T dO
-        tile_gemm(true, false, cols, g.dv, rows, T(1), t.p.data(), kKeyTile, dout + i0 * g.dv, g.dv, T(1),
-                  dv + j0 * g.dv, g.dv);
-      if (dq)  // dQ += dS K
-        tile_gemm(false, false, rows, g.d, cols, T(1), t.ds.data(), kKeyTile, hd.k + j0 * g.d, g.d, T(1), dq + i0 * g.d,
-                  g.d);
-      if (dk)  // dK += dS^T Q
-        tile_gemm(true, false, cols, g.d, rows, T(1), t.ds.data(), kKeyTile, hd.q + i0 * g.d, g.d, T(1), dk + j0 * g.d,
-                  g.d);
-    }
-  }
-}
+// ---------------------------------------------------------------- the products of one head
 
-// ---------------------------------------------------------------- bf16 products (AVX512-BF16)
+// The tiled loops (forward_tiles, backward_tiles) run on two kinds of products of one head:
+// TileProducts (the f32 and f64 kernel: tile GEMMs on the operands; kRound: the emulated bf16 path,
+// P~ and dS rounded to bf16 in place before their products) and Bf16Products (bf16 operands on
+// AVX512-BF16). Each gives a tile's scaled, masked scores; weigh() adds P~ V to the forward's
+// accumulator; in the backward, dp() gives dO V^T, accumulate() adds the tile's part of dV, dQ and
+// dK, and finish() writes what it kept aside.
+template <typename T, bool kRound>
+class TileProducts {
+ public:
+  static constexpr bool kRounds = kRound;
+  TileProducts(const AttentionGeometry& g, const Head<T>& hd) : g_(g), hd_(hd) {}
+
+  bool scores(int64_t i0, int64_t i1, int64_t j0, int64_t j1, T* s) const {
+    tile_gemm(false, true, i1 - i0, j1 - j0, g_.d, static_cast<T>(g_.scale), hd_.q + i0 * g_.d, g_.d, hd_.k + j0 * g_.d,
+              g_.d, T(0), s, kKeyTile);
+    return mask_scores(g_, hd_.pad, i0, i1, j0, j1, s);
+  }
+  // acc += P~ V over the tile's keys, p holding P~ (kKeyTile per row).
+  void weigh(int64_t rows, int64_t j0, int64_t cols, T* p, T* acc) const {
+    if (kRound)
+      for (int64_t r = 0; r < rows; ++r) round_bf16_in_place(p + r * kKeyTile, cols);
+    tile_gemm(false, false, rows, g_.dv, cols, T(1), p, kKeyTile, hd_.v + j0 * g_.dv, g_.dv, T(1), acc, g_.dv);
+  }
+
+  void start_backward(const T* dout, T* dq, T* dk, T* dv) {
+    dout_ = dout, dq_ = dq, dk_ = dk, dv_ = dv;
+    if (dq) std::fill(dq, dq + g_.tq * g_.d, T(0));
+    if (dk) std::fill(dk, dk + g_.tk * g_.d, T(0));
+    if (dv) std::fill(dv, dv + g_.tk * g_.dv, T(0));
+  }
+  void dp(int64_t i0, int64_t rows, int64_t j0, int64_t cols, T* dp) const {
+    tile_gemm(false, true, rows, cols, g_.dv, T(1), dout_ + i0 * g_.dv, g_.dv, hd_.v + j0 * g_.dv, g_.dv, T(0), dp,
+              kKeyTile);
+  }
+  void accumulate(int64_t i0, int64_t rows, int64_t j0, int64_t cols, const BackwardTiles<T>& t) const {
+    if (dv_)  // dV += P~^T dO
+      tile_gemm(true, false, cols, g_.dv, rows, T(1), t.p.data(), kKeyTile, dout_ + i0 * g_.dv, g_.dv, T(1),
+                dv_ + j0 * g_.dv, g_.dv);
+    if (dq_)  // dQ += dS K
+      tile_gemm(false, false, rows, g_.d, cols, T(1), t.ds.data(), kKeyTile, hd_.k + j0 * g_.d, g_.d, T(1),
+                dq_ + i0 * g_.d, g_.d);
+    if (dk_)  // dK += dS^T Q
+      tile_gemm(true, false, cols, g_.d, rows, T(1), t.ds.data(), kKeyTile, hd_.q + i0 * g_.d, g_.d, T(1),
+                dk_ + j0 * g_.d, g_.d);
+  }
+  void finish() const {}
+
+ private:
+  const AttentionGeometry& g_;
+  Head<T> hd_;
+  const T* dout_ = nullptr;
+  T *dq_ = nullptr, *dk_ = nullptr, *dv_ = nullptr;
+};
 
 // A packed B (core/cpu/bf16_tile.h) of [k, n] and where its (even) row k0 starts.
 struct Packed {
   std::vector<uint32_t> words;
   int64_t ld = 0;
+  Packed() = default;
   Packed(int64_t k, int64_t n) : words(static_cast<size_t>(packed_words(k, n))), ld(packed_ld(n)) {}
   const uint32_t* at(int64_t k0, int64_t j0 = 0) const { return words.data() + k0 / 2 * ld + j0; }
 };
@@ -307,12 +300,6 @@ void transpose(const T* x, int64_t rows, int64_t cols, T* y) {
         for (int64_t j = j0; j < std::min(cols, j0 + kBlock); ++j) y[j * rows + i] = x[i * cols + j];
 }
 
-std::vector<BFloat16> transposed(const BFloat16* x, int64_t rows, int64_t cols) {
-  std::vector<BFloat16> out(static_cast<size_t>(rows * cols));
-  transpose(x, rows, cols, out.data());
-  return out;
-}
-
 // y[c] = bf16(x[c]) for c < n, on the calling thread.
 void round_row(const float* x, BFloat16* y, int64_t n) {
   auto* out = reinterpret_cast<uint16_t*>(y);
@@ -321,83 +308,126 @@ void round_row(const float* x, BFloat16* y, int64_t n) {
   });
 }
 
-// The scaled, masked scores of query rows [i0, i1) against keys [j0, j1) from bf16 Q and packed K^T.
-bool scores_bf16(const AttentionGeometry& g, const Head<BFloat16>& hd, const Packed& kt, int64_t i0, int64_t i1,
-                 int64_t j0, int64_t j1, float* s) {
-  gemm_bf16_packed(i1 - i0, j1 - j0, g.d, static_cast<float>(g.scale), hd.q + i0 * g.d, g.d, kt.at(0, j0), kt.ld, false,
-                   s, kKeyTile);
-  return mask_scores(g, hd.pad, i0, i1, j0, j1, s);
-}
+// Every operand is packed once per head: K^T for S = Q K^T; V for P~ V; in the backward V^T for
+// dP = dO V^T and K for dQ += dS K, and dK, dV accumulated transposed (dK^T += Q^T dS,
+// dV^T += dO^T P~), so that the tile's dS and P~ are the packed B operand (pairs of query rows)
+// and Q^T, dO^T the row-major A. P~ and dS are rounded to bf16 as they are packed.
+class Bf16Products {
+ public:
+  static constexpr bool kRounds = false;  // packing rounds
+  Bf16Products(const AttentionGeometry& g, const Head<BFloat16>& hd) : g_(g), hd_(hd), kt_(g.d, g.tk) {
+    pack_transposed(hd.k, g.tk, g.d, g.d, kt_.words.data(), kt_.ld);
+  }
 
-// O: float or BFloat16, as the output tensor.
-template <typename O>
-void forward_head_bf16(const AttentionGeometry& g, const Head<BFloat16>& hd, O* out, float* lse) {
-  Packed kt(g.d, g.tk), vp(g.tk, g.dv);
-  pack_transposed(hd.k, g.tk, g.d, g.d, kt.words.data(), kt.ld);  // K^T for S = Q K^T
-  pack_rows(hd.v, g.tk, g.dv, g.dv, vp.words.data(), vp.ld);      // V for P~ V
-  std::vector<float> s(kQueryTile * kKeyTile);
-  std::vector<BFloat16> pb(kQueryTile * kKeyTile);
-  RowState<float> st(g.dv);
+  bool scores(int64_t i0, int64_t i1, int64_t j0, int64_t j1, float* s) const {
+    gemm_bf16_packed(i1 - i0, j1 - j0, g_.d, static_cast<float>(g_.scale), hd_.q + i0 * g_.d, g_.d, kt_.at(0, j0),
+                     kt_.ld, false, s, kKeyTile);
+    return mask_scores(g_, hd_.pad, i0, i1, j0, j1, s);
+  }
+  void start_forward() {
+    vp_ = Packed(g_.tk, g_.dv);
+    pack_rows(hd_.v, g_.tk, g_.dv, g_.dv, vp_.words.data(), vp_.ld);
+  }
+  void weigh(int64_t rows, int64_t j0, int64_t cols, const float* p, float* acc) {
+    for (int64_t r = 0; r < rows; ++r) round_row(p + r * kKeyTile, tile_.data() + r * kKeyTile, cols);
+    gemm_bf16_packed(rows, g_.dv, cols, 1.0f, tile_.data(), kKeyTile, vp_.at(j0), vp_.ld, true, acc, g_.dv);
+  }
+
+  void start_backward(const BFloat16* dout, float* dq, float* dk, float* dv) {
+    dout_ = dout, dq_ = dq, dk_ = dk, dv_ = dv;
+    vt_ = Packed(g_.dv, g_.tk);
+    pack_transposed(hd_.v, g_.tk, g_.dv, g_.dv, vt_.words.data(), vt_.ld);
+    if (dq) {
+      kp_ = Packed(g_.tk, g_.d);
+      pack_rows(hd_.k, g_.tk, g_.d, g_.d, kp_.words.data(), kp_.ld);
+      std::fill(dq, dq + g_.tq * g_.d, 0.0f);
+    }
+    if (dk) {
+      qt_.resize(static_cast<size_t>(g_.tq * g_.d));
+      transpose(hd_.q, g_.tq, g_.d, qt_.data());
+      dkt_.assign(static_cast<size_t>(g_.d * g_.tk), 0.0f);
+    }
+    if (dv) {
+      dot_.resize(static_cast<size_t>(g_.tq * g_.dv));
+      transpose(dout, g_.tq, g_.dv, dot_.data());
+      dvt_.assign(static_cast<size_t>(g_.dv * g_.tk), 0.0f);
+    }
+    pairs_ = Packed(kQueryTile, kKeyTile);
+  }
+  void dp(int64_t i0, int64_t rows, int64_t j0, int64_t cols, float* dp) const {
+    gemm_bf16_packed(rows, cols, g_.dv, 1.0f, dout_ + i0 * g_.dv, g_.dv, vt_.at(0, j0), vt_.ld, false, dp, kKeyTile);
+  }
+  void accumulate(int64_t i0, int64_t rows, int64_t j0, int64_t cols, const BackwardTiles<float>& t) {
+    if (dv_) {  // dV^T += dO^T P~
+      pack_rows_rounded(t.p.data(), rows, cols, kKeyTile, pairs_.words.data(), pairs_.ld);
+      gemm_bf16_packed(g_.dv, cols, rows, 1.0f, dot_.data() + i0, g_.tq, pairs_.at(0), pairs_.ld, true,
+                       dvt_.data() + j0, g_.tk);
+    }
+    if (dk_) {  // dK^T += Q^T dS
+      pack_rows_rounded(t.ds.data(), rows, cols, kKeyTile, pairs_.words.data(), pairs_.ld);
+      gemm_bf16_packed(g_.d, cols, rows, 1.0f, qt_.data() + i0, g_.tq, pairs_.at(0), pairs_.ld, true, dkt_.data() + j0,
+                       g_.tk);
+    }
+    if (dq_) {  // dQ += dS K
+      for (int64_t r = 0; r < rows; ++r) round_row(t.ds.data() + r * kKeyTile, tile_.data() + r * kKeyTile, cols);
+      gemm_bf16_packed(rows, g_.d, cols, 1.0f, tile_.data(), kKeyTile, kp_.at(j0), kp_.ld, true, dq_ + i0 * g_.d, g_.d);
+    }
+  }
+  void finish() const {
+    if (dk_) transpose(dkt_.data(), g_.d, g_.tk, dk_);
+    if (dv_) transpose(dvt_.data(), g_.dv, g_.tk, dv_);
+  }
+
+ private:
+  const AttentionGeometry& g_;
+  Head<BFloat16> hd_;
+  Packed kt_, vp_, vt_, kp_, pairs_;
+  std::vector<BFloat16> tile_ = std::vector<BFloat16>(kQueryTile * kKeyTile), qt_, dot_;
+  std::vector<float> dkt_, dvt_;
+  const BFloat16* dout_ = nullptr;
+  float *dq_ = nullptr, *dk_ = nullptr, *dv_ = nullptr;
+};
+
+// ---------------------------------------------------------------- the tiled loops
+
+// One head's forward: out (O: T, or bf16 rounded once) and lse.
+template <typename T, typename Products, typename O>
+void forward_tiles(const AttentionGeometry& g, int64_t bh, Products& prod, O* out, T* lse) {
+  std::vector<T> s(kQueryTile * kKeyTile);
+  RowState<T> st(g.dv);
   for (int64_t i0 = 0; i0 < g.tq; i0 += kQueryTile) {
     const int64_t i1 = std::min(g.tq, i0 + kQueryTile), rows = i1 - i0;
     st.reset();
     for (int64_t j0 = 0; j0 < g.tk; j0 += kKeyTile) {
-      if (g.causal && j0 > i1 - 1) break;
+      if (g.causal && j0 > i1 - 1) break;  // every later key is above the diagonal
       const int64_t j1 = std::min(g.tk, j0 + kKeyTile), cols = j1 - j0;
-      if (!scores_bf16(g, hd, kt, i0, i1, j0, j1, s.data())) continue;
-      for (int64_t r = 0; r < rows; ++r) {
-        float* row = s.data() + r * kKeyTile;
-        online_softmax_row(g, hd.bh, i0 + r, j0, cols, row, st.m[r], st.l[r], st.acc.data() + r * g.dv);
-        round_row(row, pb.data() + r * kKeyTile, cols);
-      }
-      gemm_bf16_packed(rows, g.dv, cols, 1.0f, pb.data(), kKeyTile, vp.at(j0), vp.ld, true, st.acc.data(),
-                       g.dv);  // acc += P~ V
+      if (!prod.scores(i0, i1, j0, j1, s.data())) continue;
+      for (int64_t r = 0; r < rows; ++r)
+        online_softmax_row(g, bh, i0 + r, j0, cols, s.data() + r * kKeyTile, st.m[r], st.l[r],
+                           st.acc.data() + r * g.dv);
+      prod.weigh(rows, j0, cols, s.data(), st.acc.data());  // acc += P~ V
     }
     finish_rows(g, st, i0, rows, out, lse);
   }
 }
 
-// The backward from bf16 q, k, v, out and dout into f32 dq, dk, dv. Every operand is packed once per
-// head; dK and dV are accumulated transposed (dK^T += Q^T dS, dV^T += dO^T P~), so that the tile's
-// dS and P~ are the packed B operand (pairs of query rows) and Q^T, dO^T the row-major A.
-void backward_head_bf16(const AttentionGeometry& g, const Head<BFloat16>& hd, const BFloat16* out, const BFloat16* dout,
-                        const float* lse, float* dq, float* dk, float* dv) {
-  const std::vector<float> delta = row_deltas<float>(g, out, dout);
-  Packed kt(g.d, g.tk), vt(g.dv, g.tk), kp(g.tk, g.d), pp(kQueryTile, kKeyTile), sp(kQueryTile, kKeyTile);
-  pack_transposed(hd.k, g.tk, g.d, g.d, kt.words.data(), kt.ld);    // K^T for S = Q K^T
-  pack_transposed(hd.v, g.tk, g.dv, g.dv, vt.words.data(), vt.ld);  // V^T for dP = dO V^T
-  if (dq) pack_rows(hd.k, g.tk, g.d, g.d, kp.words.data(), kp.ld);  // K for dQ += dS K
-  const std::vector<BFloat16> qt = dk ? transposed(hd.q, g.tq, g.d) : std::vector<BFloat16>();
-  const std::vector<BFloat16> dot = dv ? transposed(dout, g.tq, g.dv) : std::vector<BFloat16>();
-  std::vector<float> dkt(dk ? g.d * g.tk : 0), dvt(dv ? g.dv * g.tk : 0);
-  if (dq) std::fill(dq, dq + g.tq * g.d, 0.0f);
-  std::vector<BFloat16> dsb(kQueryTile * kKeyTile);
-  BackwardTiles<float> t;
+// One head's backward (after prod.start_backward), out and dout of type S.
+template <typename T, typename Products, typename S>
+void backward_tiles(const AttentionGeometry& g, int64_t bh, Products& prod, const S* out, const S* dout, const T* lse) {
+  const std::vector<T> delta = row_deltas<T>(g, out, dout);
+  BackwardTiles<T> t;
   for (int64_t j0 = 0; j0 < g.tk; j0 += kKeyTile) {
     const int64_t j1 = std::min(g.tk, j0 + kKeyTile), cols = j1 - j0;
     for (int64_t i0 = 0; i0 < g.tq; i0 += kQueryTile) {
       const int64_t i1 = std::min(g.tq, i0 + kQueryTile), rows = i1 - i0;
-      if (g.causal && j0 > i1 - 1) continue;
-      if (!scores_bf16(g, hd, kt, i0, i1, j0, j1, t.p.data())) continue;
-      gemm_bf16_packed(rows, cols, g.dv, 1.0f, dout + i0 * g.dv, g.dv, vt.at(0, j0), vt.ld, false, t.dp.data(),
-                       kKeyTile);  // dP = dO V^T
-      probabilities_and_ds<float, false>(g, hd.bh, lse, delta.data(), i0, i1, j0, j1, t);
-      if (dv) {  // dV^T += dO^T P~
-        pack_rows_rounded(t.p.data(), rows, cols, kKeyTile, pp.words.data(), pp.ld);
-        gemm_bf16_packed(g.dv, cols, rows, 1.0f, dot.data() + i0, g.tq, pp.at(0), pp.ld, true, dvt.data() + j0, g.tk);
-      }
-      if (dk) {  // dK^T += Q^T dS
-        pack_rows_rounded(t.ds.data(), rows, cols, kKeyTile, sp.words.data(), sp.ld);
-        gemm_bf16_packed(g.d, cols, rows, 1.0f, qt.data() + i0, g.tq, sp.at(0), sp.ld, true, dkt.data() + j0, g.tk);
-      }
-      if (dq) {  // dQ += dS K
-        for (int64_t r = 0; r < rows; ++r) round_row(t.ds.data() + r * kKeyTile, dsb.data() + r * kKeyTile, cols);
-        gemm_bf16_packed(rows, g.d, cols, 1.0f, dsb.data(), kKeyTile, kp.at(j0), kp.ld, true, dq + i0 * g.d, g.d);
-      }
+      if (g.causal && j0 > i1 - 1) continue;  // the tile is above the diagonal
+      if (!prod.scores(i0, i1, j0, j1, t.p.data())) continue;
+      prod.dp(i0, rows, j0, cols, t.dp.data());  // dP = dO V^T
+      probabilities_and_ds<T, Products::kRounds>(g, bh, lse, delta.data(), i0, i1, j0, j1, t);
+      prod.accumulate(i0, rows, j0, cols, t);
     }
   }
-  if (dk) transpose(dkt.data(), g.d, g.tk, dk);
-  if (dv) transpose(dvt.data(), g.dv, g.tk, dv);
+  prod.finish();
 }
 
 // ---------------------------------------------------------------- dispatch over (batch, head) pairs
@@ -411,9 +441,10 @@ template <typename T, bool kRound>
 void forward_all(const AttentionGeometry& g, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& pad,
                  const Tensor& out, const Tensor& lse) {
   parallel_for(0, g.b * g.h, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t bh = begin; bh < end; ++bh)
-      forward_head<T, kRound>(g, head<T>(g, q, k, v, pad, bh), out.data<T>() + bh * g.tq * g.dv,
-                              lse.data<T>() + bh * g.tq);
+    for (int64_t bh = begin; bh < end; ++bh) {
+      TileProducts<T, kRound> prod(g, head<T>(g, q, k, v, pad, bh));
+      forward_tiles(g, bh, prod, out.data<T>() + bh * g.tq * g.dv, lse.data<T>() + bh * g.tq);
+    }
   });
 }
 
@@ -423,11 +454,13 @@ void backward_all(const AttentionGeometry& g, const Tensor& q, const Tensor& k, 
                   const Tensor& dv) {
   T *pdq = ptr_or_null<T>(dq), *pdk = ptr_or_null<T>(dk), *pdv = ptr_or_null<T>(dv);
   parallel_for(0, g.b * g.h, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t bh = begin; bh < end; ++bh)
-      backward_head<T, kRound>(g, head<T>(g, q, k, v, pad, bh), out.data<T>() + bh * g.tq * g.dv,
-                               dout.data<T>() + bh * g.tq * g.dv, lse.data<T>() + bh * g.tq,
-                               pdq ? pdq + bh * g.tq * g.d : nullptr, pdk ? pdk + bh * g.tk * g.d : nullptr,
-                               pdv ? pdv + bh * g.tk * g.dv : nullptr);
+    for (int64_t bh = begin; bh < end; ++bh) {
+      TileProducts<T, kRound> prod(g, head<T>(g, q, k, v, pad, bh));
+      const T* o = dout.data<T>() + bh * g.tq * g.dv;
+      prod.start_backward(o, pdq ? pdq + bh * g.tq * g.d : nullptr, pdk ? pdk + bh * g.tk * g.d : nullptr,
+                          pdv ? pdv + bh * g.tk * g.dv : nullptr);
+      backward_tiles(g, bh, prod, out.data<T>() + bh * g.tq * g.dv, o, lse.data<T>() + bh * g.tq);
+    }
   });
 }
 
@@ -459,11 +492,12 @@ void attention_forward(const AttentionGeometry& g, const Tensor& q, const Tensor
   }
   parallel_for(0, g.b * g.h, 1, [&](int64_t begin, int64_t end) {
     for (int64_t bh = begin; bh < end; ++bh) {
-      const Head<BFloat16> hd = head<BFloat16>(g, q, k, v, key_padding_mask, bh);
+      Bf16Products prod(g, head<BFloat16>(g, q, k, v, key_padding_mask, bh));
+      prod.start_forward();
       if (out.dtype() == DType::bf16)
-        forward_head_bf16(g, hd, out.data<BFloat16>() + bh * g.tq * g.dv, lse.data<float>() + bh * g.tq);
+        forward_tiles(g, bh, prod, out.data<BFloat16>() + bh * g.tq * g.dv, lse.data<float>() + bh * g.tq);
       else
-        forward_head_bf16(g, hd, out.data<float>() + bh * g.tq * g.dv, lse.data<float>() + bh * g.tq);
+        forward_tiles(g, bh, prod, out.data<float>() + bh * g.tq * g.dv, lse.data<float>() + bh * g.tq);
     }
   });
 }
@@ -487,11 +521,13 @@ void attention_backward(const AttentionGeometry& g, const Tensor& q, const Tenso
                                      lse, dq, dk, dv);
   float *pdq = ptr_or_null<float>(dq), *pdk = ptr_or_null<float>(dk), *pdv = ptr_or_null<float>(dv);
   parallel_for(0, g.b * g.h, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t bh = begin; bh < end; ++bh)
-      backward_head_bf16(g, head<BFloat16>(g, q, k, v, key_padding_mask, bh), out.data<BFloat16>() + bh * g.tq * g.dv,
-                         dout.data<BFloat16>() + bh * g.tq * g.dv, lse.data<float>() + bh * g.tq,
-                         pdq ? pdq + bh * g.tq * g.d : nullptr, pdk ? pdk + bh * g.tk * g.d : nullptr,
-                         pdv ? pdv + bh * g.tk * g.dv : nullptr);
+    for (int64_t bh = begin; bh < end; ++bh) {
+      Bf16Products prod(g, head<BFloat16>(g, q, k, v, key_padding_mask, bh));
+      const BFloat16* o = dout.data<BFloat16>() + bh * g.tq * g.dv;
+      prod.start_backward(o, pdq ? pdq + bh * g.tq * g.d : nullptr, pdk ? pdk + bh * g.tk * g.d : nullptr,
+                          pdv ? pdv + bh * g.tk * g.dv : nullptr);
+      backward_tiles(g, bh, prod, out.data<BFloat16>() + bh * g.tq * g.dv, o, lse.data<float>() + bh * g.tq);
+    }
   });
 }
 

@@ -41,20 +41,25 @@ OCTET_SIMD_INLINE uint32_t a_pair(const BFloat16* row, int64_t k0, int64_t k) {
 
 }  // namespace
 
+// Pairs of rows of X [k, n] into words, each element's bf16 bits from bits(x).
+template <typename X, typename Bits>
+OCTET_SIMD_INLINE void pack_pairs_of_rows(const X* x, int64_t k, int64_t n, int64_t ldx, uint32_t* out, int64_t ld,
+                                          Bits bits) {
+  for (int64_t p = 0; p < (k + 1) / 2; ++p) {
+    const X* lo = x + 2 * p * ldx;
+    uint32_t* o = out + p * ld;
+    if (2 * p + 1 < k) {
+      const X* hi = lo + ldx;
+      for (int64_t j = 0; j < n; ++j) o[j] = bits(lo[j]) | (static_cast<uint32_t>(bits(hi[j])) << 16);
+    } else {
+      for (int64_t j = 0; j < n; ++j) o[j] = bits(lo[j]);
+    }
+  }
+}
+
 void pack_rows(const BFloat16* x, int64_t k, int64_t n, int64_t ldx, uint32_t* out, int64_t ld) {
   const auto* in = reinterpret_cast<const uint16_t*>(x);
-  simd_dispatch([=] {
-    for (int64_t p = 0; p < (k + 1) / 2; ++p) {
-      const uint16_t* lo = in + 2 * p * ldx;
-      uint32_t* o = out + p * ld;
-      if (2 * p + 1 < k) {
-        const uint16_t* hi = lo + ldx;
-        for (int64_t j = 0; j < n; ++j) o[j] = lo[j] | (static_cast<uint32_t>(hi[j]) << 16);
-      } else {
-        for (int64_t j = 0; j < n; ++j) o[j] = lo[j];
-      }
-    }
-  });
+  simd_dispatch([=] { pack_pairs_of_rows(in, k, n, ldx, out, ld, [](uint16_t v) { return v; }); });
 }
 
 void pack_transposed(const BFloat16* x, int64_t n, int64_t k, int64_t ldx, uint32_t* out, int64_t ld) {
@@ -68,18 +73,7 @@ void pack_transposed(const BFloat16* x, int64_t n, int64_t k, int64_t ldx, uint3
 
 void pack_rows_rounded(const float* x, int64_t k, int64_t n, int64_t ldx, uint32_t* out, int64_t ld) {
   simd_dispatch([=] {
-    for (int64_t p = 0; p < (k + 1) / 2; ++p) {
-      const float* lo = x + 2 * p * ldx;
-      uint32_t* o = out + p * ld;
-      if (2 * p + 1 < k) {
-        const float* hi = lo + ldx;
-        for (int64_t j = 0; j < n; ++j)
-          o[j] = bf16_bits(std::bit_cast<uint32_t>(lo[j])) |
-                 (static_cast<uint32_t>(bf16_bits(std::bit_cast<uint32_t>(hi[j]))) << 16);
-      } else {
-        for (int64_t j = 0; j < n; ++j) o[j] = bf16_bits(std::bit_cast<uint32_t>(lo[j]));
-      }
-    }
+    pack_pairs_of_rows(x, k, n, ldx, out, ld, [](float v) { return bf16_bits(std::bit_cast<uint32_t>(v)); });
   });
 }
 
