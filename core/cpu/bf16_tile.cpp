@@ -39,8 +39,6 @@ OCTET_SIMD_INLINE uint32_t a_pair(const BFloat16* row, int64_t k0, int64_t k) {
   return bits_of(row[k0]);
 }
 
-}  // namespace
-
 // Pairs of rows of X [k, n] into words, each element's bf16 bits from bits(x).
 template <typename X, typename Bits>
 OCTET_SIMD_INLINE void pack_pairs_of_rows(const X* x, int64_t k, int64_t n, int64_t ldx, uint32_t* out, int64_t ld,
@@ -56,6 +54,8 @@ OCTET_SIMD_INLINE void pack_pairs_of_rows(const X* x, int64_t k, int64_t n, int6
     }
   }
 }
+
+}  // namespace
 
 void pack_rows(const BFloat16* x, int64_t k, int64_t n, int64_t ldx, uint32_t* out, int64_t ld) {
   const auto* in = reinterpret_cast<const uint16_t*>(x);
