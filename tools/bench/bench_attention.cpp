@@ -4,8 +4,12 @@
 // timings: the rounds alternate, and each cell is the best over them). The backward's saved state
 // is out and the row log-sum-exp: T values per head besides the inputs, never [T, T]. --dtype bf16
 // makes q, k, v bf16 tensors on both sides (as a bf16 model's activations reach attention).
+// --save FILE writes, for the first length, q, k, v, r, the output and the gradients to a safetensors
+// file that attention_peer_check.py compares with PyTorch's SDPA and an f64 reference (accuracy,
+// not time).
 //   build/tools/bench/octet_bench_attention [--device cpu|cuda] [--lengths 256,1024,2048] [--batch 1]
 //       [--heads 4] [--dim 64] [--dtype f32|bf16] [--reps 3] [--rounds 2] [--threads N] [--python python3]
+//       [--save FILE]
 //       [--torch-script PATH|none]
 #include <cstdio>
 #include <cstdlib>
@@ -17,6 +21,7 @@
 
 #include "core/cuda.h"
 #include "core/octet.h"
+#include "core/serialization.h"
 #include "tools/bench/bench_util.h"
 
 using namespace octet;
@@ -27,7 +32,7 @@ using octet::bench::shell_quote;
 namespace {
 
 struct Args {
-  std::string device = "cpu", dtype = "f32", python = "python3",
+  std::string device = "cpu", dtype = "f32", save, python = "python3",
               script = std::string(OCTET_BENCH_DIR) + "/bench_attention_torch.py";
   std::vector<int64_t> lengths{256, 1024, 2048};
   int64_t batch = 1, heads = 4, dim = 64, threads = 0;
@@ -73,6 +78,33 @@ void time_octet(const Args& a, Device dev, std::map<int64_t, Times>& best) {
     b.forward_ms = std::min(b.forward_ms, fwd * 1e3);
     b.forward_backward_ms = std::min(b.forward_backward_ms, fb * 1e3);
   }
+}
+
+// The first length's causal attention on its inputs, forward and backward of sum(out * r), saved to
+// a.save for attention_peer_check.py.
+void save_case(const Args& a, Device dev) {
+  Generator g(0);
+  const int64_t t = a.lengths.front();
+  std::vector<Tensor> in;
+  for (int i = 0; i < 4; ++i) {
+    Tensor x = randn({a.batch, a.heads, t, a.dim}, {}, &g).to(dev);
+    in.push_back(a.dtype == "bf16" ? x.to(DType::bf16) : x);
+  }
+  for (int i = 0; i < 3; ++i) in[i].requires_grad_(true);
+  Tensor y = scaled_dot_product_attention(in[0], in[1], in[2], AttentionOptions().causal(true));
+  sum(y * in[3]).backward();
+  auto cpu = [](const Tensor& x) { return x.detach().to(Device::cpu()); };
+  save_safetensors(a.save,
+                   {{"q", cpu(in[0])},
+                    {"k", cpu(in[1])},
+                    {"v", cpu(in[2])},
+                    {"r", cpu(in[3])},
+                    {"y", cpu(y)},
+                    {"dq", cpu(in[0].grad())},
+                    {"dk", cpu(in[1].grad())},
+                    {"dv", cpu(in[2].grad())}},
+                   {{"causal", "1"}});
+  std::printf("saved T=%lld %s attention to %s\n", static_cast<long long>(t), a.dtype.c_str(), a.save.c_str());
 }
 
 // PyTorch's times, folded into `best`; false (and `about` says why) when it did not run.
@@ -123,6 +155,7 @@ int main(int argc, char** argv) {
                                       {"--heads", octet::bench::into(a.heads)},
                                       {"--dim", octet::bench::into(a.dim)},
                                       {"--dtype", octet::bench::into(a.dtype)},
+                                      {"--save", octet::bench::into(a.save)},
                                       {"--reps", octet::bench::into(a.reps)},
                                       {"--rounds", octet::bench::into(a.rounds)},
                                       {"--threads", octet::bench::into(a.threads)},
@@ -140,6 +173,10 @@ int main(int argc, char** argv) {
   try {
     const Device dev = Device::parse(a.device);
     if (a.threads > 0) set_num_threads(static_cast<int>(a.threads));
+    if (!a.save.empty()) {
+      save_case(a, dev);
+      return 0;
+    }
     std::map<int64_t, Times> ours, theirs;
     std::string about = "PyTorch not run (--torch-script none)";
     bool torch_ok = false;
