@@ -118,14 +118,16 @@ void settle(CommState& s, double timeout_s, const char* what) {
   const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s);
   for (;;) {
     ncclResult_t state = ncclInProgress;
+    std::string message;
     {
-      std::lock_guard<std::mutex> lock(s.mutex);
+      std::lock_guard<std::mutex> lock(s.mutex);  // the watchdog may abort (free) it meanwhile
       OCTET_CHECK(!s.aborted, what, ": the communicator was aborted (an earlier collective failed or timed out)");
       ncclCommGetAsyncError(s.comm, &state);
+      if (state != ncclSuccess && state != ncclInProgress)
+        message = std::string(ncclGetErrorString(state)) + " (" + ncclGetLastError(s.comm) + ")";
     }
     if (state == ncclSuccess) return;
     if (state != ncclInProgress) {
-      const std::string message = std::string(ncclGetErrorString(state)) + " (" + ncclGetLastError(s.comm) + ")";
       abort_communicator(s);
       OCTET_FAIL(what, ": NCCL error: ", message);
     }
@@ -208,12 +210,10 @@ Request enqueue(const Peers& p, int device, const char* what, Call call) {
     std::lock_guard<std::mutex> lock(c->state->mutex);
     OCTET_CHECK(!c->state->aborted, what, ": the communicator was aborted (an earlier collective failed or timed out)");
     rc = call(c->state->comm, static_cast<cudaStream_t>(c->stream.handle()));
+    if (rc != ncclInProgress) check(rc, c->state->comm, what);
   }
   // A non-blocking communicator may answer ncclInProgress: the call is through once it settles.
-  if (rc == ncclInProgress)
-    settle(*c->state, p.timeout_s, what);
-  else
-    check(rc, c->state->comm, what);
+  if (rc == ncclInProgress) settle(*c->state, p.timeout_s, what);
   Request r;
   r.impl_ = std::make_unique<Request::Impl>();
   r.impl_->state = c->state;
