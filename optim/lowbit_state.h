@@ -15,8 +15,8 @@
 // block (block-wise) or per row and column (rank-1).
 // The state lives on the parameter's device. On CUDA the blocks are not handed to a callback:
 // the kernels of optim/cuda/update.cu run the same rule, one warp per block of 128, and encode a
-// rank-1 buffer in a second kernel (for_each_block and read_blocks are host code and refuse a
-// device state; LAMB's read-only pass has no 4-bit CUDA kernel yet).
+// rank-1 buffer in a second kernel; LAMB's read-only pass decodes the same way in its sums kernel
+// (for_each_block and read_blocks are host code and refuse a device state).
 //   auto s = std::make_unique<LowBitState>(param, {"exp_avg", "exp_avg_sq"}, {true, false});
 #pragma once
 

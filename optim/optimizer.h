@@ -37,7 +37,7 @@
 //     optim/cuda/device_update.cpp finds it in the three state kinds whose layout the kernels know --
 //     DenseState (buffers of the parameter's type), BlockwiseState (u8 codes + f32 absmax,
 //     updated by a fused kernel, one thread block per quantization block) and LowBitState (4-bit
-//     codes, one warp per block of 128; not LAMB's read-only pass) -- and launches optim/cuda/ on
+//     codes, one warp per block of 128) -- and launches optim/cuda/ on
 //     the current stream; other ParamState kinds are CPU-only (an Error).
 // State tensors are made on the parameter's device (make_state), so checkpoints hold device
 // tensors and load_state_dict copies across devices. Layer-wise rules take their factor through

@@ -78,8 +78,10 @@ struct LowBitScratch {
   std::vector<std::vector<Tensor>> new_maxima;
 };
 
-// The device view of a 4-bit state, with its rank-1 buffers' scratch made into `scratch`.
-cuda::LowBitView lowbit_view(const LowBitState& state, const Tensor& param, const char* name, LowBitScratch& scratch) {
+// The device view of a 4-bit state, with its rank-1 buffers' scratch made into `scratch` (none
+// for a pass that only reads the state: with_scratch false).
+cuda::LowBitView lowbit_view(const LowBitState& state, const Tensor& param, const char* name, LowBitScratch& scratch,
+                             bool with_scratch = true) {
   const size_t count = state.buffer_names().size();
   OCTET_CHECK(count >= 1 && count <= static_cast<size_t>(kMaxStateBuffers), name, ": ", count,
               " 4-bit state buffers (the kernels take 1 to ", kMaxStateBuffers, ")");
@@ -102,12 +104,15 @@ cuda::LowBitView lowbit_view(const LowBitState& state, const Tensor& param, cons
     OCTET_CHECK(dims.size() <= static_cast<size_t>(cuda::kMaxRank1Dims), name, ": rank-1 over ", dims.size(),
                 " dims (the kernels take at most ", cuda::kMaxRank1Dims, ")");
     v.dims = static_cast<int>(dims.size());
-    scratch.fresh[i] = empty({param.numel()}, TensorOptions(param.device()));
-    v.fresh[i] = scratch.fresh[i].data<float>();
+    if (with_scratch) {
+      scratch.fresh[i] = empty({param.numel()}, TensorOptions(param.device()));
+      v.fresh[i] = scratch.fresh[i].data<float>();
+    }
     for (size_t d = 0; d < dims.size(); ++d) {
       v.extents[d] = dims[d];
       check_on(b.maxima[d], param, name, "4-bit state maxima");
       v.maxima[i][d] = b.maxima[d].data<float>();
+      if (!with_scratch) continue;
       scratch.new_maxima[i].push_back(zeros({dims[d]}, TensorOptions(param.device())));
       v.new_maxima[i][d] = scratch.new_maxima[i].back().data<float>();
     }
@@ -144,9 +149,6 @@ void with_state(ParamState& state, const Tensor& param, const char* name, Dense 
       OCTET_FAIL(name, ": 8-bit state holds f32 parameters only");
     }
   }
-  if (dynamic_cast<LowBitState*>(&state) != nullptr)
-    OCTET_FAIL(name, ": 4-bit state on ", param.device(),
-               " has no kernel for this pass (LAMB's read-only pass); use state_bits 8 or 32 here");
   OCTET_FAIL(name, ": the state of a parameter on ", param.device(),
              " must be a DenseState, a BlockwiseState or a LowBitState (other state kinds run on the CPU only)");
 }
@@ -190,6 +192,15 @@ Tensor lamb_partials_of(const LambRule<T>& rule, const Tensor& param, const Tens
   const T* p = param.data<T>();
   const T* g = grad.data<T>();
   double* parts = partials.data<double>();
+  if (auto* lb = dynamic_cast<LowBitState*>(&state)) {
+    if constexpr (std::is_same_v<T, float>) {
+      LowBitScratch unused;  // the read pass writes nothing
+      cuda::lamb_partials(rule, p, g, n, lowbit_view(*lb, param, name, unused, /*with_scratch=*/false), parts);
+      return partials;
+    } else {
+      OCTET_FAIL(name, ": 4-bit state holds f32 parameters only");
+    }
+  }
   with_state<T>(
       state, param, name, [&](const cuda::DenseView<T>& v) { cuda::lamb_partials(rule, p, g, n, v, parts); },
       [&](const cuda::QuantView& v) {

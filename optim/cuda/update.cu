@@ -375,6 +375,23 @@ struct QuantReader {
   }
 };
 
+// Element i of each 4-bit buffer, decoded as lowbit_update_kernel decodes it.
+struct LowBitReader {
+  LowBitView q;
+  __device__ void load(int64_t i, float* s) const {
+#pragma unroll
+    for (int k = 0; k < kMaxStateBuffers; ++k) {
+      if (k >= q.count) {
+        s[k] = 0.0f;
+        continue;
+      }
+      const float sc =
+          is_rank1(q, k) ? quant::rank1_scale(q.maxima[k], q.extents, q.dims, i) : q.absmax[k][i / kLowBitBlock];
+      s[k] = q.map[k][nibble(q.codes[k], i)] * sc;
+    }
+  }
+};
+
 template <typename T, typename Reader>
 struct LambTerms {
   LambRule<T> rule;
@@ -533,6 +550,13 @@ void lamb_partials(const LambRule<float>& rule, const float* p, const float* g, 
   check_quant_view(state, "cuda::lamb_partials");
   launch_partials<2>(LambTerms<float, QuantReader>{rule, p, g, QuantReader{state, log2_of(state.block_size)}}, n,
                      partials, "cuda::lamb_partials (8-bit)");
+}
+
+void lamb_partials(const LambRule<float>& rule, const float* p, const float* g, int64_t n, const LowBitView& state,
+                   double* partials) {
+  check_lowbit_view(state, "cuda::lamb_partials");
+  launch_partials<2>(LambTerms<float, LowBitReader>{rule, p, g, LowBitReader{state}}, n, partials,
+                     "cuda::lamb_partials (4-bit)");
 }
 
 template <typename T>

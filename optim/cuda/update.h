@@ -82,6 +82,9 @@ void lamb_partials(const LambRule<T>& rule, const T* p, const T* g, int64_t n, c
                    double* partials);
 void lamb_partials(const LambRule<float>& rule, const float* p, const float* g, int64_t n, const QuantView& state,
                    double* partials);
+// The same over 4-bit state (decoded as lowbit_update decodes it; the view's scratch is not used).
+void lamb_partials(const LambRule<float>& rule, const float* p, const float* g, int64_t n, const LowBitView& state,
+                   double* partials);
 // *step = T(lr * lamb_ratio(sums, trust_clip)) from `chunks` pairs of partials.
 template <typename T>
 void lamb_finish(const double* partials, int64_t chunks, double lr, bool trust_clip, T* step);
