@@ -271,6 +271,26 @@ struct Compare {
   }
 };
 
+// bf16 through f32, as the CPU's ops on bf16 compute: the f32 op on the widened values, the result
+// rounded once.
+template <typename F>
+struct Bf16Unary {
+  F f;
+  __device__ BFloat16 operator()(BFloat16 v) const { return float_to_bf16(f(bf16_to_float(v))); }
+};
+template <typename F>
+struct Bf16Binary {
+  F f;
+  __device__ BFloat16 operator()(BFloat16 a, BFloat16 b) const {
+    return float_to_bf16(f(bf16_to_float(a), bf16_to_float(b)));
+  }
+};
+template <typename F>
+struct Bf16Compare {
+  F f;
+  __device__ uint8_t operator()(BFloat16 a, BFloat16 b) const { return f(bf16_to_float(a), bf16_to_float(b)); }
+};
+
 // ---------------------------------------------------------------- launchers
 
 template <typename TO, typename TI, typename F>
@@ -371,110 +391,166 @@ void normal(const Tensor& dst, double mean, double std, uint64_t seed, uint64_t 
   });
 }
 
+namespace {
+
+// The unary ops' functors in type T (float for bf16), each handed to launch (which maps it over x
+// into out, directly or through bf16).
+template <typename T, typename Launch>
+void scalar_arith_unary(UnaryOp op, double a, Launch launch) {
+  switch (op) {
+    case UnaryOp::neg:
+      return launch(Neg<T>{});
+    case UnaryOp::abs:
+      return launch(Abs<T>{});
+    case UnaryOp::mul_scalar:
+      return launch(MulScalar<T>{static_cast<T>(a)});
+    default:
+      return launch(AddScalar<T>{static_cast<T>(a)});
+  }
+}
+
+template <typename T, typename Launch>
+void float_unary(UnaryOp op, double a, double b, Launch launch) {
+  const T ta = static_cast<T>(a), tb = static_cast<T>(b);
+  switch (op) {
+    case UnaryOp::exp:
+      return launch(Exp<T>{});
+    case UnaryOp::log:
+      return launch(Log<T>{});
+    case UnaryOp::sqrt:
+      return launch(Sqrt<T>{});
+    case UnaryOp::rsqrt:
+      return launch(Rsqrt<T>{});
+    case UnaryOp::sign:
+      return launch(Sign<T>{});
+    case UnaryOp::relu:
+      return launch(Relu<T>{});
+    case UnaryOp::relu6:
+      return launch(Relu6<T>{});
+    case UnaryOp::sigmoid:
+      return launch(Sigmoid<T>{});
+    case UnaryOp::tanh:
+      return launch(Tanh<T>{});
+    case UnaryOp::gelu:
+      return launch(Gelu<T>{});
+    case UnaryOp::gelu_tanh:
+      return launch(GeluTanh<T>{});
+    case UnaryOp::gelu_grad:
+      return launch(GeluGrad<T>{});
+    case UnaryOp::gelu_tanh_grad:
+      return launch(GeluTanhGrad<T>{});
+    case UnaryOp::reciprocal:
+      return launch(Reciprocal<T>{});
+    case UnaryOp::square:
+      return launch(Square<T>{});
+    case UnaryOp::clamp:
+      return launch(Clamp<T>{ta, tb, !std::isnan(ta), !std::isnan(tb)});
+    case UnaryOp::pow_scalar:
+      if (a == 2.0) return launch(Square<T>{});
+      return launch(PowScalar<T>{ta});
+    default:
+      OCTET_FAIL("unary: unhandled op ", static_cast<int>(op));
+  }
+}
+
+}  // namespace
+
 void unary(UnaryOp op, const Tensor& x, const Tensor& out, double a, double b) {
-  if (op == UnaryOp::neg || op == UnaryOp::abs || op == UnaryOp::mul_scalar || op == UnaryOp::add_scalar) {
+  const bool arith = op == UnaryOp::neg || op == UnaryOp::abs || op == UnaryOp::mul_scalar || op == UnaryOp::add_scalar;
+  if (x.dtype() == DType::bf16) {
+    OCTET_CHECK(out.dtype() == DType::bf16, "unary: a bf16 input takes a bf16 output, got ", out.dtype());
+    auto launch = [&](auto f) { map1<BFloat16, BFloat16>("unary", out, x, Bf16Unary<decltype(f)>{f}); };
+    if (arith) return scalar_arith_unary<float>(op, a, launch);
+    return float_unary<float>(op, a, b, launch);
+  }
+  if (arith) {
     dispatch_numeric(x.dtype(), "unary", [&]<typename T>() {
-      switch (op) {
-        case UnaryOp::neg:
-          return map1<T, T>("unary", out, x, Neg<T>{});
-        case UnaryOp::abs:
-          return map1<T, T>("unary", out, x, Abs<T>{});
-        case UnaryOp::mul_scalar:
-          return map1<T, T>("unary", out, x, MulScalar<T>{static_cast<T>(a)});
-        default:
-          return map1<T, T>("unary", out, x, AddScalar<T>{static_cast<T>(a)});
-      }
+      scalar_arith_unary<T>(op, a, [&](auto f) { map1<T, T>("unary", out, x, f); });
     });
     return;
   }
-  dispatch_float(x.dtype(), "unary", [&]<typename T>() {
-    const T ta = static_cast<T>(a), tb = static_cast<T>(b);
-    switch (op) {
-      case UnaryOp::exp:
-        return map1<T, T>("unary", out, x, Exp<T>{});
-      case UnaryOp::log:
-        return map1<T, T>("unary", out, x, Log<T>{});
-      case UnaryOp::sqrt:
-        return map1<T, T>("unary", out, x, Sqrt<T>{});
-      case UnaryOp::rsqrt:
-        return map1<T, T>("unary", out, x, Rsqrt<T>{});
-      case UnaryOp::sign:
-        return map1<T, T>("unary", out, x, Sign<T>{});
-      case UnaryOp::relu:
-        return map1<T, T>("unary", out, x, Relu<T>{});
-      case UnaryOp::relu6:
-        return map1<T, T>("unary", out, x, Relu6<T>{});
-      case UnaryOp::sigmoid:
-        return map1<T, T>("unary", out, x, Sigmoid<T>{});
-      case UnaryOp::tanh:
-        return map1<T, T>("unary", out, x, Tanh<T>{});
-      case UnaryOp::gelu:
-        return map1<T, T>("unary", out, x, Gelu<T>{});
-      case UnaryOp::gelu_tanh:
-        return map1<T, T>("unary", out, x, GeluTanh<T>{});
-      case UnaryOp::gelu_grad:
-        return map1<T, T>("unary", out, x, GeluGrad<T>{});
-      case UnaryOp::gelu_tanh_grad:
-        return map1<T, T>("unary", out, x, GeluTanhGrad<T>{});
-      case UnaryOp::reciprocal:
-        return map1<T, T>("unary", out, x, Reciprocal<T>{});
-      case UnaryOp::square:
-        return map1<T, T>("unary", out, x, Square<T>{});
-      case UnaryOp::clamp:
-        return map1<T, T>("unary", out, x, Clamp<T>{ta, tb, !std::isnan(ta), !std::isnan(tb)});
-      case UnaryOp::pow_scalar:
-        if (a == 2.0) return map1<T, T>("unary", out, x, Square<T>{});
-        return map1<T, T>("unary", out, x, PowScalar<T>{ta});
-      default:
-        OCTET_FAIL("unary: unhandled op ", static_cast<int>(op));
-    }
-  });
+  dispatch_float(x.dtype(), "unary",
+                 [&]<typename T>() { float_unary<T>(op, a, b, [&](auto f) { map1<T, T>("unary", out, x, f); }); });
 }
+
+namespace {
+
+template <typename T, typename Launch>
+void binary_op(BinaryOp op, const Tensor& b, Launch launch) {
+  switch (op) {
+    case BinaryOp::add:
+      return launch(Add<T>{});
+    case BinaryOp::sub:
+      return launch(Sub<T>{});
+    case BinaryOp::mul:
+      return launch(Mul<T>{});
+    case BinaryOp::div:
+      if constexpr (std::is_integral_v<T>) check_no_zero<T>(b);
+      return launch(Div<T>{});
+    case BinaryOp::pow:
+      return launch(Pow<T>{});
+    case BinaryOp::maximum:
+      return launch(Maximum<T>{});
+    case BinaryOp::minimum:
+      return launch(Minimum<T>{});
+    case BinaryOp::relu_grad:
+      return launch(ReluGrad<T>{});
+    case BinaryOp::relu6_grad:
+      return launch(Relu6Grad<T>{});
+  }
+}
+
+Tensor widened(const Tensor& t) {
+  Tensor out = empty(t.shape(), TensorOptions(DType::f32).device(t.device()));
+  copy(out, t);
+  return out;
+}
+
+}  // namespace
 
 void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
-  OCTET_CHECK(a.dtype() == b.dtype() && out.dtype() == a.dtype(), "binary: CUDA takes one dtype, got ", a.dtype(),
-              " and ", b.dtype(), " to ", out.dtype(), " (bf16 arithmetic runs on the CPU only for now)");
-  dispatch_numeric(a.dtype(), "binary", [&]<typename T>() {
-    switch (op) {
-      case BinaryOp::add:
-        return map2<T, T>("binary", out, a, b, Add<T>{});
-      case BinaryOp::sub:
-        return map2<T, T>("binary", out, a, b, Sub<T>{});
-      case BinaryOp::mul:
-        return map2<T, T>("binary", out, a, b, Mul<T>{});
-      case BinaryOp::div:
-        if constexpr (std::is_integral_v<T>) check_no_zero<T>(b);
-        return map2<T, T>("binary", out, a, b, Div<T>{});
-      case BinaryOp::pow:
-        return map2<T, T>("binary", out, a, b, Pow<T>{});
-      case BinaryOp::maximum:
-        return map2<T, T>("binary", out, a, b, Maximum<T>{});
-      case BinaryOp::minimum:
-        return map2<T, T>("binary", out, a, b, Minimum<T>{});
-      case BinaryOp::relu_grad:
-        return map2<T, T>("binary", out, a, b, ReluGrad<T>{});
-      case BinaryOp::relu6_grad:
-        return map2<T, T>("binary", out, a, b, Relu6Grad<T>{});
-    }
-  });
+  // bf16 with f32 (autocast's activations beside an f32 residual stream) computes in f32.
+  if (a.dtype() != b.dtype() && out.dtype() == DType::f32 && (a.dtype() == DType::bf16 || b.dtype() == DType::bf16) &&
+      (a.dtype() == DType::f32 || b.dtype() == DType::f32))
+    return binary(op, a.dtype() == DType::bf16 ? widened(a) : a, b.dtype() == DType::bf16 ? widened(b) : b, out);
+  OCTET_CHECK(a.dtype() == b.dtype() && out.dtype() == a.dtype(),
+              "binary: CUDA takes one dtype (or bf16 with f32 to f32), got ", a.dtype(), " and ", b.dtype(), " to ",
+              out.dtype());
+  if (a.dtype() == DType::bf16)
+    return binary_op<float>(op, b,
+                            [&](auto f) { map2<BFloat16, BFloat16>("binary", out, a, b, Bf16Binary<decltype(f)>{f}); });
+  dispatch_numeric(a.dtype(), "binary",
+                   [&]<typename T>() { binary_op<T>(op, b, [&](auto f) { map2<T, T>("binary", out, a, b, f); }); });
 }
 
+namespace {
+
+template <typename T, typename Launch>
+void compare_op(CompareOp op, Launch launch) {
+  switch (op) {
+    case CompareOp::eq:
+      return launch(Compare<T, CompareOp::eq>{});
+    case CompareOp::ne:
+      return launch(Compare<T, CompareOp::ne>{});
+    case CompareOp::lt:
+      return launch(Compare<T, CompareOp::lt>{});
+    case CompareOp::le:
+      return launch(Compare<T, CompareOp::le>{});
+    case CompareOp::gt:
+      return launch(Compare<T, CompareOp::gt>{});
+    case CompareOp::ge:
+      return launch(Compare<T, CompareOp::ge>{});
+  }
+}
+
+}  // namespace
+
 void compare(CompareOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
+  if (a.dtype() == DType::bf16)
+    return compare_op<float>(
+        op, [&](auto f) { map2<uint8_t, BFloat16>("compare", out, a, b, Bf16Compare<decltype(f)>{f}); });
   dispatch_numeric(a.dtype(), "compare", [&]<typename T>() {
-    switch (op) {
-      case CompareOp::eq:
-        return map2<uint8_t, T>("compare", out, a, b, Compare<T, CompareOp::eq>{});
-      case CompareOp::ne:
-        return map2<uint8_t, T>("compare", out, a, b, Compare<T, CompareOp::ne>{});
-      case CompareOp::lt:
-        return map2<uint8_t, T>("compare", out, a, b, Compare<T, CompareOp::lt>{});
-      case CompareOp::le:
-        return map2<uint8_t, T>("compare", out, a, b, Compare<T, CompareOp::le>{});
-      case CompareOp::gt:
-        return map2<uint8_t, T>("compare", out, a, b, Compare<T, CompareOp::gt>{});
-      case CompareOp::ge:
-        return map2<uint8_t, T>("compare", out, a, b, Compare<T, CompareOp::ge>{});
-    }
+    compare_op<T>(op, [&](auto f) { map2<uint8_t, T>("compare", out, a, b, f); });
   });
 }
 

@@ -1,6 +1,7 @@
 // CUDA against CPU: every elementwise op of core/ops/elementwise.h (unary, binary, scalar
 // operands, comparisons, where, sum_to) in f32 and f64, with broadcasting and non-contiguous
-// operands, outputs and gradients; and the differentiable views and copies of core/tensor.h.
+// operands, outputs and gradients; bf16 tensors (computed in f32, rounded once, bf16 with f32
+// promoting to f32); and the differentiable views and copies of core/tensor.h.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -289,6 +290,41 @@ TEST_P(CudaElementwise, ViewsAndCopies) {
         return Outputs{v[0].permute({1, 2, 0}).to(other)};
       },
       in, kExact);
+}
+
+class CudaBf16Elementwise : public testing::CudaParityTest {};
+
+// bf16 tensors (autocast's activations) on CUDA compute each op in f32 on the widened values and
+// round once, as the CPU does: the same bits but where a transcendental function's last f32 bit
+// differs and the rounding lands on the other side (a bf16 unit). Outputs and gradients in f32.
+TEST_F(CudaBf16Elementwise, OpsComputeInF32AndRoundOnce) {
+  const testing::ParityOptions kBf16Unit = tolerances({{8e-3, 8e-3}, {8e-3, 8e-3}}, {{8e-3, 8e-3}, {8e-3, 8e-3}});
+  auto bf16 = [](const Tensor& t) { return t.to(DType::bf16); };
+  auto f32 = [](const Tensor& t) { return t.to(DType::f32); };
+  const Inputs in{uniform_input(kShape, DType::f32, 71, -4, 4), uniform_input(kShape, DType::f32, 72, 0.5, 3),
+                  uniform_input({kShape[1]}, DType::f32, 73, -2, 2)};
+  expect_parity(
+      "bf16 unary",
+      [&](const Inputs& v) {
+        const Tensor x = bf16(v[0]);
+        return Outputs{f32(relu(x)), f32(gelu(x)), f32(gelu(x, true)), f32(tanh(x)), f32(sigmoid(x)),
+                       f32(exp(x * 0.5)),  f32(abs(x)),  f32(-x),          f32(x * 0.3),  f32(0.3 - x)};
+      },
+      in, kBf16Unit);
+  expect_parity(
+      "bf16 binary, broadcast, and bf16 with f32",
+      [&](const Inputs& v) {
+        const Tensor a = bf16(v[0]), b = bf16(v[1]), c = bf16(v[2]);
+        return Outputs{f32(a + b), f32(a * c), f32(a / b), f32(maximum(a, b)), a + v[1], v[2] * b};
+      },
+      in, kBf16Unit);
+  expect_parity(
+      "bf16 compare",
+      [&](const Inputs& v) {
+        const Tensor a = bf16(v[0]), b = bf16(v[0] * 0.5);
+        return Outputs{gt(a, b).to(DType::f32), eq(a, a).to(DType::f32), le(a, 0.0).to(DType::f32)};
+      },
+      in, tolerances(testing::kExact, testing::kExact));
 }
 
 }  // namespace
