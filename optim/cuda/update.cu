@@ -475,6 +475,18 @@ void check_quant_view(const QuantView& q, const char* what) {
               ": block size ", q.block_size, " (expected a power of two in [64, ", kMaxQuantBlock, "])");
 }
 
+// The state has the buffers the rule updates.
+template <typename Rule>
+void check_buffers(const Rule& rule, int count, const char* what) {
+  OCTET_CHECK(count == rule.buffers, what, ": the rule uses ", rule.buffers, " state buffers, the state has ", count);
+}
+
+// The grid of a warp-per-block kernel over `blocks` blocks: kWarpBlocks per thread block, and
+// about as many thread blocks as an H100 holds at once (132 SMs x 8); each loops over its share.
+unsigned warp_grid(int64_t blocks) {
+  return static_cast<unsigned>(std::min<int64_t>((blocks + kWarpBlocks - 1) / kWarpBlocks, 1024));
+}
+
 }  // namespace
 
 // ---- launchers
@@ -482,8 +494,7 @@ void check_quant_view(const QuantView& q, const char* what) {
 template <typename Rule, typename T>
 void dense_update(const Rule& rule, T* p, const T* g, int64_t n, const DenseView<T>& state, const T* scale) {
   if (n <= 0) return;
-  OCTET_CHECK(state.count == rule.buffers, "cuda::dense_update: the rule uses ", rule.buffers,
-              " state buffers, the state has ", state.count);
+  check_buffers(rule, state.count, "cuda::dense_update");
   dense_update_kernel<<<grid_for(n, kUpdateThreads), kUpdateThreads, 0, stream()>>>(rule, p, g, n, state, scale);
   OCTET_CUDA_LAUNCH("cuda::dense_update_kernel");
 }
@@ -493,15 +504,12 @@ void blockwise_update(const Rule& rule, float* p, const float* g, int64_t n, con
                       const float* scale) {
   if (n <= 0) return;
   check_quant_view(state, "cuda::blockwise_update");
-  OCTET_CHECK(state.count == rule.buffers, "cuda::blockwise_update: the rule uses ", rule.buffers,
-              " state buffers, the state has ", state.count);
+  check_buffers(rule, state.count, "cuda::blockwise_update");
   const int64_t blocks = (n + state.block_size - 1) / state.block_size;
   OCTET_CHECK(blocks <= 0x7fffffff, "cuda::blockwise_update: ", blocks, " blocks exceed the grid");
   if (state.block_size <= kWarpMaxBlock) {
-    // About as many thread blocks as an H100 holds at once (132 SMs x 8); each loops over its share.
-    const int64_t grid = std::min<int64_t>((blocks + kWarpBlocks - 1) / kWarpBlocks, 1024);
-    blockwise_update_warp_kernel<<<static_cast<unsigned>(grid), 32 * kWarpBlocks, 0, stream()>>>(rule, p, g, n, state,
-                                                                                                 blocks, scale);
+    blockwise_update_warp_kernel<<<warp_grid(blocks), 32 * kWarpBlocks, 0, stream()>>>(rule, p, g, n, state, blocks,
+                                                                                       scale);
     OCTET_CUDA_LAUNCH("cuda::blockwise_update_warp_kernel");
     return;
   }
@@ -513,21 +521,16 @@ void blockwise_update(const Rule& rule, float* p, const float* g, int64_t n, con
 void check_lowbit_view(const LowBitView& q, const char* what) {
   OCTET_CHECK(q.count >= 1 && q.count <= kMaxStateBuffers, what, ": ", q.count, " 4-bit state buffers (expected 1 to ",
               kMaxStateBuffers, ")");
-  OCTET_CHECK(q.dims >= 0 && q.dims <= kMaxRank1Dims, what, ": ", q.dims, " rank-1 dims (at most ", kMaxRank1Dims,
-              ")");
+  OCTET_CHECK(q.dims >= 0 && q.dims <= kMaxRank1Dims, what, ": ", q.dims, " rank-1 dims (at most ", kMaxRank1Dims, ")");
 }
 
 template <typename Rule>
-void lowbit_update(const Rule& rule, float* p, const float* g, int64_t n, const LowBitView& state,
-                   const float* scale) {
+void lowbit_update(const Rule& rule, float* p, const float* g, int64_t n, const LowBitView& state, const float* scale) {
   if (n <= 0) return;
   check_lowbit_view(state, "cuda::lowbit_update");
-  OCTET_CHECK(state.count == rule.buffers, "cuda::lowbit_update: the rule uses ", rule.buffers,
-              " state buffers, the state has ", state.count);
+  check_buffers(rule, state.count, "cuda::lowbit_update");
   const int64_t blocks = (n + kLowBitBlock - 1) / kLowBitBlock;
-  const int64_t grid = std::min<int64_t>((blocks + kWarpBlocks - 1) / kWarpBlocks, 1024);
-  lowbit_update_kernel<<<static_cast<unsigned>(grid), 32 * kWarpBlocks, 0, stream()>>>(rule, p, g, n, state, blocks,
-                                                                                       scale);
+  lowbit_update_kernel<<<warp_grid(blocks), 32 * kWarpBlocks, 0, stream()>>>(rule, p, g, n, state, blocks, scale);
   OCTET_CUDA_LAUNCH("cuda::lowbit_update_kernel");
 }
 
@@ -593,7 +596,7 @@ void sum_finish(const double* partials, int64_t count, double* out) {
   OCTET_DENSE_UPDATE(RULE, double)                                                                                 \
   template void blockwise_update<RULE<float>>(const RULE<float>&, float*, const float*, int64_t, const QuantView&, \
                                               const float*);                                                       \
-  template void lowbit_update<RULE<float>>(const RULE<float>&, float*, const float*, int64_t, const LowBitView&,    \
+  template void lowbit_update<RULE<float>>(const RULE<float>&, float*, const float*, int64_t, const LowBitView&,   \
                                            const float*);
 OCTET_RULE(SgdRule)
 OCTET_RULE(AdamRule)
