@@ -364,13 +364,6 @@ bool cudnn_backward_filter(const Conv2dGeometry& g, const Tensor& x, const Tenso
 
 namespace {
 
-// autocast's bf16 operands widened to f32 (exact), for the f32 kernels.
-Tensor widened(const Tensor& t) {
-  Tensor out = empty(t.shape(), TensorOptions(DType::f32).device(t.device()));
-  copy(out, t.contiguous());
-  return out;
-}
-
 Tensor bf16_like(const Tensor& t) { return empty(t.shape(), TensorOptions(DType::bf16).device(t.device())); }
 
 // A bf16 convolution on cuDNN's bf16 kernels into the f32 out (bias added in f32); false, having
@@ -394,7 +387,7 @@ void conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, c
                 " elements, got ", out.dtype(), " ", out.shape());
     bool done = out.numel() == 0;
     if (!done) with_shape("conv2d_forward", g, x.dtype(), [&] { done = bf16_forward(g, x, w, bias, out); });
-    if (!done) cuda::conv2d_forward(g, widened(x), widened(w), bias, out);
+    if (!done) cuda::conv2d_forward(g, widened_to_f32(x), widened_to_f32(w), bias, out);
     return;
   }
   check_operands("conv2d_forward", g, x, w);
@@ -441,7 +434,8 @@ void bf16_backward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, co
       }
     });
   if (!dx_done || !dw_done)
-    cuda::conv2d_backward(g, widened(x), widened(w), widened(dout), dx_done ? Tensor() : dx, dw_done ? Tensor() : dw);
+    cuda::conv2d_backward(g, widened_to_f32(x), widened_to_f32(w), widened_to_f32(dout), dx_done ? Tensor() : dx,
+                          dw_done ? Tensor() : dw);
 }
 
 }  // namespace

@@ -455,6 +455,12 @@ void float_unary(UnaryOp op, double a, double b, Launch launch) {
 
 }  // namespace
 
+Tensor widened_to_f32(const Tensor& t) {
+  Tensor out = empty(t.shape(), TensorOptions(DType::f32).device(t.device()));
+  copy(out, t);
+  return out;
+}
+
 void unary(UnaryOp op, const Tensor& x, const Tensor& out, double a, double b) {
   const bool arith = op == UnaryOp::neg || op == UnaryOp::abs || op == UnaryOp::mul_scalar || op == UnaryOp::add_scalar;
   if (x.dtype() == DType::bf16) {
@@ -500,19 +506,14 @@ void binary_op(BinaryOp op, const Tensor& b, Launch launch) {
   }
 }
 
-Tensor widened(const Tensor& t) {
-  Tensor out = empty(t.shape(), TensorOptions(DType::f32).device(t.device()));
-  copy(out, t);
-  return out;
-}
-
 }  // namespace
 
 void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
   // bf16 with f32 (autocast's activations beside an f32 residual stream) computes in f32.
   if (a.dtype() != b.dtype() && out.dtype() == DType::f32 && (a.dtype() == DType::bf16 || b.dtype() == DType::bf16) &&
       (a.dtype() == DType::f32 || b.dtype() == DType::f32))
-    return binary(op, a.dtype() == DType::bf16 ? widened(a) : a, b.dtype() == DType::bf16 ? widened(b) : b, out);
+    return binary(op, a.dtype() == DType::bf16 ? widened_to_f32(a) : a, b.dtype() == DType::bf16 ? widened_to_f32(b) : b,
+                  out);
   OCTET_CHECK(a.dtype() == b.dtype() && out.dtype() == a.dtype(),
               "binary: CUDA takes one dtype (or bf16 with f32 to f32), got ", a.dtype(), " and ", b.dtype(), " to ",
               out.dtype());

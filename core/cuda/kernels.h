@@ -21,11 +21,15 @@ class DeviceGuard {
   int previous_ = 0, device_ = 0;
 };
 
+// t widened to a new contiguous f32 tensor on its device (exact for bf16): for kernels that run a
+// bf16 operand through their f32 path (as cpu::widened_to_f32 on the CPU).
+Tensor widened_to_f32(const Tensor& t);
+
 using kernels::AttentionGeometry;
 using kernels::Conv2dGeometry;
 using kernels::Pool2dGeometry;
 
 #define OCTET_CPU_KERNEL(ret, name, params, args)  // CPU-only: no CUDA version
-#include "core/kernel_signatures.inc"  // IWYU pragma: export
+#include "core/kernel_signatures.inc"              // IWYU pragma: export
 
 }  // namespace octet::cuda
