@@ -109,6 +109,11 @@ NamedTensors BlockwiseState::tensors() const {
   return out;
 }
 
+int64_t BlockwiseState::elements_per_entry(const std::string& suffix) const {
+  if (suffix.ends_with(".absmax")) return block_size_;
+  return suffix.ends_with(".map") ? 0 : 1;
+}
+
 void BlockwiseState::check_incoming(const std::function<const Tensor&(const std::string& suffix)>& incoming) const {
   for (size_t i = 0; i < buffers_.size(); ++i) {
     map_of_values(incoming(buffer_names()[i] + ".map"), buffers_[i].map, buffer_names()[i]);

@@ -34,6 +34,8 @@ class BlockwiseState : public ParamState {
   NamedTensors tensors() const override;
   void check_incoming(const std::function<const Tensor&(const std::string& suffix)>& incoming) const override;
   void loaded() override;
+  // Codes: 1 element each; absmax: block_size; the maps: whole on every rank.
+  int64_t elements_per_entry(const std::string& suffix) const override;
   int64_t block_size() const { return block_size_; }
   const quant::BlockwiseQuantized& buffer(size_t i) const { return buffers_.at(i); }
 

@@ -33,9 +33,19 @@ std::array<float*, kMaxBuffers> maxima_of(const LowBitState::Buffer& b) {
 
 }  // namespace
 
-LowBitState::LowBitState(const Tensor& param, std::vector<std::string> buffer_names, const std::vector<bool>& is_signed)
-    : ParamState(std::move(buffer_names)), numel_(param.numel()) {
+LowBitState::LowBitState(const Tensor& param, std::vector<std::string> buffer_names, const std::vector<bool>& is_signed,
+                         Shard shard)
+    : ParamState(std::move(buffer_names)),
+      numel_(0),
+      offset_(shard.first),
+      max_over_ranks_(std::move(shard.max_over_ranks)) {
   OCTET_CHECK(param.dtype() == DType::f32, "4-bit optimizer state: parameter must be f32, got ", param.dtype());
+  const int64_t whole = param.numel(), last = shard.last < 0 ? whole : shard.last;
+  // An empty range past the end may start anywhere.
+  OCTET_CHECK(offset_ >= 0 && offset_ <= last && last <= whole && (offset_ % kBlock == 0 || offset_ == whole),
+              "4-bit optimizer state: the range [", offset_, ", ", last, ") of a parameter of ", whole,
+              " elements must start on a block of ", kBlock);
+  numel_ = last - offset_;
   OCTET_CHECK(is_signed.size() == ParamState::buffer_names().size(), "4-bit optimizer state: ", is_signed.size(),
               " signs for ", ParamState::buffer_names().size(), " buffers");
   OCTET_CHECK(is_signed.size() <= kMaxBuffers, "4-bit optimizer state: at most ", kMaxBuffers, " buffers, got ",
@@ -47,7 +57,7 @@ LowBitState::LowBitState(const Tensor& param, std::vector<std::string> buffer_na
   int64_t scale_count = 0;
   for (int64_t extent : param.shape())
     if (extent > 1) squeezed.push_back(extent), scale_count += extent;
-  const bool rank1_fits = squeezed.size() >= 2 && squeezed.size() <= kMaxBuffers && scale_count * kBlock <= numel_;
+  const bool rank1_fits = squeezed.size() >= 2 && squeezed.size() <= kMaxBuffers && scale_count * kBlock <= whole;
   if (rank1_fits) shape_ = squeezed;
   const Device dev = param.device();
   for (bool s : is_signed) {
@@ -64,6 +74,9 @@ LowBitState::LowBitState(const Tensor& param, std::vector<std::string> buffer_na
     buffers_.push_back(std::move(b));
   }
 }
+
+LowBitState::LowBitState(const Tensor& param, std::vector<std::string> buffer_names, const std::vector<bool>& is_signed)
+    : LowBitState(param, std::move(buffer_names), is_signed, Shard{}) {}
 
 template <typename Body>
 void LowBitState::chunks(Body body) {
@@ -86,7 +99,7 @@ void LowBitState::decode_chunk(size_t i, int64_t start, int64_t n, float* scales
   const uint8_t* codes = b.codes.data<uint8_t>() + start / 2;
   if (b.rank1) {
     const std::array<float*, kMaxBuffers> maxima = maxima_of(b);
-    quant::rank1_scales(shape_, maxima.data(), start, n, scales);
+    quant::rank1_scales(shape_, maxima.data(), offset_ + start, n, scales);
     quant::decode4(codes, n, scales, 0.0f, b.map, out);
     return;
   }
@@ -133,7 +146,7 @@ void LowBitState::for_each_block(const BlockUpdate<float>& fn) {
           continue;
         }
         if (!local[i]) local[i].emplace(shape_);
-        local[i]->add(start, n, work[i]);
+        local[i]->add(offset_ + start, n, work[i]);
       }
     }
     std::lock_guard<std::mutex> lock(merge);
@@ -144,16 +157,19 @@ void LowBitState::for_each_block(const BlockUpdate<float>& fn) {
       local[i]->merge_into(maxima.data());
     }
   });
-  for (size_t i = 0; i < buffers_.size(); ++i) {
+  std::vector<Tensor> all_maxima;  // of every rank-1 buffer, made the whole parameter's at once
+  for (const std::vector<Tensor>& m : fresh_maxima) all_maxima.insert(all_maxima.end(), m.begin(), m.end());
+  merge_maxima(all_maxima);
+  for (size_t i = 0, next = 0; i < buffers_.size(); ++i) {
     Buffer& b = buffers_[i];
     if (!b.rank1) continue;
-    for (size_t d = 0; d < shape_.size(); ++d) b.maxima[d].copy_(fresh_maxima[i][d]);
+    for (size_t d = 0; d < shape_.size(); ++d) b.maxima[d].copy_(all_maxima[next++]);
     const float* values = fresh[i].data<float>();
     const std::array<float*, kMaxBuffers> maxima = maxima_of(b);
     chunks([&](int64_t first, int64_t last, float* const*, float* scales) {
       for (int64_t c = first; c < last; ++c) {
         const int64_t start = c * kChunk, n = std::min(kChunk, numel_ - start);
-        quant::rank1_scales(shape_, maxima.data(), start, n, scales);
+        quant::rank1_scales(shape_, maxima.data(), offset_ + start, n, scales);
         quant::encode4(values + start, n, scales, 0.0f, b.map, b.codes.data<uint8_t>() + start / 2);
       }
     });
@@ -168,6 +184,14 @@ void LowBitState::read_blocks(const BlockRead<float>& fn) {
       fn(StateBlock<const float>{start, n, scratch});
     }
   });
+}
+
+bool LowBitState::collective() const {
+  return max_over_ranks_ && std::any_of(buffers_.begin(), buffers_.end(), [](const Buffer& b) { return b.rank1; });
+}
+
+void LowBitState::merge_maxima(std::vector<Tensor>& maxima) const {
+  if (max_over_ranks_ && !maxima.empty()) max_over_ranks_(maxima);
 }
 
 void LowBitState::for_each_block(const BlockUpdate<double>&) {
@@ -188,6 +212,12 @@ NamedTensors LowBitState::tensors() const {
     out.emplace_back(name + ".map", b.map_values);
   }
   return out;
+}
+
+int64_t LowBitState::elements_per_entry(const std::string& suffix) const {
+  if (suffix.ends_with(".codes")) return 2;
+  if (suffix.ends_with(".absmax")) return kBlock;
+  return 0;  // ".map", ".max<d>"
 }
 
 void LowBitState::check_incoming(const std::function<const Tensor&(const std::string& suffix)>& incoming) const {

@@ -17,8 +17,14 @@
 // the kernels of optim/cuda/update.cu run the same rule, one warp per block of 128, and encode a
 // rank-1 buffer in a second kernel; LAMB's read-only pass decodes the same way in its sums kernel
 // (for_each_block and read_blocks are host code and refuse a device state).
+// Sharded (Optimizer::shard_state), a state holds a range of the flattened parameter, whose bounds
+// fall on blocks of 128; whether a buffer is rank-1 is decided on the whole parameter's shape, its
+// maxima are the whole parameter's (each rank takes them over its range, then Shard::max_over_ranks
+// makes them the maxima over every rank's), so its codes are those of the unsharded state.
 //   auto s = std::make_unique<LowBitState>(param, {"exp_avg", "exp_avg_sq"}, {true, false});
 #pragma once
+
+#include <functional>
 
 #include "optim/optimizer.h"
 #include "quant/maps.h"
@@ -28,8 +34,18 @@ namespace octet {
 class LowBitState : public ParamState {
  public:
   static constexpr int64_t kBlock = 128;
-  // is_signed[i]: buffer i may be negative (Optimizer::state_buffers). The parameter's shape decides
-  // rank-1; f32 parameters on the CPU only.
+  // The range [first, last) of the flattened parameter a state holds (last -1: to the end; first a
+  // multiple of kBlock), and, when other ranks hold the rest, how the maxima of the rank-1 buffers
+  // become the whole parameter's: max_over_ranks replaces each tensor with its elementwise maximum
+  // over the ranks (every rank calls it together, with tensors of the same shapes).
+  struct Shard {
+    int64_t first = 0, last = -1;
+    std::function<void(std::vector<Tensor>&)> max_over_ranks;
+  };
+  // is_signed[i]: buffer i may be negative (Optimizer::state_buffers). The whole parameter's shape
+  // decides rank-1; f32 parameters.
+  LowBitState(const Tensor& param, std::vector<std::string> buffer_names, const std::vector<bool>& is_signed,
+              Shard shard);
   LowBitState(const Tensor& param, std::vector<std::string> buffer_names, const std::vector<bool>& is_signed);
   void for_each_block(const BlockUpdate<float>& fn) override;
   void for_each_block(const BlockUpdate<double>& fn) override;  // an error: 4-bit state is for f32
@@ -39,6 +55,16 @@ class LowBitState : public ParamState {
   // for the d-th dim of extent > 1).
   NamedTensors tensors() const override;
   void check_incoming(const std::function<const Tensor&(const std::string& suffix)>& incoming) const override;
+  // Codes: 2 elements per byte; absmax: kBlock; the maps and rank-1 maxima: whole on every rank.
+  int64_t elements_per_entry(const std::string& suffix) const override;
+  // Sharded with a rank-1 buffer: its maxima are max-reduced over the ranks every update.
+  bool collective() const override;
+  // The new maxima of the rank-1 buffers, taken over this state's range, made the whole
+  // parameter's (Shard::max_over_ranks; nothing to do when the state holds all of it). The device
+  // update calls it between its two kernels.
+  void merge_maxima(std::vector<Tensor>& maxima) const;
+  // The index in the flattened parameter of the state's element 0.
+  int64_t offset() const { return offset_; }
 
   struct Buffer {
     quant::QuantMap4 map;
@@ -65,6 +91,8 @@ class LowBitState : public ParamState {
   std::vector<Buffer> buffers_;
   Shape shape_;  // rank-1: the parameter's dims of extent > 1
   int64_t numel_;
+  int64_t offset_;  // Shard::first
+  std::function<void(std::vector<Tensor>&)> max_over_ranks_;
 };
 
 }  // namespace octet

@@ -1,6 +1,7 @@
 #include "optim/optimizer.h"
 
 #include "core/distributed.h"
+#include "core/ops/elementwise.h"
 
 #include "optim/blockwise_state.h"
 #include "optim/lowbit_state.h"
@@ -186,12 +187,15 @@ std::unique_ptr<ParamState> Optimizer::make_state(const std::string& name, const
   std::vector<std::string> names = state_buffer_names(options);
   if (!low_bit || names.empty()) return std::make_unique<DenseState>(target, std::move(names));
   if (so.state_bits_ == 4) {
-    // Rank-1 scales span whole rows and columns, which a shard cuts.
-    OCTET_CHECK(!shard_group_, name_, ": state_bits 4 with sharded optimizer state is not supported yet ('", name,
-                "'); use state_bits 8 or do not shard");
     std::vector<bool> is_signed;
     for (const StateBuffer& b : state_buffers(options)) is_signed.push_back(!b.nonnegative);
-    return std::make_unique<LowBitState>(target, std::move(names), is_signed);
+    if (!shard_group_) return std::make_unique<LowBitState>(target, std::move(names), is_signed);
+    // Rank-1 maxima span the whole parameter's rows and columns, which a shard cuts: the state
+    // takes the whole shape, and its range.
+    const auto [first, last] = shard_range(name);
+    return std::make_unique<LowBitState>(
+        param, std::move(names), is_signed,
+        LowBitState::Shard{first, last, [this](std::vector<Tensor>& maxima) { max_over_shards(maxima); }});
   }
   const quant::QuantMap unsigned_map =
       so.nonzero_second_moment_ ? quant::QuantMap::dynamic_unsigned_nonzero : quant::QuantMap::dynamic_unsigned;
@@ -246,8 +250,11 @@ std::pair<int64_t, int64_t> Optimizer::shard_range(const std::string& name) cons
 int64_t Optimizer::shard_size(const std::string& name) const {
   const int64_t numel = numel_of(name);
   if (!shard_group_) return numel;
-  // Whole blocks: ceil(blocks / N) blocks per rank, the last ranges shorter or empty.
-  return shard_chunk(numel, state_options(name).block_size_, shard_group_->size());
+  // Whole blocks: ceil(blocks / N) blocks per rank, the last ranges shorter or empty. Block sizes
+  // are powers of two, so the larger of the 8-bit and the 4-bit (128) one is a multiple of both.
+  const StateOptions& so = state_options(name);
+  const int64_t block = so.state_bits_ == 4 ? std::max(so.block_size_, LowBitState::kBlock) : so.block_size_;
+  return shard_chunk(numel, block, shard_group_->size());
 }
 
 NamedTensors Optimizer::shard_grads() const {
@@ -281,6 +288,21 @@ void Optimizer::sum_over_shards(std::span<ExactSum> sums) const {
       total.merge(ExactSum::from_words({v + (r * k + i) * words, static_cast<size_t>(words)}));
     sums[static_cast<size_t>(i)] = total;
   }
+}
+
+void Optimizer::max_over_shards(std::vector<Tensor>& maxima) const {
+  if (!shard_group_ || maxima.empty()) return;
+  // One all-gather of every tensor end to end, then the elementwise maximum over the ranks (exact).
+  std::vector<int64_t> at{0};  // where each tensor starts, end to end
+  for (const Tensor& m : maxima) at.push_back(at.back() + m.numel());
+  const Tensor& first = maxima.front();
+  Tensor mine = empty({at.back()}, TensorOptions(first.dtype()).device(first.device()));
+  for (size_t k = 0; k < maxima.size(); ++k) mine.narrow(0, at[k], maxima[k].numel()).copy_(maxima[k].reshape({-1}));
+  const Tensor all = shard_group_->all_gather(mine);  // [N, total]
+  Tensor top = all.select(0, 0);
+  for (int64_t r = 1; r < shard_group_->size(); ++r) top = maximum(top, all.select(0, r));
+  for (size_t k = 0; k < maxima.size(); ++k)
+    maxima[k] = top.narrow(0, at[k], maxima[k].numel()).reshape(maxima[k].shape()).contiguous();
 }
 
 Tensor Optimizer::shard_of(const std::string& name, const Tensor& p) const {
@@ -392,7 +414,8 @@ void Optimizer::step() {
       }
       if (shard_group_) {  // this rank's range of p, in place (p is contiguous: shard_state checked)
         const Tensor work = shard_of(pname, p);
-        if (work.numel() > 0 || !elementwise()) update(*options, work, shard_of(pname, grad.contiguous()), state);
+        if (work.numel() > 0 || !elementwise() || state.collective())
+          update(*options, work, shard_of(pname, grad.contiguous()), state);
         updated.emplace_back(pname, p);
         continue;
       }
@@ -430,31 +453,18 @@ NamedTensors Optimizer::state_dict() const {
       const auto& [pname, p] = g.params[i];
       out.emplace_back(pname + ".step", i64_scalar(g.states[i]->step()));
       for (const auto& [suffix, t] : g.states[i]->tensors())
-        out.emplace_back(pname + "." + suffix, shard_group_ ? gathered(pname, p, suffix, t) : t.clone());
+        out.emplace_back(pname + "." + suffix, shard_group_ ? gathered(pname, p, *g.states[i], suffix, t) : t.clone());
     }
   }
   out.emplace_back(kStepsKey, i64_scalar(steps_));
   return out;
 }
 
-namespace {
-// How a sharded state tensor splits: by element of the parameter (the 32-bit buffers, the 8-bit
-// codes), by block (the absmax), or not at all (an 8-bit buffer's code table, the same everywhere).
-enum class Split { element, block, none };
-Split split_of(const std::string& suffix) {
-  auto ends = [&](const std::string& tail) {
-    return suffix.size() >= tail.size() && suffix.compare(suffix.size() - tail.size(), tail.size(), tail) == 0;
-  };
-  return ends(".map") ? Split::none : ends(".absmax") ? Split::block : Split::element;
-}
-}  // namespace
-
-Tensor Optimizer::gathered(const std::string& pname, const Tensor& p, const std::string& suffix,
-                           const Tensor& piece) const {
-  const Split split = split_of(suffix);
-  if (split == Split::none) return piece.clone();
-  const int64_t n = shard_group_->size(), block = state_options(pname).block_size_, numel = p.numel();
-  const int64_t unit = split == Split::block ? block : 1;
+Tensor Optimizer::gathered(const std::string& pname, const Tensor& p, const ParamState& state,
+                           const std::string& suffix, const Tensor& piece) const {
+  const int64_t unit = state.elements_per_entry(suffix);
+  if (unit == 0) return piece.clone();  // the same on every rank
+  const int64_t n = shard_group_->size(), numel = p.numel();
   const int64_t per_rank = shard_size(pname) / unit, total = (numel + unit - 1) / unit;
   // Each rank's piece padded to per_rank, gathered, then the ranks' pieces end to end.
   Tensor mine = zeros({per_rank}, TensorOptions(piece.dtype()).device(piece.device()));
@@ -465,16 +475,23 @@ Tensor Optimizer::gathered(const std::string& pname, const Tensor& p, const std:
     const auto [lo, hi] = dist::part_of(total, per_rank, r);
     if (hi > lo) whole.narrow(0, lo, hi - lo).copy_(all.select(0, r).narrow(0, 0, hi - lo));
   }
-  // A 32-bit buffer has the parameter's shape; 8-bit codes and absmax are flat.
-  return split == Split::element && suffix.find('.') == std::string::npos ? whole.reshape(p.shape()) : whole;
+  // A 32-bit buffer has the parameter's shape; low-bit codes and scales are flat.
+  return unit == 1 && suffix.find('.') == std::string::npos ? whole.reshape(p.shape()) : whole;
 }
 
 NamedTensors Optimizer::sliced(const NamedTensors& state) const {
-  std::map<std::string, std::pair<const Tensor*, std::string>> pieces;  // key -> (param, suffix)
+  struct Piece {
+    std::string pname, suffix;
+    int64_t numel = 0;
+    const ParamState* state = nullptr;
+  };
+  std::map<std::string, Piece> pieces;  // by key
   for (const Group& g : groups_)
     for (size_t i = 0; i < g.params.size(); ++i)
-      for (const auto& [suffix, t] : g.states[i]->tensors())
-        pieces[g.params[i].first + "." + suffix] = {&g.params[i].second, suffix};
+      for (const auto& [suffix, t] : g.states[i]->tensors()) {
+        const auto& [pname, p] = g.params[i];
+        pieces[pname + "." + suffix] = Piece{pname, suffix, p.numel(), g.states[i].get()};
+      }
   NamedTensors out;
   for (const auto& [key, t] : state) {
     const auto it = pieces.find(key);
@@ -482,15 +499,13 @@ NamedTensors Optimizer::sliced(const NamedTensors& state) const {
       out.emplace_back(key, t);
       continue;
     }
-    const std::string pname = key.substr(0, key.size() - it->second.second.size() - 1);
-    const Split split = split_of(it->second.second);
-    const int64_t numel = it->second.first->numel(), block = state_options(pname).block_size_;
-    const int64_t unit = split == Split::block ? block : 1, total = (numel + unit - 1) / unit;
-    if (split == Split::none || t.numel() != total) {  // a wrong size is named by the checks
+    const Piece& piece = it->second;
+    const int64_t unit = piece.state->elements_per_entry(piece.suffix);
+    if (unit == 0 || t.numel() != (piece.numel + unit - 1) / unit) {  // a wrong size is named by the checks
       out.emplace_back(key, t);
       continue;
     }
-    const auto [first, last] = shard_range(pname);
+    const auto [first, last] = shard_range(piece.pname);
     // Non-empty ranges start on a block; an empty one (past the end) takes nothing.
     const int64_t lo = (first + unit - 1) / unit, hi = std::max(lo, (last + unit - 1) / unit);
     out.emplace_back(key, t.contiguous().reshape({-1}).narrow(0, lo, hi - lo));

@@ -132,6 +132,15 @@ class ParamState {
   virtual void check_incoming(const std::function<const Tensor&(const std::string& suffix)>& incoming) const {}
   // After the copy: a state derives what it keeps from its tensors.
   virtual void loaded() {}
+  // Sharded state (Optimizer::shard_state): how many of the parameter's flattened elements one
+  // entry of tensor `suffix` covers -- 1 for a buffer of the parameter's size, the block size for a
+  // scale per block, 2 for 4-bit codes packed two per byte -- or 0 for a tensor every rank holds
+  // whole (a code table; rank-1 maxima, the same on every rank). A checkpoint puts the ranks' pieces
+  // end to end by it, and cuts a whole tensor into this rank's piece.
+  virtual int64_t elements_per_entry(const std::string& suffix) const { return 1; }
+  // Whether an update of this state takes part in a collective of the shard group (4-bit rank-1
+  // maxima): a sharded step then runs it on every rank, also where this rank's range is empty.
+  virtual bool collective() const { return false; }
 
  protected:
   // For check_incoming: a quantized state's scales (maxima of |x|) must be finite and >= 0 (a
@@ -171,10 +180,10 @@ class DenseState : public ParamState {
 
 // How state is stored: 32-bit (dense, the parameter's dtype), 8-bit (block-wise quantized codes
 // and absmax, optim/blockwise_state.h) or 4-bit (two codes per byte, block-wise first moments and
-// rank-1 second moments, optim/lowbit_state.h; not with sharded state; its CUDA kernels have not
-// run on a GPU yet). Only f32 parameters with at least min_8bit_size elements get low-bit state;
-// names matching a keep_32bit pattern ('*' matches any run of characters, e.g. "*embedding*")
-// keep 32-bit state, and so do parameters their layer marked with
+// rank-1 second moments, optim/lowbit_state.h; its CUDA kernels have not run on a GPU yet). Only
+// f32 parameters with at least min_8bit_size elements get low-bit state; names matching a
+// keep_32bit pattern ('*' matches any run of characters, e.g. "*embedding*") keep 32-bit state,
+// and so do parameters their layer marked with
 // Module::mark_keep_32bit_state (StableEmbedding's weight), whatever the patterns. Switching bits
 // changes nothing else: same options, formulas and state names (low-bit buffers are saved as
 // "<buffer>.codes", "<buffer>.absmax", ...).
@@ -326,15 +335,20 @@ class Optimizer {
   // ZeRO stage 1 (as PyTorch's ZeroRedundancyOptimizer and DeepSpeed's stage 1): from now on this
   // process keeps, and updates, the state of its shard of every parameter only, 1/N of the state
   // for N processes in `group`. Each parameter is split, flattened, into N ranges whose bounds fall
-  // on its 8-bit block size (an absmax block never straddles two ranks; the last ranges may be
-  // shorter or empty); whether a parameter's state is 8-bit is decided on the whole parameter.
+  // on its 8-bit block size, or on a multiple of 128 with 4-bit state (an absmax block never
+  // straddles two ranks; the last ranges may be shorter or empty); whether a parameter's state is
+  // low-bit, and whether 4-bit second moments are rank-1, is decided on the whole parameter. A
+  // rank-1 buffer's row and column maxima span the shards: each rank takes them over its range and
+  // they are max-reduced over the ranks before the codes are written, so every rank holds the
+  // whole parameter's maxima.
   // step() reads this rank's range of each (averaged) gradient -- the whole gradient from
   // DistributedDataParallel, or only this range when it reduce-scatters (shard_gradients) --,
   // updates that range, and all-gathers the updated ranges, so every rank ends with the same
   // weights, bit for bit those an unsharded optimizer gives: the updates are elementwise, or
-  // block-wise on whole blocks, and LAMB's and LARS's whole-parameter norms are exact sums
-  // (ExactSum) of the ranks' pieces (sum_over_shards). Call before the first step, with contiguous
-  // parameters; every rank calls step() together. A group of one process changes nothing.
+  // block-wise on whole blocks, rank-1 maxima are exact maxima over the ranks, and LAMB's and
+  // LARS's whole-parameter norms are exact sums (ExactSum) of the ranks' pieces (sum_over_shards).
+  // Call before the first step, with contiguous parameters; every rank calls step() together. A
+  // group of one process changes nothing.
   // state_dict() gathers the ranks' pieces into what the unsharded optimizer would hold (every rank
   // calls it together and gets the whole), and load_state_dict() takes that and keeps this rank's
   // pieces: a checkpoint loads at any process count, sharded or not.
@@ -397,11 +411,15 @@ class Optimizer {
   int64_t numel_of(const std::string& name) const;  // an unknown name is an Error
   // The parameter as its state and update see it: p, or this rank's flat range of it when sharded.
   Tensor shard_of(const std::string& name, const Tensor& p) const;
+  // Each tensor replaced with its elementwise maximum over the shard group's ranks (every rank
+  // calls it together): 4-bit rank-1 maxima (LowBitState::Shard).
+  void max_over_shards(std::vector<Tensor>& maxima) const;
   // After the updates of a sharded step: every rank's ranges to every rank.
   void gather_shards(const std::vector<std::pair<std::string, Tensor>>& updated) const;
   // Sharded checkpoints: state tensor `suffix` of parameter `pname` put together from every rank's
   // piece, and a whole state_dict cut down to this rank's pieces.
-  Tensor gathered(const std::string& pname, const Tensor& p, const std::string& suffix, const Tensor& piece) const;
+  Tensor gathered(const std::string& pname, const Tensor& p, const ParamState& state, const std::string& suffix,
+                  const Tensor& piece) const;
   NamedTensors sliced(const NamedTensors& state) const;
   // load_state_dict's checks and copies, on state shaped as this process holds it.
   void load_checked(const NamedTensors& state);

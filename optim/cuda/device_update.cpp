@@ -88,6 +88,7 @@ cuda::LowBitView lowbit_view(const LowBitState& state, const Tensor& param, cons
   const Shape& dims = state.rank1_shape();
   cuda::LowBitView v;
   v.count = static_cast<int>(count);
+  v.offset = state.offset();
   scratch.fresh.resize(count);
   scratch.new_maxima.resize(count);
   for (size_t i = 0; i < count; ++i) {
@@ -120,15 +121,25 @@ cuda::LowBitView lowbit_view(const LowBitState& state, const Tensor& param, cons
   return v;
 }
 
-// `rule` over a 4-bit state: the fused update, then the rank-1 buffers' codes from their new
-// values and maxima, which then replace the old maxima.
+// `rule` over a 4-bit state: the fused update, the rank-1 buffers' new maxima made the whole
+// parameter's (a sharded state's: a collective), then their codes from their new values and
+// maxima, which then replace the old maxima.
 template <typename Rule>
 void lowbit_update(const Rule& rule, float* p, const float* g, const Tensor& param, LowBitState& state,
                    const char* name, const float* scale) {
   LowBitScratch scratch;
-  const cuda::LowBitView v = lowbit_view(state, param, name, scratch);
+  cuda::LowBitView v = lowbit_view(state, param, name, scratch);
   cuda::lowbit_update(rule, p, g, param.numel(), v, scale);
   if (v.dims == 0) return;
+  std::vector<Tensor> maxima;  // of every rank-1 buffer, end to end
+  for (const std::vector<Tensor>& m : scratch.new_maxima) maxima.insert(maxima.end(), m.begin(), m.end());
+  state.merge_maxima(maxima);
+  for (size_t i = 0, next = 0; i < scratch.new_maxima.size(); ++i) {
+    for (size_t d = 0; d < scratch.new_maxima[i].size(); ++d) {
+      scratch.new_maxima[i][d] = maxima[next++];  // the merged ones, where the state is sharded
+      v.new_maxima[i][d] = scratch.new_maxima[i][d].data<float>();
+    }
+  }
   cuda::lowbit_encode_rank1(v, param.numel());
   for (size_t i = 0; i < scratch.new_maxima.size(); ++i) {
     for (size_t d = 0; d < scratch.new_maxima[i].size(); ++d) {

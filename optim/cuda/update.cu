@@ -233,7 +233,8 @@ __global__ void __launch_bounds__(32 * kWarpBlocks)
           st[k] = 0.0f;
           continue;
         }
-        const float sc = is_rank1(q, k) ? quant::rank1_scale(q.maxima[k], q.extents, q.dims, i) : q.absmax[k][b];
+        const float sc =
+            is_rank1(q, k) ? quant::rank1_scale(q.maxima[k], q.extents, q.dims, q.offset + i) : q.absmax[k][b];
         st[k] = map[k][nibble(q.codes[k], i)] * sc;
       }
       float pi = p[i];
@@ -248,7 +249,7 @@ __global__ void __launch_bounds__(32 * kWarpBlocks)
           q.fresh[k][i] = st[k];
           const float a = fabsf(st[k]);
           if (a < INFINITY) {  // non-negative floats order as their bits
-            int64_t rest = i;
+            int64_t rest = q.offset + i;
             for (int d = q.dims - 1; d >= 0; --d) {
               atomicMax(reinterpret_cast<unsigned*>(q.new_maxima[k][d] + rest % q.extents[d]), __float_as_uint(a));
               rest /= q.extents[d];
@@ -289,7 +290,8 @@ __global__ void lowbit_encode_rank1_kernel(LowBitView q, int64_t n) {
         const int64_t i = 2 * byte + e;
         if (i < n)
           c[e] = quant::code4(q.thresholds[k],
-                              quant::normalized(q.fresh[k][i], quant::rank1_scale(maxima, q.extents, q.dims, i)));
+                              quant::normalized(q.fresh[k][i],
+                                                quant::rank1_scale(maxima, q.extents, q.dims, q.offset + i)));
       }
       q.codes[k][byte] = static_cast<uint8_t>(c[0] << 4 | c[1]);
     }
@@ -386,7 +388,8 @@ struct LowBitReader {
         continue;
       }
       const float sc =
-          is_rank1(q, k) ? quant::rank1_scale(q.maxima[k], q.extents, q.dims, i) : q.absmax[k][i / kLowBitBlock];
+          is_rank1(q, k) ? quant::rank1_scale(q.maxima[k], q.extents, q.dims, q.offset + i)
+                         : q.absmax[k][i / kLowBitBlock];
       s[k] = q.map[k][nibble(q.codes[k], i)] * sc;
     }
   }

@@ -34,7 +34,9 @@ inline constexpr int64_t kMaxQuantBlock = 4096;
 // ([ceil(n / 2)], element 2i in the high nibble), the map's 16 values and 15 thresholds, and
 // either one absmax per block of kLowBitBlock (block-wise) or, rank-1, the maxima of each of the
 // `dims` dims; a rank-1 buffer also takes scratch for the update: its new values [n] and new
-// maxima (zeroed), which lowbit_encode_rank1 turns into codes once the update is done.
+// maxima (zeroed), which lowbit_encode_rank1 turns into codes once the update is done. A sharded
+// state holds elements [offset, offset + n) of the flattened parameter: its element i has the
+// rank-1 indices of element offset + i.
 inline constexpr int64_t kLowBitBlock = 128;
 inline constexpr int kMaxRank1Dims = 8;
 struct LowBitView {
@@ -48,6 +50,7 @@ struct LowBitView {
   int count = 0;
   int dims = 0;
   int64_t extents[kMaxRank1Dims] = {};
+  int64_t offset = 0;
 };
 
 // ---- updates: `rule` over p, g (n elements) and the state. For Rule::kScaled rules, `scale` may

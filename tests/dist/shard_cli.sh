@@ -3,7 +3,8 @@
 # sharded 8-bit Adam state says the state is each process's share, its checkpoint resumes in one
 # process and in two (sharded again), and `octet inspect` reads it; LAMB with its gradients clipped,
 # sharded (its norms and the clip's added over the ranks), ends with the weights of the unsharded
-# 2-process job, byte for byte as `octet export --torch` writes them.
+# 2-process job, byte for byte as `octet export --torch` writes them; 4-bit AdamW likewise, and its
+# sharded checkpoint resumes in one process.
 #   bash tests/dist/shard_cli.sh <mpiexec> <octet> <recipe>
 set -uo pipefail
 mpiexec=$1 octet=$2 recipe=$3
@@ -31,4 +32,16 @@ for shard in true false; do
 done
 grep -q "(sharded)" "$work/lamb_true.txt" || fail "the lamb log does not say the state is sharded"
 cmp -s ltrue.safetensors lfalse.safetensors || fail "sharded lamb's weights differ from unsharded lamb's"
+# 4-bit AdamW (the convolutions' second moments rank-1, their maxima max-reduced over the ranks):
+# sharded equals unsharded, and the sharded checkpoint resumes in one process.
+four=(optimizer.name=adamw optimizer.state_bits=4 train.max_steps=3)
+for shard in true false; do
+  "${mpi[@]}" "$octet" train "$recipe" "${common[@]}" "${four[@]}" train.shard_optimizer=$shard log.run_name=f$shard \
+    >"$work/four_$shard.txt" 2>&1 || fail "4-bit adamw with train.shard_optimizer=$shard failed"
+  "$octet" export --torch runs/f$shard -o "f$shard.safetensors" >"$work/export4_$shard.txt" 2>&1 || fail "export failed"
+done
+grep -q "(sharded)" "$work/four_true.txt" || fail "the 4-bit log does not say the state is sharded"
+cmp -s ftrue.safetensors ffalse.safetensors || fail "sharded 4-bit adamw's weights differ from unsharded"
+"$octet" train --resume runs/ftrue train.max_steps=4 >"$work/resume4.txt" 2>&1 ||
+  fail "one process did not resume the sharded 4-bit checkpoint"
 echo "shard_cli: ok"

@@ -4,9 +4,10 @@
 // the gradients clipped by their global norm, give weights bit-identical to the unsharded
 // optimizer's on parameters smaller than a block, not divisible by the rank count, and whose 8-bit
 // decision (min_8bit_size) differs between the whole parameter and a shard; each rank holds about
-// 1/N of the state bytes. Under DistributedDataParallel with reduce-scattered gradients
-// (shard_gradients) the job equals unsharded DDP bit for bit, and a non-finite gradient on one rank
-// is seen by all.
+// 1/N of the state bytes. 4-bit state likewise, with rank-1 second moments whose row and column
+// maxima span the shards (max-reduced over the ranks), also where a rank's range is empty. Under
+// DistributedDataParallel with reduce-scattered gradients (shard_gradients) the job equals unsharded DDP bit for bit,
+// and a non-finite gradient on one rank is seen by all.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -43,14 +44,24 @@ bool same_bits(const Tensor& a, const Tensor& b) {
 }
 
 // Fewer elements than a block (3), not a multiple of any rank count or block (1000, 37 x 29), and
-// 5000 elements: 8-bit with min_8bit_size 4096 as a whole, though each shard is smaller.
+// 5000 elements: 8-bit with min_8bit_size 4096 as a whole, though each shard is smaller. "cube"
+// (21 x 31 x 41, 26691 elements) has rank-1 4-bit second moments: its shards cut its rows.
 NamedTensors make_params(uint64_t seed) {
   Generator g(seed);
   NamedTensors p;
-  for (const auto& [name, shape] :
-       std::vector<std::pair<std::string, Shape>>{{"tiny", {3}}, {"vec", {1000}}, {"mat", {37, 29}}, {"big", {5000}}})
+  for (const auto& [name, shape] : std::vector<std::pair<std::string, Shape>>{
+           {"tiny", {3}}, {"vec", {1000}}, {"mat", {37, 29}}, {"big", {5000}}, {"cube", {21, 31, 41}}})
     p.emplace_back(name, randn(shape, {}, &g).requires_grad_(true));
   return p;
+}
+
+// Bytes of the state tensors every rank holds whole: 8-bit and 4-bit code tables, rank-1 maxima.
+int64_t replicated_bytes(const Optimizer& opt) {
+  int64_t bytes = 0;
+  for (const auto& [key, t] : opt.state_dict())
+    if (key.ends_with(".map") || key.find(".max") != std::string::npos)
+      bytes += t.numel() * static_cast<int64_t>(dtype_size(t.dtype()));
+  return bytes;
 }
 
 using Make = std::function<std::unique_ptr<Optimizer>(NamedTensors, const StateOptions&)>;
@@ -91,7 +102,7 @@ void set_grads(const NamedTensors& params, int step) {
 
 TEST(ShardedState, TwentyStepsEqualTheUnshardedOptimizerBitForBit) {
   for (const Case& c : kCases)
-    for (int bits : {32, 8}) {
+    for (int bits : {32, 8, 4}) {
       SCOPED_TRACE(c.name + ", " + std::to_string(bits) + "-bit");
       const StateOptions so = StateOptions().state_bits(bits).block_size(64).min_8bit_size(4096);
       NamedTensors a = make_params(1), b = make_params(1);
@@ -107,19 +118,23 @@ TEST(ShardedState, TwentyStepsEqualTheUnshardedOptimizerBitForBit) {
         sharded->step();
       }
       for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(same_bits(a[i].second, b[i].second)) << a[i].first;
-      // 8-bit where the whole parameter qualifies ("big", 5000 >= 4096), though its shards do not.
+      // Low-bit where the whole parameter qualifies ("big", 5000 >= 4096), though its shards do not.
       EXPECT_EQ(sharded->num_8bit_params(), plain->num_8bit_params());
+      EXPECT_EQ(sharded->num_4bit_params(), plain->num_4bit_params());
+      EXPECT_EQ(plain->num_8bit_params() + plain->num_4bit_params(), bits == 32 ? 0 : 2);
       // The state: about 1/N per rank, the ranks' shares adding up to the unsharded state. Each
       // rank's ranges are whole blocks, so the absmax count is the same in total; what each rank
-      // adds is its own copy of an 8-bit buffer's 256-entry code table (1 KiB; one 8-bit
-      // parameter here, at most two buffers).
-      const int64_t whole = plain->state_bytes(), n = group().size(), tables = (n - 1) * 2 * 1024;
+      // adds is its own copy of what every rank holds whole: the low-bit code tables and the rank-1
+      // maxima.
+      const int64_t whole = plain->state_bytes(), n = group().size(), replicated = replicated_bytes(*plain);
       Tensor sum = scalar_tensor(static_cast<double>(sharded->state_bytes()), DType::i64);
       group().all_reduce(sum);
       EXPECT_GE(sum.item<int64_t>(), whole);
-      EXPECT_LE(sum.item<int64_t>(), whole + (bits == 8 ? tables : 0));
-      // This rank's share: its ranges of each parameter (at most one block over 1/N of it).
-      EXPECT_LE(sharded->state_bytes(), whole / n + 4 * 64 * 4 * 2 + 2 * 1024);
+      EXPECT_LE(sum.item<int64_t>(), whole + (n - 1) * replicated);
+      // This rank's share: its ranges of each parameter (at most one shard unit of each of two
+      // 32-bit buffers over 1/N of it), and what every rank holds whole.
+      const int64_t unit = bits == 4 ? 128 : 64;
+      EXPECT_LE(sharded->state_bytes(), whole / n + static_cast<int64_t>(a.size()) * unit * 4 * 2 + replicated);
     }
 }
 
@@ -167,7 +182,7 @@ TEST(ShardedState, RefusedWhereItCannotHold) {
 // other (at this job's rank count, and so at any), and training goes on as if nothing happened.
 TEST(ShardedState, CheckpointsLoadSharedOrNotAtAnyCount) {
   for (const Case& c : {kCases[0], kCases[2]})
-    for (int bits : {32, 8, 0}) {  // 0: 8-bit for every parameter, one smaller than a block
+    for (int bits : {32, 8, 0, 4}) {  // 0: 8-bit for every parameter, one smaller than a block
       SCOPED_TRACE(c.name + ", " + std::to_string(bits) + "-bit");
       const StateOptions so =
           StateOptions().state_bits(bits == 0 ? 8 : bits).block_size(64).min_8bit_size(bits == 0 ? 0 : 1000);
@@ -209,6 +224,45 @@ TEST(ShardedState, CheckpointsLoadSharedOrNotAtAnyCount) {
         if (k == "vec.step") t = scalar_tensor(-1.0, DType::i64);
       EXPECT_THROW(sharded2->load_state_dict(bad), Error);
     }
+}
+
+// 4-bit state in shards of 4096 elements: a rank-1 parameter of 13824 elements (24^3) is 4 shard
+// units, so under 3 ranks the last holds none of it, yet takes part in the max-reduction of its
+// maxima every step; LAMB's read pass decodes the rank-1 scales at its shard's offsets. The
+// weights and the gathered state equal the unsharded optimizer's, bit for bit.
+TEST(ShardedState, FourBitRankOneMaximaSpanTheShardsAndEmptyRanges) {
+  for (const Case& c : {kCases[1], kCases[6]}) {
+    SCOPED_TRACE(c.name);
+    const StateOptions so = StateOptions().state_bits(4).block_size(4096).min_8bit_size(0);
+    auto params = [] {
+      Generator g(11);
+      NamedTensors p;
+      p.emplace_back("cube", randn({24, 24, 24}, {}, &g).requires_grad_(true));
+      p.emplace_back("mat", randn({300, 301}, {}, &g).requires_grad_(true));
+      return p;
+    };
+    NamedTensors a = params(), b = params();
+    auto plain = c.make(a, so), sharded = c.make(b, so);
+    sharded->shard_state(group());
+    if (group().size() == 3) {
+      const auto [first, last] = sharded->shard_range("cube");
+      EXPECT_EQ(last - first, std::vector<int64_t>({2 * 4096, 13824 - 2 * 4096, 0})[group().rank()]);
+    }
+    for (int step = 0; step < 8; ++step) {
+      set_grads(a, step), set_grads(b, step);
+      plain->step(), sharded->step();
+    }
+    for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(same_bits(a[i].second, b[i].second)) << a[i].first;
+    const NamedTensors want = plain->state_dict(), got = sharded->state_dict();
+    ASSERT_EQ(got.size(), want.size());
+    bool rank1 = false;
+    for (size_t i = 0; i < want.size(); ++i) {
+      rank1 = rank1 || want[i].first == "cube.exp_avg_sq.max2";
+      EXPECT_EQ(got[i].first, want[i].first);
+      EXPECT_TRUE(same_bits(got[i].second, want[i].second)) << want[i].first;
+    }
+    EXPECT_TRUE(rank1) << "the cube's second moment should be rank-1";
+  }
 }
 
 // ---- under DistributedDataParallel, whose buckets are reduce-scattered
@@ -288,30 +342,31 @@ TEST(ShardedGradients, OverNcclMatchUnshardedOnTheGpu) {
   group().all_reduce(usable);
   if (usable.item() < group().size()) GTEST_SKIP() << "needs one GPU per rank of this host";
   const Device gpu = Device::cuda(group().local_rank());
-  for (const Case& c : {kCases[0], kCases[6]}) {  // Adam, LAMB
-    SCOPED_TRACE(c.name);
-    NamedTensors a = make_params(6), b = make_params(6);
-    for (NamedTensors* ps : {&a, &b})
-      for (auto& [name, p] : *ps) p = p.detach().to(gpu).requires_grad_(true);
-    const StateOptions so = StateOptions().state_bits(8).block_size(64).min_8bit_size(1000);
-    auto plain = c.make(a, so), sharded = c.make(b, so);
-    sharded->shard_state(group());
-    for (int step = 0; step < 10; ++step) {
-      for (NamedTensors* ps : {&a, &b}) {
-        set_grads(*ps, step);
-        for (auto& [name, p] : *ps) p.set_grad(p.grad().to(gpu));
+  for (const Case& c : {kCases[0], kCases[6]})  // Adam, LAMB
+    for (int bits : {8, 4}) {                   // 4: the cube's rank-1 maxima max-reduced over NCCL
+      SCOPED_TRACE(c.name + ", " + std::to_string(bits) + "-bit");
+      NamedTensors a = make_params(6), b = make_params(6);
+      for (NamedTensors* ps : {&a, &b})
+        for (auto& [name, p] : *ps) p = p.detach().to(gpu).requires_grad_(true);
+      const StateOptions so = StateOptions().state_bits(bits).block_size(64).min_8bit_size(1000);
+      auto plain = c.make(a, so), sharded = c.make(b, so);
+      sharded->shard_state(group());
+      for (int step = 0; step < 10; ++step) {
+        for (NamedTensors* ps : {&a, &b}) {
+          set_grads(*ps, step);
+          for (auto& [name, p] : *ps) p.set_grad(p.grad().to(gpu));
+        }
+        plain->step();
+        sharded->step();
       }
-      plain->step();
-      sharded->step();
+      for (size_t i = 0; i < a.size(); ++i) {
+        const Tensor want = a[i].second.detach().to(Device::cpu()), got = b[i].second.detach().to(Device::cpu());
+        if (c.name == "adam")
+          EXPECT_TRUE(same_bits(got, want)) << a[i].first;
+        else
+          EXPECT_LT(max(abs(got - want)).item(), 1e-5) << a[i].first;
+      }
     }
-    for (size_t i = 0; i < a.size(); ++i) {
-      const Tensor want = a[i].second.detach().to(Device::cpu()), got = b[i].second.detach().to(Device::cpu());
-      if (c.name == "adam")
-        EXPECT_TRUE(same_bits(got, want)) << a[i].first;
-      else
-        EXPECT_LT(max(abs(got - want)).item(), 1e-5) << a[i].first;
-    }
-  }
 }
 
 }  // namespace

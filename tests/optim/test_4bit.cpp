@@ -1,12 +1,18 @@
 // 4-bit optimizer state (optim/lowbit_state.h): every optimizer's 4-bit step equals a 32-bit step
 // from the decoded state followed by the plain 4-bit encoding (codes, scales and parameters bit for
 // bit), for block-wise and rank-1 buffers of 1-, 2- and 3-dim parameters; exact checkpoint resume;
-// memory; training quality on a small problem; and the errors of bad options and checkpoints.
+// memory; training quality on a small problem; the errors of bad options and checkpoints; and a
+// state over a range of the parameter (a shard) against the whole state.
 #include <gtest/gtest.h>
 
+#include <array>
+#include <barrier>
 #include <cmath>
+#include <cstdint>
 #include <functional>
 #include <limits>
+#include <thread>
+#include <vector>
 
 #include "core/octet.h"
 #include "optim/lowbit_state.h"
@@ -250,6 +256,74 @@ TEST(Optim4bit, WrongCheckpointsAndOptionsAreErrors) {
   d.set_grad(ones({64, 128}, DType::f64));
   f64.step();
   EXPECT_EQ(f64.num_4bit_params(), 0);
+}
+
+// A state over a range of the parameter (a shard of Optimizer::shard_state) encodes that range of
+// the whole state, bit for bit, once its rank-1 maxima are max-merged with the other ranges': two
+// "ranks" as threads here, exchanging through Shard::max_over_ranks (across processes in
+// tests/dist/test_dist_zero.cpp). A range that does not start on a block is an Error.
+TEST(Optim4bit, ShardsOfAStateEncodeAsTheWholeState) {
+  const Shape shape{24, 24, 24};  // 13824 elements, 108 blocks; rank-1, as 72 scales * 128 <= 13824
+  ASSERT_EQ(rank1_dims(shape).size(), 3u);
+  const int64_t n = 24 * 24 * 24, cut = 40 * kBlock;
+  Generator gen(5);
+  const Tensor p = randn(shape, {}, &gen);
+  std::vector<Tensor> grads;
+  for (int step = 0; step < 3; ++step) grads.push_back(randn({n}, {}, &gen));
+  // Moments of g, as Adam's: the update sees the block's elements at its state's offset.
+  auto run = [&](LowBitState& st, int64_t offset, const Tensor& g) {
+    st.for_each_block(BlockUpdate<float>([&](const StateBlock<float>& b) {
+      for (int64_t i = 0; i < b.n; ++i) {
+        const float gi = g.data<float>()[offset + b.begin + i];
+        b.buffer(0)[i] = 0.9f * b.buffer(0)[i] + 0.1f * gi;
+        b.buffer(1)[i] = 0.99f * b.buffer(1)[i] + 0.01f * gi * gi;
+      }
+    }));
+  };
+  LowBitState whole(p, {"exp_avg", "exp_avg_sq"}, {true, false});
+  std::barrier sync(2);
+  std::array<std::vector<Tensor>*, 2> slots{};
+  auto exchange = [&](int r) {
+    return [&, r](std::vector<Tensor>& maxima) {
+      slots[static_cast<size_t>(r)] = &maxima;
+      sync.arrive_and_wait();  // both ranks' maxima are in
+      std::vector<Tensor> merged;
+      for (size_t k = 0; k < maxima.size(); ++k) merged.push_back(maximum((*slots[0])[k], (*slots[1])[k]));
+      sync.arrive_and_wait();  // both have read both
+      maxima = merged;
+    };
+  };
+  LowBitState first(p, {"exp_avg", "exp_avg_sq"}, {true, false}, {0, cut, exchange(0)});
+  LowBitState second(p, {"exp_avg", "exp_avg_sq"}, {true, false}, {cut, n, exchange(1)});
+  EXPECT_TRUE(first.collective());
+  EXPECT_FALSE(whole.collective());
+  for (const Tensor& g : grads) {
+    run(whole, 0, g);
+    std::thread other([&] { run(second, cut, g); });
+    run(first, 0, g);
+    other.join();
+  }
+  auto bytes = [](const Tensor& t, int64_t from, int64_t count) {
+    const uint8_t* b = static_cast<const uint8_t*>(t.raw_data()) + from * static_cast<int64_t>(dtype_size(t.dtype()));
+    return std::vector<uint8_t>(b, b + count * static_cast<int64_t>(dtype_size(t.dtype())));
+  };
+  for (size_t i = 0; i < 2; ++i) {
+    const LowBitState::Buffer &w = whole.buffer(i), &a = first.buffer(i), &b = second.buffer(i);
+    EXPECT_EQ(bytes(a.codes, 0, cut / 2), bytes(w.codes, 0, cut / 2)) << i;
+    EXPECT_EQ(bytes(b.codes, 0, (n - cut) / 2), bytes(w.codes, cut / 2, (n - cut) / 2)) << i;
+    if (!w.rank1) {
+      EXPECT_EQ(bytes(a.absmax, 0, cut / kBlock), bytes(w.absmax, 0, cut / kBlock));
+      EXPECT_EQ(bytes(b.absmax, 0, b.absmax.numel()), bytes(w.absmax, cut / kBlock, b.absmax.numel()));
+      continue;
+    }
+    for (size_t d = 0; d < 3; ++d) {
+      EXPECT_EQ(bytes(a.maxima[d], 0, a.maxima[d].numel()), bytes(w.maxima[d], 0, w.maxima[d].numel())) << d;
+      EXPECT_EQ(bytes(b.maxima[d], 0, b.maxima[d].numel()), bytes(w.maxima[d], 0, w.maxima[d].numel())) << d;
+    }
+  }
+  EXPECT_TRUE(whole.buffer(1).rank1);
+  EXPECT_THROW(LowBitState(p, {"exp_avg"}, {true}, {kBlock / 2, n, {}}), Error);
+  EXPECT_THROW(LowBitState(p, {"exp_avg"}, {true}, {0, n + 1, {}}), Error);
 }
 
 // Linear regression y = X w* with Adam at 32 and 4 bits: both reach a small loss.

@@ -7,7 +7,7 @@
 //   mpirun --oversubscribe -np 2 ./build/tools/bench/octet_bench_zero --model gpt --bits 8 --shard 1
 // Sharded, the gradients are reduce-scattered (DistributedDataParallel::shard_gradients, as the
 // trainer does); --scatter 0 all-reduces them whole instead, as before ZeRO's communication.
-//   --model lstm_lm|resnet50|gpt  --bits 32|8  --shard 0|1  [--scatter 1|0] [--batch B] [--steps S]
+//   --model lstm_lm|resnet50|gpt  --bits 32|8|4  --shard 0|1  [--scatter 1|0] [--batch B] [--steps S]
 //   [--threads T]
 #include <sys/resource.h>
 
@@ -45,7 +45,7 @@ Args parse(int argc, char** argv) {
   OCTET_CHECK(problem.empty(), "octet_bench_zero: ", problem);
   OCTET_CHECK(a.model == "resnet50" || a.model == "lstm_lm" || a.model == "gpt",
               "--model: lstm_lm, resnet50 or gpt, got ", a.model);
-  OCTET_CHECK(a.bits == 32 || a.bits == 8, "--bits: 32 or 8, got ", a.bits);
+  OCTET_CHECK(a.bits == 32 || a.bits == 8 || a.bits == 4, "--bits: 32, 8 or 4, got ", a.bits);
   if (a.batch == 0) a.batch = a.model == "resnet50" ? 6 : 12;
   return a;
 }
