@@ -24,12 +24,14 @@ struct BFloat16 {
   BFloat16(float f) {  // NOLINT(google-explicit-constructor): numeric conversion
     uint32_t u;
     std::memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) {
-      bits = static_cast<uint16_t>((u >> 16) | 0x40u);  // quiet NaN
-    } else {
-      uint32_t rounding = 0x7fffu + ((u >> 16) & 1u);
-      bits = static_cast<uint16_t>((u + rounding) >> 16);
-    }
+    bits = round_bits(u);
+  }
+  // f32 bits u rounded to nearest even, a NaN kept quiet: a select rather than a branch, for the
+  // CPU loops that convert and must vectorize (cpu::bf16_bits is this).
+  static constexpr uint16_t round_bits(uint32_t u) {
+    const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    const uint32_t quiet_nan = (u >> 16) | 0x40u;
+    return static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
   }
   operator float() const {  // NOLINT(google-explicit-constructor)
     uint32_t u = static_cast<uint32_t>(bits) << 16;

@@ -15,13 +15,9 @@
 
 namespace octet::cpu {
 
-// The BFloat16 constructor's rounding of f32 bits u without a branch, so each ISA's copy of a loop
-// vectorizes.
-OCTET_SIMD_INLINE uint16_t bf16_bits(uint32_t u) {
-  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-  const uint32_t quiet_nan = (u >> 16) | 0x40u;
-  return static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
-}
+// The BFloat16 constructor's rounding of f32 bits u (a select, so each ISA's copy of a loop
+// vectorizes).
+OCTET_SIMD_INLINE uint16_t bf16_bits(uint32_t u) { return BFloat16::round_bits(u); }
 
 void round_to_bf16(const float* x, BFloat16* y, int64_t n);
 void widen_bf16(const BFloat16* x, float* y, int64_t n);

@@ -1,8 +1,10 @@
 // exp for loops the compiler vectorizes: no libm call and no branch, so a loop of it inside
-// simd_dispatch (core/cpu/isa.h) compiles to AVX2 / AVX-512 vectors, and every ISA path gives the
-// same bits (the same IEEE operations in the same order; no FMA contraction in this library).
-// Within 2 ulp of the correctly rounded exp over the normal range (tests/core/test_vec_exp.cpp),
-// 0 below it (subnormal results flush to 0), +inf above it, NaN for NaN, exactly 1 at 0.
+// simd_dispatch (core/cpu/isa.h) compiles to AVX2 / AVX-512 vectors (given -fno-trapping-math, as
+// the library is compiled: with traps GCC keeps its clamps as branches on AVX2), and every ISA
+// path gives the same bits (the same IEEE operations in the same order; no FMA contraction in
+// this library). Within 2 ulp of the correctly rounded exp over the normal range
+// (tests/core/test_vec_exp.cpp), 0 below it (subnormal results flush to 0), +inf above it, NaN for
+// NaN, exactly 1 at 0.
 //   cpu::simd_dispatch([=] { for (int64_t i = 0; i < n; ++i) y[i] = cpu::vec_exp(x[i]); });
 #pragma once
 
