@@ -24,24 +24,24 @@ grep -q "resuming run" "$work/resume1.txt" || fail "no resume line"
 "${mpi[@]}" "$octet" train --resume runs_copy train.max_steps=5 >"$work/resume2.txt" 2>&1 ||
   fail "two processes did not resume the sharded checkpoint"
 "$octet" inspect runs/z >"$work/inspect.txt" 2>&1 || fail "inspect failed"
-lamb=(optimizer.name=lamb optimizer.weight_decay=0.01 train.clip_grad_norm=0.5 train.max_steps=4)
-for shard in true false; do
-  "${mpi[@]}" "$octet" train "$recipe" "${common[@]}" "${lamb[@]}" train.shard_optimizer=$shard log.run_name=l$shard \
-    >"$work/lamb_$shard.txt" 2>&1 || fail "lamb with train.shard_optimizer=$shard failed"
-  "$octet" export --torch runs/l$shard -o "l$shard.safetensors" >"$work/export_$shard.txt" 2>&1 || fail "export failed"
-done
-grep -q "(sharded)" "$work/lamb_true.txt" || fail "the lamb log does not say the state is sharded"
-cmp -s ltrue.safetensors lfalse.safetensors || fail "sharded lamb's weights differ from unsharded lamb's"
-# 4-bit AdamW (the convolutions' second moments rank-1, their maxima max-reduced over the ranks):
-# sharded equals unsharded, and the sharded checkpoint resumes in one process.
-four=(optimizer.name=adamw optimizer.state_bits=4 train.max_steps=3)
-for shard in true false; do
-  "${mpi[@]}" "$octet" train "$recipe" "${common[@]}" "${four[@]}" train.shard_optimizer=$shard log.run_name=f$shard \
-    >"$work/four_$shard.txt" 2>&1 || fail "4-bit adamw with train.shard_optimizer=$shard failed"
-  "$octet" export --torch runs/f$shard -o "f$shard.safetensors" >"$work/export4_$shard.txt" 2>&1 || fail "export failed"
-done
-grep -q "(sharded)" "$work/four_true.txt" || fail "the 4-bit log does not say the state is sharded"
-cmp -s ftrue.safetensors ffalse.safetensors || fail "sharded 4-bit adamw's weights differ from unsharded"
-"$octet" train --resume runs/ftrue train.max_steps=4 >"$work/resume4.txt" 2>&1 ||
+# `tag` trained with the arguments, sharded and not (runs <tag>true, <tag>false): the sharded log
+# says so, and both export byte-identical weights.
+sharded_equals_unsharded() {
+  local tag=$1 shard
+  shift
+  for shard in true false; do
+    "${mpi[@]}" "$octet" train "$recipe" "${common[@]}" "$@" train.shard_optimizer=$shard log.run_name=$tag$shard \
+      >"$work/${tag}_$shard.txt" 2>&1 || fail "$tag with train.shard_optimizer=$shard failed"
+    "$octet" export --torch runs/$tag$shard -o "$tag$shard.safetensors" >"$work/export_${tag}_$shard.txt" 2>&1 ||
+      fail "$tag: export failed"
+  done
+  grep -q "(sharded)" "$work/${tag}_true.txt" || fail "the $tag log does not say the state is sharded"
+  cmp -s "${tag}true.safetensors" "${tag}false.safetensors" || fail "sharded $tag's weights differ from unsharded"
+}
+sharded_equals_unsharded lamb optimizer.name=lamb optimizer.weight_decay=0.01 train.clip_grad_norm=0.5 train.max_steps=4
+# 4-bit AdamW (the convolutions' second moments rank-1, their maxima max-reduced over the ranks),
+# and its sharded checkpoint resumed in one process.
+sharded_equals_unsharded four optimizer.name=adamw optimizer.state_bits=4 train.max_steps=3
+"$octet" train --resume runs/fourtrue train.max_steps=4 >"$work/resume4.txt" 2>&1 ||
   fail "one process did not resume the sharded 4-bit checkpoint"
 echo "shard_cli: ok"
