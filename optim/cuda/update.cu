@@ -201,6 +201,22 @@ __device__ inline uint8_t nibble(const uint8_t* codes, int64_t i) {
 
 __device__ inline bool is_rank1(const LowBitView& q, int k) { return q.absmax[k] == nullptr; }
 
+// Element i of each 4-bit buffer, decoded (0 past q.count): its code's map value times its scale,
+// the rank-1 one at the shard's offset or its block's absmax. `map`: q.map, or a copy of it in
+// shared memory.
+__device__ inline void decode_element(const LowBitView& q, const float (*map)[16], int64_t i, float* s) {
+#pragma unroll
+  for (int k = 0; k < kMaxStateBuffers; ++k) {
+    if (k >= q.count) {
+      s[k] = 0.0f;
+      continue;
+    }
+    const float sc = is_rank1(q, k) ? quant::rank1_scale(q.maxima[k], q.extents, q.dims, q.offset + i)
+                                    : q.absmax[k][i / kLowBitBlock];
+    s[k] = map[k][nibble(q.codes[k], i)] * sc;
+  }
+}
+
 template <typename Rule>
 __global__ void __launch_bounds__(32 * kWarpBlocks)
     lowbit_update_kernel(Rule rule, float* __restrict__ p, const float* __restrict__ g, int64_t n, LowBitView q,
@@ -227,16 +243,7 @@ __global__ void __launch_bounds__(32 * kWarpBlocks)
       if (j >= len) continue;
       const int64_t i = begin + j;
       float st[kMaxStateBuffers];
-#pragma unroll
-      for (int k = 0; k < kMaxStateBuffers; ++k) {
-        if (k >= q.count) {
-          st[k] = 0.0f;
-          continue;
-        }
-        const float sc =
-            is_rank1(q, k) ? quant::rank1_scale(q.maxima[k], q.extents, q.dims, q.offset + i) : q.absmax[k][b];
-        st[k] = map[k][nibble(q.codes[k], i)] * sc;
-      }
+      decode_element(q, map, i, st);
       float pi = p[i];
       update_element<kMaxStateBuffers>(rule, pi, g[i], st);
       p[i] = pi;
@@ -380,19 +387,7 @@ struct QuantReader {
 // Element i of each 4-bit buffer, decoded as lowbit_update_kernel decodes it.
 struct LowBitReader {
   LowBitView q;
-  __device__ void load(int64_t i, float* s) const {
-#pragma unroll
-    for (int k = 0; k < kMaxStateBuffers; ++k) {
-      if (k >= q.count) {
-        s[k] = 0.0f;
-        continue;
-      }
-      const float sc =
-          is_rank1(q, k) ? quant::rank1_scale(q.maxima[k], q.extents, q.dims, q.offset + i)
-                         : q.absmax[k][i / kLowBitBlock];
-      s[k] = q.map[k][nibble(q.codes[k], i)] * sc;
-    }
-  }
+  __device__ void load(int64_t i, float* s) const { decode_element(q, q.map, i, s); }
 };
 
 template <typename T, typename Reader>
