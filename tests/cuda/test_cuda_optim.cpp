@@ -16,14 +16,19 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/cuda.h"
 #include "core/octet.h"
 #include "optim/clip.h"
+#include "optim/kernels.h"
 #include "optim/lamb.h"
 #include "optim/lars.h"
 #include "optim/lion.h"
+#include "optim/lowbit_state.h"
 #include "optim/rmsprop.h"
 #include "quant/blockwise.h"
 
@@ -331,6 +336,119 @@ TEST(CudaOptim4bit, FusedUpdateMatchesCpu) {
       }
     }
   }
+}
+
+// A 4-bit state over ranges of one parameter, as Optimizer::shard_state makes it on each rank (over
+// NCCL across GPUs; tests/dist/test_dist_zero.cpp): each range's update reads and writes the
+// rank-1 maxima at its offset, LAMB's read pass decodes at it, and a range writes its codes only
+// after its new maxima are merged with the other ranges'. With one device the ranges update one
+// after the other, so the merge is played by the whole parameter's state, updated first: a range
+// returns max(its own maxima, the whole's), which is the whole's; that the ranges' own maxima max
+// to the whole's is checked apart. Adam's moments, three steps, then LAMB's sums from the state:
+// codes, block scales, maxima and weights bit for bit, the sums exactly (ExactSum). The range
+// [n, n) holds nothing and still joins the merge. Run on the CPU too (CI), so the harness is
+// checked where no GPU is.
+void ranges_in_turn_match_whole_state(const Device& dev) {
+  const Shape shape{24, 24, 24};  // 13824 elements: rank-1 second moment over 3 dims
+  const int64_t n = 24 * 24 * 24;
+  const std::vector<std::pair<int64_t, int64_t>> ranges = {{0, 40 * 128}, {40 * 128, n}, {n, n}};
+  const std::vector<std::string> names = {"exp_avg", "exp_avg_sq"};
+  Generator gen(5);
+  const Tensor init = randn(shape, DType::f32, &gen);
+  Tensor whole_p = init.to(dev).clone(), ranged_p = init.to(dev).clone();  // .to(cpu) may alias
+  LowBitState whole(whole_p, names, {true, false});
+  ASSERT_TRUE(whole.buffer(1).rank1);
+  std::vector<Tensor> snapshot;                         // the whole state's new maxima, this step
+  std::vector<std::vector<Tensor>> own(ranges.size());  // each range's own, this step
+  std::vector<std::unique_ptr<LowBitState>> parts;
+  for (size_t r = 0; r < ranges.size(); ++r) {
+    auto exchange = [&, r](std::vector<Tensor>& maxima) {
+      own[r].clear();
+      for (Tensor& m : maxima) {
+        own[r].push_back(m.clone());
+        m = maximum(m, snapshot.at(own[r].size() - 1));
+      }
+    };
+    parts.push_back(std::make_unique<LowBitState>(whole_p, names, std::vector<bool>{true, false},
+                                                  LowBitState::Shard{ranges[r].first, ranges[r].second, exchange}));
+  }
+  const float lr = 1e-2f, b1 = 0.9f, b2 = 0.999f;
+  for (int t = 1; t <= 3; ++t) {
+    SCOPED_TRACE("step " + std::to_string(t));
+    const Tensor g = randn({n}, DType::f32, &gen).to(dev);
+    const float c1 = 1.0f - std::pow(b1, float(t)), c2 = 1.0f - std::pow(b2, float(t));
+    const AdamRule<float> rule{.step_size = lr / c1,
+                               .bias_c2_sqrt = std::sqrt(c2),
+                               .b1 = b1,
+                               .b2 = b2,
+                               .one_b1 = 1.0f - b1,
+                               .one_b2 = 1.0f - b2,
+                               .eps = 1e-8f,
+                               .wd = 0.0f,
+                               .shrink = 1.0f,
+                               .l2 = false,
+                               .decay = false,
+                               .amsgrad = false,
+                               .buffers = 2};
+    optim::dispatch::rule_update(rule, whole_p.view({-1}), g, whole, "Adam");
+    snapshot = whole.buffer(1).maxima;
+    for (Tensor& m : snapshot) m = m.clone();
+    for (size_t r = 0; r < ranges.size(); ++r) {
+      const auto [first, last] = ranges[r];
+      optim::dispatch::rule_update(rule, ranged_p.view({-1}).narrow(0, first, last - first),
+                                   g.narrow(0, first, last - first), *parts[r], "Adam");
+    }
+    for (size_t d = 0; d < snapshot.size(); ++d) {
+      Tensor merged = own[0].at(d);
+      for (size_t r = 1; r < ranges.size(); ++r) merged = maximum(merged, own[r].at(d));
+      expect_identical(merged, host(snapshot[d]), "the ranges' own maxima of dim " + std::to_string(d));
+    }
+  }
+  expect_identical(ranged_p, host(whole_p), "weights");
+  for (size_t i = 0; i < names.size(); ++i) {
+    const LowBitState::Buffer& w = whole.buffer(i);
+    const Tensor codes = host(w.codes), absmax = w.rank1 ? Tensor() : host(w.absmax);
+    for (size_t r = 0; r < ranges.size(); ++r) {
+      const auto [first, last] = ranges[r];
+      const LowBitState::Buffer& b = parts[r]->buffer(i);
+      const std::string what = names[i] + " of range " + std::to_string(r);
+      expect_identical(b.codes, codes.narrow(0, first / 2, b.codes.numel()), what + " codes");
+      if (!w.rank1) {
+        expect_identical(b.absmax, absmax.narrow(0, first / 128, b.absmax.numel()), what + " absmax");
+        continue;
+      }
+      for (size_t d = 0; d < w.maxima.size(); ++d) expect_identical(b.maxima[d], host(w.maxima[d]), what + " maxima");
+    }
+  }
+  // LAMB's first pass, read-only, from these moments: the ranges' sums add up to the whole's.
+  const LambRule<float> lamb{.b1 = b1,
+                             .b2 = b2,
+                             .one_b1 = 1.0f - b1,
+                             .one_b2 = 1.0f - b2,
+                             .bias_c1 = 1.0f - b1 * b1,
+                             .bias_c2_sqrt = std::sqrt(1.0f - b2 * b2),
+                             .eps = 1e-6f,
+                             .wd = 0.01f,
+                             .decay = true,
+                             .step = 0.0f,
+                             .buffers = 2};
+  const Tensor g = randn({n}, DType::f32, &gen).to(dev);
+  const LayerSums want = optim::dispatch::lamb_sums(lamb, whole_p.view({-1}), g, whole);
+  LayerSums got{};
+  for (size_t r = 0; r < ranges.size(); ++r) {
+    const auto [first, last] = ranges[r];
+    const LayerSums part = optim::dispatch::lamb_sums(lamb, ranged_p.view({-1}).narrow(0, first, last - first),
+                                                      g.narrow(0, first, last - first), *parts[r]);
+    for (int k = 0; k < 2; ++k) got[k].merge(part[k]);
+  }
+  for (int k = 0; k < 2; ++k) EXPECT_EQ(got[k].value(), want[k].value()) << "LAMB sum " << k;
+}
+
+TEST(Optim4bit, RangesInTurnMatchTheWholeState) { ranges_in_turn_match_whole_state(Device::cpu()); }
+
+TEST(CudaOptim4bit, RangesInTurnMatchTheWholeState) {
+  if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  ranges_in_turn_match_whole_state(Device::cuda());
 }
 
 // More quantization blocks than the warp kernel's grid has warps (optim/cuda/update.cu: 1024
