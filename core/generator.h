@@ -5,28 +5,31 @@
 #pragma once
 
 #include <array>
+#include <cmath>
 #include <cstdint>
 
 #include "core/hostdevice.h"
 
 namespace octet {
 
+// Philox4x32's multipliers and the key's step between rounds (core/cpu/philox.cpp's AVX2 kernel
+// runs the same round on eight blocks per register, tested word for word against philox_at).
+inline constexpr uint32_t kPhiloxM0 = 0xD2511F53u, kPhiloxM1 = 0xCD9E8D57u;
+inline constexpr uint32_t kPhiloxW0 = 0x9E3779B9u, kPhiloxW1 = 0xBB67AE85u;
+
+// One Philox round on the block (c0, c1, c2, c3) with the round's key (k0, k1).
+OCTET_HD inline void philox_round(uint32_t& c0, uint32_t& c1, uint32_t& c2, uint32_t& c3, uint32_t k0, uint32_t k1) {
+  const uint64_t p0 = static_cast<uint64_t>(kPhiloxM0) * c0, p1 = static_cast<uint64_t>(kPhiloxM1) * c2;
+  const uint32_t n0 = static_cast<uint32_t>(p1 >> 32) ^ c1 ^ k0, n2 = static_cast<uint32_t>(p0 >> 32) ^ c3 ^ k1;
+  c1 = static_cast<uint32_t>(p1), c3 = static_cast<uint32_t>(p0), c0 = n0, c2 = n2;
+}
+
 // One Philox4x32 block with 10 rounds: four 32-bit outputs from a 128-bit counter and a 64-bit key.
 // OCTET_HD: the CUDA random fills call the same functions, so both devices draw the same bits.
 OCTET_HD inline std::array<uint32_t, 4> philox4x32(std::array<uint32_t, 4> ctr, uint64_t key) {
-  constexpr uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u, kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
   uint32_t c0 = ctr[0], c1 = ctr[1], c2 = ctr[2], c3 = ctr[3];
   uint32_t k0 = static_cast<uint32_t>(key), k1 = static_cast<uint32_t>(key >> 32);
-  for (int r = 0; r < 10; ++r) {
-    uint64_t p0 = static_cast<uint64_t>(kM0) * c0;
-    uint64_t p1 = static_cast<uint64_t>(kM1) * c2;
-    c0 = static_cast<uint32_t>(p1 >> 32) ^ c1 ^ k0;
-    c1 = static_cast<uint32_t>(p1);
-    c2 = static_cast<uint32_t>(p0 >> 32) ^ c3 ^ k1;
-    c3 = static_cast<uint32_t>(p0);
-    k0 += kW0;
-    k1 += kW1;
-  }
+  for (int r = 0; r < 10; ++r, k0 += kPhiloxW0, k1 += kPhiloxW1) philox_round(c0, c1, c2, c3, k0, k1);
   return {c0, c1, c2, c3};
 }
 
@@ -44,11 +47,18 @@ OCTET_HD inline double uniform_double(uint32_t hi, uint32_t lo) {
   return static_cast<double>(((static_cast<uint64_t>(hi) << 32) | lo) >> 11) * 0x1p-53;
 }
 
-// Whether dropout with probability p keeps element `index` of the draw at (seed, offset): its
-// uniform (24 bits) below 1 - p. Attention's dropout (core/ops/attention.h) draws with it on both
-// devices, and its reference path builds the same mask.
+// Dropout with probability p keeps a draw w iff its 24-bit uniform is below 1 - p:
+// uniform_float(w) < 1 - p, the same (both sides times 2^24, exact) as (w >> 8) < K for the integer
+// K = ceil((1 - p) 2^24), in [1, 2^24] for p in [0, 1). The integer form is what a vectorized loop
+// compares (core/cpu/attention.cpp).
+OCTET_HD inline uint32_t dropout_threshold(double p) { return static_cast<uint32_t>(std::ceil((1.0 - p) * 0x1p24)); }
+OCTET_HD inline bool dropout_keeps_word(uint32_t w, uint32_t threshold) { return (w >> 8) < threshold; }
+
+// Whether dropout with probability p keeps element `index` of the draw at (seed, offset).
+// Attention's dropout (core/ops/attention.h) draws with it on both devices, and its reference path
+// builds the same mask.
 OCTET_HD inline bool dropout_keeps(uint64_t seed, uint64_t offset, uint64_t index, double p) {
-  return static_cast<double>(uniform_float(philox_at(seed, offset, index)[0])) < 1.0 - p;
+  return dropout_keeps_word(philox_at(seed, offset, index)[0], dropout_threshold(p));
 }
 
 class Generator {

@@ -29,6 +29,7 @@
 #include "core/cpu/isa.h"
 #include "core/cpu/kernels.h"
 #include "core/cpu/loops.h"
+#include "core/cpu/philox.h"
 #include "core/cpu/vec_exp.h"
 #include "core/generator.h"
 #include "core/parallel.h"
@@ -38,10 +39,17 @@ namespace {
 
 constexpr int64_t kQueryTile = 32, kKeyTile = 64;
 
-// The dropout draw of element ((bh * Tq) + i) * Tk + j, shared with the CUDA kernel and the
-// reference path (core/ops/attention.h attention_dropout_keep).
-bool keep(const AttentionGeometry& g, int64_t bh, int64_t i, int64_t j) {
-  return dropout_keeps(g.seed, g.offset, static_cast<uint64_t>((bh * g.tq + i) * g.tk + j), g.dropout_p);
+// The dropout factors of row i's keys [j0, j0 + cols), cols <= kKeyTile: 1/(1-p) where kept, 0
+// where dropped. Element ((bh * Tq) + i) * Tk + j draws as dropout_keeps (core/generator.h), as the
+// CUDA kernel and the reference path (attention_dropout_keep) do; the row's draws come at once
+// from the vectorized Philox (one per element inline had cost as much as the attention itself).
+template <typename T>
+void dropout_factors(const AttentionGeometry& g, int64_t bh, int64_t i, int64_t j0, int64_t cols, T* z) {
+  uint32_t words[kKeyTile];
+  philox_first_words(g.seed, g.offset + static_cast<uint64_t>((bh * g.tq + i) * g.tk + j0), cols, words);
+  const uint32_t threshold = dropout_threshold(g.dropout_p);
+  const T scale = static_cast<T>(1.0 / (1.0 - g.dropout_p));
+  for (int64_t c = 0; c < cols; ++c) z[c] = dropout_keeps_word(words[c], threshold) ? scale : T(0);
 }
 
 // The pointers of one (batch, head) pair.
@@ -137,12 +145,14 @@ void online_softmax_row(const AttentionGeometry& g, int64_t bh, int64_t i, int64
   }
   const T alpha = std::exp(m - m_new);  // 0 while m is -inf
   for (int64_t x = 0; x < g.dv; ++x) acc[x] *= alpha;
-  const T drop_scale = static_cast<T>(1.0 / (1.0 - g.dropout_p));
   exp_shifted(row, cols, m_new);  // 0 where masked
   T sum = 0;
   for (int64_t c = 0; c < cols; ++c) sum += row[c];
-  if (g.dropout_p > 0)
-    for (int64_t c = 0; c < cols; ++c) row[c] = keep(g, bh, i, j0 + c) ? row[c] * drop_scale : T(0);
+  if (g.dropout_p > 0) {
+    T z[kKeyTile];
+    dropout_factors(g, bh, i, j0, cols, z);
+    for (int64_t c = 0; c < cols; ++c) row[c] = z[c] != T(0) ? row[c] * z[c] : T(0);
+  }
   l = l * alpha + sum;
   m = m_new;
 }
@@ -189,8 +199,9 @@ template <typename T, bool kRound>
 void probabilities_and_ds(const AttentionGeometry& g, int64_t bh, const T* lse, const T* delta, int64_t i0, int64_t i1,
                           int64_t j0, int64_t j1, BackwardTiles<T>& t) {
   const T ninf = -std::numeric_limits<T>::infinity(), scale = static_cast<T>(g.scale);
-  const T drop_scale = static_cast<T>(1.0 / (1.0 - g.dropout_p));
   const int64_t cols = j1 - j0;
+  T z[kKeyTile];
+  if (g.dropout_p == 0) std::fill(z, z + cols, T(1));
   for (int64_t i = i0; i < i1; ++i) {
     T* p = t.p.data() + (i - i0) * kKeyTile;
     T* ds = t.ds.data() + (i - i0) * kKeyTile;
@@ -199,11 +210,11 @@ void probabilities_and_ds(const AttentionGeometry& g, int64_t bh, const T* lse, 
       std::fill(p, p + cols, T(0));
     else
       exp_shifted(p, cols, lse[i]);
+    if (g.dropout_p > 0) dropout_factors(g, bh, i, j0, cols, z);
     for (int64_t c = 0; c < cols; ++c) {
       const T pr = p[c];
-      const T z = g.dropout_p > 0 ? (keep(g, bh, i, j0 + c) ? drop_scale : T(0)) : T(1);
-      ds[c] = pr * (z * dp[c] - delta[i]) * scale;
-      p[c] = pr * z;
+      ds[c] = pr * (z[c] * dp[c] - delta[i]) * scale;
+      p[c] = pr * z[c];
     }
     if (kRound) {
       round_bf16_in_place(p, cols);

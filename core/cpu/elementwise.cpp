@@ -1,4 +1,5 @@
 // CPU elementwise kernels: copy/cast, fill, random fills, unary, binary, compare, where.
+#include <algorithm>
 #include <atomic>
 #include <bit>
 #include <cmath>
@@ -8,6 +9,7 @@
 #include "core/cpu/bf16.h"
 #include "core/cpu/kernels.h"
 #include "core/cpu/loops.h"
+#include "core/cpu/philox.h"
 #include "core/cpu/vec_exp.h"
 #include "core/generator.h"
 #include "core/memory_format.h"
@@ -193,21 +195,28 @@ void fill(const Tensor& dst, double value) {
 }
 
 // Element i's value depends only on (seed, offset + i): any thread split gives the same tensor.
+// f(w, dbl) makes an element's value from its four Philox words (philox_at's), drawn 256 at a
+// time by the vectorized Philox (core/cpu/philox.h: ~5x the one-counter function in a loop).
 template <typename F>
-static void random_fill(const Tensor& dst, const char* op, F f) {
+static void random_fill(const Tensor& dst, const char* op, uint64_t seed, uint64_t offset, F f) {
   check_cpu(op, {dst});
   OCTET_CHECK(dst.is_contiguous(), op, ": kernel requires a contiguous tensor");
   dispatch_float(dst.dtype(), op, [&]<typename T>() {
     T* o = dst.data<T>();
     parallel_for(0, dst.numel(), 16384, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) o[i] = static_cast<T>(f(i, std::is_same_v<T, double>));
+      constexpr int64_t kRun = 256;
+      uint32_t words[4 * kRun];
+      for (int64_t r = b; r < e; r += kRun) {
+        const int64_t n = std::min(kRun, e - r);
+        philox_words(seed, offset + static_cast<uint64_t>(r), n, words);
+        for (int64_t i = 0; i < n; ++i) o[r + i] = static_cast<T>(f(words + 4 * i, std::is_same_v<T, double>));
+      }
     });
   });
 }
 
 void uniform(const Tensor& dst, double low, double high, uint64_t seed, uint64_t offset) {
-  random_fill(dst, "uniform_", [=](int64_t i, bool dbl) {
-    auto w = philox_at(seed, offset, static_cast<uint64_t>(i));
+  random_fill(dst, "uniform_", seed, offset, [=](const uint32_t* w, bool dbl) {
     double u = dbl ? uniform_double(w[0], w[1]) : static_cast<double>(uniform_float(w[0]));
     double v = low + (high - low) * u;
     return v < high ? v : low;  // keep [low, high) after rounding
@@ -215,8 +224,7 @@ void uniform(const Tensor& dst, double low, double high, uint64_t seed, uint64_t
 }
 
 void normal(const Tensor& dst, double mean, double std, uint64_t seed, uint64_t offset) {
-  random_fill(dst, "normal_", [=](int64_t i, bool) {
-    auto w = philox_at(seed, offset, static_cast<uint64_t>(i));
+  random_fill(dst, "normal_", seed, offset, [=](const uint32_t* w, bool) {
     // Box-Muller on (0, 1] x [0, 1).
     double u1 = 1.0 - uniform_double(w[0], w[1]);
     double u2 = uniform_double(w[2], w[3]);

@@ -11,6 +11,7 @@
 
 #include "core/cpu/isa.h"
 #include "core/cpu/lanes.h"
+#include "core/cpu/philox.h"
 #include "core/parallel.h"
 
 namespace octet::quant::cpu {
@@ -92,39 +93,6 @@ void nearest_run(const float* x, int64_t n, float inv, int8_t* q) {
   });
 }
 
-// Philox words of counters [ctr, ctr + blocks) (sr_uniform's draws: word i & 3 of counter i >> 2):
-// the rounds of philox4x32 (core/generator.h) run on a structure of arrays, 256 counters at a time,
-// which GCC vectorizes 1.7x better than the one-block function in a loop (measured on AVX-512);
-// the tests compare every code with the element functions.
-void philox_words(uint64_t seed, uint64_t ctr, int64_t blocks, uint32_t* out) {
-  return octet::cpu::simd_dispatch([=] {
-    constexpr uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u, kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
-    constexpr int64_t kLanes = 256;
-    alignas(64) uint32_t c0[kLanes], c1[kLanes], c2[kLanes], c3[kLanes];
-    for (int64_t b0 = 0; b0 < blocks; b0 += kLanes) {
-      const int64_t nb = std::min(kLanes, blocks - b0);
-      for (int64_t b = 0; b < nb; ++b) {
-        const uint64_t c = ctr + static_cast<uint64_t>(b0 + b);
-        c0[b] = static_cast<uint32_t>(c), c1[b] = static_cast<uint32_t>(c >> 32), c2[b] = 0, c3[b] = 0;
-      }
-      uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
-      for (int r = 0; r < 10; ++r) {
-        for (int64_t b = 0; b < nb; ++b) {
-          const uint64_t p0 = static_cast<uint64_t>(kM0) * c0[b], p1 = static_cast<uint64_t>(kM1) * c2[b];
-          const uint32_t n0 = static_cast<uint32_t>(p1 >> 32) ^ c1[b] ^ k0;
-          const uint32_t n2 = static_cast<uint32_t>(p0 >> 32) ^ c3[b] ^ k1;
-          c1[b] = static_cast<uint32_t>(p1), c3[b] = static_cast<uint32_t>(p0), c0[b] = n0, c2[b] = n2;
-        }
-        k0 += kW0, k1 += kW1;
-      }
-      for (int64_t b = 0; b < nb; ++b) {
-        uint32_t* o = out + 4 * (b0 + b);
-        o[0] = c0[b], o[1] = c1[b], o[2] = c2[b], o[3] = c3[b];
-      }
-    }
-  });
-}
-
 OCTET_SIMD_INLINE void stochastic8(const float* x, const uint32_t* words, float inv, int8_t* q) {
   V8f v;
   V8u w;
@@ -157,7 +125,8 @@ void stochastic_run(const float* x, int64_t n, float inv, uint64_t seed, uint64_
     const int64_t len = std::min(kBatch, n - i0);
     const uint64_t lo = first + static_cast<uint64_t>(i0), hi = lo + static_cast<uint64_t>(len) - 1;
     const uint64_t ctr = lo >> 2;
-    philox_words(seed, ctr, static_cast<int64_t>((hi >> 2) - ctr + 1), words);
+    // sr_uniform's draws: word i & 3 of counter i >> 2.
+    octet::cpu::philox_words(seed, ctr, static_cast<int64_t>((hi >> 2) - ctr + 1), words);
     stochastic_from_words(x + i0, len, inv, words + (lo & 3), q + i0);
   }
 }

@@ -4,11 +4,13 @@
 // timings: the rounds alternate, and each cell is the best over them). The backward's saved state
 // is out and the row log-sum-exp: T values per head besides the inputs, never [T, T]. --dtype bf16
 // makes q, k, v bf16 tensors on both sides (as a bf16 model's activations reach attention).
+// --dropout P applies attention dropout (training mode) on both sides.
 // --save FILE writes, for the first length, q, k, v, r, the output and the gradients to a safetensors
 // file that attention_peer_check.py compares with PyTorch's SDPA and an f64 reference (accuracy,
 // not time).
 //   build/tools/bench/octet_bench_attention [--device cpu|cuda] [--lengths 256,1024,2048] [--batch 1]
-//       [--heads 4] [--dim 64] [--dtype f32|bf16] [--reps 3] [--rounds 2] [--threads N] [--python python3]
+//       [--heads 4] [--dim 64] [--dtype f32|bf16] [--dropout 0] [--reps 3] [--rounds 2] [--threads N]
+//       [--python python3]
 //       [--save FILE]
 //       [--torch-script PATH|none]
 #include <cstdio>
@@ -36,6 +38,7 @@ struct Args {
               script = std::string(OCTET_BENCH_DIR) + "/bench_attention_torch.py";
   std::vector<int64_t> lengths{256, 1024, 2048};
   int64_t batch = 1, heads = 4, dim = 64, threads = 0;
+  double dropout = 0.0;
   int reps = 3, rounds = 2;
 };
 
@@ -64,7 +67,7 @@ void time_octet(const Args& a, Device dev, std::map<int64_t, Times>& best) {
     if (a.dtype == "bf16")
       for (Tensor* x : {&q, &k, &v, &r}) *x = x->to(DType::bf16);
     for (Tensor* x : {&q, &k, &v}) x->requires_grad_(true);
-    const AttentionOptions causal = AttentionOptions().causal(true);
+    const AttentionOptions causal = AttentionOptions().causal(true).dropout(a.dropout, &g);
     const double fwd = best_time(a.reps, [&] {
       NoGradGuard ng;
       scaled_dot_product_attention(q, k, v, causal);
@@ -117,7 +120,8 @@ bool time_torch(const Args& a, std::map<int64_t, Times>& best, std::string& abou
   const std::string cmd = shell_quote(a.python) + " " + shell_quote(a.script) + " --device " + a.device +
                           " --lengths " + lengths + " --batch " + std::to_string(a.batch) + " --heads " +
                           std::to_string(a.heads) + " --dim " + std::to_string(a.dim) + " --dtype " + a.dtype +
-                          " --reps " + std::to_string(a.reps) + " --threads " + std::to_string(a.threads);
+                          " --dropout " + std::to_string(a.dropout) + " --reps " + std::to_string(a.reps) +
+                          " --threads " + std::to_string(a.threads);
   const auto [text, status] = run_capture(cmd);
   if (status == -1) {
     about = "PyTorch not run: cannot start " + a.python;
@@ -155,6 +159,7 @@ int main(int argc, char** argv) {
                                       {"--heads", octet::bench::into(a.heads)},
                                       {"--dim", octet::bench::into(a.dim)},
                                       {"--dtype", octet::bench::into(a.dtype)},
+                                      {"--dropout", octet::bench::into(a.dropout)},
                                       {"--save", octet::bench::into(a.save)},
                                       {"--reps", octet::bench::into(a.reps)},
                                       {"--rounds", octet::bench::into(a.rounds)},

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """PyTorch's torch.nn.functional.scaled_dot_product_attention timed as octet_bench_attention times
 octet's: q, k, v [B, H, T, D] (requires_grad), causal, forward alone and forward + backward of
-sum(out * r) (f32, or --dtype bf16 tensors), the best of REPS after a warm-up, for each T. Prints one CSV line per T:
+sum(out * r) (f32, or --dtype bf16 tensors; --dropout P: attention dropout in training mode), the best of REPS after a warm-up, for each T. Prints one CSV line per T:
   RESULT,T,forward_ms,forward_backward_ms
   python3 tools/bench/bench_attention_torch.py --device cpu --lengths 256,1024 --batch 1 --heads 4 --dim 64
 octet_bench_attention runs it once per round, alternating with its own timings.
@@ -33,6 +33,7 @@ def main():
     ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--dim", type=int, default=64)
     ap.add_argument("--dtype", choices=["f32", "bf16"], default="f32")
+    ap.add_argument("--dropout", type=float, default=0.0)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--threads", type=int, default=0)
     a = ap.parse_args()
@@ -52,10 +53,10 @@ def main():
 
         def forward():
             with torch.no_grad():
-                F.scaled_dot_product_attention(q, k, v, is_causal=True)
+                F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=a.dropout)
 
         def forward_backward():
-            (F.scaled_dot_product_attention(q, k, v, is_causal=True) * r).sum().backward()
+            (F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=a.dropout) * r).sum().backward()
 
         print(f"RESULT,{t},{best_ms(forward, a.reps, sync):.4f},{best_ms(forward_backward, a.reps, sync):.4f}",
               flush=True)
