@@ -5,10 +5,12 @@
 // process's peak memory (resident size on the CPU, allocated memory on a GPU). --int8-linear 1 adds
 // the same model (the same initial weights) with INT8-trained Linear layers (quant.int8_linear:
 // quant::enable_int8_linear with the default config, DSGC included) to the rounds; the peak memory
-// is then the process's, both models together.
+// is then the process's, both models together. --dropout P trains with dropout P (the recipes' 0.1:
+// attention probabilities, residual branches and embeddings) on both sides.
 //   build/tools/bench/octet_bench_gpt [--device cpu|cuda] [--layers 6] [--width 384] [--heads 6]
 //       [--context 256] [--batch 16] [--vocab 8192] [--steps 3] [--rounds 2] [--threads N]
-//       [--precision f32|bf16] [--int8-linear 0|1] [--python python3] [--torch-script PATH|none]
+//       [--precision f32|bf16] [--dropout 0] [--int8-linear 0|1] [--python python3]
+//       [--torch-script PATH|none]
 #include <sys/resource.h>
 
 #include <chrono>
@@ -31,6 +33,7 @@ struct Args {
   std::string device = "cpu", precision = "f32", python = "python3",
               script = std::string(OCTET_BENCH_DIR) + "/bench_gpt_torch.py";
   int64_t layers = 6, width = 384, heads = 6, context = 256, batch = 16, vocab = 8192, threads = 0;
+  double dropout = 0.0;
   int steps = 3, rounds = 2;
   bool int8_linear = false;
 };
@@ -71,7 +74,7 @@ Result time_torch(const Args& a) {
                           std::to_string(a.heads) + " --context " + std::to_string(a.context) + " --batch " +
                           std::to_string(a.batch) + " --vocab " + std::to_string(a.vocab) + " --steps " +
                           std::to_string(a.steps) + " --threads " + std::to_string(a.threads) + " --precision " +
-                          a.precision;
+                          a.precision + " --dropout " + std::to_string(a.dropout);
   const auto [text, status] = run_capture(cmd);
   Result r;
   std::string last;
@@ -98,6 +101,7 @@ int main(int argc, char** argv) {
                                                               {"--batch", octet::bench::into(a.batch)},
                                                               {"--vocab", octet::bench::into(a.vocab)},
                                                               {"--steps", octet::bench::into(a.steps)},
+                                                              {"--dropout", octet::bench::into(a.dropout)},
                                                               {"--rounds", octet::bench::into(a.rounds)},
                                                               {"--threads", octet::bench::into(a.threads)},
                                                               {"--python", octet::bench::into(a.python)},
@@ -117,7 +121,7 @@ int main(int argc, char** argv) {
     if (a.threads > 0) set_num_threads(static_cast<int>(a.threads));
     manual_seed(0);
     Gpt gpt(GptOptions().vocab_size(a.vocab).context_length(a.context).num_layers(a.layers).num_heads(a.heads).width(
-        a.width));
+        a.width).dropout(a.dropout));
     gpt.to(dev);
     AdamW opt(gpt.named_parameters(), AdamWOptions(3e-4).weight_decay(0.1));
     Generator g(1);
@@ -129,7 +133,7 @@ int main(int argc, char** argv) {
     if (a.int8_linear) {
       q = std::make_unique<Gpt>(
           GptOptions().vocab_size(a.vocab).context_length(a.context).num_layers(a.layers).num_heads(a.heads).width(
-              a.width));
+              a.width).dropout(a.dropout));
       q->to(dev);
       q->load_state_dict(gpt.state_dict());
       quant::enable_int8_linear(*q, quant::Int8Config{}, /*keep_first_last_float=*/true, 0);

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """PyTorch's step of the GPT that octet_bench_gpt times (models/gpt.h's layout, as nanoGPT: token
 and position embeddings, pre-LayerNorm blocks of causal SDPA attention and a GELU MLP, a tied
-lm_head): forward, cross-entropy, backward and an AdamW step, f32, on random tokens. Prints
+lm_head; --dropout P as nanoGPT places it: after the embeddings, on the attention probabilities and
+after each block's two projections): forward, cross-entropy, backward and an AdamW step, f32, on
+random tokens. Prints
   RESULT,tokens_per_s,step_ms,peak_mib
 (peak_mib: the GPU's max_memory_allocated, or the process's peak resident size on the CPU).
   python3 tools/bench/bench_gpt_torch.py --device cpu --layers 6 --width 384 --heads 6 --context 256 --batch 16
@@ -16,9 +18,9 @@ import torch.nn.functional as F
 
 
 class Block(nn.Module):
-    def __init__(self, c, heads):
+    def __init__(self, c, heads, dropout=0.0):
         super().__init__()
-        self.heads = heads
+        self.heads, self.dropout = heads, dropout
         self.ln_1, self.ln_2 = nn.LayerNorm(c), nn.LayerNorm(c)
         self.c_attn, self.c_proj = nn.Linear(c, 3 * c), nn.Linear(c, c)
         self.c_fc, self.c_proj2 = nn.Linear(c, 4 * c), nn.Linear(4 * c, c)
@@ -33,21 +35,24 @@ class Block(nn.Module):
             if cache:
                 k, v = torch.cat([cache[0], k], dim=2), torch.cat([cache[1], v], dim=2)
             cache[:] = [k, v]
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=t > 1).transpose(1, 2).reshape(b, t, c)
-        x = x + self.c_proj(y)
-        return x + self.c_proj2(F.gelu(self.c_fc(self.ln_2(x))))
+        p = self.dropout if self.training else 0.0
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=t > 1, dropout_p=p).transpose(1, 2).reshape(b, t, c)
+        x = x + F.dropout(self.c_proj(y), p)
+        return x + F.dropout(self.c_proj2(F.gelu(self.c_fc(self.ln_2(x)))), p)
 
 
 class Gpt(nn.Module):
-    def __init__(self, vocab, context, layers, width, heads):
+    def __init__(self, vocab, context, layers, width, heads, dropout=0.0):
         super().__init__()
+        self.dropout = dropout
         self.wte, self.wpe = nn.Embedding(vocab, width), nn.Embedding(context, width)
-        self.h = nn.ModuleList([Block(width, heads) for _ in range(layers)])
+        self.h = nn.ModuleList([Block(width, heads, dropout) for _ in range(layers)])
         self.ln_f = nn.LayerNorm(width)
 
     def forward(self, ids, caches=None, start=0):
         """caches: None, or one list per block (see Block); start: the position of ids' first token."""
         x = self.wte(ids) + self.wpe(torch.arange(start, start + ids.shape[1], device=ids.device))
+        x = F.dropout(x, self.dropout if self.training else 0.0)
         for i, b in enumerate(self.h):
             x = b(x, None if caches is None else caches[i])
         return self.ln_f(x) @ self.wte.weight.t()
@@ -64,6 +69,7 @@ def main():
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--dropout", type=float, default=0.0)
     ap.add_argument("--precision", choices=["f32", "bf16"], default="f32",
                     help="bf16: forward and loss under torch.autocast(bfloat16)")
     a = ap.parse_args()
@@ -72,7 +78,7 @@ def main():
     dev = torch.device(a.device)
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     torch.manual_seed(0)
-    model = Gpt(a.vocab, a.context, a.layers, a.width, a.heads).to(dev)
+    model = Gpt(a.vocab, a.context, a.layers, a.width, a.heads, a.dropout).to(dev)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1)
     ids = torch.randint(0, a.vocab, (a.batch, a.context + 1), device=dev)
     x, y = ids[:, :-1], ids[:, 1:]
