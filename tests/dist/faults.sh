@@ -19,6 +19,7 @@
 set -uo pipefail
 mode=$1 octet=$2 recipe=$3
 source "$(dirname "$0")/netns.sh"
+source "$(dirname "$0")/job_util.sh"
 work=$(mktemp -d)
 netns_up 3 || { echo "faults: SKIPPED: $NETNS_WHY"; rm -rf "$work"; exit 77; }
 trap 'netns_down; rm -rf "$work"' EXIT
@@ -84,7 +85,7 @@ if [ "$mode" = no-start ]; then
   launch "$work/job.txt" bash -c 'if [ "$OMPI_COMM_WORLD_RANK" = 2 ]; then exit 3; fi; exec "$@"' rank "$octet" \
     "${run_args[@]}"
   finish_within $((timeout_s + 15))
-  left=$(netns_pids)
+  left=$(left_after_exit netns_pids)
   [ -z "$left" ] || fail "processes left: $left"
   [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || fail "the job ended with status $rc"
   echo "faults | no-start | rank 2 exits 3 before it starts | job ended in $took s, status $rc | nothing to keep |"
@@ -116,8 +117,8 @@ if [ -n "${reaper:-}" ]; then  # the pre-emption's SIGKILL: nothing is left for 
   pkill -P "$reaper" sleep
   kill "$reaper" 2>/dev/null
 fi
-left=$(netns_pids)
-[ -z "$left" ] || { ps -o pid,etime,cmd -p "$(echo $left | tr " " ",")" | cut -c1-160; for p in $left; do kill -9 "$p"; done; fail "processes left: $left"; }
+left=$(left_after_exit netns_pids)
+[ -z "$left" ] || { for p in $(netns_pids); do kill -9 "$p"; done; fail "processes left: $left"; }
 netns_restore 3
 sleep 1  # a link brought back up takes a moment to carry
 [ "$rc" -ne 124 ] || fail "the job did not end within $((timeout_s + 15)) s"

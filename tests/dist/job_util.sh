@@ -18,3 +18,20 @@ job_pids() {
     tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OCTET_SIGNAL_TEST_TAG=$tag" && echo "$p"
   done
 }
+# left_after_exit CMD...: what CMD (a process lister: job_pids TAG OCTET, netns_pids) still lists
+# once the job's processes have had up to 10 s to be gone, each with its state and command; empty
+# when none is left. mpirun returns as soon as it has signalled its ranks, without reaping them
+# (traced: it was gone while both ranks were still zombies), so a rank that is still unwinding its
+# threads after the SIGKILL is listed for a moment on a loaded machine (CI saw one, once). A
+# process listed after 10 s is one the job left behind.
+left_after_exit() {
+  local left p
+  for _ in $(seq 1 100); do
+    left=$("$@")
+    [ -z "$left" ] && return 0
+    sleep 0.1
+  done
+  for p in $left; do
+    echo "$p $(awk '{print "state " $3}' "/proc/$p/stat" 2>/dev/null) $(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | cut -c1-120)"
+  done
+}

@@ -55,7 +55,7 @@ for round in 1 2 3 4 5 6; do
   start=$(date +%s)
   wait $job
   rc=$? took=$(($(date +%s) - start))
-  left=$(job_pids "$work" "$octet")
+  left=$(left_after_exit job_pids "$work" "$octet")
   [ "$rc" -ne 0 ] || fail "round $round: the job exited 0 after rank $victim was killed"
   [ "$took" -le 60 ] || fail "round $round: the job took $took s to end"
   [ -z "$left" ] || fail "round $round: processes left: $left"

@@ -44,11 +44,14 @@ wait $job
 rc=$?
 took=$(( $(date +%s) - start ))
 tail -n 12 "$work/out.txt"
-left=$(job_pids "$work" "$octet")
+left=$(left_after_exit job_pids "$work" "$octet")
 echo "signal_job $mode: job status $rc after $took s; processes left: ${left:-none}"
 limit=60
 [ "$mode" = stop-rank ] && limit=35  # the 20 s time-out, start-up of the abort, a loaded machine
-[ "$rc" -ne 0 ] && [ "$took" -le $limit ] && [ -z "$left" ] || { kill -CONT "$rank1" 2>/dev/null; exit 1; }
+[ "$rc" -ne 0 ] && [ "$took" -le $limit ] && [ -z "$left" ] || {
+  for p in $(job_pids "$work" "$octet"); do kill -9 "$p"; done
+  exit 1
+}
 if [ "$mode" = stop-rank ]; then
   # Rank 0's roll call after its time-out names the stopped rank and its host.
   grep -q "no answer within .* from rank 1 (" "$work/out.txt" || { echo "signal_job: no error names rank 1"; exit 1; }
