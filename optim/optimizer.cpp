@@ -107,8 +107,11 @@ Optimizer::Optimizer(std::vector<ParamGroup> groups, const OptimizerOptions& def
   std::set<const TensorImpl*> seen_tensors;
   for (size_t g = 0; g < groups.size(); ++g) {
     ParamGroup& pg = groups[g];
-    OCTET_CHECK(!pg.options || typeid(*pg.options) == typeid(defaults), name, ": parameter group ", g,
-                " has options of another optimizer kind");
+    if (pg.options) {
+      const OptimizerOptions& given = *pg.options;
+      OCTET_CHECK(typeid(given) == typeid(defaults), name, ": parameter group ", g,
+                  " has options of another optimizer kind");
+    }
     Group group;
     group.options = pg.options ? std::move(pg.options) : defaults.clone();
     check_options(*group.options, groups.size() == 1 ? std::string(name)

@@ -14,12 +14,7 @@
 #include "core/error.h"
 
 #ifdef OCTET_CPU_X86
-// GCC 12's AVX-512 headers build unmasked intrinsics on a self-initialized "undefined" vector,
-// which -Wuninitialized reports once inlined here (GCC bug 105593); the values are never read.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
+#include "core/cpu/x86_intrin.h"
 #endif
 
 namespace octet::cpu {
@@ -175,7 +170,3 @@ void gemm_bf16_packed(int64_t, int64_t, int64_t, float, const BFloat16*, int64_t
 #endif
 
 }  // namespace octet::cpu
-
-#ifdef OCTET_CPU_X86
-#pragma GCC diagnostic pop
-#endif

@@ -50,12 +50,12 @@ void rule_loop_portable(const Rule& rule, T* p, const T* g, int64_t n, T* const*
 }
 #ifdef OCTET_CPU_X86
 template <int N, typename Rule, typename T>
-OCTET_TARGET_AVX2 [[gnu::flatten]] void rule_loop_avx2(const Rule& rule, T* p, const T* g, int64_t n,
+[[gnu::flatten]] OCTET_TARGET_AVX2 void rule_loop_avx2(const Rule& rule, T* p, const T* g, int64_t n,
                                                        T* const* buffers) {
   rule_loop<N>(rule, p, g, n, buffers);
 }
 template <int N, typename Rule, typename T>
-OCTET_TARGET_AVX512 [[gnu::flatten]] void rule_loop_avx512(const Rule& rule, T* p, const T* g, int64_t n,
+[[gnu::flatten]] OCTET_TARGET_AVX512 void rule_loop_avx512(const Rule& rule, T* p, const T* g, int64_t n,
                                                            T* const* buffers) {
   rule_loop<N>(rule, p, g, n, buffers);
 }

@@ -6,12 +6,7 @@
 
 #ifdef OCTET_CPU_X86
 
-// GCC 12's AVX-512 headers build unmasked intrinsics on a self-initialized "undefined" vector,
-// which -Wuninitialized reports once inlined here (GCC bug 105593); the values are never read.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
+#include "core/cpu/x86_intrin.h"
 
 #include <cmath>
 #include <cstring>
@@ -51,8 +46,8 @@ OCTET_TARGET_AVX2 static inline __m256i table_codes_avx2(const float* x, __m256 
   __m256 v = _mm256_div_ps(_mm256_loadu_ps(x), absmax);
   v = _mm256_andnot_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q), v);  // NaN -> 0
   const __m256i b = _mm256_castps_si256(v);
-  const __m256i key = _mm256_min_epi32(_mm256_and_si256(b, _mm256_set1_epi32(0x7FFFFFFF)),
-                                       _mm256_set1_epi32(static_cast<int>(t.a1)));
+  const __m256i key =
+      _mm256_min_epi32(_mm256_and_si256(b, _mm256_set1_epi32(0x7FFFFFFF)), _mm256_set1_epi32(static_cast<int>(t.a1)));
   const __m256i d = _mm256_sub_epi32(key, _mm256_set1_epi32(static_cast<int>(t.a0)));
   const __m256i mask = _mm256_set1_epi32(static_cast<int>((1u << t.shift) - 1));
   const __m256i under = _mm256_cmpgt_epi32(_mm256_setzero_si256(), d);  // bucket 0: key < a0
@@ -201,7 +196,5 @@ OCTET_TARGET_AVX512 void decode_avx512(const uint8_t* codes, int64_t n, float ab
 }
 
 }  // namespace octet::quant::cpu::detail
-
-#pragma GCC diagnostic pop
 
 #endif  // OCTET_CPU_X86

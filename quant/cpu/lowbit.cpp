@@ -17,12 +17,7 @@
 #include "quant/cpu/blockwise.h"
 
 #ifdef OCTET_CPU_X86
-// GCC 12's AVX-512 headers build unmasked intrinsics on a self-initialized "undefined" vector,
-// which -Wuninitialized reports once inlined here (GCC bug 105593); the values are never read.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
+#include "core/cpu/x86_intrin.h"
 #endif
 
 namespace octet::quant {
@@ -324,7 +319,3 @@ void rank1_scales(std::span<const int64_t> shape, const float* const* maxima, in
 }
 
 }  // namespace octet::quant
-
-#ifdef OCTET_CPU_X86
-#pragma GCC diagnostic pop
-#endif

@@ -15,12 +15,7 @@
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 
-// GCC 12's AVX-512 headers build unmasked intrinsics on a self-initialized "undefined" vector,
-// which -Wuninitialized reports once inlined here (GCC bug 105593); the values are never read.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
+#include "core/cpu/x86_intrin.h"
 
 #include <algorithm>
 
@@ -255,7 +250,5 @@ OCTET_TARGET_PB512 void pb_transpose_avx512(const uint32_t* code, int n, int bit
 }
 
 }  // namespace octet::quant::cpu::detail
-
-#pragma GCC diagnostic pop
 
 #endif

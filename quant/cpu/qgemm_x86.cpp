@@ -8,12 +8,7 @@
 #include "core/cpu/isa.h"
 
 #ifdef OCTET_CPU_X86
-// GCC 12's AVX-512 headers build unmasked intrinsics on a self-initialized "undefined" vector,
-// which -Wuninitialized reports once inlined here (GCC bug 105593); the values are never read.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
+#include "core/cpu/x86_intrin.h"
 #endif
 
 namespace octet::quant::cpu::detail {
@@ -209,7 +204,3 @@ void raw_dot_avx2(int64_t, int64_t, int64_t, int64_t, const uint8_t*, int64_t, c
 #endif
 
 }  // namespace octet::quant::cpu::detail
-
-#ifdef OCTET_CPU_X86
-#pragma GCC diagnostic pop
-#endif

@@ -138,7 +138,7 @@ TEST(Autocast, PolicyTable) {
     EXPECT_TRUE(autocast::enabled());
   }
   EXPECT_FALSE(autocast::enabled());
-  EXPECT_THROW(AutocastGuard(DType::i8), Error);
+  EXPECT_THROW(AutocastGuard{DType::i8}, Error);
 }
 
 // Each lower op under autocast: a bf16 output; f32 gradients for its f32 inputs (weights), bf16

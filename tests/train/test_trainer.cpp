@@ -325,7 +325,9 @@ TEST(TrainerRun, OwnModelTrainsChecksPointsAndResumes) {
   Checkpoint c = load_checkpoint(a.run_dir + "/last.safetensors");
   ASSERT_EQ(c.model.size(), own->state_dict().size());
   for (const auto& [name, t] : own->state_dict()) {
-    auto it = std::find_if(c.model.begin(), c.model.end(), [&](const auto& kv) { return kv.first == name; });
+    // A named capture: clang before 16 cannot capture a structured binding.
+    auto it = std::find_if(c.model.begin(), c.model.end(),
+                           [&key = name](const auto& kv) { return kv.first == key; });
     ASSERT_NE(it, c.model.end()) << name;
     EXPECT_EQ(it->second.to_vector<float>(), t.to_vector<float>()) << name;
   }

@@ -29,10 +29,7 @@
 #include "tools/bench/bench_util.h"
 
 #ifdef OCTET_CPU_X86
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"  // GCC bug 105593, as in quant/cpu/blockwise_x86.cpp
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
+#include "core/cpu/x86_intrin.h"
 #endif
 
 using namespace octet;
@@ -222,7 +219,3 @@ int main(int argc, char** argv) {
       "\n(one 8-bit Adam element = 2 dequantize + rule + 2 encode; the 32-bit update runs the same rule\n"
       "straight on memory: octet_bench_optim times both whole)\n");
 }
-
-#ifdef OCTET_CPU_X86
-#pragma GCC diagnostic pop
-#endif

@@ -22,11 +22,7 @@
 #include "quant/qgemm.h"
 
 #ifdef OCTET_CPU_X86
-// GCC 12's AVX-512 headers build unmasked intrinsics on a self-initialized "undefined" vector,
-// which -Wuninitialized reports once inlined (GCC bug 105593); the values are never read.
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
+#include "core/cpu/x86_intrin.h"
 #endif
 
 namespace octet::bench {
