@@ -4,7 +4,9 @@
 #      seed, on its seed corpus: the same inputs on every machine, so CI does not depend on luck
 #      (the long, randomly seeded runs are tools/scripts/fuzz.sh's, recorded in tools/bench/RESULTS.md);
 #   2. the test suite built with AddressSanitizer + LeakSanitizer + UndefinedBehaviorSanitizer
-#      (build-asan, CUDA off, MPI off, -O1) and run with ctest; any report fails its test. MPI off:
+#      (build-asan, clang, CUDA off, MPI off, -O1) and run with ctest; any report fails its test.
+#      Clang, while the main build is GCC's: the code is kept building with both, and on a 2-core
+#      Zen 3 clang built this ~16% faster and its tests ran in 6.4 min where GCC's took ~9. MPI off:
 #      this is also the build without MPI (one process, core/mpi_stub.cpp), and Open MPI's own
 #      allocations would read as leaks; the main ctest runs the MPI tests under mpirun.
 # Fuzzing takes about 2 minutes plus ~1 minute to build the harnesses.
@@ -15,8 +17,8 @@ t0=$(date +%s)
 bash tools/scripts/fuzz.sh --seed 1 --runs "${OCTET_CI_FUZZ_RUNS:-20000}"
 t1=$(date +%s)
 
-cmake -S . -B build-asan -G Ninja -DOCTET_CUDA=OFF -DOCTET_MPI=OFF -DOCTET_SANITIZE=ON -DOCTET_BUILD_BENCH=OFF \
-  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1"
+cmake -S . -B build-asan -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DOCTET_CUDA=OFF -DOCTET_MPI=OFF -DOCTET_SANITIZE=ON \
+  -DOCTET_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1"
 cmake --build build-asan -j2
 # install_consumer builds a separate project against the library, which would need the sanitizer
 # runtime flags too; the plain build's ctest runs it. The long runs below repeat, for hundreds of
