@@ -19,6 +19,7 @@
 #include "core/cpu/isa.h"
 #include "core/kernels.h"
 #include "core/octet.h"
+#include "tests/isa_scope.h"
 
 namespace octet {
 namespace {
@@ -79,8 +80,8 @@ TEST(Bf16Conversion, SameBitsAsTheConstructorOnEveryIsa) {
   }
   std::vector<uint16_t> want(xs.size());
   for (size_t i = 0; i < xs.size(); ++i) want[i] = BFloat16(xs[i]).bits;
-  const cpu::Isa previous = cpu::active_isa();
   for (cpu::Isa isa : cpu::isa_selector().supported_choices()) {
+    octet::testing::IsaScope isa_scope;
     SCOPED_TRACE(std::string(cpu::isa_name(isa)));
     cpu::set_active_isa(isa);
     for (size_t n : {size_t{1}, size_t{17}, xs.size()}) {
@@ -92,7 +93,6 @@ TEST(Bf16Conversion, SameBitsAsTheConstructorOnEveryIsa) {
       for (size_t i = 0; i < n; ++i) ASSERT_EQ(std::bit_cast<uint32_t>(back[i]), static_cast<uint32_t>(want[i]) << 16);
     }
   }
-  cpu::set_active_isa(previous);
   // Tensor::to takes the same path, contiguous and channels-last.
   Tensor t = from_vector(std::vector<double>(xs.begin(), xs.begin() + 12), {12}).to(DType::f32);
   Tensor b = t.to(DType::bf16);

@@ -13,6 +13,7 @@
 #include "core/cpu/philox.h"
 #include "core/generator.h"
 #include "core/octet.h"
+#include "tests/isa_scope.h"
 
 namespace octet {
 namespace {
@@ -20,13 +21,8 @@ namespace {
 constexpr cpu::Isa kIsas[] = {cpu::Isa::portable, cpu::Isa::avx2, cpu::Isa::avx512};
 
 // Restores the process's ISA when a test ends.
-struct IsaScope {
-  cpu::Isa saved = cpu::active_isa();
-  ~IsaScope() { cpu::set_active_isa(saved); }
-};
-
 TEST(Philox, RunsMatchPhiloxAtOnEveryIsa) {
-  IsaScope scope;
+  octet::testing::IsaScope isa_scope;
   int tested = 0;
   for (cpu::Isa isa : kIsas) {
     if (!cpu::isa_supported(isa)) continue;
@@ -79,7 +75,7 @@ TEST(Philox, DropoutThresholdDecidesAsTheFloatComparison) {
 // The fills are element functions of (seed, offset + i): the same tensor on every ISA, and the
 // values philox_at's words give.
 TEST(Philox, RandomFillsAreTheSameOnEveryIsa) {
-  IsaScope scope;
+  octet::testing::IsaScope isa_scope;
   std::vector<std::vector<float>> u32, n32;
   std::vector<std::vector<double>> u64;
   for (cpu::Isa isa : kIsas) {

@@ -12,6 +12,7 @@
 #include "core/cpu/isa.h"
 #include "core/cpu/vec_exp.h"
 #include "core/generator.h"
+#include "tests/isa_scope.h"
 
 namespace octet::cpu {
 namespace {
@@ -62,7 +63,7 @@ TEST(VecExp, EveryIsaGivesTheSameBits) {
   for (int i = 0; i < 1037; ++i) x.push_back(-90.0f + 0.1741f * static_cast<float>(i));
   x.push_back(-std::numeric_limits<float>::infinity());
   x.push_back(std::numeric_limits<float>::quiet_NaN());
-  const Isa saved = active_isa();
+  octet::testing::IsaScope isa_scope;
   std::vector<float> want;
   for (Isa isa : {Isa::portable, Isa::avx2, Isa::avx512}) {
     if (!isa_supported(isa)) continue;
@@ -78,7 +79,6 @@ TEST(VecExp, EveryIsaGivesTheSameBits) {
     for (size_t i = 0; i < y.size(); ++i)
       EXPECT_EQ(std::bit_cast<uint32_t>(y[i]), std::bit_cast<uint32_t>(want[i])) << isa_name(isa) << " x=" << x[i];
   }
-  set_active_isa(saved);
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include "optim/rmsprop.h"
 #include "quant/blockwise.h"
 #include "tests/error_of.h"
+#include "tests/isa_scope.h"
 #include "tests/optim/state_cases.h"
 
 namespace octet {
@@ -261,7 +262,7 @@ TEST(OptimIsa, EveryPathGivesThePortableBits) {
   all.push_back({"lion-wd", [](const NamedTensors& p, const StateOptions& s) {
                    return std::make_unique<Lion>(p, LionOptions(1e-4).weight_decay(0.1), s);
                  }});
-  const cpu::Isa saved = cpu::active_isa();
+  octet::testing::IsaScope isa_scope;
   // state_dict() plus the parameter after 3 steps, as floats.
   auto run = [](const OptCase& c, int64_t bits, const Shape& shape, cpu::Isa isa) {
     cpu::set_active_isa(isa);
@@ -294,7 +295,6 @@ TEST(OptimIsa, EveryPathGivesThePortableBits) {
               << cpu::isa_name(isa);
         }
   }
-  cpu::set_active_isa(saved);
   std::cout << "[ optim    ] ISA paths compared with the portable loop: " << tested << "\n";
 }
 

@@ -26,6 +26,7 @@
 #include "models/resnet.h"
 #include "quant/int8_conv.h"
 #include "quant/int8_model.h"
+#include "tests/isa_scope.h"
 #include "tests/quant/same_bytes.h"
 
 namespace octet::quant {
@@ -123,7 +124,7 @@ TEST(Int8BnFusion, SameBitsAsBatchNormThenInt8Conv) {
 }
 
 TEST(Int8BnFusion, EveryIsaGivesTheSameBits) {
-  const octet::cpu::Isa saved = octet::cpu::active_isa();
+  octet::testing::IsaScope isa_scope;
   for (const FusionCase& fc : {cases()[1], cases()[3]}) {
     const Tensor z = random({fc.n, fc.c, fc.h, fc.w}, 9, 2.0);
     octet::cpu::set_active_isa(octet::cpu::Isa::portable);
@@ -134,7 +135,6 @@ TEST(Int8BnFusion, EveryIsaGivesTheSameBits) {
       expect_same(run(fc, true, z), want, fc.name + " " + std::string(octet::cpu::isa_name(isa)));
     }
   }
-  octet::cpu::set_active_isa(saved);
 }
 
 // A constant channel (variance 0: scale 1/sqrt(eps)), an all-zero input (clip 0: every code 0),

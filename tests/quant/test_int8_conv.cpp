@@ -20,6 +20,7 @@
 #include "quant/dsgc.h"
 #include "quant/int8_conv.h"
 #include "quant/int8_tensor.h"
+#include "tests/isa_scope.h"
 #include "tests/quant/int8_conv_cases.h"
 #include "tests/quant/int8_reference.h"
 
@@ -142,7 +143,7 @@ TEST(Int8Conv, DeterministicAcrossThreadsAndGemmPaths) {
 // portable copy's bits -- quantizers (nearest and stochastic), absmax, dequantization, DSGC's
 // cosine sums and the conv kernels (GEMM reference loops and depthwise) -- on every geometry.
 TEST(Int8Conv, EveryIsaGivesThePortableBits) {
-  const octet::cpu::Isa saved_isa = octet::cpu::active_isa();
+  octet::testing::IsaScope isa_scope;
   const cpu::Int8GemmPath saved_path = cpu::int8_gemm_path();
   cpu::set_int8_gemm_path(cpu::Int8GemmPath::reference);  // its row loops are per-ISA too
   auto run_all = [] {
@@ -174,7 +175,6 @@ TEST(Int8Conv, EveryIsaGivesThePortableBits) {
     for (size_t i = 0; i < got.size(); ++i)
       ASSERT_EQ(got[i], portable[i]) << octet::cpu::isa_name(isa) << ", result " << i;
   }
-  octet::cpu::set_active_isa(saved_isa);
   cpu::set_int8_gemm_path(saved_path);
 }
 
@@ -203,7 +203,7 @@ TEST(Int8Conv, DepthwiseLayoutsGiveTheSameBits) {
     return std::vector<std::vector<float>>{y.to_vector<float>(), x.grad().to_vector<float>(),
                                            w.grad().to_vector<float>()};
   };
-  const octet::cpu::Isa saved_isa = octet::cpu::active_isa();
+  octet::testing::IsaScope isa_scope;
   const cpu::Int8DepthwiseLayout saved_layout = cpu::int8_depthwise_layout();
   const int saved_threads = get_num_threads();
   for (const ConvCase& cc : cases) {
@@ -225,7 +225,6 @@ TEST(Int8Conv, DepthwiseLayoutsGiveTheSameBits) {
         }
     }
   }
-  octet::cpu::set_active_isa(saved_isa);
   cpu::set_int8_depthwise_layout(saved_layout);
   set_num_threads(saved_threads);
 }

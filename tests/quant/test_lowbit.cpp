@@ -11,6 +11,7 @@
 #include "core/cpu/isa.h"
 #include "core/octet.h"
 #include "quant/lowbit.h"
+#include "tests/isa_scope.h"
 
 namespace octet::quant {
 namespace {
@@ -20,10 +21,6 @@ constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr cpu::Isa kIsas[] = {cpu::Isa::portable, cpu::Isa::avx2, cpu::Isa::avx512};
 
 // Restores the best ISA after a test that switches it.
-struct IsaRestore {
-  ~IsaRestore() { cpu::set_active_isa(cpu::best_isa()); }
-};
-
 TEST(Maps4, ValuesAreTorchaosFloatForFloat) {
   // torchao/bitsandbytes create_dynamic_map(signed=True, max_exponent_bits=3, total_bits=4), in
   // torch float32 (tools/bench/map_error.py builds the 8-bit maps the same way).
@@ -85,7 +82,7 @@ std::vector<float> decode_ref(const std::vector<uint8_t>& packed, size_t n, cons
 }
 
 TEST(LowBitKernels, EveryIsaMatchesTheReferenceOnOddSizes) {
-  IsaRestore restore;
+  octet::testing::IsaScope isa_scope;
   Generator g(11);
   for (int64_t n : {1, 2, 3, 15, 16, 17, 31, 32, 33, 127, 128, 129, 255, 1000}) {
     std::vector<float> x = randn({n}, DType::f32, &g).to_vector<float>();

@@ -16,6 +16,7 @@
 #include "core/octet.h"
 #include "quant/cpu/qgemm.h"
 #include "quant/qgemm.h"
+#include "tests/isa_scope.h"
 
 namespace octet::quant {
 namespace {
@@ -251,10 +252,11 @@ TEST(QParamsTest, QuantizeArrayMatchesValue) {
     std::vector<uint8_t> q(x.size());
     for (::octet::cpu::Isa isa : {::octet::cpu::Isa::portable, ::octet::cpu::Isa::avx2, ::octet::cpu::Isa::avx512}) {
       if (!::octet::cpu::isa_supported(isa)) continue;
-      const ::octet::cpu::Isa prev = ::octet::cpu::active_isa();
-      ::octet::cpu::set_active_isa(isa);
-      quantize_array(x.data(), static_cast<int64_t>(x.size()), p, q.data());
-      ::octet::cpu::set_active_isa(prev);
+      {
+        ::octet::testing::IsaScope isa_scope;
+        ::octet::cpu::set_active_isa(isa);
+        quantize_array(x.data(), static_cast<int64_t>(x.size()), p, q.data());
+      }
       for (size_t i = 0; i < x.size(); ++i) {
         const int32_t got = t == QType::u8 ? int32_t{q[i]} : int32_t{static_cast<int8_t>(q[i])};
         ASSERT_EQ(got, quantize_value(x[i], p)) << i << " " << x[i];
