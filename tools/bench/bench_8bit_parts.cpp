@@ -190,13 +190,13 @@ int main(int argc, char** argv) {
       encode_table_gather_avx512(data->data(), kBlock, a, *table, by_table.data());
       quant::cpu::detail::encode_avx512(data->data(), kBlock, a, tree, codes->data());
       if (by_table != *codes) return std::fprintf(stderr, "the gather search gave other codes\n"), 1;
-      row((std::string("encode only (tree), ") + name + " map").c_str(), n, reps, [&] {
+      // Named captures: clang before 16 cannot capture a structured binding.
+      row((std::string("encode only (tree), ") + name + " map").c_str(), n, reps, [&, in = data, out = codes] {
         for (int64_t b = 0; b < blocks; ++b)
-          quant::cpu::detail::encode_avx512(data->data(), kBlock, a, tree, codes->data());
+          quant::cpu::detail::encode_avx512(in->data(), kBlock, a, tree, out->data());
       });
-      row((std::string("encode only (gathers), ") + name + " map").c_str(), n, reps, [&] {
-        for (int64_t b = 0; b < blocks; ++b)
-          encode_table_gather_avx512(data->data(), kBlock, a, *table, by_table.data());
+      row((std::string("encode only (gathers), ") + name + " map").c_str(), n, reps, [&, in = data] {
+        for (int64_t b = 0; b < blocks; ++b) encode_table_gather_avx512(in->data(), kBlock, a, *table, by_table.data());
       });
     }
   }

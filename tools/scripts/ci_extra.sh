@@ -17,6 +17,11 @@ t0=$(date +%s)
 bash tools/scripts/fuzz.sh --seed 1 --runs "${OCTET_CI_FUZZ_RUNS:-20000}"
 t1=$(date +%s)
 
+# A build-asan from before this build moved to clang is GCC's: CMake drops a cache whose compiler
+# changes, and with it the options below, so it goes first.
+if [ -f build-asan/CMakeCache.txt ] && ! grep -q '^CMAKE_CXX_COMPILER:.*clang++$' build-asan/CMakeCache.txt; then
+  rm -rf build-asan
+fi
 cmake -S . -B build-asan -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DOCTET_CUDA=OFF -DOCTET_MPI=OFF -DOCTET_SANITIZE=ON \
   -DOCTET_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1"
 cmake --build build-asan -j2
