@@ -109,7 +109,7 @@ bool widens(std::string_view op, const Tensor& x) {
   return x.defined() && x.dtype() == DType::bf16 && policy(op) == Policy::fp32;
 }
 
-DType output_dtype(const Device& device) { return device.is_cuda() ? DType::f32 : DType::bf16; }
+DType output_dtype(const Device&) { return DType::bf16; }
 
 DType dtype() { return state().dtype; }
 bool enabled() { return state().dtype != DType::f32; }
@@ -149,7 +149,7 @@ std::string describe(DType precision, Device device) {
   if (precision != DType::bf16) return std::string(dtype_name(precision));
   if (device.is_cuda())
     return "bf16 (CUDA: matmuls, linear layers and convolutions on bf16 tensor cores (cuBLAS, cuDNN); attention and "
-           "LSTM gates with bf16 inputs computed in f32, and the activations between them f32, for now)";
+           "LSTM gates with bf16 inputs computed in f32; bf16 activations between them)";
   if (native_on_cpu()) return "bf16 (native on this CPU: AVX512-BF16)";
   return cpu::bf16_native_supported()
              ? "bf16 (emulated, as OCTET_BF16=emulated asks: the same numbers, not faster)"

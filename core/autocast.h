@@ -1,9 +1,9 @@
 // bf16 mixed precision, as torch.autocast defines it. Inside an AutocastGuard(DType::bf16):
 //   - the ops of the "lower" list (convolutions, matmuls and linear layers, attention, LSTM gates)
 //     compute in bf16: their f32 inputs and weights are rounded to bf16 (round to nearest even),
-//     the products accumulate in f32 and the output is rounded once to bf16 (on the CPU; on CUDA
-//     it stays f32 until the CUDA elementwise kernels take bf16: output_dtype()). Their backward
-//     runs the same way;
+//     the products accumulate in f32 and the output is rounded once to bf16 (on CUDA a
+//     convolution's bias is added after cuDNN's rounding and rounded again). Their backward runs
+//     the same way;
 //   - the ops of the "fp32" list (reductions, softmax and log-softmax, losses) compute in f32,
 //     casting a bf16 input up;
 //   - every other op runs in its inputs' dtype: on bf16 activations, batch norm, layer norm,
@@ -78,8 +78,8 @@ bool lowers(std::string_view op, std::initializer_list<Tensor> operands);
 //   if (autocast::widens("softmax", x)) return softmax(x.to(DType::f32), dim);
 bool widens(std::string_view op, const Tensor& x);
 
-// The dtype a lower op writes on `device`: bf16 on the CPU, f32 on CUDA (its elementwise, norm and
-// pool kernels take f32 only for now, so a CUDA model keeps f32 activations between bf16 products).
+// The dtype a lower op writes on `device`: bf16 on the CPU and on CUDA (whose elementwise, batch
+// norm and pooling kernels take bf16 activations as the CPU's do).
 DType output_dtype(const Device& device);
 
 // x as dtype, without autograd history (the op that calls it records its own node against x). A

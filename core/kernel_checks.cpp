@@ -68,7 +68,7 @@ void check_conv_grads(const char* op, const Conv2dGeometry& g, const Tensor& x, 
   OCTET_CHECK(in_kernel_layout(dout, allowed) && dout.dtype() == x.dtype() && dout.numel() == g.n * g.k * g.p * g.q, op,
               ": expected a ", x.dtype(), " dout of ", g.n * g.k * g.p * g.q, " elements, got ", dout.dtype(), " ",
               dout.shape());
-  // autocast's bf16 activations: dx in bf16 (the CPU) or f32 (CUDA)
+  // autocast's bf16 activations: dx in bf16, or in f32 where a caller wants it widened
   const bool dx_dtype = dx.defined() && (dx.dtype() == grad_t || (x.dtype() == DType::bf16 && dx.dtype() == x.dtype()));
   OCTET_CHECK(!dx.defined() || (in_kernel_layout(dx, allowed) && dx_dtype && dx.numel() == x.numel()), op, ": dx must be ",
               grad_t, x.dtype() == DType::bf16 ? " or bf16" : "", ", laid out as the kernel takes it and match the input ",

@@ -364,15 +364,31 @@ bool cudnn_backward_filter(const Conv2dGeometry& g, const Tensor& x, const Tenso
 
 namespace {
 
-Tensor bf16_like(const Tensor& t) { return empty(t.shape(), TensorOptions(DType::bf16).device(t.device())); }
+// Where a kernel that writes `dtype` puts a result meant for dst: dst itself when it has that
+// dtype (or is undefined), else a temporary that finish() converts into dst (widening bf16, or
+// rounding f32 once).
+class Staged {
+ public:
+  Staged(const Tensor& dst, DType dtype)
+      : dst_(dst),
+        buf_(!dst.defined() || dst.dtype() == dtype ? dst
+                                                    : empty(dst.shape(), TensorOptions(dtype).device(dst.device()))) {}
+  const Tensor& get() const { return buf_; }
+  void finish() const {
+    if (dst_.defined() && buf_.dtype() != dst_.dtype()) copy(dst_, buf_);
+  }
 
-// A bf16 convolution on cuDNN's bf16 kernels into the f32 out (bias added in f32); false, having
-// done nothing, where it has no algorithm.
+ private:
+  Tensor dst_, buf_;
+};
+
+// A bf16 convolution on cuDNN's bf16 kernels into out (bf16, or f32 widened from it), the bias
+// added in f32; false, having done nothing, where cuDNN has no algorithm.
 bool bf16_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& out) {
   if (is_depthwise(g) || !cudnn_can_run(g)) return false;
-  Tensor y = bf16_like(out);
-  if (!cudnn_forward(g, x, w, y)) return false;
-  copy(out, y);
+  const Staged y(out, DType::bf16);
+  if (!cudnn_forward(g, x, w, y.get())) return false;
+  y.finish();
   if (bias.defined()) add_channel_bias(out, bias, g.n, g.k, g.p * g.q);
   return true;
 }
@@ -382,12 +398,19 @@ bool bf16_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, con
 void conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& out) {
   if (x.dtype() == DType::bf16) {
     check_operands("conv2d_forward", g, x, w);
-    OCTET_CHECK(out.is_contiguous() && out.dtype() == DType::f32 && out.numel() == g.n * g.k * g.p * g.q,
-                "conv2d_forward: a bf16 convolution on CUDA writes a contiguous f32 output of ", g.n * g.k * g.p * g.q,
-                " elements, got ", out.dtype(), " ", out.shape());
+    OCTET_CHECK(out.is_contiguous() && (out.dtype() == DType::bf16 || out.dtype() == DType::f32) &&
+                    out.numel() == g.n * g.k * g.p * g.q,
+                "conv2d_forward: a bf16 convolution on CUDA writes a contiguous bf16 or f32 output of ",
+                g.n * g.k * g.p * g.q, " elements, got ", out.dtype(), " ", out.shape());
+    OCTET_CHECK(!bias.defined() || (bias.is_contiguous() && bias.dtype() == DType::f32 && bias.numel() == g.k),
+                "conv2d_forward: a bf16 convolution takes a contiguous f32 bias of ", g.k, " elements");
     bool done = out.numel() == 0;
     if (!done) with_shape("conv2d_forward", g, x.dtype(), [&] { done = bf16_forward(g, x, w, bias, out); });
-    if (!done) cuda::conv2d_forward(g, widened_to_f32(x), widened_to_f32(w), bias, out);
+    if (!done) {  // the f32 kernels on the widened operands; a bf16 out rounded once
+      const Staged y(out, DType::f32);
+      cuda::conv2d_forward(g, widened_to_f32(x), widened_to_f32(w), bias, y.get());
+      y.finish();
+    }
     return;
   }
   check_operands("conv2d_forward", g, x, w);
@@ -406,14 +429,15 @@ void conv2d_forward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, c
 
 namespace {
 
-// The backward of a bf16 convolution: dx and dw (f32) from cuDNN's bf16 kernels where it has them,
-// each pass that it has not on the f32 kernels with the widened operands.
+// The backward of a bf16 convolution: dx (bf16 or f32) and dw (f32) from cuDNN's bf16 kernels
+// where it has them, each pass that it has not on the f32 kernels with the widened operands.
 void bf16_backward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, const Tensor& dout, const Tensor& dx,
                    const Tensor& dw) {
   check_operands("conv2d_backward", g, x, w);
-  OCTET_CHECK(dout.dtype() == DType::bf16 && (!dx.defined() || dx.dtype() == DType::f32) &&
+  OCTET_CHECK(dout.dtype() == DType::bf16 && (!dx.defined() || dx.dtype() == DType::bf16 || dx.dtype() == DType::f32) &&
                   (!dw.defined() || dw.dtype() == DType::f32),
-              "conv2d_backward: a bf16 convolution on CUDA takes a bf16 dout and writes f32 dx and dw");
+              "conv2d_backward: a bf16 convolution on CUDA takes a bf16 dout and writes a bf16 or f32 dx and an "
+              "f32 dw");
   const bool sizes = dout.is_contiguous() && dout.numel() == g.n * g.k * g.p * g.q &&
                      (!dx.defined() || (dx.is_contiguous() && dx.numel() == x.numel())) &&
                      (!dw.defined() || (dw.is_contiguous() && dw.numel() == w.numel()));
@@ -425,17 +449,20 @@ void bf16_backward(const Conv2dGeometry& g, const Tensor& x, const Tensor& w, co
   if (cudnn)
     with_shape("conv2d_backward", g, x.dtype(), [&] {
       if (!dx_done) {
-        Tensor d = bf16_like(dx);
-        if ((dx_done = cudnn_backward_data(g, w, dout, d))) copy(dx, d);
+        const Staged d(dx, DType::bf16);
+        if ((dx_done = cudnn_backward_data(g, w, dout, d.get()))) d.finish();
       }
       if (!dw_done) {
-        Tensor d = bf16_like(dw);
-        if ((dw_done = cudnn_backward_filter(g, x, dout, d))) copy(dw, d);
+        const Staged d(dw, DType::bf16);
+        if ((dw_done = cudnn_backward_filter(g, x, dout, d.get()))) d.finish();
       }
     });
-  if (!dx_done || !dw_done)
-    cuda::conv2d_backward(g, widened_to_f32(x), widened_to_f32(w), widened_to_f32(dout), dx_done ? Tensor() : dx,
+  if (!dx_done || !dw_done) {  // in f32; a bf16 dx rounded once
+    const Staged d(dx_done ? Tensor() : dx, DType::f32);
+    cuda::conv2d_backward(g, widened_to_f32(x), widened_to_f32(w), widened_to_f32(dout), d.get(),
                           dw_done ? Tensor() : dw);
+    d.finish();
+  }
 }
 
 }  // namespace

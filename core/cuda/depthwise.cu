@@ -15,6 +15,7 @@
 
 #include "core/cuda/cuda_util.h"
 #include "core/cuda/depthwise.h"
+#include "core/cuda/device_util.cuh"
 #include "core/cuda/launch.cuh"
 
 namespace octet::cuda {
@@ -179,11 +180,12 @@ int64_t chunks_for(int64_t taps, int64_t npq) {
 
 // ---------------------------------------------------------------- bias
 
-template <typename T, typename I>
-__global__ void add_bias_kernel(T* __restrict__ out, const T* __restrict__ bias, I k, I pq, int64_t total) {
+// out += bias, computed in T (f32 for a bf16 out, rounded on the store).
+template <typename D, typename I, typename T = opmath_t<D>>
+__global__ void add_bias_kernel(D* __restrict__ out, const T* __restrict__ bias, I k, I pq, int64_t total) {
   for (int64_t i = first_index(); i < total; i += grid_stride()) {
     const I idx = static_cast<I>(i);
-    out[idx] += bias[(idx / pq) % k];
+    out[idx] = convert<D>(load_opmath(out, idx) + bias[(idx / pq) % k]);
   }
 }
 
@@ -240,11 +242,11 @@ void add_channel_bias(const Tensor& out, const Tensor& bias, int64_t n, int64_t 
   const int64_t total = n * k * pq;
   if (total == 0) return;
   const bool small = total <= std::numeric_limits<int32_t>::max();
-  dispatch_float_index("conv2d", out.dtype(), small, [&](auto t, auto i) {
-    using T = decltype(t);
+  dispatch_activation_index("conv2d", out.dtype(), small, [&](auto d, auto i) {
+    using D = decltype(d);
     using I = decltype(i);
-    add_bias_kernel<T, I><<<grid_for(total), kThreads, 0, stream()>>>(out.data<T>(), bias.data<T>(), static_cast<I>(k),
-                                                                      static_cast<I>(pq), total);
+    add_bias_kernel<D, I><<<grid_for(total), kThreads, 0, stream()>>>(
+        out.data<D>(), bias.data<opmath_t<D>>(), static_cast<I>(k), static_cast<I>(pq), total);
     OCTET_CUDA_LAUNCH("conv2d bias");
   });
 }

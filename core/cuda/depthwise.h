@@ -22,7 +22,8 @@ void direct_conv2d_backward_data(const kernels::Conv2dGeometry& g, const Tensor&
 // dw [K,C/g,R,S] from x and dout (overwritten)
 void direct_conv2d_backward_weight(const kernels::Conv2dGeometry& g, const Tensor& x, const Tensor& dout,
                                    const Tensor& dw);
-// out [N,K,PQ] += bias [K] broadcast over N and the plane.
+// out [N,K,PQ] += bias [K] broadcast over N and the plane (out f32, f64, or bf16 with an f32 bias:
+// the sum in f32, rounded once).
 void add_channel_bias(const Tensor& out, const Tensor& bias, int64_t n, int64_t k, int64_t pq);
 
 }  // namespace octet::cuda

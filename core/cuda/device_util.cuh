@@ -75,6 +75,13 @@ OCTET_HD To convert(From v) {
   }
 }
 
+// Element i of p in its compute type opmath_t<D> (f32 for bf16 activations, which kernels load,
+// compute on in f32 and round once on the store with convert<D>).
+template <typename D>
+__device__ inline opmath_t<D> load_opmath(const D* p, int64_t i) {
+  return convert<opmath_t<D>>(p[i]);
+}
+
 // An unsigned type of the same size as T: kernels that only move elements (where, gather,
 // index_select) are instantiated once per element size.
 template <typename T>

@@ -285,6 +285,13 @@ struct Bf16Binary {
     return float_to_bf16(f(bf16_to_float(a), bf16_to_float(b)));
   }
 };
+// An f32 op whose result is rounded to bf16 (f32 operands into a bf16 output: an autocast product's
+// f32 sums plus its bias, rounded once).
+template <typename F>
+struct Bf16Rounded {
+  F f;
+  __device__ BFloat16 operator()(float a, float b) const { return float_to_bf16(f(a, b)); }
+};
 template <typename F>
 struct Bf16Compare {
   F f;
@@ -514,9 +521,13 @@ void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
       (a.dtype() == DType::f32 || b.dtype() == DType::f32))
     return binary(op, a.dtype() == DType::bf16 ? widened_to_f32(a) : a, b.dtype() == DType::bf16 ? widened_to_f32(b) : b,
                   out);
+  // f32 with f32 to bf16 (a bf16 product's f32 sums plus its bias) computes in f32, rounded once.
+  if (a.dtype() == DType::f32 && b.dtype() == DType::f32 && out.dtype() == DType::bf16)
+    return binary_op<float>(op, b,
+                            [&](auto f) { map2<BFloat16, float>("binary", out, a, b, Bf16Rounded<decltype(f)>{f}); });
   OCTET_CHECK(a.dtype() == b.dtype() && out.dtype() == a.dtype(),
-              "binary: CUDA takes one dtype (or bf16 with f32 to f32), got ", a.dtype(), " and ", b.dtype(), " to ",
-              out.dtype());
+              "binary: CUDA takes one dtype (or bf16 with f32 to f32, or f32 to bf16), got ", a.dtype(), " and ",
+              b.dtype(), " to ", out.dtype());
   if (a.dtype() == DType::bf16)
     return binary_op<float>(op, b,
                             [&](auto f) { map2<BFloat16, BFloat16>("binary", out, a, b, Bf16Binary<decltype(f)>{f}); });

@@ -3,7 +3,8 @@
 // transpose with the same ld; so row-major C = op(A) op(B) is computed as the column-major
 // C^T = op(B)^T op(A)^T: the operands swap places and M, N swap, with the trans flags unchanged.
 // f32 runs in exact FP32 unless cuda::allow_tf32() (then TF32 tensor cores); f64 in FP64; bf16 A
-// and B with an f32 C (autocast's products, core/autocast.h) on tensor cores with f32 accumulation.
+// and B with an f32 C, or a bf16 C rounded once from the f32 sums (autocast's products and their
+// bf16 activations, core/autocast.h), on tensor cores with f32 accumulation.
 //   cuda::gemm(false, true, m, n, k, 1.0, a, k, b, k, 0.0, c, n);   // C = A B^T
 #include <algorithm>
 
@@ -45,9 +46,10 @@ void typed_gemm(cublasHandle_t h, cublasOperation_t op_a, cublasOperation_t op_b
 }  // namespace
 
 void gemm_batched(DType dtype, Device device, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
-                  BatchOperand a, BatchOperand b, double beta, BatchOperand c, int64_t batch) {
+                  BatchOperand a, BatchOperand b, double beta, BatchOperand c, int64_t batch, bool bf16_c) {
   OCTET_CHECK(dtype == DType::f32 || dtype == DType::f64 || dtype == DType::bf16,
               "gemm: expected dtype f32, f64 or bf16, got ", dtype);
+  OCTET_CHECK(!bf16_c || dtype == DType::bf16, "gemm: a bf16 C takes bf16 operands, got ", dtype);
   OCTET_CHECK(m >= 0 && n >= 0 && k >= 0 && batch >= 0, "gemm: negative size M=", m, " N=", n, " K=", k,
               " batch=", batch);
   if (m == 0 || n == 0 || batch == 0) return;
@@ -61,17 +63,18 @@ void gemm_batched(DType dtype, Device device, bool trans_a, bool trans_b, int64_
   OCTET_CUBLAS_CHECK(cublasSetWorkspace(h, workspace.raw_data(), static_cast<size_t>(kWorkspaceBytes)));
   const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-  if (dtype == DType::bf16) {  // bf16 A and B, f32 C and accumulation (tensor cores)
+  if (dtype == DType::bf16) {  // bf16 A and B, f32 (or bf16) C, f32 accumulation (tensor cores)
     OCTET_CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));
     const float al = static_cast<float>(alpha), be = static_cast<float>(beta);
+    const cudaDataType_t c_type = bf16_c ? CUDA_R_16BF : CUDA_R_32F;
     if (batch == 1)
       OCTET_CUBLAS_CHECK(cublasGemmEx_64(h, op_b, op_a, n, m, k, &al, b.data, CUDA_R_16BF, b.ld, a.data, CUDA_R_16BF,
-                                         a.ld, &be, const_cast<void*>(c.data), CUDA_R_32F, c.ld, CUBLAS_COMPUTE_32F,
+                                         a.ld, &be, const_cast<void*>(c.data), c_type, c.ld, CUBLAS_COMPUTE_32F,
                                          CUBLAS_GEMM_DEFAULT));
     else
       OCTET_CUBLAS_CHECK(cublasGemmStridedBatchedEx_64(
           h, op_b, op_a, n, m, k, &al, b.data, CUDA_R_16BF, b.ld, b.stride, a.data, CUDA_R_16BF, a.ld, a.stride, &be,
-          const_cast<void*>(c.data), CUDA_R_32F, c.ld, c.stride, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+          const_cast<void*>(c.data), c_type, c.ld, c.stride, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   } else if (dtype == DType::f32) {
     // CUBLAS_DEFAULT_MATH keeps FP32 inputs and FP32 accumulation; TF32 only when asked for.
     OCTET_CUBLAS_CHECK(cublasSetMathMode(h, allow_tf32() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
@@ -87,10 +90,13 @@ void gemm_batched(DType dtype, Device device, bool trans_a, bool trans_b, int64_
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const Tensor& a, int64_t lda,
           const Tensor& b, int64_t ldb, double beta, const Tensor& c, int64_t ldc) {
   const bool bf16 = a.dtype() == DType::bf16 && b.dtype() == DType::bf16 && c.dtype() == DType::f32;
+  const bool bf16_c = a.dtype() == DType::bf16 && b.dtype() == DType::bf16 && c.dtype() == DType::bf16;
   OCTET_CHECK(bf16 || (a.dtype() == b.dtype() && a.dtype() == c.dtype()), "gemm: dtypes differ: ", a.dtype(), ", ",
-              b.dtype(), ", ", c.dtype(), " (bf16 operands take an f32 C)");
+              b.dtype(), ", ", c.dtype(), " (bf16 operands take an f32 or bf16 C)");
+  // As the CPU's: a bf16 C is written, not accumulated into (it would be rounded twice).
+  OCTET_CHECK(!bf16_c || beta == 0.0, "gemm: a bf16 C takes beta 0, got ", beta);
   gemm_batched(a.dtype(), c.device(), trans_a, trans_b, m, n, k, alpha, {a.raw_data(), lda, 0}, {b.raw_data(), ldb, 0},
-               beta, {c.raw_data(), ldc, 0}, 1);
+               beta, {c.raw_data(), ldc, 0}, 1, bf16_c);
 }
 
 }  // namespace octet::cuda

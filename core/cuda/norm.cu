@@ -3,13 +3,18 @@
 // elementwise pass.
 //  - Statistics: each channel's N*S values are cut into a fixed number of chunks; a block reduces
 //    one chunk, every thread keeping a running Welford (count, mean, M2) of its elements (in the
-//    tensor's precision: few values per thread), merged across the block by a fixed tree and across
-//    chunks in chunk order, in double (Chan's pairwise formula). One pass over x, no cancellation
-//    for large means, and deterministic: no atomics, the partition depends only on the shape.
+//    compute precision, f32 for bf16: few values per thread), merged across the block by a fixed
+//    tree and across chunks in chunk order, in double (Chan's pairwise formula). One pass over x,
+//    no cancellation for large means, and deterministic: no atomics, the partition depends only on
+//    the shape.
 //  - Backward: the same chunked reduction of sum(dout) and sum(dout * (x - mean)).
 // The finish computes the per-channel coefficients in double, as the CPU kernel does, so the
 // elementwise passes are out = act(x * scale + shift) and dx = a * (dout - b - (x - mean) * k); the
 // scale and shift come from the stored mean and invstd (core/norm_act.h), as the CPU's do.
+// bf16 activations (autocast's; D = BFloat16) are loaded into f32 (T = opmath_t<D>), computed there
+// with f32 statistics, parameters and gradients, and rounded once on the store; the normalized
+// value is rounded to D before a residual is added and before the activation's mask is taken, as
+// the unfused `bn(x) + r` and the CPU kernels round it.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -17,6 +22,7 @@
 #include <limits>
 
 #include "core/cuda/cuda_util.h"
+#include "core/cuda/device_util.cuh"
 #include "core/cuda/kernels.h"
 #include "core/cuda/launch.cuh"
 #include "core/kernel_checks.h"
@@ -61,19 +67,27 @@ __device__ inline int64_t chunk_end(int64_t begin, int64_t chunk_len, int64_t le
   return begin + chunk_len < len ? begin + chunk_len : len;
 }
 
+// The normalized value x * scale + shift rounded to D (an identity for f32 and f64): what the
+// unfused batch norm writes, so what `bn(x) + r` adds r to and relu's backward masks with.
+template <typename D, typename T>
+__device__ inline T pre_activation(T x, T scale, T shift) {
+  return convert<T>(convert<D>(x * scale + shift));
+}
+
 // ---------------------------------------------------------------- forward
 
 // partial[(ch * chunks + chunk) * 3 + {0, 1, 2}] = the chunk's (count, mean, M2).
-template <typename T, typename I>
-__global__ void moments_kernel(const T* __restrict__ x, I c, I s, int64_t len, int64_t chunk_len,
+template <typename D, typename I>
+__global__ void moments_kernel(const D* __restrict__ x, I c, I s, int64_t len, int64_t chunk_len,
                                double* __restrict__ partial) {
+  using T = opmath_t<D>;
   __shared__ double sn[kThreads], smean[kThreads], sm2[kThreads];
   const I ch = static_cast<I>(blockIdx.x);
   const int64_t begin = static_cast<int64_t>(blockIdx.y) * chunk_len, end = chunk_end(begin, chunk_len, len);
   T mean = 0, m2 = 0;
   int count = 0;  // at most chunk_len / blockDim.x + 1 per thread
   for (int64_t e = begin + threadIdx.x; e < end; e += blockDim.x) {
-    const T v = x[channel_offset(e, c, s, ch)];
+    const T v = load_opmath(x, channel_offset(e, c, s, ch));
     ++count;
     const T delta = v - mean;
     mean += delta / static_cast<T>(count);
@@ -114,38 +128,42 @@ __global__ void finish_moments_kernel(const double* __restrict__ partial, int64_
   }
 }
 
-template <typename T, typename I>
-__global__ void normalize_kernel(const T* __restrict__ x, const T* __restrict__ coef, const T* __restrict__ residual,
-                                 T* __restrict__ out, I c, I s, int64_t total, NormActivation act) {
+template <typename D, typename I, typename T = opmath_t<D>>
+__global__ void normalize_kernel(const D* __restrict__ x, const T* __restrict__ coef, const D* __restrict__ residual,
+                                 D* __restrict__ out, I c, I s, int64_t total, NormActivation act) {
   for (int64_t i = first_index(); i < total; i += grid_stride()) {
     const I idx = static_cast<I>(i);
     const I ch = (idx / s) % c;
-    T y = x[idx] * coef[ch] + coef[c + ch];
-    if (residual != nullptr) y = y + residual[idx];  // the rounded normalized value, as bn(x) + r
-    out[idx] = norm_act_apply(act, y);
+    T y;
+    if (residual != nullptr)  // the rounded normalized value, as bn(x) + r
+      y = pre_activation<D>(load_opmath(x, idx), coef[ch], coef[c + ch]) + load_opmath(residual, idx);
+    else
+      y = load_opmath(x, idx) * coef[ch] + coef[c + ch];
+    out[idx] = convert<D>(norm_act_apply(act, y));
   }
 }
 
 // The activation's backward from the recomputed pre-activation (the expression normalize_kernel
 // rounds); out may be dout.
-template <typename T, typename I>
-__global__ void act_grad_kernel(const T* dout, const T* __restrict__ x, const T* __restrict__ mean,
+template <typename D, typename I, typename T = opmath_t<D>>
+__global__ void act_grad_kernel(const D* dout, const D* __restrict__ x, const T* __restrict__ mean,
                                 const T* __restrict__ invstd, const T* __restrict__ weight, const T* __restrict__ bias,
-                                T* out, I c, I s, int64_t total, NormActivation act) {
+                                D* out, I c, I s, int64_t total, NormActivation act) {
   for (int64_t i = first_index(); i < total; i += grid_stride()) {
     const I idx = static_cast<I>(i);
     const I ch = (idx / s) % c;
     T scale, shift;
     bn_affine(mean[ch], invstd[ch], weight, bias, ch, scale, shift);
-    out[idx] = norm_act_passes(act, x[idx] * scale + shift) ? dout[idx] : T(0);
+    out[idx] =
+        norm_act_passes(act, pre_activation<D>(load_opmath(x, idx), scale, shift)) ? dout[idx] : convert<D>(T(0));
   }
 }
 
 // ---------------------------------------------------------------- backward
 
 // partial[(ch * chunks + chunk) * 2 + {0, 1}] = the chunk's sum(dout), sum(dout * (x - mean)).
-template <typename T, typename I>
-__global__ void grad_sums_kernel(const T* __restrict__ dout, const T* __restrict__ x, const T* __restrict__ mean, I c,
+template <typename D, typename I, typename T = opmath_t<D>>
+__global__ void grad_sums_kernel(const D* __restrict__ dout, const D* __restrict__ x, const T* __restrict__ mean, I c,
                                  I s, int64_t len, int64_t chunk_len, double* __restrict__ partial) {
   __shared__ double sg[kThreads], sgx[kThreads];
   const I ch = static_cast<I>(blockIdx.x);
@@ -154,9 +172,9 @@ __global__ void grad_sums_kernel(const T* __restrict__ dout, const T* __restrict
   T acc_g = 0, acc_gx = 0;
   for (int64_t e = begin + threadIdx.x; e < end; e += blockDim.x) {
     const I off = channel_offset(e, c, s, ch);
-    const T g = dout[off];
+    const T g = load_opmath(dout, off);
     acc_g += g;
-    acc_gx += g * (x[off] - mu);
+    acc_gx += g * (load_opmath(x, off) - mu);
   }
   sg[threadIdx.x] = acc_g, sgx[threadIdx.x] = acc_gx;
   __syncthreads();
@@ -198,13 +216,14 @@ __global__ void finish_grad_kernel(const double* __restrict__ partial, int64_t c
   }
 }
 
-template <typename T, typename I>
-__global__ void grad_input_kernel(const T* __restrict__ dout, const T* __restrict__ x, const T* __restrict__ coef,
-                                  T* __restrict__ dx, I c, I s, int64_t total) {
+template <typename D, typename I, typename T = opmath_t<D>>
+__global__ void grad_input_kernel(const D* __restrict__ dout, const D* __restrict__ x, const T* __restrict__ coef,
+                                  D* __restrict__ dx, I c, I s, int64_t total) {
   for (int64_t i = first_index(); i < total; i += grid_stride()) {
     const I idx = static_cast<I>(i);
     const I ch = (idx / s) % c;
-    dx[idx] = coef[ch] * (dout[idx] - coef[c + ch] - (x[idx] - coef[3 * c + ch]) * coef[2 * c + ch]);
+    dx[idx] = convert<D>(coef[ch] * (load_opmath(dout, idx) - coef[c + ch] -
+                                     (load_opmath(x, idx) - coef[3 * c + ch]) * coef[2 * c + ch]));
   }
 }
 
@@ -229,14 +248,15 @@ void batch_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bia
   const int64_t n = x.size(0), c = x.size(1), s = x.size(2);
   if (c == 0) return;
   const int64_t len = n * s, chunks = chunks_for(len), chunk_len = (len + chunks - 1) / chunks;
-  const TensorOptions on_device = TensorOptions(x.dtype()).device(x.device());
+  const TensorOptions on_device = TensorOptions(opmath_dtype(x.dtype())).device(x.device());
   Tensor partial = empty({c * chunks * 3}, TensorOptions(DType::f64).device(x.device()));
   Tensor coef = empty({2 * c}, on_device);
-  dispatch_float_index("batch_norm", x.dtype(), x.numel() <= kInt32Max, [&](auto t, auto i) {
-    using T = decltype(t);
+  dispatch_activation_index("batch_norm", x.dtype(), x.numel() <= kInt32Max, [&](auto d, auto i) {
+    using D = decltype(d);
+    using T = opmath_t<D>;
     using I = decltype(i);
     const dim3 grid(static_cast<unsigned>(c), static_cast<unsigned>(chunks));
-    moments_kernel<T, I><<<grid, kThreads, 0, stream()>>>(x.data<T>(), static_cast<I>(c), static_cast<I>(s), len,
+    moments_kernel<D, I><<<grid, kThreads, 0, stream()>>>(x.data<D>(), static_cast<I>(c), static_cast<I>(s), len,
                                                           chunk_len, partial.data<double>());
     OCTET_CUDA_LAUNCH("batch_norm moments");
     finish_moments_kernel<T><<<grid_for(c), kThreads, 0, stream()>>>(partial.data<double>(), c, chunks, eps,
@@ -245,9 +265,9 @@ void batch_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bia
     OCTET_CUDA_LAUNCH("batch_norm finish");
     const int64_t total = x.numel();
     if (total == 0) return;
-    normalize_kernel<T, I><<<grid_for(total), kThreads, 0, stream()>>>(
-        x.data<T>(), coef.data<T>(), data_or_null<T>(residual), out.data<T>(), static_cast<I>(c), static_cast<I>(s),
-        total, act);
+    normalize_kernel<D, I>
+        <<<grid_for(total), kThreads, 0, stream()>>>(x.data<D>(), coef.data<T>(), data_or_null<D>(residual),
+                                                     out.data<D>(), static_cast<I>(c), static_cast<I>(s), total, act);
     OCTET_CUDA_LAUNCH("batch_norm normalize");
   });
 }
@@ -264,12 +284,13 @@ void batch_norm_backward(const Tensor& dout, const Tensor& x, const Tensor& weig
   if (c == 0) return;
   const int64_t len = n * s, chunks = chunks_for(len), chunk_len = (len + chunks - 1) / chunks;
   Tensor partial = empty({c * chunks * 2}, TensorOptions(DType::f64).device(x.device()));
-  Tensor coef = dx.defined() ? empty({4 * c}, TensorOptions(x.dtype()).device(x.device())) : Tensor();
-  dispatch_float_index("batch_norm_backward", x.dtype(), x.numel() <= kInt32Max, [&](auto t, auto i) {
-    using T = decltype(t);
+  Tensor coef = dx.defined() ? empty({4 * c}, TensorOptions(opmath_dtype(x.dtype())).device(x.device())) : Tensor();
+  dispatch_activation_index("batch_norm_backward", x.dtype(), x.numel() <= kInt32Max, [&](auto d, auto i) {
+    using D = decltype(d);
+    using T = opmath_t<D>;
     using I = decltype(i);
     const dim3 grid(static_cast<unsigned>(c), static_cast<unsigned>(chunks));
-    grad_sums_kernel<T, I><<<grid, kThreads, 0, stream()>>>(dout.data<T>(), x.data<T>(), mean.data<T>(),
+    grad_sums_kernel<D, I><<<grid, kThreads, 0, stream()>>>(dout.data<D>(), x.data<D>(), mean.data<T>(),
                                                             static_cast<I>(c), static_cast<I>(s), len, chunk_len,
                                                             partial.data<double>());
     OCTET_CUDA_LAUNCH("batch_norm_backward sums");
@@ -279,8 +300,8 @@ void batch_norm_backward(const Tensor& dout, const Tensor& x, const Tensor& weig
     OCTET_CUDA_LAUNCH("batch_norm_backward finish");
     const int64_t total = x.numel();
     if (!dx.defined() || total == 0) return;
-    grad_input_kernel<T, I><<<grid_for(total), kThreads, 0, stream()>>>(
-        dout.data<T>(), x.data<T>(), coef.data<T>(), dx.data<T>(), static_cast<I>(c), static_cast<I>(s), total);
+    grad_input_kernel<D, I><<<grid_for(total), kThreads, 0, stream()>>>(
+        dout.data<D>(), x.data<D>(), coef.data<T>(), dx.data<D>(), static_cast<I>(c), static_cast<I>(s), total);
     OCTET_CUDA_LAUNCH("batch_norm_backward dx");
   });
 }
@@ -294,12 +315,13 @@ void batch_norm_act_grad(const Tensor& dout, const Tensor& x, const Tensor& weig
   OCTET_CHECK(mean.defined() && invstd.defined(), "batch_norm_act_grad: mean and invstd must be defined");
   const int64_t c = x.size(1), s = x.size(2), total = x.numel();
   if (total == 0) return;
-  dispatch_float_index("batch_norm_act_grad", x.dtype(), total <= kInt32Max, [&](auto t, auto i) {
-    using T = decltype(t);
+  dispatch_activation_index("batch_norm_act_grad", x.dtype(), total <= kInt32Max, [&](auto d, auto i) {
+    using D = decltype(d);
+    using T = opmath_t<D>;
     using I = decltype(i);
-    act_grad_kernel<T, I><<<grid_for(total), kThreads, 0, stream()>>>(
-        dout.data<T>(), x.data<T>(), mean.data<T>(), invstd.data<T>(), data_or_null<T>(weight), data_or_null<T>(bias),
-        out.data<T>(), static_cast<I>(c), static_cast<I>(s), total, act);
+    act_grad_kernel<D, I><<<grid_for(total), kThreads, 0, stream()>>>(
+        dout.data<D>(), x.data<D>(), mean.data<T>(), invstd.data<T>(), data_or_null<T>(weight), data_or_null<T>(bias),
+        out.data<D>(), static_cast<I>(c), static_cast<I>(s), total, act);
     OCTET_CUDA_LAUNCH("batch_norm_act_grad");
   });
 }

@@ -5,20 +5,23 @@
 // thread per output element forward. Backward passes gather instead of scattering: one thread per
 // dx element visits the outputs whose window covers it in (p, q) order, which is the order the CPU
 // kernel adds them in, so there are no atomics and results are deterministic.
+// bf16 activations (autocast's) are loaded into f32, summed there and rounded once on the store, as
+// the CPU's kernels do (its backward runs the f32 kernel on the widened gradient: the same sums).
 // Indices are 32-bit when every tensor has fewer than 2^31 elements, 64-bit otherwise.
 #include <cmath>
 #include <cstdint>
 #include <limits>
 
 #include "core/cuda/cuda_util.h"
+#include "core/cuda/device_util.cuh"
 #include "core/cuda/kernels.h"
 #include "core/cuda/launch.cuh"
 #include "core/kernel_checks.h"
 
 namespace octet::cuda {
 
-using kernels::AdaptiveShape;
 using kernels::adaptive_shape;
+using kernels::AdaptiveShape;
 using kernels::check_plane_tensor;
 
 namespace {
@@ -84,49 +87,49 @@ __device__ inline void tap_range(I base, I dil, I limit, I taps, I& lo, I& hi) {
   lo = min_of(lo, hi);
 }
 
-template <typename T, typename I>
-__global__ void max_forward_kernel(Geom<I> g, const T* __restrict__ x, T* __restrict__ out,
+template <typename D, typename I, typename T = opmath_t<D>>
+__global__ void max_forward_kernel(Geom<I> g, const D* __restrict__ x, D* __restrict__ out,
                                    int64_t* __restrict__ indices, int64_t total) {
   for (int64_t i = first_index(); i < total; i += grid_stride()) {
     const I idx = static_cast<I>(i);
     const I q = idx % g.q, p = (idx / g.q) % g.p, plane = idx / (g.q * g.p);
-    const T* xp = x + plane * g.h * g.w;
+    const D* xp = x + plane * g.h * g.w;
     const I h0 = p * g.stride_h - g.pad_h, w0 = q * g.stride_w - g.pad_w;
     I r_lo, r_hi, s_lo, s_hi;
     tap_range(h0, g.dil_h, g.h, g.kh, r_lo, r_hi);
     tap_range(w0, g.dil_w, g.w, g.kw, s_lo, s_hi);
     if (r_lo == r_hi || s_lo == s_hi) {  // a window entirely in the padding
-      out[idx] = -static_cast<T>(INFINITY);
+      out[idx] = convert<D>(-static_cast<T>(INFINITY));
       indices[idx] = -1;
       continue;
     }
     // Padding acts as -inf; the first maximum wins and a NaN beats numbers (as on the CPU).
     I best_idx = (h0 + r_lo * g.dil_h) * g.w + w0 + s_lo * g.dil_w;
-    T best = xp[best_idx];
+    T best = load_opmath(xp, best_idx);
     for (I r = r_lo; r < r_hi; ++r) {
       const I row = (h0 + r * g.dil_h) * g.w + w0;
       for (I s = s_lo; s < s_hi; ++s) {
         const I j = row + s * g.dil_w;
-        const T v = xp[j];
+        const T v = load_opmath(xp, j);
         if (v > best || (v != v && best == best)) {
           best = v;
           best_idx = j;
         }
       }
     }
-    out[idx] = best;
+    out[idx] = convert<D>(best);  // exact: a value of x
     indices[idx] = best_idx;
   }
 }
 
 // dx at (ih, iw) sums dout over the outputs whose recorded index is this position.
-template <typename T, typename I>
-__global__ void max_backward_kernel(Geom<I> g, const T* __restrict__ dout, const int64_t* __restrict__ indices,
-                                    T* __restrict__ dx, int64_t total) {
+template <typename D, typename I, typename T = opmath_t<D>>
+__global__ void max_backward_kernel(Geom<I> g, const D* __restrict__ dout, const int64_t* __restrict__ indices,
+                                    D* __restrict__ dx, int64_t total) {
   for (int64_t i = first_index(); i < total; i += grid_stride()) {
     const I idx = static_cast<I>(i);
     const I iw = idx % g.w, ih = (idx / g.w) % g.h, plane = idx / (g.w * g.h);
-    const T* go = dout + plane * g.p * g.q;
+    const D* go = dout + plane * g.p * g.q;
     const int64_t* ip = indices + plane * g.p * g.q;
     const int64_t target = static_cast<int64_t>(ih) * g.w + iw;
     I p_lo, p_hi, q_lo, q_hi;
@@ -135,8 +138,8 @@ __global__ void max_backward_kernel(Geom<I> g, const T* __restrict__ dout, const
     T acc = 0;
     for (I p = p_lo; p <= p_hi; ++p)
       for (I q = q_lo; q <= q_hi; ++q)
-        if (ip[p * g.q + q] == target) acc += go[p * g.q + q];
-    dx[idx] = acc;
+        if (ip[p * g.q + q] == target) acc += load_opmath(go, p * g.q + q);
+    dx[idx] = convert<D>(acc);
   }
 }
 
@@ -159,28 +162,28 @@ __device__ inline I avg_divisor(const Geom<I>& g, const AvgWindow<I>& wh, const 
   return g.count_include_pad ? wh.padded_len * ww.padded_len : (wh.end - wh.start) * (ww.end - ww.start);
 }
 
-template <typename T, typename I>
-__global__ void avg_forward_kernel(Geom<I> g, const T* __restrict__ x, T* __restrict__ out, int64_t total) {
+template <typename D, typename I, typename T = opmath_t<D>>
+__global__ void avg_forward_kernel(Geom<I> g, const D* __restrict__ x, D* __restrict__ out, int64_t total) {
   for (int64_t i = first_index(); i < total; i += grid_stride()) {
     const I idx = static_cast<I>(i);
     const I q = idx % g.q, p = (idx / g.q) % g.p, plane = idx / (g.q * g.p);
-    const T* xp = x + plane * g.h * g.w;
+    const D* xp = x + plane * g.h * g.w;
     const AvgWindow<I> wh = avg_window<I>(p, g.stride_h, g.pad_h, g.kh, g.h);
     const AvgWindow<I> ww = avg_window<I>(q, g.stride_w, g.pad_w, g.kw, g.w);
     T acc = 0;
     for (I ih = wh.start; ih < wh.end; ++ih)
-      for (I iw = ww.start; iw < ww.end; ++iw) acc += xp[ih * g.w + iw];
+      for (I iw = ww.start; iw < ww.end; ++iw) acc += load_opmath(xp, ih * g.w + iw);
     const I div = avg_divisor(g, wh, ww);
-    out[idx] = div > 0 ? acc / static_cast<T>(div) : T(0);
+    out[idx] = convert<D>(div > 0 ? acc / static_cast<T>(div) : T(0));
   }
 }
 
-template <typename T, typename I>
-__global__ void avg_backward_kernel(Geom<I> g, const T* __restrict__ dout, T* __restrict__ dx, int64_t total) {
+template <typename D, typename I, typename T = opmath_t<D>>
+__global__ void avg_backward_kernel(Geom<I> g, const D* __restrict__ dout, D* __restrict__ dx, int64_t total) {
   for (int64_t i = first_index(); i < total; i += grid_stride()) {
     const I idx = static_cast<I>(i);
     const I iw = idx % g.w, ih = (idx / g.w) % g.h, plane = idx / (g.w * g.h);
-    const T* go = dout + plane * g.p * g.q;
+    const D* go = dout + plane * g.p * g.q;
     I p_lo, p_hi, q_lo, q_hi;
     covering_outputs<I>(ih, g.stride_h, g.pad_h, g.kh, g.p, p_lo, p_hi);
     covering_outputs<I>(iw, g.stride_w, g.pad_w, g.kw, g.q, q_lo, q_hi);
@@ -192,10 +195,10 @@ __global__ void avg_backward_kernel(Geom<I> g, const T* __restrict__ dout, T* __
         const AvgWindow<I> ww = avg_window<I>(q, g.stride_w, g.pad_w, g.kw, g.w);
         if (iw < ww.start || iw >= ww.end) continue;
         const I div = avg_divisor(g, wh, ww);
-        if (div > 0) acc += go[p * g.q + q] / static_cast<T>(div);
+        if (div > 0) acc += load_opmath(go, p * g.q + q) / static_cast<T>(div);
       }
     }
-    dx[idx] = acc;
+    dx[idx] = convert<D>(acc);
   }
 }
 
@@ -206,19 +209,19 @@ __global__ void avg_backward_kernel(Geom<I> g, const T* __restrict__ dout, T* __
 __device__ inline int64_t adaptive_start(int64_t o, int64_t in, int64_t out) { return (o * in) / out; }
 __device__ inline int64_t adaptive_end(int64_t o, int64_t in, int64_t out) { return ((o + 1) * in + out - 1) / out; }
 
-template <typename T, typename I>
-__global__ void adaptive_forward_kernel(I h, I w, I ph, I pw, const T* __restrict__ x, T* __restrict__ out,
+template <typename D, typename I, typename T = opmath_t<D>>
+__global__ void adaptive_forward_kernel(I h, I w, I ph, I pw, const D* __restrict__ x, D* __restrict__ out,
                                         int64_t total) {
   for (int64_t i = first_index(); i < total; i += grid_stride()) {
     const I idx = static_cast<I>(i);
     const I q = idx % pw, p = (idx / pw) % ph, plane = idx / (pw * ph);
-    const T* xp = x + plane * h * w;
+    const D* xp = x + plane * h * w;
     const I h0 = static_cast<I>(adaptive_start(p, h, ph)), h1 = static_cast<I>(adaptive_end(p, h, ph));
     const I w0 = static_cast<I>(adaptive_start(q, w, pw)), w1 = static_cast<I>(adaptive_end(q, w, pw));
     T acc = 0;
     for (I ih = h0; ih < h1; ++ih)
-      for (I iw = w0; iw < w1; ++iw) acc += xp[ih * w + iw];
-    out[idx] = acc / static_cast<T>(static_cast<int64_t>(h1 - h0) * (w1 - w0));
+      for (I iw = w0; iw < w1; ++iw) acc += load_opmath(xp, ih * w + iw);
+    out[idx] = convert<D>(acc / static_cast<T>(static_cast<int64_t>(h1 - h0) * (w1 - w0)));
   }
 }
 
@@ -230,13 +233,13 @@ __device__ inline void adaptive_covering(int64_t i, int64_t in, int64_t out, int
   if (hi > out - 1) hi = out - 1;
 }
 
-template <typename T, typename I>
-__global__ void adaptive_backward_kernel(I h, I w, I ph, I pw, const T* __restrict__ dout, T* __restrict__ dx,
+template <typename D, typename I, typename T = opmath_t<D>>
+__global__ void adaptive_backward_kernel(I h, I w, I ph, I pw, const D* __restrict__ dout, D* __restrict__ dx,
                                          int64_t total) {
   for (int64_t i = first_index(); i < total; i += grid_stride()) {
     const I idx = static_cast<I>(i);
     const I iw = idx % w, ih = (idx / w) % h, plane = idx / (w * h);
-    const T* go = dout + plane * ph * pw;
+    const D* go = dout + plane * ph * pw;
     int64_t p_lo, p_hi, q_lo, q_hi;
     adaptive_covering(ih, h, ph, p_lo, p_hi);
     adaptive_covering(iw, w, pw, q_lo, q_hi);
@@ -247,10 +250,10 @@ __global__ void adaptive_backward_kernel(I h, I w, I ph, I pw, const T* __restri
       for (int64_t q = q_lo; q <= q_hi; ++q) {
         const int64_t w0 = adaptive_start(q, w, pw), w1 = adaptive_end(q, w, pw);
         if (iw < w0 || iw >= w1) continue;
-        acc += go[p * pw + q] / static_cast<T>((h1 - h0) * (w1 - w0));
+        acc += load_opmath(go, p * pw + q) / static_cast<T>((h1 - h0) * (w1 - w0));
       }
     }
-    dx[idx] = acc;
+    dx[idx] = convert<D>(acc);
   }
 }
 
@@ -265,10 +268,10 @@ void max_pool2d_forward(const Pool2dGeometry& g, const Tensor& x, const Tensor& 
   OCTET_CHECK(out.dtype() == x.dtype(), "max_pool2d_forward: dtypes differ: ", x.dtype(), " and ", out.dtype());
   const int64_t total = out.numel();
   if (total == 0) return;
-  dispatch_float_index("max_pool2d", x.dtype(), fits_int32(g), [&](auto t, auto i) {
-    using T = decltype(t);
+  dispatch_activation_index("max_pool2d", x.dtype(), fits_int32(g), [&](auto d, auto i) {
+    using D = decltype(d);
     using I = decltype(i);
-    max_forward_kernel<T, I><<<grid_for(total), kThreads, 0, stream()>>>(geom_as<I>(g), x.data<T>(), out.data<T>(),
+    max_forward_kernel<D, I><<<grid_for(total), kThreads, 0, stream()>>>(geom_as<I>(g), x.data<D>(), out.data<D>(),
                                                                          indices.data<int64_t>(), total);
     OCTET_CUDA_LAUNCH("max_pool2d forward");
   });
@@ -281,11 +284,11 @@ void max_pool2d_backward(const Pool2dGeometry& g, const Tensor& dout, const Tens
   OCTET_CHECK(dout.dtype() == dx.dtype(), "max_pool2d_backward: dtypes differ: ", dout.dtype(), " and ", dx.dtype());
   const int64_t total = dx.numel();
   if (total == 0) return;
-  dispatch_float_index("max_pool2d", dx.dtype(), fits_int32(g), [&](auto t, auto i) {
-    using T = decltype(t);
+  dispatch_activation_index("max_pool2d", dx.dtype(), fits_int32(g), [&](auto d, auto i) {
+    using D = decltype(d);
     using I = decltype(i);
-    max_backward_kernel<T, I><<<grid_for(total), kThreads, 0, stream()>>>(geom_as<I>(g), dout.data<T>(),
-                                                                          indices.data<int64_t>(), dx.data<T>(), total);
+    max_backward_kernel<D, I><<<grid_for(total), kThreads, 0, stream()>>>(geom_as<I>(g), dout.data<D>(),
+                                                                          indices.data<int64_t>(), dx.data<D>(), total);
     OCTET_CUDA_LAUNCH("max_pool2d backward");
   });
 }
@@ -296,11 +299,11 @@ void avg_pool2d_forward(const Pool2dGeometry& g, const Tensor& x, const Tensor& 
   OCTET_CHECK(out.dtype() == x.dtype(), "avg_pool2d_forward: dtypes differ: ", x.dtype(), " and ", out.dtype());
   const int64_t total = out.numel();
   if (total == 0) return;
-  dispatch_float_index("avg_pool2d", x.dtype(), fits_int32(g), [&](auto t, auto i) {
-    using T = decltype(t);
+  dispatch_activation_index("avg_pool2d", x.dtype(), fits_int32(g), [&](auto d, auto i) {
+    using D = decltype(d);
     using I = decltype(i);
-    avg_forward_kernel<T, I>
-        <<<grid_for(total), kThreads, 0, stream()>>>(geom_as<I>(g), x.data<T>(), out.data<T>(), total);
+    avg_forward_kernel<D, I>
+        <<<grid_for(total), kThreads, 0, stream()>>>(geom_as<I>(g), x.data<D>(), out.data<D>(), total);
     OCTET_CUDA_LAUNCH("avg_pool2d forward");
   });
 }
@@ -311,11 +314,11 @@ void avg_pool2d_backward(const Pool2dGeometry& g, const Tensor& dout, const Tens
   OCTET_CHECK(dout.dtype() == dx.dtype(), "avg_pool2d_backward: dtypes differ: ", dout.dtype(), " and ", dx.dtype());
   const int64_t total = dx.numel();
   if (total == 0) return;
-  dispatch_float_index("avg_pool2d", dx.dtype(), fits_int32(g), [&](auto t, auto i) {
-    using T = decltype(t);
+  dispatch_activation_index("avg_pool2d", dx.dtype(), fits_int32(g), [&](auto d, auto i) {
+    using D = decltype(d);
     using I = decltype(i);
-    avg_backward_kernel<T, I>
-        <<<grid_for(total), kThreads, 0, stream()>>>(geom_as<I>(g), dout.data<T>(), dx.data<T>(), total);
+    avg_backward_kernel<D, I>
+        <<<grid_for(total), kThreads, 0, stream()>>>(geom_as<I>(g), dout.data<D>(), dx.data<D>(), total);
     OCTET_CUDA_LAUNCH("avg_pool2d backward");
   });
 }
@@ -326,12 +329,12 @@ void adaptive_avg_pool2d_forward(const Tensor& x, const Tensor& out) {
   if (total == 0) return;
   OCTET_CHECK(a.h > 0 && a.w > 0, "adaptive_avg_pool2d_forward: expected a nonempty input plane, got ", x.shape());
   const bool small = x.numel() <= kInt32Max && total <= kInt32Max;
-  dispatch_float_index("adaptive_avg_pool2d", x.dtype(), small, [&](auto t, auto i) {
-    using T = decltype(t);
+  dispatch_activation_index("adaptive_avg_pool2d", x.dtype(), small, [&](auto d, auto i) {
+    using D = decltype(d);
     using I = decltype(i);
-    adaptive_forward_kernel<T, I><<<grid_for(total), kThreads, 0, stream()>>>(static_cast<I>(a.h), static_cast<I>(a.w),
+    adaptive_forward_kernel<D, I><<<grid_for(total), kThreads, 0, stream()>>>(static_cast<I>(a.h), static_cast<I>(a.w),
                                                                               static_cast<I>(a.p), static_cast<I>(a.q),
-                                                                              x.data<T>(), out.data<T>(), total);
+                                                                              x.data<D>(), out.data<D>(), total);
     OCTET_CUDA_LAUNCH("adaptive_avg_pool2d forward");
   });
 }
@@ -341,12 +344,12 @@ void adaptive_avg_pool2d_backward(const Tensor& dout, const Tensor& dx) {
   const int64_t total = dx.numel();
   if (total == 0) return;
   const bool small = dout.numel() <= kInt32Max && total <= kInt32Max;
-  dispatch_float_index("adaptive_avg_pool2d", dx.dtype(), small, [&](auto t, auto i) {
-    using T = decltype(t);
+  dispatch_activation_index("adaptive_avg_pool2d", dx.dtype(), small, [&](auto d, auto i) {
+    using D = decltype(d);
     using I = decltype(i);
-    adaptive_backward_kernel<T, I><<<grid_for(total), kThreads, 0, stream()>>>(static_cast<I>(a.h), static_cast<I>(a.w),
+    adaptive_backward_kernel<D, I><<<grid_for(total), kThreads, 0, stream()>>>(static_cast<I>(a.h), static_cast<I>(a.w),
                                                                                static_cast<I>(a.p), static_cast<I>(a.q),
-                                                                               dout.data<T>(), dx.data<T>(), total);
+                                                                               dout.data<D>(), dx.data<D>(), total);
     OCTET_CUDA_LAUNCH("adaptive_avg_pool2d backward");
   });
 }

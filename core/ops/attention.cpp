@@ -67,8 +67,8 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   // rounded to autocast::output_dtype; the probabilities and dS rounded to bf16 before the
   // products that take them, as FlashAttention's (g.round_bf16). The CPU kernel takes the bf16
   // tensors (its products run in bf16 on CPUs that have it); CUDA's is the f32 kernel on the
-  // widened bf16 values for now. The backward keeps the bf16 copies (and, on the CPU,
-  // the bf16 output).
+  // widened bf16 values, its f32 output rounded to bf16 after. The backward keeps the bf16 copies
+  // (and, on the CPU, the bf16 output).
   const bool bf16 = autocast::lowers("scaled_dot_product_attention", {q, k, v});
   g.round_bf16 = bf16;
   const bool bf16_kernel = bf16 && q.device().is_cpu();
