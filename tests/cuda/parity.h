@@ -270,6 +270,24 @@ inline ParityRun expect_parity(const std::string& what, const ParityFn& f, const
   return run;
 }
 
+// After the same training step of two copies of a model, `got` on CUDA and `want` on the CPU:
+// every parameter's gradient (defined on both, of `grad_dtype`) and every buffer agree within
+// `tol`. `what` names the step in failures.
+inline void expect_same_grads_and_buffers(const Module& got, const Module& want, Tolerances tol,
+                                          const std::string& what, DType grad_dtype) {
+  NamedTensors pw = want.named_parameters(), pg = got.named_parameters();
+  ASSERT_EQ(pw.size(), pg.size()) << what;
+  for (size_t i = 0; i < pw.size(); ++i) {
+    ASSERT_TRUE(pg[i].second.grad().defined()) << what << " " << pg[i].first << " got no gradient on CUDA";
+    EXPECT_EQ(pg[i].second.grad().dtype(), grad_dtype) << what << " " << pg[i].first;
+    EXPECT_TRUE(all_close(pg[i].second.grad(), pw[i].second.grad(), tol, what + " d" + pw[i].first));
+  }
+  NamedTensors bw = want.named_buffers(), bg = got.named_buffers();
+  ASSERT_EQ(bw.size(), bg.size()) << what;
+  for (size_t i = 0; i < bw.size(); ++i)
+    EXPECT_TRUE(all_close(bg[i].second, bw[i].second, tol, what + " buffer " + bw[i].first));
+}
+
 inline ParityRun expect_parity(const std::string& what, const ParityFn& f, const Inputs& inputs, Tolerances tol) {
   return expect_parity(what, f, inputs, ParityOptions{tol, tol});
 }

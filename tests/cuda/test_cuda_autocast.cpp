@@ -213,16 +213,7 @@ void expect_autocast_model_parity(const std::string& what, const MakeModel& make
     EXPECT_TRUE(all_close(lg, la, kModelBf16, s + " loss"));
     la.backward();
     lg.backward();
-    NamedTensors pa = a->named_parameters(), pg = g->named_parameters();
-    ASSERT_EQ(pa.size(), pg.size());
-    for (size_t i = 0; i < pa.size(); ++i) {
-      ASSERT_TRUE(pg[i].second.grad().defined()) << s << " " << pg[i].first << " got no gradient on CUDA";
-      EXPECT_EQ(pg[i].second.grad().dtype(), DType::f32) << s << " " << pg[i].first;
-      EXPECT_TRUE(all_close(pg[i].second.grad(), pa[i].second.grad(), kModelBf16, s + " d" + pa[i].first));
-    }
-    NamedTensors ba = a->named_buffers(), bg = g->named_buffers();
-    for (size_t i = 0; i < ba.size(); ++i)
-      EXPECT_TRUE(all_close(bg[i].second, ba[i].second, kModelBf16, s + " buffer " + ba[i].first));
+    testing::expect_same_grads_and_buffers(*g, *a, kModelBf16, s, DType::f32);  // f32 master gradients
   }
 }
 

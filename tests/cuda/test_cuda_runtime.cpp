@@ -283,15 +283,7 @@ void expect_model_parity(const std::string& what, const std::function<std::share
     EXPECT_TRUE(all_close(lb, la, kModel, s + " loss"));
     la.backward();
     lb.backward();
-    NamedTensors pa = a->named_parameters(), pb = b->named_parameters();
-    ASSERT_EQ(pa.size(), pb.size());
-    for (size_t i = 0; i < pa.size(); ++i) {
-      ASSERT_TRUE(pb[i].second.grad().defined()) << s << " " << pb[i].first << " got no gradient on CUDA";
-      EXPECT_TRUE(all_close(pb[i].second.grad(), pa[i].second.grad(), kModel, s + " d" + pa[i].first));
-    }
-    NamedTensors ba = a->named_buffers(), bb = b->named_buffers();
-    for (size_t i = 0; i < ba.size(); ++i)
-      EXPECT_TRUE(all_close(bb[i].second, ba[i].second, kModel, s + " buffer " + ba[i].first));
+    testing::expect_same_grads_and_buffers(*b, *a, kModel, s, dtype);
   }
   a->eval();
   b->eval();
