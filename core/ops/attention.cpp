@@ -68,7 +68,8 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   // products that take them, as FlashAttention's (g.round_bf16). The CPU kernel takes the bf16
   // tensors (its products run in bf16 on CPUs that have it); CUDA's is the f32 kernel on the
   // widened bf16 values, its f32 output rounded to bf16 after. The backward keeps the bf16 copies
-  // (and, on the CPU, the bf16 output).
+  // and the bf16 output (which both devices' backward kernels then read: its row sums of dO * O
+  // take the rounded O).
   const bool bf16 = autocast::lowers("scaled_dot_product_attention", {q, k, v});
   g.round_bf16 = bf16;
   const bool bf16_kernel = bf16 && q.device().is_cpu();
@@ -89,7 +90,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   }
   if (autograd::needs_grad({q, k, v})) {
     const bool rq = q.requires_grad(), rk = k.requires_grad(), rv = v.requires_grad();
-    autograd::SavedTensor sq = saved(qk), sk = saved(kk), sv = saved(vk), sout = saved(out), slse = saved(lse);
+    autograd::SavedTensor sq = saved(qk), sk = saved(kk), sv = saved(vk), sout = saved(result), slse = saved(lse);
     autograd::SavedTensor spad = saved(pad);
     autograd::record("scaled_dot_product_attention", {q, k, v}, {result}, [=](const Grads& grads) {
       NoGradGuard ng;
@@ -99,7 +100,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
       Tensor dk = rk ? empty(kq.shape(), to) : Tensor();
       Tensor dv = rv ? empty(vq.shape(), to) : Tensor();
       const Tensor dout = bf16 ? operand(autocast::cast(grads[0].contiguous(), DType::bf16)) : grads[0].contiguous();
-      kernels::attention_backward(g, qq, kq, vq, spad, sout, dout, slse, dq, dk, dv);
+      kernels::attention_backward(g, qq, kq, vq, spad, operand(sout), dout, slse, dq, dk, dv);
       return Grads{dq, dk, dv};
     });
   }
