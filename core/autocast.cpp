@@ -148,8 +148,8 @@ bool native_on_cpu() { return cpu::bf16_selector().active() == cpu::Bf16Path::na
 std::string describe(DType precision, Device device) {
   if (precision != DType::bf16) return std::string(dtype_name(precision));
   if (device.is_cuda())
-    return "bf16 (CUDA: matmuls, linear layers and convolutions on bf16 tensor cores (cuBLAS, cuDNN); attention and "
-           "LSTM gates with bf16 inputs computed in f32; bf16 activations between them)";
+    return "bf16 (CUDA: matmuls, linear layers, convolutions and the products of attention and the LSTM gates on "
+           "bf16 tensor cores (cuBLAS, cuDNN) with f32 sums; bf16 activations between them)";
   if (native_on_cpu()) return "bf16 (native on this CPU: AVX512-BF16)";
   return cpu::bf16_native_supported()
              ? "bf16 (emulated, as OCTET_BF16=emulated asks: the same numbers, not faster)"

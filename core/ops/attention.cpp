@@ -65,46 +65,41 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   // autocast (core/autocast.h), or bf16 q, k, v (autocast's activations): q, k, v (and, in the
   // backward, the output's gradient) rounded to bf16, the products summed in f32, the output
   // rounded to autocast::output_dtype; the probabilities and dS rounded to bf16 before the
-  // products that take them, as FlashAttention's (g.round_bf16). The CPU kernel takes the bf16
-  // tensors (its products run in bf16 on CPUs that have it); CUDA's is the f32 kernel on the
-  // widened bf16 values, its f32 output rounded to bf16 after. The backward keeps the bf16 copies
-  // and the bf16 output (which both devices' backward kernels then read: its row sums of dO * O
-  // take the rounded O).
+  // products that take them, as FlashAttention's (g.round_bf16). Both devices' kernels take the
+  // bf16 tensors (the CPU's products run in bf16 on CPUs that have it, CUDA's on tensor cores) and
+  // write the bf16 output, which the backward keeps with the bf16 copies (both devices' backward
+  // kernels take the rounded O in their row sums of dO * O).
   const bool bf16 = autocast::lowers("scaled_dot_product_attention", {q, k, v});
   g.round_bf16 = bf16;
-  const bool bf16_kernel = bf16 && q.device().is_cpu();
   const DType compute = bf16 ? DType::f32 : q.dtype(), out_t = bf16 ? autocast::output_dtype(q.device()) : compute;
   const TensorOptions opts = TensorOptions(compute).device(q.device());
-  // What the kernel takes for a bf16 copy: itself, or widened back to f32.
-  auto operand = [=](const Tensor& t) { return bf16 && !bf16_kernel ? autocast::cast(t, DType::f32) : t; };
   Tensor qk = qc, kk = kc, vk = vc;  // what the backward keeps
   if (bf16)
     qk = autocast::cast(qc, DType::bf16), kk = autocast::cast(kc, DType::bf16), vk = autocast::cast(vc, DType::bf16);
   Tensor pad = o.key_padding_mask_.defined() ? o.key_padding_mask_.contiguous() : Tensor();
-  Tensor out = empty({g.b, g.h, g.tq, g.dv}, bf16_kernel ? TensorOptions(out_t) : opts);
-  Tensor lse = empty({g.b, g.h, g.tq}, opts), result = out;
+  Tensor out = empty({g.b, g.h, g.tq, g.dv}, TensorOptions(out_t).device(q.device()));
+  Tensor lse = empty({g.b, g.h, g.tq}, opts);
   {
     NoGradGuard ng;
-    kernels::attention_forward(g, operand(qk), operand(kk), operand(vk), pad, out, lse);
-    if (out.dtype() != out_t) result = out.to(out_t);
+    kernels::attention_forward(g, qk, kk, vk, pad, out, lse);
   }
   if (autograd::needs_grad({q, k, v})) {
     const bool rq = q.requires_grad(), rk = k.requires_grad(), rv = v.requires_grad();
-    autograd::SavedTensor sq = saved(qk), sk = saved(kk), sv = saved(vk), sout = saved(result), slse = saved(lse);
+    autograd::SavedTensor sq = saved(qk), sk = saved(kk), sv = saved(vk), sout = saved(out), slse = saved(lse);
     autograd::SavedTensor spad = saved(pad);
-    autograd::record("scaled_dot_product_attention", {q, k, v}, {result}, [=](const Grads& grads) {
+    autograd::record("scaled_dot_product_attention", {q, k, v}, {out}, [=](const Grads& grads) {
       NoGradGuard ng;
-      const Tensor qq = operand(sq), kq = operand(sk), vq = operand(sv);
+      const Tensor &qq = sq.get(), &kq = sk.get(), &vq = sv.get();
       const TensorOptions to = TensorOptions(compute).device(qq.device());
       Tensor dq = rq ? empty(qq.shape(), to) : Tensor();
       Tensor dk = rk ? empty(kq.shape(), to) : Tensor();
       Tensor dv = rv ? empty(vq.shape(), to) : Tensor();
-      const Tensor dout = bf16 ? operand(autocast::cast(grads[0].contiguous(), DType::bf16)) : grads[0].contiguous();
-      kernels::attention_backward(g, qq, kq, vq, spad, operand(sout), dout, slse, dq, dk, dv);
+      const Tensor dout = bf16 ? autocast::cast(grads[0].contiguous(), DType::bf16) : grads[0].contiguous();
+      kernels::attention_backward(g, qq, kq, vq, spad, sout, dout, slse, dq, dk, dv);
       return Grads{dq, dk, dv};
     });
   }
-  return result;
+  return out;
 }
 
 Tensor attention_dropout_keep(const Shape& shape, double p, uint64_t seed, uint64_t offset) {
