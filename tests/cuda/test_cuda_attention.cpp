@@ -1,7 +1,8 @@
 // CUDA against CPU: scaled_dot_product_attention (core/cuda/attention.cu against
 // core/cpu/attention.cpp), forward and the gradients of q, k and v, with the causal and padding
-// masks, odd lengths, head dims 1 to 128, a fully masked row, several query blocks, and dropout (both devices draw the
-// same mask from one generator state).
+// masks, odd lengths, head dims 1 to 128, a fully masked row, several query blocks, and dropout
+// (both devices draw the same mask from one generator state); in f32, f64 and, for the bf16
+// kernels, on bf16 q, k, v.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -31,28 +32,29 @@ Tensor padding(int64_t b, int64_t tk) {
   return from_vector(m, {b, tk}).to(DType::u8);
 }
 
-TEST_P(CudaAttention, MatchesCpu) {
-  const DType t = dtype();
-  struct Case {
-    std::string name;
-    int64_t b, h, tq, tk, d, dv;
-    bool causal, pad;
-  };
-  const Case cases[] = {
-      {"square", 2, 3, 37, 37, 16, 16, false, false},
-      {"causal Tq < Tk", 1, 2, 30, 131, 8, 12, true, false},
-      {"head dim 1", 2, 1, 45, 45, 1, 1, true, false},
-      {"head dim 80", 1, 2, 70, 70, 80, 80, false, false},
-      {"head dim 128", 1, 1, 65, 97, 128, 128, true, false},
-      {"padding", 3, 2, 33, 65, 8, 8, false, true},
-      {"causal and padding", 3, 2, 66, 66, 8, 8, true, true},
-      // More query rows than one block of the CUDA kernel (256): the blocks' key ranges differ when
-      // causal, and dK, dV add over the blocks.
-      {"three query blocks, causal", 1, 2, 600, 600, 16, 16, true, false},
-      {"three query blocks, padding, Tq > Tk", 3, 1, 520, 130, 8, 4, false, true},
-  };
+struct Case {
+  std::string name;
+  int64_t b, h, tq, tk, d, dv;
+  bool causal, pad;
+};
+const Case kCases[] = {
+    {"square", 2, 3, 37, 37, 16, 16, false, false},
+    {"causal Tq < Tk", 1, 2, 30, 131, 8, 12, true, false},
+    {"head dim 1", 2, 1, 45, 45, 1, 1, true, false},
+    {"head dim 80", 1, 2, 70, 70, 80, 80, false, false},
+    {"head dim 128", 1, 1, 65, 97, 128, 128, true, false},
+    {"padding", 3, 2, 33, 65, 8, 8, false, true},
+    {"causal and padding", 3, 2, 66, 66, 8, 8, true, true},
+    // More query rows than one block of the CUDA kernel (256): the blocks' key ranges differ when
+    // causal, and dK, dV add over the blocks.
+    {"three query blocks, causal", 1, 2, 600, 600, 16, 16, true, false},
+    {"three query blocks, padding, Tq > Tk", 3, 1, 520, 130, 8, 4, false, true},
+};
+
+// Every case on inputs of dtype t: the outputs and the gradients of q, k and v within `tol`.
+void expect_cases_match(DType t, const testing::ParityOptions& tol) {
   uint64_t seed = 1;
-  for (const Case& c : cases) {
+  for (const Case& c : kCases) {
     Inputs in{normal_input({c.b, c.h, c.tq, c.d}, t, seed), normal_input({c.b, c.h, c.tk, c.d}, t, seed + 1),
               normal_input({c.b, c.h, c.tk, c.dv}, t, seed + 2)};
     seed += 10;
@@ -64,9 +66,11 @@ TEST_P(CudaAttention, MatchesCpu) {
           if (pad.defined()) o.key_padding_mask(pad.to(v[0].device()));
           return Outputs{scaled_dot_product_attention(v[0], v[1], v[2], o)};
         },
-        in, kSums);
+        in, tol);
   }
 }
+
+TEST_P(CudaAttention, MatchesCpu) { expect_cases_match(dtype(), testing::tolerances(kSums, kSums)); }
 
 TEST_P(CudaAttention, DropoutDrawsTheSameMask) {
   const DType t = dtype();
@@ -82,6 +86,27 @@ TEST_P(CudaAttention, DropoutDrawsTheSameMask) {
         },
         in, kSums);
   }
+}
+
+// bf16 q, k, v (autocast's activations): both devices' bf16 kernels, every product of bf16
+// operands summed in f32 (on tensor cores on the GPU), P~ and dS rounded to bf16 before their
+// products, the output rounded once. A value computed near a rounding boundary may round either way
+// on each device: a bf16 unit (2^-8) for the output, a few for the gradients built on P~ and dS.
+class CudaAttentionBf16 : public testing::CudaParityTest {};
+
+TEST_F(CudaAttentionBf16, MatchesCpu) {
+  const testing::ParityOptions tol = testing::tolerances({{4e-3, 4e-3}, {4e-3, 4e-3}}, {{8e-3, 8e-3}, {8e-3, 8e-3}});
+  expect_cases_match(DType::bf16, tol);
+  Inputs in{normal_input({2, 2, 300, 8}, DType::bf16, 61), normal_input({2, 2, 323, 8}, DType::bf16, 62),
+            normal_input({2, 2, 323, 5}, DType::bf16, 63)};
+  expect_parity(
+      "bf16 attention with dropout, two query blocks",
+      [](const Inputs& v) {
+        Generator gen(11);
+        return Outputs{
+            scaled_dot_product_attention(v[0], v[1], v[2], AttentionOptions().causal(true).dropout(0.25, &gen))};
+      },
+      in, tol);
 }
 
 }  // namespace
