@@ -154,12 +154,13 @@ void rescale_rows(const Conv2dGeometry& g, const int32_t* y, int64_t j0, int64_t
       constexpr int64_t kTile = 256;
       for (int64_t t0 = 0; t0 < nc; t0 += kTile) {
         const int64_t t1 = std::min(nc, t0 + kTile);
-        for (int64_t k = k0; k < k1; ++k) {
-          const float b = bias ? bias[k] : 0.0f;
-          const int32_t* yk = y + k * nc;
-          float* o = out + j0 * g.k + k;
-          for (int64_t j = t0; j < t1; ++j) o[j * g.k] = static_cast<float>(yk[j]) * scale + b;
+#ifdef OCTET_CPU_X86
+        if (octet::cpu::active_isa() != octet::cpu::Isa::portable) {
+          detail::rescale_transposed_avx2(y, nc, t0, t1, k0, k1, scale, bias, out + j0 * g.k, g.k);
+          continue;
         }
+#endif
+        detail::rescale_transposed(y, nc, t0, t1, k0, k1, scale, bias, out + j0 * g.k, g.k);
       }
       return;
     }

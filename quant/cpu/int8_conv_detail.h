@@ -61,8 +61,15 @@ void from_lanes(const float* src, int64_t len, int64_t cw, float scale, const fl
                 int64_t stride);
 void from_lanes_tail(const float* src, int64_t i0, int64_t len, int64_t j0, int64_t cw, float scale,
                      const float* bias, float* dst, int64_t stride);
+// out[j * ldo + k] = float(y[k * ny + j]) * scale + bias[k] (bias null: + 0.0f) for rows k in
+// [k0, k1) and positions j in [j0, j1): a GEMM's int32 sums [K, positions] rescaled into the
+// output's [positions, K] rows (a Linear's), in plain loops.
+void rescale_transposed(const int32_t* y, int64_t ny, int64_t j0, int64_t j1, int64_t k0, int64_t k1, float scale,
+                        const float* bias, float* out, int64_t ldo);
 #ifdef OCTET_CPU_X86
 // 4x4 register blocks (quant/cpu/int8_depthwise_x86.cpp); call where the CPU has AVX2.
+void rescale_transposed_avx2(const int32_t* y, int64_t ny, int64_t j0, int64_t j1, int64_t k0, int64_t k1,
+                             float scale, const float* bias, float* out, int64_t ldo);
 void to_lanes_avx2(const int8_t* src, int64_t stride, int64_t cw, int64_t len, float* dst);
 void from_lanes_avx2(const float* src, int64_t len, int64_t cw, float scale, const float* bias, float* dst,
                      int64_t stride);

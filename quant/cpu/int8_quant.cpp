@@ -305,13 +305,18 @@ void quantize_transposed(const float* src, int64_t outer, int64_t inner, int64_t
         quantize_run(src + begin, end - begin, inv, rounding, seed, static_cast<uint64_t>(begin), q.data());
         if (sums) part1[b] = sums_run(src + begin, q.data(), end - begin);
         // Column by column (inner index i), the block's rows o in order: the writes run along dst's
-        // rows, the reads stride through the block's codes (in L1).
-        const int64_t o0 = begin / inner, o1 = (end - 1) / inner;
-        for (int64_t i = 0; i < inner; ++i)
-          for (int64_t o = o0; o <= o1; ++o) {
-            const int64_t j = o * inner + i;
-            if (j >= begin && j < end) dst[i * outer + o] = q[j - begin];
-          }
+        // rows, the reads stride through the block's codes (in L1). Column i holds the rows o with
+        // begin <= o * inner + i < end. The sizes are locals: dst's int8 stores may alias anything,
+        // so captured ones were reloaded at every element.
+        const int64_t in = inner, rows = outer, o0 = begin / in, o1 = (end - 1) / in;
+        const int8_t* const codes = q.data();
+        for (int64_t i = 0; i < in; ++i) {
+          if (end - 1 - i < 0) break;  // no row of this block reaches column i or beyond
+          const int64_t lo = std::max(o0, (begin - i + in - 1) / in), hi = std::min(o1, (end - 1 - i) / in);
+          const int8_t* from = codes + (lo * in + i - begin);
+          int8_t* to = dst + i * rows;
+          for (int64_t o = lo; o <= hi; ++o, from += in) to[o] = *from;
+        }
       }
     });
     if (sums) {

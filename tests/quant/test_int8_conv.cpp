@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <ostream>
@@ -16,6 +17,7 @@
 #include "core/cpu/isa.h"
 #include "core/octet.h"
 #include "quant/cpu/int8_conv.h"
+#include "quant/cpu/int8_conv_detail.h"
 #include "quant/cpu/int8_gemm.h"
 #include "quant/dsgc.h"
 #include "quant/int8_conv.h"
@@ -176,6 +178,39 @@ TEST(Int8Conv, EveryIsaGivesThePortableBits) {
       ASSERT_EQ(got[i], portable[i]) << octet::cpu::isa_name(isa) << ", result " << i;
   }
   cpu::set_int8_gemm_path(saved_path);
+}
+
+// An INT8 Linear's rescale of its int32 sums [K, positions] into [positions, K] rows: the AVX2
+// 4 x 4 register blocks give the plain loops' bits, on ranges that start and end off the blocks,
+// with and without a bias, sums up to +-2^30 (rounded to f32 the same way).
+TEST(Int8Conv, TransposedRescaleAvx2GivesThePlainBits) {
+#ifdef OCTET_CPU_X86
+  if (!octet::cpu::isa_supported(octet::cpu::Isa::avx2)) GTEST_SKIP() << "no AVX2 on this CPU";
+  const int64_t ny = 50, k_rows = 21, ldo = 23;
+  std::vector<int32_t> y(static_cast<size_t>(ny * k_rows));
+  Generator gen(5);
+  const std::vector<double> u = rand({static_cast<int64_t>(y.size())}, DType::f64, &gen).to_vector<double>();
+  for (size_t i = 0; i < y.size(); ++i) y[i] = static_cast<int32_t>((u[i] - 0.5) * 2.0 * (1 << 30));
+  std::vector<float> bias(static_cast<size_t>(k_rows));
+  for (int64_t k = 0; k < k_rows; ++k) bias[static_cast<size_t>(k)] = 0.37f * static_cast<float>(k) - 3.1f;
+  struct Range {
+    int64_t j0, j1, k0, k1;
+  };
+  for (const Range& r :
+       {Range{0, 50, 0, 21}, Range{5, 42, 3, 18}, Range{7, 9, 2, 5}, Range{0, 4, 0, 4}, Range{3, 3, 0, 8}}) {
+    for (const float* b : {static_cast<const float*>(nullptr), static_cast<const float*>(bias.data())}) {
+      std::vector<float> want(static_cast<size_t>(ny * ldo), -1.0f), got = want;
+      quant::cpu::detail::rescale_transposed(y.data(), ny, r.j0, r.j1, r.k0, r.k1, 1.5e-7f, b, want.data(), ldo);
+      quant::cpu::detail::rescale_transposed_avx2(y.data(), ny, r.j0, r.j1, r.k0, r.k1, 1.5e-7f, b, got.data(), ldo);
+      for (size_t i = 0; i < want.size(); ++i)
+        ASSERT_EQ(std::memcmp(&got[i], &want[i], sizeof(float)), 0)
+            << "j " << r.j0 << ".." << r.j1 << ", k " << r.k0 << ".." << r.k1 << (b ? ", bias" : "") << ": element "
+            << i << " " << got[i] << " vs " << want[i];
+    }
+  }
+#else
+  GTEST_SKIP() << "not an x86 build";
+#endif
 }
 
 // The two depthwise layouts (quant/cpu/int8_conv.h: planes, channels_last) give the same bits --

@@ -59,31 +59,40 @@ TEST(Int8Quant, LoopsMatchElementFunctions) {
 }
 
 TEST(Int8Quant, TransposedQuantizerMatchesFlatOne) {
-  // [outer=3][inner=5][len=1111] -> [inner][outer][len], stochastic index = the source index.
-  Generator gen(4);
-  Tensor x = randn({3, 5, 1111}, {}, &gen);
-  const float inv = int8_inv_scale(int8_absmax(x));
-  for (Int8Rounding r : {Int8Rounding::nearest, Int8Rounding::stochastic}) {
-    std::vector<int8_t> t(x.numel());
-    cpu::CosineSums sums;
-    std::vector<double> inner_sums(5);
-    cpu::quantize_transposed(x.data<float>(), 3, 5, 1111, inv, r, 9, t.data(), &sums, inner_sums.data());
-    std::vector<double> want_inner = sum(x.to(DType::f64), {0, 2}).to_vector<double>();
-    for (int i = 0; i < 5; ++i) EXPECT_NEAR(inner_sums[i], want_inner[i], 1e-9);
-    std::vector<int8_t> flat = codes_of(int8_quantize(x, int8_absmax(x), r, 9));
-    double gq = 0, gg = 0, qq = 0;
-    const float* xv = x.data<float>();
-    for (int64_t o = 0; o < 3; ++o)
-      for (int64_t i = 0; i < 5; ++i)
-        for (int64_t l = 0; l < 1111; ++l) {
-          const int64_t src = (o * 5 + i) * 1111 + l;
-          ASSERT_EQ(t[(i * 3 + o) * 1111 + l], flat[src]);
-          gq += double(xv[src]) * flat[src], gg += double(xv[src]) * xv[src], qq += double(flat[src]) * flat[src];
-        }
-    EXPECT_NEAR(sums.gq, gq, 1e-9 * std::abs(gq));
-    EXPECT_NEAR(sums.gg, gg, 1e-9 * gg);
-    EXPECT_EQ(sums.qq, qq);  // sums of integers below 2^53: exact in any order
-    EXPECT_TRUE(sums.finite);
+  // [outer][inner][len] -> [inner][outer][len], stochastic index = the source index: planes of
+  // 1111 elements, and planes of one element (a Linear's rows: [N, K] -> [K, N]) over several
+  // quantization blocks of 2^15, with rows shorter and longer than a block.
+  struct Shape3 {
+    int64_t outer, inner, len;
+  };
+  for (const Shape3& s : {Shape3{3, 5, 1111}, Shape3{37, 1999, 1}, Shape3{3, 40000, 1}}) {
+    SCOPED_TRACE(::testing::Message() << s.outer << " x " << s.inner << " x " << s.len);
+    Generator gen(4);
+    Tensor x = randn({s.outer, s.inner, s.len}, {}, &gen);
+    const float inv = int8_inv_scale(int8_absmax(x));
+    for (Int8Rounding r : {Int8Rounding::nearest, Int8Rounding::stochastic}) {
+      std::vector<int8_t> t(x.numel());
+      cpu::CosineSums sums;
+      std::vector<double> inner_sums(s.inner);
+      cpu::quantize_transposed(x.data<float>(), s.outer, s.inner, s.len, inv, r, 9, t.data(), &sums, inner_sums.data());
+      std::vector<double> want_inner = sum(x.to(DType::f64), {0, 2}).to_vector<double>();
+      for (int64_t i = 0; i < s.inner; ++i)
+        EXPECT_NEAR(inner_sums[i], want_inner[i], 1e-9 * (1 + std::abs(want_inner[i])));
+      std::vector<int8_t> flat = codes_of(int8_quantize(x, int8_absmax(x), r, 9));
+      double gq = 0, gg = 0, qq = 0;
+      const float* xv = x.data<float>();
+      for (int64_t o = 0; o < s.outer; ++o)
+        for (int64_t i = 0; i < s.inner; ++i)
+          for (int64_t l = 0; l < s.len; ++l) {
+            const int64_t src = (o * s.inner + i) * s.len + l;
+            ASSERT_EQ(t[(i * s.outer + o) * s.len + l], flat[src]) << "o " << o << " i " << i << " l " << l;
+            gq += double(xv[src]) * flat[src], gg += double(xv[src]) * xv[src], qq += double(flat[src]) * flat[src];
+          }
+      EXPECT_NEAR(sums.gq, gq, 1e-9 * std::abs(gq));
+      EXPECT_NEAR(sums.gg, gg, 1e-9 * gg);
+      EXPECT_EQ(sums.qq, qq);  // sums of integers below 2^53: exact in any order
+      EXPECT_TRUE(sums.finite);
+    }
   }
 }
 
