@@ -704,7 +704,8 @@ TEST_P(TrainerCuda, MatchesTheCpu) {
   EvalResult on_gpu = evaluate_checkpoint(ckpt, "", 2, "cuda");
   EvalResult on_cpu = evaluate_checkpoint(ckpt, "", 2, "cpu");
   EXPECT_NEAR(on_gpu.loss, gpu.last_eval.loss, 1e-5 * std::max(1.0, gpu.last_eval.loss));
-  EXPECT_NEAR(on_cpu.loss, on_gpu.loss, tol * std::max(1.0, on_gpu.loss));
+  // Evaluation runs in f32 whatever the training precision: the same checkpoint, f32 tolerances.
+  EXPECT_NEAR(on_cpu.loss, on_gpu.loss, kCpuVsCudaLossTol * std::max(1.0, on_gpu.loss));
   EXPECT_EQ(evaluate_checkpoint(ckpt, "", 2).examples, on_gpu.examples);  // default: the recipe's cuda
 }
 
