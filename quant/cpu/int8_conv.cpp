@@ -337,6 +337,17 @@ bool lanes(const Conv2dGeometry& g) { return depthwise_layout_for(g) == Int8Dept
 
 }  // namespace
 
+// The plain loops of a Linear's transposed rescale (quant/cpu/int8_conv_detail.h); rescale_rows
+// runs them, or their AVX2 blocks.
+void detail::rescale_transposed(const int32_t* y, int64_t ny, int64_t j0, int64_t j1, int64_t k0, int64_t k1,
+                                float scale, const float* bias, float* out, int64_t ldo) {
+  for (int64_t k = k0; k < k1; ++k) {
+    const float b = bias ? bias[k] : 0.0f;
+    const int32_t* yk = y + k * ny;
+    for (int64_t j = j0; j < j1; ++j) out[j * ldo + k] = static_cast<float>(yk[j]) * scale + b;
+  }
+}
+
 Selector<Int8DepthwiseLayout>& int8_depthwise_selector() {
   static Selector<Int8DepthwiseLayout> selector{"int8 depthwise layout",
                                                 "OCTET_INT8_DEPTHWISE",

@@ -156,15 +156,6 @@ void from_lanes_tail(const float* src, int64_t i0, int64_t len, int64_t j0, int6
   }
 }
 
-void rescale_transposed(const int32_t* y, int64_t ny, int64_t j0, int64_t j1, int64_t k0, int64_t k1, float scale,
-                        const float* bias, float* out, int64_t ldo) {
-  for (int64_t k = k0; k < k1; ++k) {
-    const float b = bias ? bias[k] : 0.0f;
-    const int32_t* yk = y + k * ny;
-    for (int64_t j = j0; j < j1; ++j) out[j * ldo + k] = static_cast<float>(yk[j]) * scale + b;
-  }
-}
-
 namespace {
 
 // Items (sample n, block of channels) in parallel: the block's codes of src (channel-major
