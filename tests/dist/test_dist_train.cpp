@@ -245,16 +245,23 @@ TEST(DistTrain, ShardedOptimizerStateFollowsTheUnshardedJobAndResumesAtAnyCount)
 }
 
 // INT8 convolutions (DSGC clips from each rank's own gradients, DCLR from the averaged d_c) with
-// 8-bit Adam state, BatchNorm and dropout: every rank holds the same bits after the run.
-TEST(DistTrain, Int8And8BitStateKeepRanksBitIdentical) {
+// 8-bit Adam state, BatchNorm and dropout: every rank holds the same bits after the run, and the
+// job stopped between two DSGC searches resumes with every rank's own clips, to the same bits.
+TEST(DistTrain, Int8And8BitStateKeepRanksBitIdenticalAndResume) {
   if (!fs::exists(kData)) GTEST_SKIP() << kData << " is missing (tools/scripts/setup.sh installs it)";
-  manual_seed(3);
-  auto model = std::make_shared<SmallCnn>(10, 1, 28, 0.25);
-  std::vector<std::string> o = overrides(job_dir() + "/int8", 12);
-  o.insert(o.end(), {"optimizer.name=adam", "optimizer.lr=0.001", "optimizer.state_bits=8", "optimizer.min_8bit_size=0",
-                     "quant.clip_update_period=4"});
+  const auto small_cnn = [] {
+    manual_seed(3);
+    return std::make_shared<SmallCnn>(10, 1, 28, 0.25);
+  };
+  auto model = small_cnn();
+  const auto int8_overrides = [](const std::string& runs, int64_t steps) {
+    std::vector<std::string> o = overrides(runs, steps);
+    o.insert(o.end(), {"optimizer.name=adam", "optimizer.lr=0.001", "optimizer.state_bits=8",
+                       "optimizer.min_8bit_size=0", "quant.clip_update_period=4"});
+    return o;
+  };
   const std::string recipe = std::string(OCTET_TESTS_DIR) + "/../recipes/fashion_mnist_int8.yaml";
-  EXPECT_EQ(Run::from_recipe(recipe, o).model(model).fit().steps, 12);
+  EXPECT_EQ(Run::from_recipe(recipe, int8_overrides(job_dir() + "/int8", 12)).model(model).fit().steps, 12);
   NamedTensors all = model->named_parameters();
   for (const auto& b : model->named_buffers()) all.push_back(b);
   for (const auto& [name, t] : all) {
@@ -263,6 +270,21 @@ TEST(DistTrain, Int8And8BitStateKeepRanksBitIdentical) {
     EXPECT_EQ(std::memcmp(a.raw_data(), b.raw_data(), static_cast<size_t>(a.numel()) * dtype_size(a.dtype())), 0)
         << name << " differs between the ranks";
   }
+  // Stopped at step 6: the search of backward pass 4 set each rank's clip from its own shard, kept
+  // until pass 8. Resumed to step 12 by both ranks: the uninterrupted job's bits.
+  const std::string stopped = job_dir() + "/int8_stopped";
+  EXPECT_EQ(Run::from_recipe(recipe, int8_overrides(stopped, 6)).model(small_cnn()).fit().steps, 6);
+  pg().barrier();  // rank 0 has written the checkpoint
+  const Checkpoint at6 = load_checkpoint(stopped + "/fashion_mnist_int8/last.safetensors");
+  for (const auto& [k, t] : at6.int8)
+    if (k.ends_with(".grad_clip")) {
+      EXPECT_EQ(t.shape(), Shape{2}) << k << ": one clip per rank";
+      EXPECT_NE(t.select(0, 0).item(), t.select(0, 1).item()) << k << ": the ranks' shards give one clip";
+    }
+  auto resumed = small_cnn();
+  Run::resume(stopped + "/fashion_mnist_int8", {"train.max_steps=12"}).model(resumed).fit();
+  EXPECT_TRUE(bits_equal(resumed->named_parameters(), model->named_parameters()));
+  pg().barrier();
 }
 
 }  // namespace

@@ -173,6 +173,30 @@ TEST(Int8Run, StatsThroughACheckpoint) {
   old_run.load_state_dict(older);
   EXPECT_EQ(old_run.layers()[0].layer->stats.clip_ratio, 0.0f);
   EXPECT_EQ(old_run.layers()[0].layer->stats.backward_steps, 1234);
+  // A data-parallel job's checkpoint: the stats each rank has of its own shard (max|x|, the DSGC
+  // clip, the clip ratio) one per rank; process r takes element r, or r % n at another count.
+  NamedTensors per_rank = c.int8;
+  for (auto& [k, t] : per_rank)
+    if (k == "conv_a.grad_clip") t = from_vector(std::vector<float>{1e-3f, 2e-3f, 3e-3f}, {3});
+  for (int rank : {0, 1, 2, 3, 4}) {
+    Int8Run r(two_layers());
+    r.load_state_dict(per_rank, rank);
+    EXPECT_EQ(r.layers()[0].layer->stats.grad_clip, (rank % 3 + 1) * 1e-3f) << rank;
+    EXPECT_EQ(r.layers()[0].layer->stats.backward_steps, 1234);
+  }
+  auto with = [&](const std::string& key, const Tensor& value) {
+    NamedTensors s = c.int8;
+    for (auto& [k, t] : s)
+      if (k == key) t = value;
+    return s;
+  };
+  // Only those three may be per rank, as vectors of at least one element.
+  expect_error(with("conv_a.backward_steps", from_vector(std::vector<int64_t>{3, 3}, {2})),
+               "key 'conv_a.backward_steps' expected a i64 scalar, got");
+  expect_error(with("conv_a.grad_clip", zeros({0})), "key 'conv_a.grad_clip' expected a f32 scalar or one per process");
+  expect_error(with("conv_a.grad_clip", zeros({2, 1})), "expected a f32 scalar or one per process");
+  expect_error(with("conv_a.clip_ratio", zeros({2}, TensorOptions(DType::f64))),
+               "key 'conv_a.clip_ratio' expected a f32");
   // A checkpoint without INT8 stats still loads, with none.
   save_checkpoint(path, {{"w", zeros({2})}}, {}, TrainState{}, "model: {}\n");
   EXPECT_TRUE(load_checkpoint(path).int8.empty());

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <set>
+#include <tuple>
 
 namespace octet::train {
 
@@ -13,15 +15,20 @@ namespace {
 // The stats a checkpoint stores, with their dtypes; the order of state_dict().
 // An optional one (clip_ratio, which came later) may be missing from a checkpoint: it then loads
 // as 0, and a layer with quant.clip_relative searches at its next backward pass.
+// A per-rank one differs between the processes of a data-parallel run, each of which quantizes its
+// own shard of the batch: the searched gradient clip (kept between DSGC searches), the clip ratio
+// (quant.clip_relative) and max|x|. The others are the same on every rank (the weights, the step
+// counts, d_c averaged over the ranks by DistributedAgreement).
 struct StatField {
   const char* name;
   DType dtype;
   bool optional = false;
+  bool per_rank = false;
 };
-constexpr StatField kStatFields[] = {{"input_clip", DType::f32},      {"weight_clip", DType::f32},
-                                     {"grad_clip", DType::f32},       {"cos_distance", DType::f64},
-                                     {"backward_steps", DType::i64},  {"searches", DType::i64},
-                                     {"clip_ratio", DType::f32, true}};
+constexpr StatField kStatFields[] = {{"input_clip", DType::f32, false, true}, {"weight_clip", DType::f32},
+                                     {"grad_clip", DType::f32, false, true},  {"cos_distance", DType::f64},
+                                     {"backward_steps", DType::i64},          {"searches", DType::i64},
+                                     {"clip_ratio", DType::f32, true, true}};
 
 double stat_value(const quant::Int8Stats& s, const std::string& field) {
   if (field == "input_clip") return s.input_clip;
@@ -119,46 +126,59 @@ std::string Int8Run::summary() const {
                      layers_[slowest].name);
 }
 
-NamedTensors Int8Run::state_dict() const {
+NamedTensors Int8Run::state_dict(const dist::ProcessGroup* group) const {
+  // Several processes: every rank's per-rank stats, gathered (f64 holds each f32 exactly).
+  Tensor ranks;  // [size, layers x per-rank fields]
+  if (group && group->size() > 1) {
+    std::vector<double> mine;
+    for (const quant::Int8Module& l : layers_)
+      for (const StatField& f : kStatFields)
+        if (f.per_rank) mine.push_back(stat_value(l.layer->stats, f.name));
+    ranks = group->all_gather(from_vector(mine, {static_cast<int64_t>(mine.size())}));
+  }
   NamedTensors out;
+  int64_t column = 0;
   for (const quant::Int8Module& l : layers_)
-    for (const StatField& f : kStatFields)
-      out.emplace_back(l.name + "." + f.name, scalar_tensor(stat_value(l.layer->stats, f.name), f.dtype));
+    for (const StatField& f : kStatFields) {
+      const std::string key = l.name + "." + f.name;
+      if (f.per_rank && ranks.defined())
+        out.emplace_back(key, ranks.select(1, column++).to(f.dtype).contiguous());
+      else
+        out.emplace_back(key, scalar_tensor(stat_value(l.layer->stats, f.name), f.dtype));
+    }
   return out;
 }
 
-void Int8Run::load_state_dict(const NamedTensors& state) {
+void Int8Run::load_state_dict(const NamedTensors& state, int rank) {
   std::map<std::string, const Tensor*> given;
   for (const auto& [k, t] : state) {
     OCTET_CHECK(given.emplace(k, &t).second, "INT8 layer stats: key '", k, "' appears twice");
     OCTET_CHECK(t.defined(), "INT8 layer stats: key '", k, "' holds an undefined tensor");
   }
-  // Check everything first, so a bad checkpoint changes nothing.
-  std::map<std::string, std::pair<quant::Int8Stats*, std::string>> targets;
+  // Check everything first, so a bad checkpoint changes nothing. Each stat's value for this rank:
+  // a scalar, or of a per-rank stat saved by several processes, element rank % n of its n.
+  std::vector<std::tuple<quant::Int8Stats*, std::string, Tensor>> targets;
+  std::set<std::string> known;
   for (const quant::Int8Module& l : layers_)
     for (const StatField& f : kStatFields) {
       const std::string key = l.name + "." + f.name;
+      known.insert(key);
       auto it = given.find(key);
-      if (it == given.end() && f.optional) {
-        targets.emplace(key, std::make_pair(&l.layer->stats, std::string(f.name)));
+      if (it == given.end() && f.optional) {  // an optional stat left out
+        targets.emplace_back(&l.layer->stats, f.name, scalar_tensor(0.0, f.dtype));
         continue;
       }
       OCTET_CHECK(it != given.end(), "INT8 layer stats: missing '", key,
                   "' (the checkpoint is not of an INT8 run with the same INT8 layers)");
       const Tensor& t = *it->second;
-      OCTET_CHECK(t.dtype() == f.dtype && t.numel() == 1 && t.dim() == 0, "INT8 layer stats: key '", key,
-                  "' expected a ", f.dtype, " scalar, got ", t.dtype(), " ", t.shape());
-      targets.emplace(key, std::make_pair(&l.layer->stats, std::string(f.name)));
+      const bool scalar = t.dim() == 0, per_rank = f.per_rank && t.dim() == 1 && t.numel() >= 1;
+      OCTET_CHECK(t.dtype() == f.dtype && (scalar || per_rank), "INT8 layer stats: key '", key, "' expected a ",
+                  f.dtype, f.per_rank ? " scalar or one per process" : " scalar", ", got ", t.dtype(), " ", t.shape());
+      targets.emplace_back(&l.layer->stats, f.name, scalar ? t : t.select(0, rank % t.numel()));
     }
   for (const auto& [k, t] : given)
-    OCTET_CHECK(targets.count(k), "INT8 layer stats: unexpected key '", k, "' (no such INT8 layer in this run)");
-  for (auto& [key, target] : targets) {
-    const auto it = given.find(key);
-    if (it != given.end())
-      set_stat(*target.first, target.second, *it->second);
-    else
-      set_stat(*target.first, target.second, scalar_tensor(0.0, DType::f32));  // an optional stat left out
-  }
+    OCTET_CHECK(known.count(k), "INT8 layer stats: unexpected key '", k, "' (no such INT8 layer in this run)");
+  for (const auto& [stats, field, value] : targets) set_stat(*stats, field, value);
 }
 
 }  // namespace octet::train

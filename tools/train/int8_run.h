@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/distributed.h"
 #include "optim/dclr.h"
 #include "optim/optimizer.h"
 #include "quant/int8_model.h"
@@ -46,11 +47,17 @@ class Int8Run {
   std::string summary() const;
 
   // Every layer's Int8Stats as "<layer>.<stat>" scalars: input_clip, weight_clip, grad_clip
-  // (f32), cos_distance (f64), backward_steps, searches (i64), clip_ratio (f32).
-  NamedTensors state_dict() const;
+  // (f32), cos_distance (f64), backward_steps, searches (i64), clip_ratio (f32). With `group` of
+  // several processes, a collective (every rank calls it): the stats each rank has of its own
+  // shard of the batch (input_clip, grad_clip, clip_ratio: the DSGC clip kept between searches)
+  // are one per rank, [size], element r rank r's, so that a resumed job continues every rank's
+  // clips.
+  NamedTensors state_dict(const dist::ProcessGroup* group = nullptr) const;
   // Strict: exactly the keys of state_dict(), with their dtypes; otherwise an Error naming the key,
   // and nothing is changed. Only clip_ratio may be missing (checkpoints from before it): it is 0.
-  void load_state_dict(const NamedTensors& state);
+  // A per-rank stat of n ranks gives process `rank` element rank % n (the same count: its own; a
+  // job resumed with another count has other shards anyway, and its next DSGC search its own clip).
+  void load_state_dict(const NamedTensors& state, int rank = 0);
 
  private:
   std::vector<quant::Int8Module> layers_;

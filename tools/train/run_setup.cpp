@@ -11,7 +11,7 @@
 namespace octet::train {
 
 RunSetup::RunSetup(const Recipe& r, std::shared_ptr<Module> given, const Checkpoint* resume, dist::ProcessGroup* group)
-    : recipe(r), given_model(given != nullptr) {
+    : recipe(r), given_model(given != nullptr), group(group) {
   device = usable_device(r.text("train.device"), "recipe train.device");
   // train.device: cuda under mpirun: each process the GPU of its rank on its host.
   if (group && device.is_cuda() && r.text("train.device") == "cuda")
@@ -51,7 +51,9 @@ void RunSetup::restore(Checkpoint& ckpt, const TrainState& state) {
   default_generator().set_state(state.rng_seed, state.rng_offset);
   if (plateau) plateau->set_state(state.plateau);
   task->load_state(ckpt);
-  if (!int8.empty()) load_from([&] { int8.load_state_dict(ckpt.int8); }, ckpt.path, "the INT8 layers this run builds");
+  if (!int8.empty())
+    load_from([&] { int8.load_state_dict(ckpt.int8, group ? group->rank() : 0); }, ckpt.path,
+              "the INT8 layers this run builds");
   dropped_int8_stats = int8.empty() && !ckpt.int8.empty();
   ckpt = Checkpoint();
 }

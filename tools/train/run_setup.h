@@ -47,6 +47,7 @@ struct RunSetup {
 
   const Recipe& recipe;
   bool given_model = false;
+  dist::ProcessGroup* group = nullptr;  // the data-parallel run's processes, or null
   Device device = Device::cpu();
   std::unique_ptr<Task> task;
   bool lm = false;  // a language model (the task has a vocabulary)

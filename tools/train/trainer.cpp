@@ -273,14 +273,16 @@ class TrainingLoop {
     // A sharded optimizer's state comes together from every rank's pieces (train.shard_optimizer).
     const NamedTensors optimizer_state =
         setup_->optimizer->sharded() || agree_.writer() ? setup_->optimizer->state_dict() : NamedTensors{};
+    // The INT8 layers' stats, with each rank's own clips (every rank takes part).
+    const NamedTensors int8_state = setup_->int8.state_dict(agree_.group());
     if (!agree_.writer()) return false;
     // After an epoch's evaluation (batch 0) the next epoch starts from zero.
     state_.epoch_sums = state_.batch > 0 ? static_cast<const EpochSums&>(sums) : EpochSums{};
     state_.rng_seed = default_generator().seed();
     state_.rng_offset = default_generator().offset();
     if (setup_->plateau) state_.plateau = setup_->plateau->state();
-    save_checkpoint(path, setup_->model->state_dict(), optimizer_state, state_, recipe_.resolved_yaml(),
-                    setup_->int8.state_dict(), task_tensors, task_metadata);
+    save_checkpoint(path, setup_->model->state_dict(), optimizer_state, state_, recipe_.resolved_yaml(), int8_state,
+                    task_tensors, task_metadata);
     return true;
   }
 
