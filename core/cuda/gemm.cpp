@@ -64,7 +64,10 @@ void gemm_batched(DType dtype, Device device, bool trans_a, bool trans_b, int64_
   const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   if (dtype == DType::bf16) {  // bf16 A and B, f32 (or bf16) C, f32 accumulation (tensor cores)
-    OCTET_CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));
+    // A bf16 C is rounded once from the f32 sums, as on the CPU: cuBLAS may otherwise add split-K
+    // partial sums in the output type (PyTorch's allow_bf16_reduced_precision_reduction, on there).
+    OCTET_CUBLAS_CHECK(cublasSetMathMode(
+        h, static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)));
     const float al = static_cast<float>(alpha), be = static_cast<float>(beta);
     const cudaDataType_t c_type = bf16_c ? CUDA_R_16BF : CUDA_R_32F;
     if (batch == 1)
