@@ -55,3 +55,5 @@ std::string str_cat(Args&&... args) {
   do {                                                                             \
     if (!(cond)) throw ::octet::UsageError(::octet::detail::str_cat(__VA_ARGS__)); \
   } while (0)
+
+#define OCTET_USAGE_FAIL(...) throw ::octet::UsageError(::octet::detail::str_cat(__VA_ARGS__))

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <csignal>
+#include <filesystem>
 #include <thread>
 
 #include "tests/train/octet_process.h"
@@ -135,6 +136,38 @@ TEST(CommandLine, TrainsWith4BitState) {
   r = run_octet(train_args(dir, args));
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.output.find("state_bits"), std::string::npos) << r.output;
+}
+
+// A recipe value that only the optimizer, the schedule, the model or the data can judge is still
+// the recipe's error: exit status 2 (the README's usage error), the key named, nothing written.
+TEST(CommandLine, RecipeValuesFoundWrongWhileBuildingAreUsageErrors) {
+  TempDir dir;
+  write_mnist(dir.path() + "/mnist", 32, 16);
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"optimizer.state_bits=5"}, "recipe optimizer.state_bits: expected 32, 8 or 4, got 5"},
+      {{"optimizer.name=adam", "optimizer.betas=[0.9]"}, "recipe optimizer.betas: expected two values, got 1"},
+      {{"optimizer.block_size=3"}, "recipe optimizer.block_size: expected a block size that is a power of two"},
+      {{"schedule.warmup_epochs=5", "train.epochs=2"}, "recipe schedule.warmup_epochs: expected 0 <= value <"},
+      {{"optimizer.param_groups=[{params: \"nothing*\", lr: 1}]"}, "recipe optimizer.param_groups[0]"},
+      {{"model.in_channels=3"}, "recipe model.in_channels is 3 but data.dataset mnist has 1-channel images"},
+      {{"data.mean=[0.1, 0.2]", "data.std=[0.1, 0.2]"},
+       "recipe data.mean and data.std have 2 values for data.dataset mnist's 1-channel images"},
+      {{"model.name=mlp", "quant.int8_conv=true"}, "recipe quant.int8_conv: cannot train model 'mlp' in INT8"},
+  };
+  for (const auto& [extra, message] : cases) {
+    std::vector<std::string> args = extra;
+    args.push_back("train.max_steps=1");
+    const OctetRun r = run_octet(train_args(dir, args));
+    EXPECT_EQ(r.status, 2) << extra.front() << ": " << r.output;
+    expect_output(r, message);
+  }
+  // A model its own values cannot make, named with the recipe's model.
+  const OctetRun r = run_octet({"train", std::string(OCTET_TESTS_DIR) + "/../recipes/gpt_tiny.yaml",
+                                "model.num_heads=5", "checkpoint.dir=" + dir.path() + "/runs"});
+  EXPECT_EQ(r.status, 2) << r.output;
+  expect_output(
+      r, "recipe model: cannot build model 'gpt' from its keys: Gpt: width must be a positive multiple of num_heads");
+  EXPECT_FALSE(std::filesystem::exists(dir.path() + "/runs")) << "a refused command wrote a run folder";
 }
 
 TEST(CommandLine, InspectAndEvalTakeRunFolders) {

@@ -35,8 +35,8 @@ class Prefix : public Dataset {
 
 const DatasetDefaults& defaults_for(const std::string& name) {
   const DatasetDefaults* d = dataset_defaults(name);
-  OCTET_CHECK(d != nullptr, "recipe data.dataset: unknown dataset '", name,
-              "' (known: fashion_mnist, mnist, cifar10, image_folder)");
+  OCTET_USAGE_CHECK(d != nullptr, "recipe data.dataset: unknown dataset '", name,
+                    "' (known: fashion_mnist, mnist, cifar10, image_folder)");
   return *d;
 }
 
@@ -53,8 +53,12 @@ Datasets build_datasets(const Recipe& r, bool need_train, const std::string& roo
   root = download_for_recipe(r, name, root, root_override.empty() && r.text("data.root").empty());
   std::vector<float> mean = r.real_list("data.mean").empty() ? d.mean : floats(r.real_list("data.mean"));
   std::vector<float> std = r.real_list("data.std").empty() ? d.std : floats(r.real_list("data.std"));
-  OCTET_CHECK(mean.size() == std.size(), "recipe data.mean and data.std: ", mean.size(), " and ", std.size(),
-              " values (they must match the channels)");
+  OCTET_USAGE_CHECK(mean.size() == std.size(), "recipe data.mean and data.std: ", mean.size(), " and ", std.size(),
+                    " values (they must match the channels)");
+  // The defaults have a value per channel of the dataset's images (image_folder: RGB): checked before
+  // the images are opened, whose normalization would otherwise fail first, naming no key.
+  OCTET_USAGE_CHECK(mean.size() == d.mean.size(), "recipe data.mean and data.std have ", mean.size(),
+                    " values for data.dataset ", name, "'s ", d.mean.size(), "-channel images");
   const bool augment = r.boolean("data.augment");
   Transform norm = normalize(mean, std);
   Transform train_t = norm, test_t = norm;
@@ -69,8 +73,9 @@ Datasets build_datasets(const Recipe& r, bool need_train, const std::string& roo
     out.test = cifar10(root, false, test_t);
   } else {  // image_folder: <root>/train/<class>/*.jpg and <root>/val/<class>/*.jpg (the ImageNet layout)
     int64_t size = r.integer("data.image_size"), short_side = r.integer("data.resize");
-    OCTET_CHECK(size >= 1 && short_side >= size, "recipe data.image_size / data.resize: expected 1 <= image_size (",
-                size, ") <= resize (", short_side, ")");
+    OCTET_USAGE_CHECK(size >= 1 && short_side >= size,
+                      "recipe data.image_size / data.resize: expected 1 <= image_size (", size, ") <= resize (",
+                      short_side, ")");
     train_t = augment ? compose({random_resized_crop(size), random_horizontal_flip(0.5), norm})
                       : compose({resize(short_side), center_crop(size, size), norm});
     test_t = compose({resize(short_side), center_crop(size, size), norm});
@@ -93,19 +98,20 @@ Datasets build_datasets(const Recipe& r, bool need_train, const std::string& roo
   // step, as the model's own error).
   const Shape input = out.test->input_shape();  // [C, H, W]
   const int64_t channels = input.at(0);
-  OCTET_CHECK(r.integer("model.in_channels") == channels, "recipe model.in_channels is ",
-              r.integer("model.in_channels"), " but data.dataset ", name, " has ", channels,
-              "-channel images (set it to ", channels, ", or leave it unset to follow the data)");
+  OCTET_USAGE_CHECK(r.integer("model.in_channels") == channels, "recipe model.in_channels is ",
+                    r.integer("model.in_channels"), " but data.dataset ", name, " has ", channels,
+                    "-channel images (set it to ", channels, ", or leave it unset to follow the data)");
   // Of the registry's models only small_cnn is built for one image size (the others pool globally).
-  OCTET_CHECK(r.text("model.name") != "small_cnn" ||
-                  (r.integer("model.image_size") == input.at(1) && r.integer("model.image_size") == input.at(2)),
-              "recipe model.image_size is ", r.integer("model.image_size"), " but data.dataset ", name, " has ",
-              input.at(1), "x", input.at(2), " images, which small_cnn must be built for (set it to ", input.at(1),
-              ", or leave it unset to follow the data)");
-  OCTET_CHECK(static_cast<int64_t>(mean.size()) == channels, "recipe data.mean has ", mean.size(), " values for ",
-              channels, "-channel images");
-  OCTET_CHECK(r.integer("model.num_classes") >= out.test->num_classes(), "recipe model.num_classes is ",
-              r.integer("model.num_classes"), " but data.dataset ", name, " has ", out.test->num_classes(), " classes");
+  OCTET_USAGE_CHECK(r.text("model.name") != "small_cnn" ||
+                        (r.integer("model.image_size") == input.at(1) && r.integer("model.image_size") == input.at(2)),
+                    "recipe model.image_size is ", r.integer("model.image_size"), " but data.dataset ", name, " has ",
+                    input.at(1), "x", input.at(2), " images, which small_cnn must be built for (set it to ",
+                    input.at(1), ", or leave it unset to follow the data)");
+  OCTET_USAGE_CHECK(static_cast<int64_t>(mean.size()) == channels, "recipe data.mean has ", mean.size(), " values for ",
+                    channels, "-channel images");
+  OCTET_USAGE_CHECK(r.integer("model.num_classes") >= out.test->num_classes(), "recipe model.num_classes is ",
+                    r.integer("model.num_classes"), " but data.dataset ", name, " has ", out.test->num_classes(),
+                    " classes");
   return out;
 }
 
@@ -166,7 +172,7 @@ OptionValue option_value(const SectionKeys& k, const OptionInfo& f) {
       return k.real(f.name);
     case 3: {
       const auto& b = k.real_list(f.name);
-      OCTET_CHECK(b.size() == 2, k.where(f.name), ": expected two values, got ", b.size());
+      OCTET_USAGE_CHECK(b.size() == 2, k.where(f.name), ": expected two values, got ", b.size());
       return Betas{b[0], b[1]};
     }
     case 4:
@@ -182,10 +188,10 @@ OptionValue option_value(const SectionKeys& k, const OptionInfo& f) {
 // checks them (ranges, and the rules between options), the errors naming the recipe's key.
 std::unique_ptr<OptimizerOptions> optimizer_options(const std::string& name, const SectionKeys& k) {
   const OptimizerKind* kind = find_optimizer_kind(name);
-  OCTET_CHECK(kind != nullptr, "recipe optimizer.name: unknown optimizer '", name, "'");  // the recipe checked it
+  OCTET_USAGE_CHECK(kind != nullptr, "recipe optimizer.name: unknown optimizer '", name, "'");  // the recipe checked it
   std::unique_ptr<OptimizerOptions> o = kind->options();
   for (const OptionInfo& f : o->fields()) o->set(f.name, option_value(k, f));
-  if (const auto p = o->problem()) OCTET_FAIL(k.where(p->key), ": ", p->text, " for ", name);
+  if (const auto p = o->problem()) OCTET_USAGE_FAIL(k.where(p->key), ": ", p->text, " for ", name);
   return o;
 }
 
@@ -195,7 +201,7 @@ StateOptions state_options(const Recipe& r, const SectionKeys& k) {
   for (const OptionInfo& f : s.option_table())
     s.set_option(f.name, std::string(f.name) == "keep_32bit" ? OptionValue(r.text_list("optimizer.keep_32bit"))
                                                              : option_value(k, f));
-  if (const auto p = s.problem()) OCTET_FAIL(k.where(p->key), ": ", p->text);
+  if (const auto p = s.problem()) OCTET_USAGE_FAIL(k.where(p->key), ": ", p->text);
   return s;
 }
 
@@ -235,16 +241,17 @@ std::vector<NamedTensors> split_params(const std::vector<ParamGroupSpec>& specs,
   const std::set<std::string> embeddings = embedding_weights(model);
   for (size_t i = 0; i < specs.size(); ++i)
     for (const std::string& glob : specs[i].params) {
-      OCTET_CHECK(glob.empty() || glob[0] != '@' || glob == "@1d" || glob == "@embedding",
-                  "recipe optimizer.param_groups[", i, "]: unknown selector '", glob,
-                  "' (known: @1d, every parameter of fewer than 2 dimensions; @embedding, the embeddings' weights)");
-      OCTET_CHECK(glob != "@embedding" || model != nullptr, "recipe optimizer.param_groups[", i,
-                  "]: @embedding needs the model (build_optimizer's model argument)");
+      OCTET_USAGE_CHECK(
+          glob.empty() || glob[0] != '@' || glob == "@1d" || glob == "@embedding", "recipe optimizer.param_groups[", i,
+          "]: unknown selector '", glob,
+          "' (known: @1d, every parameter of fewer than 2 dimensions; @embedding, the embeddings' weights)");
+      OCTET_USAGE_CHECK(glob != "@embedding" || model != nullptr, "recipe optimizer.param_groups[", i,
+                        "]: @embedding needs the model (build_optimizer's model argument)");
       const bool any =
           std::any_of(params.begin(), params.end(), [&](const auto& p) { return selects(glob, p, embeddings); });
-      OCTET_CHECK(any, "recipe optimizer.param_groups[", i, "]: params pattern '", glob,
-                  "' matches no parameter of the model ('*' matches any run of characters; the parameters: ",
-                  some_names(params), ")");
+      OCTET_USAGE_CHECK(any, "recipe optimizer.param_groups[", i, "]: params pattern '", glob,
+                        "' matches no parameter of the model ('*' matches any run of characters; the parameters: ",
+                        some_names(params), ")");
     }
   std::vector<NamedTensors> out(specs.size() + 1);
   for (const auto& p : params) {
@@ -258,9 +265,9 @@ std::vector<NamedTensors> split_params(const std::vector<ParamGroupSpec>& specs,
     out[g].push_back(p);
   }
   for (size_t i = 0; i < specs.size(); ++i)
-    OCTET_CHECK(!out[i + 1].empty(), "recipe optimizer.param_groups[", i,
-                "]: every parameter its params match is in an earlier group (a parameter takes the first group "
-                "that matches it)");
+    OCTET_USAGE_CHECK(!out[i + 1].empty(), "recipe optimizer.param_groups[", i,
+                      "]: every parameter its params match is in an earlier group (a parameter takes the first group "
+                      "that matches it)");
   return out;
 }
 
@@ -270,8 +277,16 @@ std::shared_ptr<Module> build_model_from(const Recipe& r, int64_t vocab_size) {
   ModelOptions o;
   const SectionKeys keys(r, "model");
   for (const OptionInfo& f : o.option_table()) o.set_option(f.name, option_value(keys, f));
-  if (const auto p = o.range_problem()) OCTET_FAIL(keys.where(p->key), ": ", p->text);  // the recipe checked them
-  return build_model(o.vocab_size(vocab_size));
+  if (const auto p = o.range_problem()) OCTET_USAGE_FAIL(keys.where(p->key), ": ", p->text);  // the recipe checked them
+  // A model that cannot be built from the recipe's values (a width no head count divides): the
+  // recipe's error, before anything is written.
+  try {
+    return build_model(o.vocab_size(vocab_size));
+  } catch (const UsageError&) {
+    throw;
+  } catch (const Error& e) {
+    OCTET_USAGE_FAIL("recipe model: cannot build model '", r.text("model.name"), "' from its keys: ", e.what());
+  }
 }
 
 std::unique_ptr<Optimizer> build_optimizer(const Recipe& r, const NamedTensors& params, const Module* model) {
@@ -297,8 +312,8 @@ std::shared_ptr<LrSchedule> build_schedule(const Recipe& r, std::shared_ptr<Plat
   const std::string name = r.text("schedule.name");
   const double epochs = static_cast<double>(r.integer("train.epochs"));
   const double warmup = r.real("schedule.warmup_epochs");
-  OCTET_CHECK(warmup >= 0 && warmup < epochs, "recipe schedule.warmup_epochs: expected 0 <= value < train.epochs (",
-              epochs, "), got ", warmup);
+  OCTET_USAGE_CHECK(warmup >= 0 && warmup < epochs,
+                    "recipe schedule.warmup_epochs: expected 0 <= value < train.epochs (", epochs, "), got ", warmup);
   std::shared_ptr<LrSchedule> main;
   if (name == "constant")
     main = constant_schedule();
@@ -310,13 +325,13 @@ std::shared_ptr<LrSchedule> build_schedule(const Recipe& r, std::shared_ptr<Plat
     main = cosine_schedule(epochs - warmup, r.real("schedule.eta_min") / r.real("optimizer.lr"));
   else if (name == "plateau") {
     const double gamma = r.real("schedule.gamma");
-    OCTET_CHECK(gamma > 0 && gamma <= 1, "recipe schedule.gamma: plateau expects 0 < gamma <= 1, got ", gamma);
+    OCTET_USAGE_CHECK(gamma > 0 && gamma <= 1, "recipe schedule.gamma: plateau expects 0 < gamma <= 1, got ", gamma);
     auto p = std::make_shared<PlateauSchedule>(gamma, r.integer("schedule.patience"));
     if (plateau) *plateau = p;
     main = p;
   } else
-    OCTET_FAIL("recipe schedule.name: unknown schedule '", name,
-               "' (known: constant, step, multistep, cosine, plateau)");
+    OCTET_USAGE_FAIL("recipe schedule.name: unknown schedule '", name,
+                     "' (known: constant, step, multistep, cosine, plateau)");
   if (warmup > 0) return linear_warmup_schedule(warmup, r.real("schedule.warmup_start"), main);
   return main;
 }
@@ -325,7 +340,7 @@ quant::Int8Config int8_config_from(const Recipe& r) {
   quant::Int8Config c;
   const SectionKeys keys(r, "quant");
   for (const OptionInfo& f : c.option_table()) c.set_option(f.name, option_value(keys, f));
-  if (const auto p = c.range_problem()) OCTET_FAIL(keys.where(p->key), ": ", p->text);  // the recipe checked them
+  if (const auto p = c.range_problem()) OCTET_USAGE_FAIL(keys.where(p->key), ": ", p->text);  // the recipe checked them
   return c;
 }
 
@@ -338,7 +353,7 @@ std::vector<quant::Int8Module> build_int8(const Recipe& r, Module& model) {
     try {
       for (quant::Int8Module& l : enable(model, int8_config_from(r), keep, seed)) layers.push_back(std::move(l));
     } catch (const Error& e) {
-      OCTET_FAIL(r.where(key), ": cannot train model '", r.text("model.name"), "' in INT8: ", e.what());
+      OCTET_USAGE_FAIL(r.where(key), ": cannot train model '", r.text("model.name"), "' in INT8: ", e.what());
     }
   };
   convert("quant.int8_conv", quant::enable_int8);

@@ -94,8 +94,12 @@ CheckpointModel open_checkpoint_model(const std::string& path_in, int64_t thread
   }
   use_threads(threads, command + " --threads");
   const int64_t vocab = is_language_model(m.recipe) ? checkpoint_vocabulary(m.checkpoint).size() : 0;
-  m.model = build_model_from(m.recipe, vocab);
-  build_int8(m.recipe, *m.model);  // an INT8-trained model runs through its INT8 layers
+  try {  // the stored recipe's model: one that cannot be built is a corrupt checkpoint, not a usage error
+    m.model = build_model_from(m.recipe, vocab);
+    build_int8(m.recipe, *m.model);  // an INT8-trained model runs through its INT8 layers
+  } catch (const UsageError& e) {
+    OCTET_FAIL(m.path, ": ", e.what());
+  }
   if (m.checkpoint.quant_assignment.empty())
     load_model_from(*m.model, m.checkpoint.model, m.path,
                     "the model its recipe builds (model.name " + m.recipe.text("model.name") + ")");

@@ -74,7 +74,7 @@ class LanguageModelTask : public Task {
       try {
         all = batchify(ids, batch);
       } catch (const Error& e) {
-        OCTET_FAIL("recipe ", key, ": ", name, ": ", e.what());
+        OCTET_USAGE_FAIL("recipe ", key, ": ", name, ": ", e.what());
       }
       const Rows mine = rows_of(batch, rank(), ranks());
       return mine.count == 0 ? BpttSegments() : BpttSegments(all.narrow(0, mine.begin, mine.count), bptt_);
