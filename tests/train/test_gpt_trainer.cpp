@@ -83,7 +83,11 @@ TEST(GptTrainer, LearnsAndGenerates) {
   EXPECT_EQ(cached.output, uncached.output);
   std::vector<std::string> bad = args;
   bad[9] = "1.5";  // --top-p
-  EXPECT_NE(run_octet(bad).status, 0);
+  EXPECT_EQ(run_octet(bad).status, 2);  // a usage error, whichever check finds it
+  bad[9] = "0";
+  const OctetRun zero_p = run_octet(bad);
+  EXPECT_EQ(zero_p.status, 2) << zero_p.output;
+  expect_output(zero_p, "generate --top-p: expected in (0, 1], got 0");
   // Decoding through PrecisionBatching's kernels (every Linear but lm_head), cached or not.
   const auto pb = cli::GenerateOptions(o).pbatch("w=8,a=16");
   const auto pb_ids = sample(pb);

@@ -72,7 +72,7 @@ GenerateResult generate_text(const std::string& checkpoint, const GenerateOption
   if (const auto p = opts.range_problem()) {
     std::string flag = p->key;
     std::replace(flag.begin(), flag.end(), '_', '-');
-    OCTET_FAIL("generate --", flag, ": ", p->text);
+    OCTET_USAGE_FAIL("generate --", flag, ": ", p->text);
   }
   CheckpointModel m = open_checkpoint_model(checkpoint, opts.threads_, opts.device_, "generate");
   auto* lstm = dynamic_cast<LstmLm*>(m.model.get());
