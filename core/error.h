@@ -32,6 +32,19 @@ class UsageError : public Error {
   using Error::Error;
 };
 
+// fn()'s Errors as UsageErrors: for what the user asked for (a recipe, a command-line value) when
+// the code that judges it throws plain Errors (a parser shared with files octet wrote itself).
+template <typename Fn>
+auto as_usage_error(Fn&& fn) -> decltype(fn()) {
+  try {
+    return fn();
+  } catch (const UsageError&) {
+    throw;
+  } catch (const Error& e) {
+    throw UsageError(e.what());
+  }
+}
+
 namespace detail {
 template <typename... Args>
 std::string str_cat(Args&&... args) {

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "core/device.h"
 #include "tests/train/octet_process.h"
 
 namespace octet::train {
@@ -196,6 +197,37 @@ TEST(CommandLine, InspectAndEvalTakeRunFolders) {
   r = run_octet({"eval", dir.path() + "/runs/lm", "--data", dir.path() + "/mnist"});
   EXPECT_EQ(r.status, 2);
   expect_output(r, "--data " + dir.path() + "/mnist: data.dataset toy_grammar is generated, not read from a folder");
+}
+
+// Values of eval's, export's and sweep's options that octet cannot use exit 2 (a usage error), as
+// CLI11's own checks do, with the option named; a GPU the machine lacks stays a failed command (1).
+TEST(CommandLine, OptionValuesOctetCannotUseAreUsageErrors) {
+  TempDir dir;
+  write_mnist(dir.path() + "/mnist", 32, 16);
+  ASSERT_EQ(run_octet(train_args(dir, {"train.max_steps=1", "log.run_name=r"})).status, 0);
+  const std::string run = dir.path() + "/runs/r", out = dir.path() + "/x.safetensors";
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"eval", run, "--pbatch", "w=3,a=99"}, "--pbatch 'w=3,a=99': a (activation bits) must be in 2..32, got 99"},
+      {{"eval", run, "--pbatch", "w4a16"}, "'w4a16' is not key=value"},
+      {{"eval", run, "--pbatch", dir.path() + "/no_plan.yaml"}, "--pbatch: cannot read the plan file"},
+      {{"eval", run, "--pbatch", "w=4,a=8", "--int8"}, "give --pbatch or --int8, not both"},
+      {{"eval", run, "--device", "tpu"}, "eval --device: 'tpu' is not a device (expected cpu, cuda or cuda:N)"},
+      {{"export", run, "--pbatch", "w=9,a=8", "-o", out}, "w (weight bits) must be in 1..8, got 9"},
+      {{"sweep", run, "--w-bits", "0", "-o", dir.path() + "/sw"}, "sweep --w-bits/--a-bits"},
+      {{"sweep", run, "--search", "--budget", "-1", "-o", dir.path() + "/sw"}, "sweep --budget: expected a number >= 0"},
+  };
+  for (const auto& [args, message] : cases) {
+    const OctetRun r = run_octet(args);
+    EXPECT_EQ(r.status, 2) << args[2] << " " << args[3] << ": " << r.output;
+    expect_output(r, message);
+  }
+  EXPECT_FALSE(std::filesystem::exists(out));
+  EXPECT_FALSE(std::filesystem::exists(dir.path() + "/sw"));
+  if (cuda_device_count() == 0) {
+    const OctetRun r = run_octet({"eval", run, "--device", "cuda"});
+    EXPECT_EQ(r.status, 1) << r.output;
+    expect_output(r, "needs");
+  }
 }
 
 // Ctrl-C (SIGINT) and SIGTERM save the run and exit 128 + the signal, as a shell reports a process

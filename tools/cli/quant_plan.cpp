@@ -112,9 +112,9 @@ quant::PrecisionPlan precision_plan(const std::string& arg) {
 }
 
 std::optional<quant::PrecisionPlan> cli_plan(const std::string& pbatch, bool int8) {
-  OCTET_CHECK(pbatch.empty() || !int8, "give --pbatch or --int8, not both");
+  OCTET_USAGE_CHECK(pbatch.empty() || !int8, "give --pbatch or --int8, not both");
   if (int8) return quant::uniform_plan(quant::QuantSpec::int8(), "--int8");
-  if (!pbatch.empty()) return precision_plan(pbatch);
+  if (!pbatch.empty()) return as_usage_error([&] { return precision_plan(pbatch); });  // the user's spec or plan file
   return std::nullopt;
 }
 

@@ -135,14 +135,18 @@ quant::PbConfig pb_config_for(int w_bits, int a_bits, const std::string& scheme)
 }
 
 SweepResult run_sweep(const std::string& path, const SweepOptions& opts) {
-  OCTET_CHECK(!opts.w_bits.empty() && !opts.a_bits.empty(), "sweep: give at least one weight and activation width");
-  OCTET_CHECK(!opts.schemes.empty(), "sweep --scheme: give at least one scheme (octet, paper)");
-  for (const std::string& s : opts.schemes)
-    for (int w : opts.w_bits)
-      for (int a : opts.a_bits) quant::check_pb_config(pb_config_for(w, a, s), "sweep --w-bits/--a-bits");
+  // The command line's values: a usage error (exit 2) before the checkpoint is read.
+  OCTET_USAGE_CHECK(!opts.w_bits.empty() && !opts.a_bits.empty(),
+                    "sweep: give at least one weight and activation width");
+  OCTET_USAGE_CHECK(!opts.schemes.empty(), "sweep --scheme: give at least one scheme (octet, paper)");
+  as_usage_error([&] {
+    for (const std::string& s : opts.schemes)
+      for (int w : opts.w_bits)
+        for (int a : opts.a_bits) quant::check_pb_config(pb_config_for(w, a, s), "sweep --w-bits/--a-bits");
+  });
   for (int n : opts.same_bits)
-    OCTET_CHECK(n >= 1 && n <= quant::kPbMaxWeightBits, "sweep --same-bits: expected bits in 1..",
-                quant::kPbMaxWeightBits, ", got ", n);
+    OCTET_USAGE_CHECK(n >= 1 && n <= quant::kPbMaxWeightBits, "sweep --same-bits: expected bits in 1..",
+                      quant::kPbMaxWeightBits, ", got ", n);
   detail::SweepModel s = detail::open_sweep_model(path, opts, "sweep");
   SweepResult r;
   r.checkpoint = s.m.path;

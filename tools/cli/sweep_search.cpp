@@ -29,9 +29,10 @@ Budget parse_budget(const std::string& text) {
   } catch (const std::exception&) {
     used = 0;
   }
-  OCTET_CHECK(used == t.size() && used > 0 && std::isfinite(b.value) && b.value >= 0, "sweep --budget: expected ",
-              "a number >= 0, relative to FP32's quality with '%' (1%) or in the metric's units (0.5: accuracy points ",
-              "or perplexity), got '", text, "'");
+  OCTET_USAGE_CHECK(
+      used == t.size() && used > 0 && std::isfinite(b.value) && b.value >= 0, "sweep --budget: expected ",
+      "a number >= 0, relative to FP32's quality with '%' (1%) or in the metric's units (0.5: accuracy points ",
+      "or perplexity), got '", text, "'");
   return b;
 }
 

@@ -969,29 +969,13 @@ Recipe Recipe::parse(const std::string& yaml, const std::string& source, const s
   return r;
 }
 
-namespace {
-
-// A recipe parsed by `parse`, its errors as UsageErrors: a recipe or override that is wrong is the
-// user's request, and the CLI exits 2 for it.
-Recipe as_usage(const std::function<Recipe()>& parse) {
-  try {
-    return parse();
-  } catch (const UsageError&) {
-    throw;
-  } catch (const Error& e) {
-    throw UsageError(e.what());
-  }
-}
-
-}  // namespace
-
 Recipe parse_recipe(const std::string& yaml, const std::string& source, const std::vector<std::string>& overrides) {
-  return as_usage([&] { return Recipe::parse(yaml, source, overrides, false); });
+  return as_usage_error([&] { return Recipe::parse(yaml, source, overrides, false); });
 }
 
 Recipe parse_stored_recipe(const std::string& yaml, const std::string& source,
                            const std::vector<std::string>& overrides) {
-  return as_usage([&] { return Recipe::parse(yaml, source, overrides, true); });
+  return as_usage_error([&] { return Recipe::parse(yaml, source, overrides, true); });
 }
 
 Recipe load_recipe(const std::string& path, const std::vector<std::string>& overrides) {

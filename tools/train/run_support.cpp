@@ -43,7 +43,7 @@ Device usable_device(const std::string& text, const std::string& what) {
   try {
     d = Device::parse(text);
   } catch (const Error&) {
-    OCTET_FAIL(what, ": '", text, "' is not a device (expected cpu, cuda or cuda:N)");
+    OCTET_USAGE_FAIL(what, ": '", text, "' is not a device (expected cpu, cuda or cuda:N)");
   }
   if (d.is_cpu()) return d;
   OCTET_CHECK(cuda_compiled(), what, ": '", text, "' needs the CUDA backend, which this build does not have ",
