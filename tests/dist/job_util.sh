@@ -35,3 +35,12 @@ left_after_exit() {
     echo "$p $(awk '{print "state " $3}' "/proc/$p/stat" 2>/dev/null) $(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | cut -c1-120)"
   done
 }
+# two_process_cli MPIEXEC: for a script that runs `octet` as a 2-process job: a temporary folder,
+# $work, made the current one and removed at exit, and the job's launcher in the array $mpi (one
+# thread per process).
+two_process_cli() {
+  work=$(mktemp -d)
+  trap 'rm -rf "$work"' EXIT
+  cd "$work" || exit 1
+  mpi=("$1" --oversubscribe --allow-run-as-root -np 2 -x OMP_NUM_THREADS=1)
+}

@@ -8,10 +8,8 @@
 #   bash tests/dist/resume_cli.sh <mpiexec> <octet> <recipe>
 set -uo pipefail
 mpiexec=$1 octet=$2 recipe=$3
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-cd "$work"
-mpi=("$mpiexec" --oversubscribe --allow-run-as-root -np 2 -x OMP_NUM_THREADS=1)
+source "$(dirname "$0")/job_util.sh"
+two_process_cli "$mpiexec"
 common=(train.threads=1 log.progress=false train.dist_timeout_s=60 quant.int8_linear=true train.precision=bf16
   optimizer.state_bits=4 train.shard_optimizer=true)
 fail() { cat "$work"/*.txt; echo "resume_cli: $1"; exit 1; }

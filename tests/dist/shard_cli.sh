@@ -8,10 +8,8 @@
 #   bash tests/dist/shard_cli.sh <mpiexec> <octet> <recipe>
 set -uo pipefail
 mpiexec=$1 octet=$2 recipe=$3
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-cd "$work"
-mpi=("$mpiexec" --oversubscribe --allow-run-as-root -np 2 -x OMP_NUM_THREADS=1)
+source "$(dirname "$0")/job_util.sh"
+two_process_cli "$mpiexec"
 common=(train.threads=1 data.workers=0 train.batch_size=32 log.progress=false train.dist_timeout_s=30
   optimizer.name=adam optimizer.lr=0.001 optimizer.state_bits=8 optimizer.min_8bit_size=0 log.run_name=z)
 fail() { cat "$work"/*.txt; echo "shard_cli: $1"; exit 1; }
