@@ -124,12 +124,15 @@ std::string final_layer_name(const Module& model) {
 std::vector<ConvertedLayer> convert_model(Module& model, const PrecisionPlan& plan) {
   const std::string src = plan.source.empty() ? std::string("precision plan") : plan.source;
   std::vector<ConvertedLayer> layers = quantizable_layers(model);
-  OCTET_CHECK(!layers.empty(), src, ": the model (", model.type_name(), ") has no Linear or LSTM layers to quantize");
+  // What the plan asks of this model (a usage error: the CLI exits 2).
+  OCTET_USAGE_CHECK(!layers.empty(), src, ": the model (", model.type_name(),
+                    ") has no Linear or LSTM layers to quantize");
   std::set<std::string> names;
   for (const auto& l : layers) names.insert(l.name);
   for (const auto& [name, p] : plan.layers)
-    OCTET_CHECK(names.count(name), src, ": '", name, "' is not a quantizable layer of the model; its Linear and LSTM ",
-                "layers are: ", layer_list(layers));
+    OCTET_USAGE_CHECK(
+        names.count(name), src, ": '", name,
+        "' is not a quantizable layer of the model; its Linear and LSTM layers are: ", layer_list(layers));
   const std::string final_layer = final_layer_name(model);
   std::map<std::string, std::shared_ptr<Module>> modules;
   for (const auto& [name, m] : model.named_modules()) modules.emplace(name, m);

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <csignal>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "core/device.h"
@@ -206,15 +207,19 @@ TEST(CommandLine, OptionValuesOctetCannotUseAreUsageErrors) {
   write_mnist(dir.path() + "/mnist", 32, 16);
   ASSERT_EQ(run_octet(train_args(dir, {"train.max_steps=1", "log.run_name=r"})).status, 0);
   const std::string run = dir.path() + "/runs/r", out = dir.path() + "/x.safetensors";
+  const std::string plan = dir.path() + "/plan.yaml";  // a layer the model lacks
+  std::ofstream(plan) << "nosuch: {w: 4, a: 8}\n";
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"eval", run, "--pbatch", "w=3,a=99"}, "--pbatch 'w=3,a=99': a (activation bits) must be in 2..32, got 99"},
       {{"eval", run, "--pbatch", "w4a16"}, "'w4a16' is not key=value"},
       {{"eval", run, "--pbatch", dir.path() + "/no_plan.yaml"}, "--pbatch: cannot read the plan file"},
       {{"eval", run, "--pbatch", "w=4,a=8", "--int8"}, "give --pbatch or --int8, not both"},
+      {{"eval", run, "--pbatch", plan}, "'nosuch' is not a quantizable layer of the model"},
       {{"eval", run, "--device", "tpu"}, "eval --device: 'tpu' is not a device (expected cpu, cuda or cuda:N)"},
       {{"export", run, "--pbatch", "w=9,a=8", "-o", out}, "w (weight bits) must be in 1..8, got 9"},
       {{"sweep", run, "--w-bits", "0", "-o", dir.path() + "/sw"}, "sweep --w-bits/--a-bits"},
-      {{"sweep", run, "--search", "--budget", "-1", "-o", dir.path() + "/sw"}, "sweep --budget: expected a number >= 0"},
+      {{"sweep", run, "--search", "--budget", "-1", "-o", dir.path() + "/sw"},
+       "sweep --budget: expected a number >= 0"},
   };
   for (const auto& [args, message] : cases) {
     const OctetRun r = run_octet(args);
