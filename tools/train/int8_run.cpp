@@ -127,9 +127,10 @@ std::string Int8Run::summary() const {
 }
 
 NamedTensors Int8Run::state_dict(const dist::ProcessGroup* group) const {
-  // Several processes: every rank's per-rank stats, gathered (f64 holds each f32 exactly).
+  // Several processes: every rank's per-rank stats, gathered (f64 holds each f32 exactly). A run
+  // without INT8 layers has none on any rank (the ranks train one recipe): no collective.
   Tensor ranks;  // [size, layers x per-rank fields]
-  if (group && group->size() > 1) {
+  if (group && group->size() > 1 && !layers_.empty()) {
     std::vector<double> mine;
     for (const quant::Int8Module& l : layers_)
       for (const StatField& f : kStatFields)
