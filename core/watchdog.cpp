@@ -1,5 +1,6 @@
 #include "core/watchdog.h"
 
+#include <exception>
 #include <utility>
 #include <vector>
 
@@ -27,13 +28,20 @@ Watchdog::Id Watchdog::watch(Work work) {
 }
 
 Watchdog::Outcome Watchdog::check(Work& work, std::string* message) {
-  if (work.finished && work.finished()) return Outcome::finished;
-  if (work.failure) {
-    std::string why = work.failure();
-    if (!why.empty()) {
-      *message = std::move(why);
-      return Outcome::failed;
+  // A callback that throws (an event's query meeting a sticky CUDA error) fails its item: on this
+  // thread the exception would end the process.
+  try {
+    if (work.finished && work.finished()) return Outcome::finished;
+    if (work.failure) {
+      std::string why = work.failure();
+      if (!why.empty()) {
+        *message = std::move(why);
+        return Outcome::failed;
+      }
     }
+  } catch (const std::exception& e) {
+    *message = work.what + ": " + e.what();
+    return Outcome::failed;
   }
   if (Clock::now() > work.deadline) {
     *message = work.what + ": not finished by its deadline";
@@ -56,7 +64,13 @@ void Watchdog::run() {
       std::string message;
       const Outcome outcome = check(item->work, &message);
       if (outcome == Outcome::pending) continue;
-      if (outcome != Outcome::finished && item->work.abort) item->work.abort();
+      if (outcome != Outcome::finished && item->work.abort) {
+        try {
+          item->work.abort();
+        } catch (const std::exception& e) {
+          message += std::string("; its abort failed: ") + e.what();
+        }
+      }
       std::lock_guard<std::mutex> relock(mutex_);
       if (item->detached) {
         items_.erase(id);

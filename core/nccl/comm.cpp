@@ -220,13 +220,20 @@ Request enqueue(const Peers& p, int device, const char* what, Call call) {
   r.impl_->timeout_s = p.timeout_s;
   r.impl_->done.record(c->stream);
   // The watchdog's callbacks hold what they use (an Event shares its handle): the request may be
-  // gone when they run.
+  // gone when they run. Done means done on a communicator still whole: an abort (another
+  // collective's failure or time-out) stops its kernels, so the done events of the others behind it
+  // complete too, over buffers the collectives never finished; those read as failed.
   const cuda::Event done = r.impl_->done;
   const std::shared_ptr<CommState> state = c->state;
+  const auto finished = [done, state] {
+    if (!done.query()) return false;
+    std::lock_guard<std::mutex> lock(state->mutex);
+    return !state->aborted;
+  };
   r.impl_->watched = watchdog().watch({what,
                                        Watchdog::Clock::now() + std::chrono::duration_cast<Watchdog::Clock::duration>(
                                                                     std::chrono::duration<double>(p.timeout_s)),
-                                       [done] { return done.query(); }, [state] { return async_failure(*state); },
+                                       finished, [state] { return async_failure(*state); },
                                        [state] { abort_communicator(*state); }});
   return r;
 }

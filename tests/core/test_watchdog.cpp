@@ -2,7 +2,7 @@
 // time-out (core/nccl/comm.cpp), with stand-in work: finished work ends without an abort; failed
 // and late work is aborted exactly once on the watchdog's thread; an abort releases a caller stuck
 // on something else (the way aborting a communicator releases a stream synchronize); waiting runs
-// the caller's between-hook; detached work is still watched.
+// the caller's between-hook; detached work is still watched; a callback that throws fails its item.
 #include "core/watchdog.h"
 
 #include <gtest/gtest.h>
@@ -11,6 +11,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <thread>
 
@@ -133,6 +134,29 @@ TEST(Watchdog, DetachedWorkIsStillAbortedAndThenForgotten) {
   EXPECT_EQ(w.aborts, 1);
   for (int i = 0; i < 1000 && dog.size() > 0; ++i) std::this_thread::sleep_for(1ms);
   EXPECT_EQ(dog.size(), 0u);
+}
+
+// A callback that throws on the watchdog's thread (a CUDA event's query meeting a sticky error)
+// fails its item with the exception's message; an abort that throws adds its message. The process
+// goes on (an exception escaping that thread would end it) and so does the watchdog.
+TEST(Watchdog, ACallbackThatThrowsFailsItsItem) {
+  Watchdog dog;
+  std::atomic<int> aborts{0};
+  const Watchdog::Id id = dog.watch({"all_reduce", Watchdog::Clock::now() + 60s,
+                                     []() -> bool { throw std::runtime_error("cudaEventQuery: an illegal address"); },
+                                     [] { return std::string(); },
+                                     [&] {
+                                       ++aborts;
+                                       throw std::runtime_error("abort refused");
+                                     }});
+  std::string why;
+  EXPECT_EQ(dog.wait(id, &why), Watchdog::Outcome::failed);
+  EXPECT_EQ(why, "all_reduce: cudaEventQuery: an illegal address; its abort failed: abort refused");
+  EXPECT_EQ(aborts, 1);
+  FakeWork later;
+  const Watchdog::Id next = dog.watch(later.work("broadcast", 60s));
+  later.done = true;
+  EXPECT_EQ(dog.wait(next), Watchdog::Outcome::finished);
 }
 
 TEST(Watchdog, StopsWithWorkPending) {
