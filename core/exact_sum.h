@@ -19,7 +19,8 @@ class ExactSum {
  public:
   // 32 bits of the fixed-point number per digit, from 2^-1074 (the least subnormal) up: 70 digits
   // cover every finite double with 2^63 additions of headroom. Carries are deferred (each digit is
-  // a signed 64-bit count) and propagated when 2^30 additions could have reached a digit.
+  // a signed 64-bit count) and propagated when 2^30 additions could have reached a digit. The
+  // arithmetic is core/exact_digits.h's, which CUDA kernels share.
   static constexpr int kDigits = 70;
   // The serialized form (words()): the digits, then the non-finite flags.
   static constexpr int kWords = kDigits + 1;
@@ -30,7 +31,9 @@ class ExactSum {
   // The sum, rounded to the nearest double (ties to even); overflow reads +-inf.
   double value() const;
 
-  // The state as kWords int64 values, for collectives (dist all_gather), and back.
+  // The state as kWords int64 values, for collectives (dist all_gather), and back; from_words also
+  // takes digits whose carries are pending (each word any int64: a GPU accumulator's,
+  // core/exact_digits.h).
   std::array<int64_t, kWords> words() const;
   static ExactSum from_words(std::span<const int64_t> words);
 

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cmath>
+#include <cstdint>
 
 #include "core/hostdevice.h"
 
@@ -241,6 +242,13 @@ OCTET_HD inline double trust_ratio(double numerator, double denominator) {
   if (numerator == 0.0 || denominator == 0.0) return 1.0;
   return numerator / denominator;
 }
+
+// The norms of whole parameters (LAMB, LARS, clip_grad_norm) are sums over units of kSumUnit
+// elements counted from the parameter's (or its shard's) first: each unit's terms added in double in
+// element order, the units' sums added exactly (ExactSum), on the CPU (optim/cpu/layerwise.h) and
+// on CUDA (optim/cuda/update.cu) alike. 64, the smallest 8-bit block size (StateOptions::
+// block_size), so every shard boundary is a unit boundary.
+inline constexpr int64_t kSumUnit = 64;
 
 // LAMB's r = ||p|| / ||u||, clamped to 1 with trust_clip.
 OCTET_HD inline double lamb_ratio(double p_sq, double u_sq, bool trust_clip) {

@@ -1,8 +1,8 @@
 // CPU reductions for the norms of whole parameters (LAMB, LARS, clip_grad_norm; optim/cpu/update.cpp;
-// the factors made of them, lamb_ratio() and lars_local_lr(), are in optim/update_rules.h, the CUDA
-// reductions in optim/cuda/). A sum is taken in units of kSumUnit elements counted from the
-// parameter's first: each unit's terms added in double in a fixed order, the units' sums added
-// exactly (ExactSum). So a norm depends on neither the thread count nor on how the parameter was
+// the factors made of them, lamb_ratio() and lars_local_lr(), are in optim/update_rules.h; the CUDA
+// reductions, which take the same sums, in optim/cuda/). A sum is taken in units of kSumUnit
+// elements counted from the parameter's first: each unit's terms added in double in a fixed order,
+// the units' sums added exactly (ExactSum). So a norm depends on neither the thread count nor on how the parameter was
 // split, as long as each piece starts on a unit: a shard of sharded optimizer state (Optimizer::
 // shard_state) starts on a block of at least 64 elements, and its ranks' sums added together are
 // the unsharded sum, bit for bit.
@@ -21,10 +21,6 @@
 #include "optim/update_rules.h"
 
 namespace octet {
-
-// Elements per unit: the smallest 8-bit block size (StateOptions::block_size), so every shard
-// boundary is a unit boundary.
-inline constexpr int64_t kSumUnit = 64;
 
 // K exact sums filled from blocks that may report from several threads. A block starts on a unit
 // (its begin is a multiple of kSumUnit); term(i, t) writes the K terms of the block's element i.

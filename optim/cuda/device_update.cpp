@@ -5,10 +5,12 @@
 // one-element device tensor that its update kernel reads, so no update waits for the device.
 // Built with OCTET_CUDA only.
 #include <algorithm>
+#include <array>
 #include <type_traits>
 #include <vector>
 
 #include "core/cuda/kernels.h"
+#include "core/exact_sum.h"
 #include "optim/blockwise_state.h"
 #include "optim/cuda/kernels.h"
 #include "optim/cuda/update.h"
@@ -168,8 +170,9 @@ void with_state(ParamState& state, const Tensor& param, const char* name, Dense 
 Tensor device_scalar(DType dtype, const Tensor& param) {
   return empty({1}, TensorOptions(dtype).device(param.device()));
 }
-Tensor partials_for(int64_t n, int terms, const Tensor& param) {
-  return empty({std::max<int64_t>(1, cuda::sum_chunks(n) * terms)}, TensorOptions(DType::f64).device(param.device()));
+// A zeroed accumulator of `terms` exact sums (cuda::kExactWords int64 each) on param's device.
+Tensor exact_accumulator(int terms, const Tensor& param) {
+  return zeros({terms * cuda::kExactWords}, TensorOptions(DType::i64).device(param.device()));
 }
 
 template <typename Rule, typename T = typename Rule::Scalar>
@@ -193,31 +196,31 @@ void launch_update(const Rule& rule, const Tensor& param, const Tensor& grad, Pa
       });
 }
 
-// LAMB's pass 1 on the parameter's device (current): ||p||^2 and ||u||^2 partials per chunk.
+// LAMB's pass 1 on the parameter's device (current): ||p||^2 and ||u||^2, exactly.
 template <typename T>
-Tensor lamb_partials_of(const LambRule<T>& rule, const Tensor& param, const Tensor& grad, ParamState& state) {
+Tensor lamb_exact_sums_of(const LambRule<T>& rule, const Tensor& param, const Tensor& grad, ParamState& state) {
   const char* name = "Lamb";
   check_on(grad, param, name, "the gradient");
   const int64_t n = param.numel();
-  Tensor partials = partials_for(n, 2, param);
+  Tensor acc = exact_accumulator(2, param);
   const T* p = param.data<T>();
   const T* g = grad.data<T>();
-  double* parts = partials.data<double>();
+  int64_t* a = acc.data<int64_t>();
   if (auto* lb = dynamic_cast<LowBitState*>(&state)) {
     if constexpr (std::is_same_v<T, float>) {
       LowBitScratch unused;  // the read pass writes nothing
-      cuda::lamb_partials(rule, p, g, n, lowbit_view(*lb, param, name, unused, /*with_scratch=*/false), parts);
-      return partials;
+      cuda::lamb_exact_sums(rule, p, g, n, lowbit_view(*lb, param, name, unused, /*with_scratch=*/false), a);
+      return acc;
     } else {
       OCTET_FAIL(name, ": 4-bit state holds f32 parameters only");
     }
   }
   with_state<T>(
-      state, param, name, [&](const cuda::DenseView<T>& v) { cuda::lamb_partials(rule, p, g, n, v, parts); },
+      state, param, name, [&](const cuda::DenseView<T>& v) { cuda::lamb_exact_sums(rule, p, g, n, v, a); },
       [&](const cuda::QuantView& v) {
-        if constexpr (std::is_same_v<T, float>) cuda::lamb_partials(rule, p, g, n, v, parts);
+        if constexpr (std::is_same_v<T, float>) cuda::lamb_exact_sums(rule, p, g, n, v, a);
       });
-  return partials;
+  return acc;
 }
 
 }  // namespace
@@ -234,22 +237,22 @@ template <typename T>
 void lamb_update(const LambRule<T>& rule, double lr, bool trust_clip, const Tensor& param, const Tensor& grad,
                  ParamState& state) {
   const auto guard = on_device_of(param);
-  const Tensor partials = lamb_partials_of(rule, param, grad, state);
+  const Tensor acc = lamb_exact_sums_of(rule, param, grad, state);
   Tensor step = device_scalar(param.dtype(), param);
-  octet::cuda::lamb_finish(partials.data<double>(), octet::cuda::sum_chunks(param.numel()), lr, trust_clip,
-                           step.data<T>());
+  octet::cuda::lamb_finish(acc.data<int64_t>(), lr, trust_clip, step.data<T>());
   launch_update(rule, param, grad, state, "Lamb", static_cast<const T*>(step.data<T>()));
 }
 
 namespace {
-// `count` partials of `terms` doubles each ([chunk][term]) read back and added on the host: the
-// first passes of a sharded layer-wise step, whose sums are then added over the ranks.
-LayerSums host_sums(const Tensor& partials, int64_t count, int terms) {
-  const Tensor host = partials.to(Device::cpu());
-  const double* v = host.data<double>();
-  LayerSums out;
-  for (int64_t c = 0; c < count; ++c)
-    for (int k = 0; k < terms; ++k) out[static_cast<size_t>(k)].add(v[c * terms + k]);
+// An accumulator of `terms` exact sums read back: the first passes of a sharded layer-wise step,
+// whose sums are then added over the ranks.
+template <size_t K>
+std::array<ExactSum, K> host_sums(const Tensor& acc) {
+  const Tensor host = acc.to(Device::cpu());
+  const int64_t* words = host.data<int64_t>();
+  std::array<ExactSum, K> out;
+  for (size_t k = 0; k < K; ++k)
+    out[k] = ExactSum::from_words({words + k * octet::cuda::kExactWords, static_cast<size_t>(octet::cuda::kExactWords)});
   return out;
 }
 }  // namespace
@@ -257,18 +260,17 @@ LayerSums host_sums(const Tensor& partials, int64_t count, int terms) {
 template <typename T>
 LayerSums lamb_sums(const LambRule<T>& rule, const Tensor& param, const Tensor& grad, ParamState& state) {
   const auto guard = on_device_of(param);
-  return host_sums(lamb_partials_of(rule, param, grad, state), octet::cuda::sum_chunks(param.numel()), 2);
+  return host_sums<2>(lamb_exact_sums_of(rule, param, grad, state));
 }
 
 LayerSums lars_sums(const Tensor& param, const Tensor& grad) {
   const auto guard = on_device_of(param);
   check_on(grad, param, "LARS", "the gradient");
-  const int64_t n = param.numel();
-  Tensor partials = partials_for(n, 2, param);
+  Tensor acc = exact_accumulator(2, param);
   dispatch_float(param.dtype(), "LARS", [&]<typename T>() {
-    octet::cuda::square_pair_partials(param.data<T>(), grad.data<T>(), n, partials.data<double>());
+    octet::cuda::square_pair_exact_sums(param.data<T>(), grad.data<T>(), param.numel(), acc.data<int64_t>());
   });
-  return host_sums(partials, octet::cuda::sum_chunks(n), 2);
+  return host_sums<2>(acc);
 }
 
 template <typename T>
@@ -277,11 +279,9 @@ void lars_update(const LarsRule<T>& rule, double trust_coefficient, double weigh
   const char* name = "LARS";
   const auto guard = on_device_of(param);
   check_on(grad, param, name, "the gradient");
-  const int64_t n = param.numel();
-  Tensor partials = partials_for(n, 2, param), scale = device_scalar(param.dtype(), param);
-  double* parts = partials.data<double>();
-  octet::cuda::square_pair_partials(param.data<T>(), grad.data<T>(), n, parts);
-  octet::cuda::lars_finish(parts, octet::cuda::sum_chunks(n), trust_coefficient, weight_decay, eps, scale.data<T>());
+  Tensor acc = exact_accumulator(2, param), scale = device_scalar(param.dtype(), param);
+  octet::cuda::square_pair_exact_sums(param.data<T>(), grad.data<T>(), param.numel(), acc.data<int64_t>());
+  octet::cuda::lars_finish(acc.data<int64_t>(), trust_coefficient, weight_decay, eps, scale.data<T>());
   launch_update(rule, param, grad, state, name, static_cast<const T*>(scale.data<T>()));
 }
 
@@ -289,26 +289,19 @@ ExactSum sum_squares(const std::vector<Tensor>& xs) {
   if (xs.empty()) return {};
   const Tensor& first = xs.front();
   const auto guard = on_device_of(first);
-  // Every tensor's partials side by side, then one fixed-order sum of them all.
-  int64_t total = 0;
+  // Every tensor's squares into one accumulator (exact: as the CPU's sum of the tensors' sums),
+  // whose digits hold up to 2^31 units in all.
+  Tensor acc = exact_accumulator(1, first);
+  int64_t units = 0;
   for (const Tensor& x : xs) {
     OCTET_CHECK(x.device() == first.device(), "sum of squares: tensors on ", first.device(), " and ", x.device());
-    total += octet::cuda::sum_chunks(x.numel());
-  }
-  Tensor partials = empty({std::max<int64_t>(1, total)}, TensorOptions(DType::f64).device(first.device()));
-  Tensor sum = device_scalar(DType::f64, first);
-  double* parts = partials.data<double>();
-  int64_t offset = 0;
-  for (const Tensor& x : xs) {
+    units += (x.numel() + kSumUnit - 1) / kSumUnit;
+    OCTET_CHECK(units < (int64_t{1} << 31), "sum of squares: more than 2^37 elements");
     Tensor c = x.contiguous();
     dispatch_float(c.dtype(), "sum of squares",
-                   [&]<typename T>() { octet::cuda::square_partials(c.data<T>(), c.numel(), parts + offset); });
-    offset += octet::cuda::sum_chunks(c.numel());
+                   [&]<typename T>() { octet::cuda::square_exact_sums(c.data<T>(), c.numel(), acc.data<int64_t>()); });
   }
-  octet::cuda::sum_finish(parts, total, sum.data<double>());
-  ExactSum out;
-  out.add(sum.to(Device::cpu()).item<double>());  // the one host synchronization
-  return out;
+  return host_sums<1>(acc)[0];  // the one host synchronization
 }
 
 OCTET_OPTIM_INSTANTIATE_KERNELS()

@@ -11,9 +11,10 @@
 //   - 4-bit state: one warp per block of 128 elements, each lane four neighbouring elements (its
 //     two bytes of codes); block-wise buffers are re-encoded in registers as the 8-bit ones; a
 //     rank-1 buffer's new values go to scratch with atomic maxima, and a second kernel encodes them;
-//   - sums: fixed chunks, a fixed tree within each chunk, one block summing the partials in a fixed
-//     order, and a finishing functor turning the sums into a factor left in device memory (the
-//     layer-wise update reads it there: no host synchronization between the passes).
+//   - sums: the CPU's units (one thread adds a unit's terms in order), added exactly into digits
+//     (core/exact_digits.h) by 64-bit atomics, per thread block in shared memory, then into the
+//     accumulator; a one-thread kernel rounds them and turns them into a factor left in device
+//     memory (the layer-wise update reads it there: no host synchronization between the passes).
 #include "core/cuda/cuda_util.h"
 #include "optim/cuda/update.h"
 #include "quant/block_code.h"
@@ -25,8 +26,7 @@ namespace {
 constexpr int kUpdateThreads = 256;
 constexpr int kMaxPerThread = static_cast<int>(kMaxQuantBlock / kUpdateThreads);  // 16
 constexpr int kSumThreads = 256;
-constexpr int kSumPerThread = static_cast<int>(kSumChunk / kSumThreads);  // 16
-static_assert(kMaxQuantBlock % kUpdateThreads == 0 && kSumChunk % kSumThreads == 0, "chunks split evenly");
+static_assert(kMaxQuantBlock % kUpdateThreads == 0, "blocks split evenly");
 
 // ---- updates
 
@@ -307,61 +307,58 @@ __global__ void lowbit_encode_rank1_kernel(LowBitView q, int64_t n) {
 
 // ---- sums
 
-// Sums acc[k] over the block's kSumThreads threads by a fixed tree; the result is in thread 0.
-template <int K>
-__device__ inline void tree_sum(double (&acc)[K], double (&red)[K][kSumThreads]) {
-  const int tid = threadIdx.x;
-#pragma unroll
-  for (int k = 0; k < K; ++k) red[k][tid] = acc[k];
-  __syncthreads();
-  for (int half = kSumThreads / 2; half > 0; half >>= 1) {
-    if (tid < half) {
-#pragma unroll
-      for (int k = 0; k < K; ++k) red[k][tid] += red[k][tid + half];
-    }
-    __syncthreads();
+// What x adds to the digits at `digits` (kExactWords words): its parts, or its flag. Unsigned 64-bit
+// atomics add the signed parts modulo 2^64, which is their two's complement sum.
+__device__ inline void add_exact(unsigned long long* digits, double x) {
+  const exact::Parts p = exact::parts_of(x);
+  if (p.flag != 0) {
+    atomicOr(&digits[exact::kDigits], static_cast<unsigned long long>(p.flag));
+    return;
   }
 #pragma unroll
-  for (int k = 0; k < K; ++k) acc[k] = red[k][0];
+  for (int k = 0; k < 3; ++k)
+    if (p.part[k] != 0) atomicAdd(&digits[p.index + k], static_cast<unsigned long long>(p.part[k]));
 }
 
-// Chunk c = blockIdx.x: thread t adds the terms of elements c * kSumChunk + t + e * kSumThreads in
-// order of e, then the tree; partials[c * K + k].
+// Unit u (grid-stride) is elements u * kSumUnit ... in order, its K sums in double, added exactly
+// into the thread block's digits; the block then adds its digits into acc ([K][kExactWords]).
 template <int K, typename Terms>
-__global__ void __launch_bounds__(kSumThreads)
-    partial_sums_kernel(Terms terms, int64_t n, double* __restrict__ partials) {
-  __shared__ double red[K][kSumThreads];
-  const int64_t begin = static_cast<int64_t>(blockIdx.x) * kSumChunk;
-  double acc[K] = {};
-  for (int e = 0; e < kSumPerThread; ++e) {
-    const int64_t i = begin + threadIdx.x + static_cast<int64_t>(e) * kSumThreads;
-    if (i < n) {
+__global__ void __launch_bounds__(kSumThreads) exact_sums_kernel(Terms terms, int64_t n, int64_t* __restrict__ acc) {
+  __shared__ unsigned long long digits[K * kExactWords];
+  for (int j = threadIdx.x; j < K * kExactWords; j += blockDim.x) digits[j] = 0;
+  __syncthreads();
+  const int64_t units = (n + kSumUnit - 1) / kSumUnit;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t u = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; u < units; u += stride) {
+    double unit[K] = {};
+    const int64_t end = (u + 1) * kSumUnit < n ? (u + 1) * kSumUnit : n;
+    for (int64_t i = u * kSumUnit; i < end; ++i) {
       double t[K];
       terms(i, t);
 #pragma unroll
-      for (int k = 0; k < K; ++k) acc[k] += t[k];
+      for (int k = 0; k < K; ++k) unit[k] += t[k];
     }
-  }
-  tree_sum(acc, red);
-  if (threadIdx.x == 0) {
 #pragma unroll
-    for (int k = 0; k < K; ++k) partials[static_cast<int64_t>(blockIdx.x) * K + k] = acc[k];
+    for (int k = 0; k < K; ++k) add_exact(&digits[k * kExactWords], unit[k]);
+  }
+  __syncthreads();
+  auto* out = reinterpret_cast<unsigned long long*>(acc);
+  for (int j = threadIdx.x; j < K * kExactWords; j += blockDim.x) {
+    if (digits[j] == 0) continue;
+    if (j % kExactWords == exact::kDigits)
+      atomicOr(&out[j], digits[j]);
+    else
+      atomicAdd(&out[j], digits[j]);
   }
 }
 
-// One block: thread t adds partials t, t + kSumThreads, ... in order, then the tree; thread 0
-// hands the sums to `finish`.
+// One thread: acc's K sums rounded (ExactSum::value's rounding), handed to `finish`.
 template <int K, typename Finish>
-__global__ void __launch_bounds__(kSumThreads)
-    finish_sums_kernel(const double* __restrict__ partials, int64_t count, Finish finish) {
-  __shared__ double red[K][kSumThreads];
-  double acc[K] = {};
-  for (int64_t c = threadIdx.x; c < count; c += kSumThreads) {
+__global__ void exact_finish_kernel(const int64_t* __restrict__ acc, Finish finish) {
+  double s[K];
 #pragma unroll
-    for (int k = 0; k < K; ++k) acc[k] += partials[c * K + k];
-  }
-  tree_sum(acc, red);
-  if (threadIdx.x == 0) finish(acc);
+  for (int k = 0; k < K; ++k) s[k] = exact::value_of(acc + k * kExactWords, acc[k * kExactWords + exact::kDigits]);
+  finish(s);
 }
 
 // Terms: what one element adds to the sums.
@@ -439,24 +436,20 @@ struct LarsFinish {
   }
 };
 
-struct StoreFinish {
-  double* out;
-  __device__ void operator()(const double* s) const { *out = s[0]; }
-};
-
 template <int K, typename Terms>
-void launch_partials(const Terms& terms, int64_t n, double* partials, const char* what) {
+void launch_exact_sums(const Terms& terms, int64_t n, int64_t* acc, const char* what) {
   if (n <= 0) return;
-  const int64_t chunks = sum_chunks(n);
-  OCTET_CHECK(chunks <= 0x7fffffff, what, ": ", n, " elements exceed the grid");
-  partial_sums_kernel<K><<<static_cast<unsigned>(chunks), kSumThreads, 0, stream()>>>(terms, n, partials);
+  const int64_t units = (n + kSumUnit - 1) / kSumUnit;
+  // Each digit takes at most one part (< 2^32) per unit: 2^31 units keep every digit in an int64.
+  OCTET_CHECK(units < (int64_t{1} << 31), what, ": ", n, " elements exceed the exact accumulator");
+  const auto blocks = static_cast<unsigned>(std::min<int64_t>((units + kSumThreads - 1) / kSumThreads, 1024));
+  exact_sums_kernel<K><<<blocks, kSumThreads, 0, stream()>>>(terms, n, acc);
   OCTET_CUDA_LAUNCH(what);
 }
 
 template <int K, typename Finish>
-void launch_finish(const double* partials, int64_t count, const Finish& finish, const char* what) {
-  // count == 0 is fine: the sums are 0.
-  finish_sums_kernel<K><<<1, kSumThreads, 0, stream()>>>(partials, count, finish);
+void launch_finish(const int64_t* acc, const Finish& finish, const char* what) {
+  exact_finish_kernel<K><<<1, 1, 0, stream()>>>(acc, finish);
   OCTET_CUDA_LAUNCH(what);
 }
 
@@ -540,49 +533,44 @@ void lowbit_encode_rank1(const LowBitView& state, int64_t n) {
 }
 
 template <typename T>
-void lamb_partials(const LambRule<T>& rule, const T* p, const T* g, int64_t n, const DenseView<T>& state,
-                   double* partials) {
-  launch_partials<2>(LambTerms<T, DenseReader<T>>{rule, p, g, DenseReader<T>{state}}, n, partials,
-                     "cuda::lamb_partials (dense)");
+void lamb_exact_sums(const LambRule<T>& rule, const T* p, const T* g, int64_t n, const DenseView<T>& state,
+                     int64_t* acc) {
+  launch_exact_sums<2>(LambTerms<T, DenseReader<T>>{rule, p, g, DenseReader<T>{state}}, n, acc,
+                       "cuda::lamb_exact_sums (dense)");
 }
 
-void lamb_partials(const LambRule<float>& rule, const float* p, const float* g, int64_t n, const QuantView& state,
-                   double* partials) {
-  check_quant_view(state, "cuda::lamb_partials");
-  launch_partials<2>(LambTerms<float, QuantReader>{rule, p, g, QuantReader{state, log2_of(state.block_size)}}, n,
-                     partials, "cuda::lamb_partials (8-bit)");
+void lamb_exact_sums(const LambRule<float>& rule, const float* p, const float* g, int64_t n, const QuantView& state,
+                     int64_t* acc) {
+  check_quant_view(state, "cuda::lamb_exact_sums");
+  launch_exact_sums<2>(LambTerms<float, QuantReader>{rule, p, g, QuantReader{state, log2_of(state.block_size)}}, n,
+                       acc, "cuda::lamb_exact_sums (8-bit)");
 }
 
-void lamb_partials(const LambRule<float>& rule, const float* p, const float* g, int64_t n, const LowBitView& state,
-                   double* partials) {
-  check_lowbit_view(state, "cuda::lamb_partials");
-  launch_partials<2>(LambTerms<float, LowBitReader>{rule, p, g, LowBitReader{state}}, n, partials,
-                     "cuda::lamb_partials (4-bit)");
-}
-
-template <typename T>
-void lamb_finish(const double* partials, int64_t chunks, double lr, bool trust_clip, T* step) {
-  launch_finish<2>(partials, chunks, LambFinish<T>{lr, trust_clip, step}, "cuda::lamb_finish");
+void lamb_exact_sums(const LambRule<float>& rule, const float* p, const float* g, int64_t n, const LowBitView& state,
+                     int64_t* acc) {
+  check_lowbit_view(state, "cuda::lamb_exact_sums");
+  launch_exact_sums<2>(LambTerms<float, LowBitReader>{rule, p, g, LowBitReader{state}}, n, acc,
+                       "cuda::lamb_exact_sums (4-bit)");
 }
 
 template <typename T>
-void square_partials(const T* x, int64_t n, double* partials) {
-  launch_partials<1>(SquareTerms<T>{x}, n, partials, "cuda::square_partials");
+void lamb_finish(const int64_t* acc, double lr, bool trust_clip, T* step) {
+  launch_finish<2>(acc, LambFinish<T>{lr, trust_clip, step}, "cuda::lamb_finish");
 }
 
 template <typename T>
-void square_pair_partials(const T* x, const T* y, int64_t n, double* partials) {
-  launch_partials<2>(SquarePairTerms<T>{x, y}, n, partials, "cuda::square_pair_partials");
+void square_exact_sums(const T* x, int64_t n, int64_t* acc) {
+  launch_exact_sums<1>(SquareTerms<T>{x}, n, acc, "cuda::square_exact_sums");
 }
 
 template <typename T>
-void lars_finish(const double* partials, int64_t chunks, double trust_coefficient, double weight_decay, double eps,
-                 T* scale) {
-  launch_finish<2>(partials, chunks, LarsFinish<T>{trust_coefficient, weight_decay, eps, scale}, "cuda::lars_finish");
+void square_pair_exact_sums(const T* x, const T* y, int64_t n, int64_t* acc) {
+  launch_exact_sums<2>(SquarePairTerms<T>{x, y}, n, acc, "cuda::square_pair_exact_sums");
 }
 
-void sum_finish(const double* partials, int64_t count, double* out) {
-  launch_finish<1>(partials, count, StoreFinish{out}, "cuda::sum_finish");
+template <typename T>
+void lars_finish(const int64_t* acc, double trust_coefficient, double weight_decay, double eps, T* scale) {
+  launch_finish<2>(acc, LarsFinish<T>{trust_coefficient, weight_decay, eps, scale}, "cuda::lars_finish");
 }
 
 // ---- instantiations: every rule in f32 and f64 on dense state, in f32 on 8-bit and 4-bit state
@@ -606,12 +594,13 @@ OCTET_RULE(LarsRule)
 #undef OCTET_RULE
 #undef OCTET_DENSE_UPDATE
 
-#define OCTET_SUMS(T)                                                                                            \
-  template void lamb_partials<T>(const LambRule<T>&, const T*, const T*, int64_t, const DenseView<T>&, double*); \
-  template void lamb_finish<T>(const double*, int64_t, double, bool, T*);                                        \
-  template void square_partials<T>(const T*, int64_t, double*);                                                  \
-  template void square_pair_partials<T>(const T*, const T*, int64_t, double*);                                   \
-  template void lars_finish<T>(const double*, int64_t, double, double, double, T*);
+#define OCTET_SUMS(T)                                                                                         \
+  template void lamb_exact_sums<T>(const LambRule<T>&, const T*, const T*, int64_t, const DenseView<T>&,      \
+                                   int64_t*);                                                                 \
+  template void lamb_finish<T>(const int64_t*, double, bool, T*);                                             \
+  template void square_exact_sums<T>(const T*, int64_t, int64_t*);                                            \
+  template void square_pair_exact_sums<T>(const T*, const T*, int64_t, int64_t*);                             \
+  template void lars_finish<T>(const int64_t*, double, double, double, T*);
 OCTET_SUMS(float)
 OCTET_SUMS(double)
 #undef OCTET_SUMS

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "core/exact_digits.h"
 #include "optim/update_rules.h"
 #include "quant/cuda/blockwise.h"
 
@@ -72,36 +73,34 @@ void lowbit_update(const Rule& rule, float* p, const float* g, int64_t n, const 
 // After lowbit_update: the codes of every rank-1 buffer from its new values and new maxima.
 void lowbit_encode_rank1(const LowBitView& state, int64_t n);
 
-// ---- deterministic sums (layer-wise optimizers, clip_grad_norm)
-// A reduction over n elements writes one partial per chunk of kSumChunk elements (each of
-// `terms` doubles), summed in a fixed order within the chunk; a finish kernel then sums the
-// partials in a fixed order too. Neither depends on scheduling, so a sum is reproducible run to run.
-inline constexpr int64_t kSumChunk = 4096;
-inline int64_t sum_chunks(int64_t n) { return (n + kSumChunk - 1) / kSumChunk; }
+// ---- exact sums (layer-wise optimizers, clip_grad_norm), the CPU's (optim/cpu/layerwise.h): units
+// of kSumUnit elements from the first, each unit's terms added in double in element order by one
+// thread, the units' sums added exactly (core/exact_digits.h, 64-bit atomics: any order gives the
+// same digits) into an accumulator `acc` of terms x kExactWords int64 in device memory ([term]
+// [digits..., flags], as ExactSum::from_words reads them), which the caller zeroes; each call adds
+// to it. So a sum has the CPU's bits, and a sum over ranges that start on units is the whole's.
+inline constexpr int kExactWords = exact::kDigits + 1;  // ExactSum::kWords
 
-// LAMB's ||p||^2 and ||u||^2 (rule.terms), from the old state; partials: 2 * sum_chunks(n).
+// LAMB's ||p||^2 and ||u||^2 (rule.terms), from the old state; acc: 2 sums.
 template <typename T>
-void lamb_partials(const LambRule<T>& rule, const T* p, const T* g, int64_t n, const DenseView<T>& state,
-                   double* partials);
-void lamb_partials(const LambRule<float>& rule, const float* p, const float* g, int64_t n, const QuantView& state,
-                   double* partials);
+void lamb_exact_sums(const LambRule<T>& rule, const T* p, const T* g, int64_t n, const DenseView<T>& state,
+                     int64_t* acc);
+void lamb_exact_sums(const LambRule<float>& rule, const float* p, const float* g, int64_t n, const QuantView& state,
+                     int64_t* acc);
 // The same over 4-bit state (decoded as lowbit_update decodes it; the view's scratch is not used).
-void lamb_partials(const LambRule<float>& rule, const float* p, const float* g, int64_t n, const LowBitView& state,
-                   double* partials);
-// *step = T(lr * lamb_ratio(sums, trust_clip)) from `chunks` pairs of partials.
+void lamb_exact_sums(const LambRule<float>& rule, const float* p, const float* g, int64_t n, const LowBitView& state,
+                     int64_t* acc);
+// *step = T(lr * lamb_ratio(sums, trust_clip)) from acc's 2 sums.
 template <typename T>
-void lamb_finish(const double* partials, int64_t chunks, double lr, bool trust_clip, T* step);
+void lamb_finish(const int64_t* acc, double lr, bool trust_clip, T* step);
 
-// sum x^2 (partials: sum_chunks(n)), and sum x^2, sum y^2 (partials: 2 * sum_chunks(n)).
+// sum x^2 (acc: 1 sum), and sum x^2, sum of y's finite squares (acc: 2 sums).
 template <typename T>
-void square_partials(const T* x, int64_t n, double* partials);
+void square_exact_sums(const T* x, int64_t n, int64_t* acc);
 template <typename T>
-void square_pair_partials(const T* x, const T* y, int64_t n, double* partials);
-// *scale = T(lars_local_lr(sums, ...)) from `chunks` pairs of partials.
+void square_pair_exact_sums(const T* x, const T* y, int64_t n, int64_t* acc);
+// *scale = T(lars_local_lr(sums, ...)) from acc's 2 sums.
 template <typename T>
-void lars_finish(const double* partials, int64_t chunks, double trust_coefficient, double weight_decay, double eps,
-                 T* scale);
-// *out = the sum of `count` single partials.
-void sum_finish(const double* partials, int64_t count, double* out);
+void lars_finish(const int64_t* acc, double trust_coefficient, double weight_decay, double eps, T* scale);
 
 }  // namespace octet::cuda

@@ -1,13 +1,15 @@
 // ExactSum against a correctly rounded reference (Shewchuk's partials, as Python's math.fsum), and
-// its promise: the same bits in any order and any split.
+// its promise: the same bits in any order and any split, digits accumulated as a GPU does included.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <random>
 #include <vector>
 
+#include "core/exact_digits.h"
 #include "core/exact_sum.h"
 
 namespace octet {
@@ -119,6 +121,37 @@ TEST(ExactSum, NonFiniteTermsAreRemembered) {
   const double big = std::numeric_limits<double>::max();
   EXPECT_EQ(exact({big, big}), inf);
   EXPECT_EQ(exact({big, big, -big}), big);  // an intermediate overflow is not one
+}
+
+// The way a GPU accumulates (optim/cuda/update.cu): each term's parts (core/exact_digits.h) added
+// into raw 64-bit digits, in any order, carries never propagated; from_words then reads the same
+// sum, bit for bit, as ExactSum's own adds.
+TEST(ExactSum, DigitsWithCarriesPendingReadAsTheSum) {
+  std::mt19937_64 rng(13);
+  for (int trial = 0; trial < 6; ++trial) {
+    auto xs = spread(rng, 20000, trial < 3 ? -60 : -1074, trial < 3 ? 60 : 1000, trial % 2 == 1);
+    xs.push_back(std::numeric_limits<double>::denorm_min());
+    xs.push_back(-0.0);
+    std::array<int64_t, ExactSum::kWords> words{};
+    for (double x : xs) {
+      const exact::Parts p = exact::parts_of(x);
+      words[ExactSum::kDigits] |= p.flag;
+      for (int k = 0; k < 3; ++k) words[p.index + k] += p.part[k];
+    }
+    EXPECT_EQ(ExactSum::from_words(words).value(), exact(xs)) << "trial " << trial;
+    EXPECT_EQ(ExactSum::from_words(words).value(), fsum(xs)) << "trial " << trial;
+    // Every term the same (digits far from normalized: 2^14 adds of up to 2^32 per word).
+    std::array<int64_t, ExactSum::kWords> same{};
+    const exact::Parts p = exact::parts_of(-4294967295.0);
+    for (int i = 0; i < (1 << 14); ++i)
+      for (int k = 0; k < 3; ++k) same[p.index + k] += p.part[k];
+    EXPECT_EQ(ExactSum::from_words(same).value(), -4294967295.0 * (1 << 14));
+  }
+  std::array<int64_t, ExactSum::kWords> flags{};
+  flags[ExactSum::kDigits] = exact::parts_of(-std::numeric_limits<double>::infinity()).flag;
+  EXPECT_EQ(ExactSum::from_words(flags).value(), -std::numeric_limits<double>::infinity());
+  flags[ExactSum::kDigits] |= exact::parts_of(std::nan("")).flag;
+  EXPECT_TRUE(std::isnan(ExactSum::from_words(flags).value()));
 }
 
 }  // namespace

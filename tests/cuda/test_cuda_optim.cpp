@@ -4,11 +4,11 @@
 // What is expected, and why. The CUDA kernels run the CPU's own per-element code
 // (optim/update_rules.h, quant/block_code.h), compiled with --fmad=false: the same IEEE adds,
 // multiplies, divisions and square roots in the same order, on float / double without flush to
-// zero. So every elementwise update (SGD, Adam, AdamW, RMSprop, Lion; also LAMB's moments) is
-// bit-identical, and so are block-wise codes and absmax (same finite-only max, same division, same
-// code table). Only sums are ordered differently (layer-wise norms, clip_grad_norm: a tree on
-// the GPU, serial per block on the CPU): double sums then differ by a few ulps, the f32 factors
-// they make by at most one float ulp, so those results get a float-rounding tolerance.
+// zero. So every elementwise update (SGD, Adam, AdamW, RMSprop, Lion, Adagrad) is bit-identical,
+// and so are block-wise codes and absmax (same finite-only max, same division, same code table).
+// The norms of LAMB, LARS and clip_grad_norm are the CPU's sums too (units of 64 elements added in
+// order, the units' sums added exactly: optim/cuda/update.cu, core/exact_digits.h), so their
+// factors, and every parameter and state they touch, are bit-identical as well.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -35,55 +35,27 @@
 namespace octet {
 namespace {
 
-// A factor computed from a differently ordered double sum may differ by one float ulp (2^-23
-// relative); over a few steps the parameters then differ by a small multiple of that.
-constexpr double kF32ReorderTol = 1e-5;
-constexpr double kF64ReorderTol = 1e-12;
-
 Tensor host(const Tensor& t) { return t.to(Device::cpu()); }
 Tensor device(const Tensor& t) { return t.to(Device::cuda()); }
 
-// Element-by-element comparison in double: how many differ in their bits, and how many are further
-// apart than atol + rtol * |want| (NaN must meet NaN).
-struct Diff {
-  int64_t not_identical = 0, out_of_tol = 0;
-  std::string first;
-};
-
-Diff compare(const Tensor& got_any, const Tensor& want_any, double tol) {
+// got (any device) equals want (CPU) bit for bit (NaN meets NaN: the payloads differ, x86
+// propagates an input NaN, the GPU makes a canonical one).
+void expect_identical(const Tensor& got_any, const Tensor& want_any, const std::string& what) {
   Tensor got = host(got_any).contiguous(), want = want_any.contiguous();
-  EXPECT_EQ(got.shape(), want.shape());
-  EXPECT_EQ(got.dtype(), want.dtype());
-  Diff d;
+  ASSERT_EQ(got.shape(), want.shape()) << what;
+  ASSERT_EQ(got.dtype(), want.dtype()) << what;
   const size_t bytes = dtype_size(want.dtype());
   const auto* gb = static_cast<const unsigned char*>(got.raw_data());
   const auto* wb = static_cast<const unsigned char*>(want.raw_data());
   std::vector<double> g = got.to_vector<double>(), w = want.to_vector<double>();
-  for (size_t i = 0; i < w.size() && i < g.size(); ++i) {
-    // NaN meets NaN: the payloads differ (x86 propagates an input NaN, the GPU makes a canonical
-    // one).
+  int64_t differ = 0;
+  std::string first;
+  for (size_t i = 0; i < w.size(); ++i) {
     if (std::memcmp(gb + i * bytes, wb + i * bytes, bytes) == 0 || (std::isnan(g[i]) && std::isnan(w[i]))) continue;
-    ++d.not_identical;
-    const bool ok = g[i] == w[i] || std::abs(g[i] - w[i]) <= tol + tol * std::abs(w[i]);
-    if (!ok && d.out_of_tol++ == 0)
-      d.first = "element " + std::to_string(i) + ": cuda " + std::to_string(g[i]) + " cpu " + std::to_string(w[i]);
+    if (differ++ == 0)
+      first = "element " + std::to_string(i) + ": cuda " + std::to_string(g[i]) + " cpu " + std::to_string(w[i]);
   }
-  return d;
-}
-
-// got (any device) equals want (CPU) bit for bit.
-void expect_identical(const Tensor& got, const Tensor& want, const std::string& what) {
-  Diff d = compare(got, want, 0.0);
-  EXPECT_EQ(d.not_identical, 0) << what << ": " << d.not_identical << " elements differ; " << d.first;
-}
-
-// Within `tol` (absolute + relative); `exact` also demands identical bits.
-void expect_close(const Tensor& got, const Tensor& want, double tol, bool exact, const std::string& what) {
-  Diff d = compare(got, want, tol);
-  EXPECT_EQ(d.out_of_tol, 0) << what << ": " << d.out_of_tol << " elements off by more than " << tol << "; " << d.first;
-  if (exact) {
-    EXPECT_EQ(d.not_identical, 0) << what << ": " << d.not_identical << " elements not bit-identical";
-  }
+  EXPECT_EQ(differ, 0) << what << ": " << differ << " elements differ; first " << first;
 }
 
 using MakeOpt = std::function<std::unique_ptr<Optimizer>(const NamedTensors&, const StateOptions&)>;
@@ -91,7 +63,7 @@ using MakeOpt = std::function<std::unique_ptr<Optimizer>(const NamedTensors&, co
 struct OptCase {
   std::string name;
   MakeOpt make;
-  bool layerwise;  // a norm-ratio factor (differently ordered sums): float-rounding tolerance
+  bool layerwise;  // a factor from norms of whole parameters (LAMB, LARS)
 };
 
 template <typename Opt, typename Options>
@@ -126,7 +98,7 @@ std::vector<OptCase> cases() {
   };
 }
 
-// Shapes with odd sizes: several reduction chunks (4096) and CPU blocks (32768), a partial last
+// Shapes with odd sizes: many units of the sums (64) and several CPU blocks (32768), a partial last
 // one, and a single element.
 const std::vector<Shape> kShapes = {{37, 29}, {70001}, {1}};
 
@@ -170,14 +142,12 @@ TEST(CudaOptim, DenseStateMatchesCpu) {
       auto cpu_opt = c.make(p.named_cpu, StateOptions());
       auto gpu_opt = c.make(p.named_gpu, StateOptions());
       Generator g(12);
-      const double tol = dtype == DType::f32 ? kF32ReorderTol : kF64ReorderTol;
       for (int s = 0; s < kSteps; ++s) {
         set_grads(p, g);
         cpu_opt->step();
         gpu_opt->step();
         for (size_t i = 0; i < p.cpu.size(); ++i)
-          expect_close(p.gpu[i], p.cpu[i], tol, !c.layerwise,
-                       what + " step " + std::to_string(s) + " p" + std::to_string(i));
+          expect_identical(p.gpu[i], p.cpu[i], what + " step " + std::to_string(s) + " p" + std::to_string(i));
       }
       NamedTensors want = cpu_opt->state_dict(), got = gpu_opt->state_dict();
       ASSERT_EQ(got.size(), want.size()) << what;
@@ -189,7 +159,7 @@ TEST(CudaOptim, DenseStateMatchesCpu) {
         } else {
           EXPECT_TRUE(got[i].second.device().is_cuda())
               << what << " " << want[i].first << ": state lives on the device";
-          expect_close(got[i].second, want[i].second, tol, !c.layerwise, what + " " + want[i].first);
+          expect_identical(got[i].second, want[i].second, what + " " + want[i].first);
         }
       }
     }
@@ -248,32 +218,14 @@ TEST(CudaOptim8bit, FusedUpdateMatchesCpu) {
         gpu_opt->step();
         const std::string at = what + " step " + std::to_string(s);
         for (size_t i = 0; i < p.cpu.size(); ++i)
-          expect_close(p.gpu[i], p.cpu[i], kF32ReorderTol, !c.layerwise, at + " p" + std::to_string(i));
+          expect_identical(p.gpu[i], p.cpu[i], at + " p" + std::to_string(i));
         NamedTensors want = cpu_opt->state_dict(), got = gpu_opt->state_dict();
         ASSERT_EQ(got.size(), want.size()) << at;
         for (size_t i = 0; i < want.size(); ++i) {
           const std::string key = want[i].first;
           ASSERT_EQ(got[i].first, key) << at;
           if (want[i].second.dtype() == DType::i64) continue;
-          if (key.ends_with(".codes")) {
-            // LARS's momentum takes the scale (one float ulp apart at most): a value that lands on
-            // a decision threshold may round to the neighbouring code. Elsewhere: identical.
-            std::vector<uint8_t> gc = host(got[i].second).to_vector<uint8_t>(),
-                                 wc = want[i].second.to_vector<uint8_t>();
-            int64_t differ = 0, far = 0;
-            for (size_t j = 0; j < wc.size(); ++j) {
-              differ += gc[j] != wc[j];
-              far += std::abs(int(gc[j]) - int(wc[j])) > 1;
-            }
-            EXPECT_EQ(far, 0) << at << " " << key << ": codes more than one step apart";
-            if (c.layerwise) {
-              EXPECT_LE(differ, static_cast<int64_t>(wc.size() / 1000) + 1) << at << " " << key;
-            } else {
-              EXPECT_EQ(differ, 0) << at << " " << key;
-            }
-          } else {  // absmax (the new state's max, so the same ulp argument) and dense buffers
-            expect_close(got[i].second, want[i].second, kF32ReorderTol, !c.layerwise, at + " " + key);
-          }
+          expect_identical(got[i].second, want[i].second, at + " " + key);  // codes, absmax, dense buffers
         }
       }
     }
@@ -318,21 +270,13 @@ TEST(CudaOptim4bit, FusedUpdateMatchesCpu) {
       cpu_opt->step();
       gpu_opt->step();
       for (size_t i = 0; i < cpu.size(); ++i)
-        expect_close(gpu[i], cpu[i], kF32ReorderTol, !c.layerwise, at + " w" + std::to_string(i));
+        expect_identical(gpu[i], cpu[i], at + " w" + std::to_string(i));
       NamedTensors want = cpu_opt->state_dict(), got = gpu_opt->state_dict();
       ASSERT_EQ(got.size(), want.size()) << at;
       for (size_t i = 0; i < want.size(); ++i) {
         ASSERT_EQ(got[i].first, want[i].first) << at;
         if (want[i].second.dtype() == DType::i64) continue;
-        if (want[i].first.ends_with(".codes") && c.layerwise) {
-          // LARS's scale may be one float ulp apart: a value on a threshold takes the next code.
-          std::vector<uint8_t> gc = host(got[i].second).to_vector<uint8_t>(), wc = want[i].second.to_vector<uint8_t>();
-          int64_t differ = 0;
-          for (size_t j = 0; j < wc.size(); ++j) differ += gc[j] != wc[j];
-          EXPECT_LE(differ, static_cast<int64_t>(wc.size() / 1000) + 1) << at << " " << want[i].first;
-        } else {
-          expect_close(got[i].second, want[i].second, kF32ReorderTol, !c.layerwise, at + " " + want[i].first);
-        }
+        expect_identical(got[i].second, want[i].second, at + " " + want[i].first);
       }
     }
   }
@@ -467,7 +411,7 @@ TEST(CudaOptim8bit, ManyBlocksMatchCpu) {
     cpu_opt.step();
     gpu_opt.step();
   }
-  expect_close(b, a, kF32ReorderTol, true, "parameters");
+  expect_identical(b, a, "parameters");
   NamedTensors want = cpu_opt.state_dict(), got = gpu_opt.state_dict();
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < want.size(); ++i) {
@@ -475,7 +419,7 @@ TEST(CudaOptim8bit, ManyBlocksMatchCpu) {
     if (w.dtype() == DType::u8) {
       EXPECT_TRUE(host(got[i].second).to_vector<uint8_t>() == w.to_vector<uint8_t>()) << want[i].first;
     }
-    if (w.dtype() == DType::f32) expect_close(got[i].second, w, 0, true, want[i].first);
+    if (w.dtype() == DType::f32) expect_identical(got[i].second, w, want[i].first);
   }
 }
 
@@ -624,7 +568,6 @@ TEST(CudaQuant, ZerosAndIntoVariantsOnDevice) {
 
 TEST(CudaClip, MatchesCpu) {
   if (!cuda::is_available()) GTEST_SKIP() << "no CUDA device";
-  constexpr double kNormTol = 1e-12;  // relative: a differently ordered double sum
   auto make = [](bool on_gpu, double scale) {
     Generator g(51);
     std::vector<Tensor> ps;
@@ -647,10 +590,9 @@ TEST(CudaClip, MatchesCpu) {
   for (double max_norm : {1.0, 1e9}) {
     std::vector<Tensor> cpu = make(false, 1.0), gpu = make(true, 1.0);
     const double want = clip_grad_norm(cpu, max_norm), got = clip_grad_norm(gpu, max_norm);
-    EXPECT_NEAR(got, want, kNormTol * want) << "max_norm " << max_norm;
+    EXPECT_EQ(got, want) << "max_norm " << max_norm;  // the same exact sum
     for (size_t i = 0; i + 1 < cpu.size(); ++i)
-      expect_close(gpu[i].grad(), cpu[i].grad(), cpu[i].dtype() == DType::f32 ? kF32ReorderTol : kF64ReorderTol, false,
-                   "clipped grad " + std::to_string(i));
+      expect_identical(gpu[i].grad(), cpu[i].grad(), "clipped grad " + std::to_string(i));
   }
   // A non-finite norm is returned and nothing is scaled.
   std::vector<Tensor> gpu = make(true, 1.0);
