@@ -206,11 +206,19 @@ Request enqueue(const Peers& p, int device, const char* what, Call call) {
   ready.record(cuda::current_stream());
   ready.wait(c->stream);
   ncclResult_t rc = ncclSuccess;
+  std::string error;
   {
     std::lock_guard<std::mutex> lock(c->state->mutex);
     OCTET_CHECK(!c->state->aborted, what, ": the communicator was aborted (an earlier collective failed or timed out)");
     rc = call(c->state->comm, static_cast<cudaStream_t>(c->stream.handle()));
-    if (rc != ncclInProgress) check(rc, c->state->comm, what);
+    if (rc != ncclSuccess && rc != ncclInProgress)
+      error = std::string(ncclGetErrorString(rc)) + " (" + ncclGetLastError(c->state->comm) + ")";
+  }
+  // A call refused at once leaves a non-blocking communicator in error: aborted, so that the next
+  // collective makes a new one instead of failing the same way.
+  if (!error.empty()) {
+    abort_communicator(*c->state);
+    OCTET_FAIL(what, ": NCCL error: ", error);
   }
   // A non-blocking communicator may answer ncclInProgress: the call is through once it settles.
   if (rc == ncclInProgress) settle(*c->state, p.timeout_s, what);
