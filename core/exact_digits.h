@@ -30,25 +30,16 @@ struct Parts {
   int64_t flag = 0;
 };
 
-OCTET_HD inline uint64_t bits_of(double x) {
-#ifdef __CUDA_ARCH__
-  return static_cast<uint64_t>(__double_as_longlong(x));
-#else
-  uint64_t b;
-  std::memcpy(&b, &x, sizeof b);
-  return b;
-#endif
+// The bits of a double as a uint64_t, or back (memcpy: host and device code both have it).
+template <typename To, typename From>
+OCTET_HD inline To same_bits(From x) {
+  static_assert(sizeof(To) == sizeof(From));
+  To out;
+  memcpy(&out, &x, sizeof out);
+  return out;
 }
-
-OCTET_HD inline double from_bits(uint64_t b) {
-#ifdef __CUDA_ARCH__
-  return __longlong_as_double(static_cast<long long>(b));
-#else
-  double x;
-  std::memcpy(&x, &b, sizeof x);
-  return x;
-#endif
-}
+OCTET_HD inline uint64_t bits_of(double x) { return same_bits<uint64_t>(x); }
+OCTET_HD inline double from_bits(uint64_t b) { return same_bits<double>(b); }
 
 OCTET_HD inline Parts parts_of(double x) {
   Parts out;
@@ -126,38 +117,22 @@ OCTET_HD inline double value_of(const int64_t* digits, int64_t flags) {
   const uint64_t lo = digit(t - 1) << 32 | digit(t - 2);
   bool sticky = false;
   for (int i = 0; i < t - 2; ++i) sticky = sticky || d[i] != 0;
-  const int length = hi != 0 ? 64 + bit_length(hi) : bit_length(lo);
-  const int shift = length > 53 ? length - 53 : 0;
-  // mant = (hi:lo) >> shift (53 bits); rem, the bits shifted out, against half of 2^shift.
+  // hi, digit t, is not 0: the number has 65 to 96 bits, so 12 <= shift < 44; more only in the
+  // top digit of a sum past the double range.
+  const int shift = 64 + bit_length(hi) - 53;
+  // mant = (hi:lo) >> shift (53 bits), rounded: the bits shifted out against half of 2^shift.
   uint64_t mant;
-  bool above = false, exactly_half = false;
-  if (shift == 0) {
-    mant = lo;
+  if (shift < 64) {
+    mant = lo >> shift | hi << (64 - shift);
+    const uint64_t rem = lo & ((uint64_t{1} << shift) - 1), half = uint64_t{1} << (shift - 1);
+    if (rem > half || (rem == half && (sticky || (mant & 1)))) ++mant;
   } else {
-    if (shift < 64) {
-      mant = lo >> shift | hi << (64 - shift);
-      const uint64_t rem = lo & ((uint64_t{1} << shift) - 1), half = uint64_t{1} << (shift - 1);
-      above = rem > half;
-      exactly_half = rem == half;
-    } else {
-      mant = hi >> (shift - 64);
-      // shift - 64 < 32 here (hi < 2^32): the remainder is hi's low bits and all of lo.
-      const int s = shift - 64;
-      const uint64_t rem_hi = s == 0 ? 0 : hi & ((uint64_t{1} << s) - 1);
-      const uint64_t half_hi = s == 0 ? 0 : uint64_t{1} << (s - 1);
-      if (s == 0) {  // the remainder is lo, half is 2^63
-        above = lo > (uint64_t{1} << 63);
-        exactly_half = lo == (uint64_t{1} << 63);
-      } else {
-        above = rem_hi > half_hi || (rem_hi == half_hi && lo != 0);
-        exactly_half = rem_hi == half_hi && lo == 0;
-      }
-    }
-    if (above || (exactly_half && (sticky || (mant & 1)))) ++mant;
+    mant = hi >> (shift - 64);  // an overflow: inf below, whatever the rounding
   }
-  // out = mant * 2^e (mant < 2^54, exact as a double), as ldexp: e is at least -1138 (t >= 0, shift
-  // >= 0), and a sum below 2^-1022 has fewer than 53 bits, all of them in mant (shift < 32 there),
-  // so its product lands exactly on a subnormal; two factors where 2^e alone is out of range.
+  // out = mant * 2^e (mant < 2^54, exact as a double), as ldexp: e is at least 12 - 64 - 1074, and
+  // a sum below 2^-1022 has fewer than 53 bits, all of them in mant (only the zeros below digit 0
+  // are shifted out), so its product lands exactly on a subnormal; two factors where 2^e alone is
+  // out of range.
   const int e = shift + 32 * (t - 2) - kLowest;
   double out = static_cast<double>(mant);
   if (e > 1023) {

@@ -32,8 +32,8 @@ class ExactSum {
   double value() const;
 
   // The state as kWords int64 values, for collectives (dist all_gather), and back; from_words also
-  // takes digits whose carries are pending (each word any int64: a GPU accumulator's,
-  // core/exact_digits.h).
+  // takes digits whose carries are pending (each word within 2^63 - 2^32 of 0: a GPU accumulator's
+  // of up to 2^31 units, core/exact_digits.h).
   std::array<int64_t, kWords> words() const;
   static ExactSum from_words(std::span<const int64_t> words);
 
