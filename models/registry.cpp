@@ -4,6 +4,7 @@
 #include <functional>
 #include <map>
 
+#include "core/error.h"
 #include "models/gpt.h"
 #include "models/lstm_lm.h"
 #include "models/mlp.h"
@@ -62,12 +63,19 @@ const std::vector<ModelEntry>& entries() {
                                                        .stable_embedding(o.embedding_ == "stable"));
                  }});
     t.push_back({"gpt", "", [](const ModelOptions& o) {
+                   // The width is embed_dim (hidden_size where embed_dim is 0): named by its key here, as
+                   // Gpt's own check knows only its C++ option.
+                   const int64_t width = o.embed_dim_ > 0 ? o.embed_dim_ : o.hidden_size_;
+                   OCTET_CHECK(o.num_heads_ > 0 && width % o.num_heads_ == 0, "build_model: ",
+                               o.embed_dim_ > 0 ? "embed_dim " : "hidden_size (the width while embed_dim is 0) ",
+                               width, " is not a multiple of num_heads ", o.num_heads_, " (each head takes width / ",
+                               "num_heads of it)");
                    return std::make_shared<Gpt>(GptOptions()
                                                     .vocab_size(o.vocab_size_)
                                                     .context_length(o.context_length_)
                                                     .num_layers(o.num_layers_)
                                                     .num_heads(o.num_heads_)
-                                                    .width(o.embed_dim_ > 0 ? o.embed_dim_ : o.hidden_size_)
+                                                    .width(width)
                                                     .dropout(o.dropout_)
                                                     .tie_weights(o.tie_weights_)
                                                     .stable_embedding(o.embedding_ == "stable"));
