@@ -67,8 +67,8 @@ const std::vector<ModelEntry>& entries() {
                    // Gpt's own check knows only its C++ option.
                    const int64_t width = o.embed_dim_ > 0 ? o.embed_dim_ : o.hidden_size_;
                    OCTET_CHECK(o.num_heads_ > 0 && width % o.num_heads_ == 0, "build_model: ",
-                               o.embed_dim_ > 0 ? "embed_dim " : "hidden_size (the width while embed_dim is 0) ",
-                               width, " is not a multiple of num_heads ", o.num_heads_, " (each head takes width / ",
+                               o.embed_dim_ > 0 ? "embed_dim " : "hidden_size (the width while embed_dim is 0) ", width,
+                               " is not a multiple of num_heads ", o.num_heads_, " (each head takes width / ",
                                "num_heads of it)");
                    return std::make_shared<Gpt>(GptOptions()
                                                     .vocab_size(o.vocab_size_)

@@ -167,8 +167,9 @@ TEST(CommandLine, RecipeValuesFoundWrongWhileBuildingAreUsageErrors) {
   const OctetRun r = run_octet({"train", std::string(OCTET_TESTS_DIR) + "/../recipes/gpt_tiny.yaml",
                                 "model.num_heads=5", "checkpoint.dir=" + dir.path() + "/runs"});
   EXPECT_EQ(r.status, 2) << r.output;
-  expect_output(
-      r, "recipe model: cannot build model 'gpt' from its keys: build_model: embed_dim 64 is not a multiple of num_heads 5");
+  expect_output(r,
+                "recipe model: cannot build model 'gpt' from its keys: build_model: embed_dim 64 is not a multiple of "
+                "num_heads 5");
   EXPECT_FALSE(std::filesystem::exists(dir.path() + "/runs")) << "a refused command wrote a run folder";
 }
 
