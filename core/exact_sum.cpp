@@ -11,7 +11,6 @@ namespace octet {
 namespace {
 
 constexpr int64_t kCarryEvery = int64_t{1} << 30;
-static_assert(ExactSum::kDigits == exact::kDigits);
 
 }  // namespace
 

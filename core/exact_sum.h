@@ -13,6 +13,8 @@
 #include <cstdint>
 #include <span>
 
+#include "core/exact_digits.h"
+
 namespace octet {
 
 class ExactSum {
@@ -21,7 +23,7 @@ class ExactSum {
   // cover every finite double with 2^63 additions of headroom. Carries are deferred (each digit is
   // a signed 64-bit count) and propagated when 2^30 additions could have reached a digit. The
   // arithmetic is core/exact_digits.h's, which CUDA kernels share.
-  static constexpr int kDigits = 70;
+  static constexpr int kDigits = exact::kDigits;
   // The serialized form (words()): the digits, then the non-finite flags.
   static constexpr int kWords = kDigits + 1;
 
