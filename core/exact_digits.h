@@ -62,7 +62,7 @@ OCTET_HD inline Parts parts_of(double x) {
   const int shift = pos % 32;
   out.index = pos / 32;
   // mant << shift spans at most 85 bits: three 32-bit parts.
-  const uint64_t lo = mant << shift;                            // bits 0..63
+  const uint64_t lo = mant << shift;                          // bits 0..63
   const uint64_t hi = shift == 0 ? 0 : mant >> (64 - shift);  // bits 64..84
   const int64_t part[3] = {static_cast<int64_t>(lo & kDigitMask), static_cast<int64_t>(lo >> 32),
                            static_cast<int64_t>(hi)};

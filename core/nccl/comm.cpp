@@ -238,11 +238,11 @@ Request enqueue(const Peers& p, int device, const char* what, Call call) {
     std::lock_guard<std::mutex> lock(state->mutex);
     return !state->aborted;
   };
-  r.impl_->watched = watchdog().watch({what,
-                                       Watchdog::Clock::now() + std::chrono::duration_cast<Watchdog::Clock::duration>(
-                                                                    std::chrono::duration<double>(p.timeout_s)),
-                                       finished, [state] { return async_failure(*state); },
-                                       [state] { abort_communicator(*state); }});
+  r.impl_->watched =
+      watchdog().watch({what,
+                        Watchdog::Clock::now() + std::chrono::duration_cast<Watchdog::Clock::duration>(
+                                                     std::chrono::duration<double>(p.timeout_s)),
+                        finished, [state] { return async_failure(*state); }, [state] { abort_communicator(*state); }});
   return r;
 }
 

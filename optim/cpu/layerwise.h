@@ -2,10 +2,10 @@
 // the factors made of them, lamb_ratio() and lars_local_lr(), are in optim/update_rules.h; the CUDA
 // reductions, which take the same sums, in optim/cuda/). A sum is taken in units of kSumUnit
 // elements counted from the parameter's first: each unit's terms added in double in a fixed order,
-// the units' sums added exactly (ExactSum). So a norm depends on neither the thread count nor on how the parameter was
-// split, as long as each piece starts on a unit: a shard of sharded optimizer state (Optimizer::
-// shard_state) starts on a block of at least 64 elements, and its ranks' sums added together are
-// the unsharded sum, bit for bit.
+// the units' sums added exactly (ExactSum). So a norm depends on neither the thread count nor on
+// how the parameter was split, as long as each piece starts on a unit: a shard of sharded optimizer
+// state (Optimizer::shard_state) starts on a block of at least 64 elements, and its ranks' sums
+// added together are the unsharded sum, bit for bit.
 //   UnitSums<2> sums;
 //   state.read_blocks(BlockRead<T>([&](const StateBlock<const T>& b) { sums.add_block(b.n, term_of_b); }));
 //   LayerSums s = sums.take();

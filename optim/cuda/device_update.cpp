@@ -252,7 +252,8 @@ std::array<ExactSum, K> host_sums(const Tensor& acc) {
   const int64_t* words = host.data<int64_t>();
   std::array<ExactSum, K> out;
   for (size_t k = 0; k < K; ++k)
-    out[k] = ExactSum::from_words({words + k * octet::cuda::kExactWords, static_cast<size_t>(octet::cuda::kExactWords)});
+    out[k] =
+        ExactSum::from_words({words + k * octet::cuda::kExactWords, static_cast<size_t>(octet::cuda::kExactWords)});
   return out;
 }
 }  // namespace

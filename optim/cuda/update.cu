@@ -542,8 +542,8 @@ void lamb_exact_sums(const LambRule<T>& rule, const T* p, const T* g, int64_t n,
 void lamb_exact_sums(const LambRule<float>& rule, const float* p, const float* g, int64_t n, const QuantView& state,
                      int64_t* acc) {
   check_quant_view(state, "cuda::lamb_exact_sums");
-  launch_exact_sums<2>(LambTerms<float, QuantReader>{rule, p, g, QuantReader{state, log2_of(state.block_size)}}, n,
-                       acc, "cuda::lamb_exact_sums (8-bit)");
+  launch_exact_sums<2>(LambTerms<float, QuantReader>{rule, p, g, QuantReader{state, log2_of(state.block_size)}}, n, acc,
+                       "cuda::lamb_exact_sums (8-bit)");
 }
 
 void lamb_exact_sums(const LambRule<float>& rule, const float* p, const float* g, int64_t n, const LowBitView& state,
@@ -594,12 +594,11 @@ OCTET_RULE(LarsRule)
 #undef OCTET_RULE
 #undef OCTET_DENSE_UPDATE
 
-#define OCTET_SUMS(T)                                                                                         \
-  template void lamb_exact_sums<T>(const LambRule<T>&, const T*, const T*, int64_t, const DenseView<T>&,      \
-                                   int64_t*);                                                                 \
-  template void lamb_finish<T>(const int64_t*, double, bool, T*);                                             \
-  template void square_exact_sums<T>(const T*, int64_t, int64_t*);                                            \
-  template void square_pair_exact_sums<T>(const T*, const T*, int64_t, int64_t*);                             \
+#define OCTET_SUMS(T)                                                                                               \
+  template void lamb_exact_sums<T>(const LambRule<T>&, const T*, const T*, int64_t, const DenseView<T>&, int64_t*); \
+  template void lamb_finish<T>(const int64_t*, double, bool, T*);                                                   \
+  template void square_exact_sums<T>(const T*, int64_t, int64_t*);                                                  \
+  template void square_pair_exact_sums<T>(const T*, const T*, int64_t, int64_t*);                                   \
   template void lars_finish<T>(const int64_t*, double, double, double, T*);
 OCTET_SUMS(float)
 OCTET_SUMS(double)

@@ -217,8 +217,7 @@ TEST(CudaOptim8bit, FusedUpdateMatchesCpu) {
         cpu_opt->step();
         gpu_opt->step();
         const std::string at = what + " step " + std::to_string(s);
-        for (size_t i = 0; i < p.cpu.size(); ++i)
-          expect_identical(p.gpu[i], p.cpu[i], at + " p" + std::to_string(i));
+        for (size_t i = 0; i < p.cpu.size(); ++i) expect_identical(p.gpu[i], p.cpu[i], at + " p" + std::to_string(i));
         NamedTensors want = cpu_opt->state_dict(), got = gpu_opt->state_dict();
         ASSERT_EQ(got.size(), want.size()) << at;
         for (size_t i = 0; i < want.size(); ++i) {
@@ -269,8 +268,7 @@ TEST(CudaOptim4bit, FusedUpdateMatchesCpu) {
       const std::string at = c.name + " step " + std::to_string(s);
       cpu_opt->step();
       gpu_opt->step();
-      for (size_t i = 0; i < cpu.size(); ++i)
-        expect_identical(gpu[i], cpu[i], at + " w" + std::to_string(i));
+      for (size_t i = 0; i < cpu.size(); ++i) expect_identical(gpu[i], cpu[i], at + " w" + std::to_string(i));
       NamedTensors want = cpu_opt->state_dict(), got = gpu_opt->state_dict();
       ASSERT_EQ(got.size(), want.size()) << at;
       for (size_t i = 0; i < want.size(); ++i) {
